@@ -1,0 +1,23 @@
+import { formatReport, type Benchmark } from './harness.js';
+
+/**
+ * `npm run bench` runs every benchmark; `node dist/bench/run.js NAME...` runs the named ones.
+ * Each entry is loaded lazily so one benchmark's setup never slows another's.
+ */
+const BENCHMARKS: Record<string, () => Promise<{ run: Benchmark }>> = {};
+
+async function main(): Promise<void> {
+  const wanted = process.argv.slice(2);
+  const unknown = wanted.filter((name) => !(name in BENCHMARKS));
+  if (unknown.length > 0) {
+    process.stderr.write(`unknown benchmark(s): ${unknown.join(', ')}; known: ${Object.keys(BENCHMARKS).join(', ')}\n`);
+    process.exit(2);
+  }
+  for (const name of wanted.length > 0 ? wanted : Object.keys(BENCHMARKS)) {
+    const module = await BENCHMARKS[name]!();
+    const report = await module.run();
+    process.stdout.write(`${formatReport(report)}\n\n`);
+  }
+}
+
+await main();

@@ -1,0 +1,30 @@
+import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
+import type { CompactionSettings } from '../config/types.js';
+import type { MemoryLocation } from '../memory/types.js';
+
+export interface SummarizeRequest {
+  channelId: string;
+  /** Where memories saved during this compaction belong. */
+  location: MemoryLocation;
+  /** Earlier summaries folded into this one (roll-up); empty for an ordinary compaction. */
+  priorSummaries: SummaryEntry[];
+  /** The contiguous oldest range being compacted, in order. */
+  entries: HistoryEntry[];
+  settings: CompactionSettings;
+  signal: AbortSignal;
+}
+
+export interface SummarizeResult {
+  summary: string;
+  memoriesSaved: number;
+}
+
+/**
+ * Turns a range of history into one summary. Implementations: the model (with only
+ * `memory_save`) and the offline extractive summarizer. A summarizer throws on failure; it
+ * never changes history itself.
+ */
+export interface Summarizer {
+  readonly name: string;
+  summarize(request: SummarizeRequest): Promise<SummarizeResult>;
+}

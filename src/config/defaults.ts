@@ -1,0 +1,74 @@
+import type { MagpieConfig } from './types.js';
+
+/** The one place every default lives. `config.toml` at the top level shows the same values. */
+export const DEFAULT_SYSTEM_PROMPT =
+  'You are Magpie, a helpful member of this Discord channel. Answer briefly and plainly. ' +
+  'Older parts of the conversation may have been summarized; when you need a detail you do not ' +
+  'see, look it up with memory_search before answering, and save lasting facts, decisions and ' +
+  'preferences with memory_save.';
+
+export const DEFAULTS: MagpieConfig = {
+  defaults: {
+    contextWindow: 200_000,
+    systemPrompt: DEFAULT_SYSTEM_PROMPT,
+    maxResponseTokens: 1024,
+    maxAgentSteps: 6,
+    replyPolicy: 'mention',
+    dailyTokenBudget: 0,
+    compaction: {
+      backgroundThreshold: 0.8,
+      aggressiveThreshold: 0.85,
+      emergencyThreshold: 0.95,
+      backgroundFraction: 0.3,
+      aggressiveFraction: 0.5,
+      emergencyFraction: 0.5,
+      maxWorkerTurns: 6,
+      workerTimeoutMs: 120_000,
+      summaryMaxTokens: 2048,
+      rollupThreshold: 0.25,
+      fallbackAfterFailures: 3,
+    },
+  },
+  channels: {},
+  llm: {
+    model: '',
+    baseUrl: '',
+    apiKeyEnv: 'ANTHROPIC_API_KEY',
+    timeoutMs: 60_000,
+    maxRetries: 2,
+    maxConcurrentCalls: 4,
+  },
+  memory: {
+    dataDir: './data',
+    embedder: 'hash',
+    hashDimension: 256,
+    scope: 'channel',
+    http: {
+      url: 'http://127.0.0.1:11434/v1/embeddings',
+      model: 'nomic-embed-text',
+      apiKeyEnv: 'EMBEDDINGS_API_KEY',
+      dimension: 768,
+      batchSize: 64,
+      timeoutMs: 30_000,
+      maxRetries: 2,
+    },
+  },
+  discord: {
+    tokenEnv: 'DISCORD_TOKEN',
+    allowedGuilds: [],
+    allowedChannels: [],
+    allowedRoles: [],
+    allowedUsers: [],
+    blockedUsers: [],
+    dmUsers: [],
+    allowedBots: [],
+    debounceMs: 1200,
+    debounceMaxMs: 5000,
+    userTurnsPerMinute: 6,
+    shutdownGraceMs: 10_000,
+    registerCommands: true,
+  },
+  logging: {
+    level: 'info',
+  },
+};

@@ -1,0 +1,127 @@
+/**
+ * The validated, typed configuration that flows inward from `config.toml`. Keys are the TOML
+ * keys in camelCase. Objects handed to core code are frozen; a hot reload swaps in a new one.
+ */
+
+export type ReplyPolicy = 'mention' | 'always' | 'listen';
+export type MemoryScope = 'channel' | 'guild' | 'global';
+export type EmbedderKind = 'hash' | 'http';
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+
+/** `[defaults.compaction]`, overridable per channel. */
+export interface CompactionSettings {
+  /** Usage at which a background worker summarizes the oldest `backgroundFraction`. */
+  backgroundThreshold: number;
+  /** Usage at which a worker summarizes the oldest `aggressiveFraction`. */
+  aggressiveThreshold: number;
+  /** Usage at which the oldest `emergencyFraction` is dropped synchronously. */
+  emergencyThreshold: number;
+  backgroundFraction: number;
+  aggressiveFraction: number;
+  emergencyFraction: number;
+  /** Bounded tool loop of one compaction worker (model calls). */
+  maxWorkerTurns: number;
+  /** A worker that takes longer is abandoned; history stays unchanged. */
+  workerTimeoutMs: number;
+  /** Upper bound on the summary the model writes. */
+  summaryMaxTokens: number;
+  /** When stacked summaries exceed this share of the window they roll up into one. */
+  rollupThreshold: number;
+  /** After this many failed model compactions in a row, the extractive summarizer stands in. */
+  fallbackAfterFailures: number;
+}
+
+/** `[defaults]`: everything a channel may override in `[channels."<id>"]`. */
+export interface ChannelSettings {
+  /** Model context window in tokens; usage = estimated tokens / contextWindow. */
+  contextWindow: number;
+  /** Persona / system prompt of the channel agent. */
+  systemPrompt: string;
+  /** Upper bound on one reply. */
+  maxResponseTokens: number;
+  /** Model calls one channel turn may make (tool loop bound). */
+  maxAgentSteps: number;
+  replyPolicy: ReplyPolicy;
+  /** Estimated tokens a channel may spend on the model per UTC day; 0 = unlimited. */
+  dailyTokenBudget: number;
+  compaction: CompactionSettings;
+}
+
+/** `[llm]` */
+export interface LlmSettings {
+  /** Model id; empty means no model is configured (extractive summaries, no replies). */
+  model: string;
+  /** Any Anthropic-compatible endpoint; empty = the SDK's default. */
+  baseUrl: string;
+  /** Name of the environment variable that holds the API key (never the key itself). */
+  apiKeyEnv: string;
+  timeoutMs: number;
+  maxRetries: number;
+  /** Simultaneous model calls across all channels. */
+  maxConcurrentCalls: number;
+}
+
+/** `[memory.http]`: any OpenAI-compatible /v1/embeddings endpoint. */
+export interface HttpEmbedderSettings {
+  url: string;
+  model: string;
+  apiKeyEnv: string;
+  dimension: number;
+  batchSize: number;
+  timeoutMs: number;
+  maxRetries: number;
+}
+
+/** `[memory]` */
+export interface MemorySettings {
+  dataDir: string;
+  embedder: EmbedderKind;
+  /** Dimension of the default hashing embedder. */
+  hashDimension: number;
+  /** Widest scope a memory is visible in; `channel` keeps each channel (and DM) apart. */
+  scope: MemoryScope;
+  http: HttpEmbedderSettings;
+}
+
+/** `[discord]` */
+export interface DiscordSettings {
+  tokenEnv: string;
+  /** Empty = every guild the bot is in. */
+  allowedGuilds: string[];
+  /** Empty = every channel; threads inherit their parent's entry. */
+  allowedChannels: string[];
+  /** Empty = everyone; otherwise a member needs one of these roles. */
+  allowedRoles: string[];
+  /** Empty = everyone (subject to roles). */
+  allowedUsers: string[];
+  blockedUsers: string[];
+  /** Users allowed to talk to the bot in DMs; empty = DMs off. */
+  dmUsers: string[];
+  /** Bot accounts whose messages are taken in; others are ignored. */
+  allowedBots: string[];
+  /** Coalesce a burst of messages into one turn: wait this long after the last one... */
+  debounceMs: number;
+  /** ...but never longer than this after the first. */
+  debounceMaxMs: number;
+  /** Turns one user may trigger per minute; 0 = unlimited. */
+  userTurnsPerMinute: number;
+  /** How long shutdown waits for running turns. */
+  shutdownGraceMs: number;
+  /** Register slash commands on start. */
+  registerCommands: boolean;
+}
+
+/** `[logging]` */
+export interface LoggingSettings {
+  level: LogLevel;
+}
+
+export interface MagpieConfig {
+  defaults: ChannelSettings;
+  /** Per-channel settings, already merged over `defaults`. */
+  channels: Readonly<Record<string, ChannelSettings>>;
+  llm: LlmSettings;
+  memory: MemorySettings;
+  discord: DiscordSettings;
+  logging: LoggingSettings;
+}

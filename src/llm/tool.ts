@@ -1,0 +1,27 @@
+import type { ToolDefinition } from './chat-model.js';
+
+/** What a tool handler returns; `isError` results go back to the model as readable errors. */
+export interface ToolOutcome {
+  content: string;
+  isError: boolean;
+}
+
+/** Who is calling a tool, so that handlers can scope what they read and write. */
+export interface ToolContext {
+  channelId: string;
+  guildId?: string;
+  /** For DMs: the user the DM belongs to. */
+  dmUserId?: string;
+  /** Message ids the current work is about (the compaction range, the triggering message). */
+  sourceMessageIds?: string[];
+  signal?: AbortSignal;
+}
+
+/**
+ * A tool the model may call. `run` must never throw for bad input: it answers with
+ * `{ isError: true }` and a message the model can act on.
+ */
+export interface ToolHandler {
+  readonly definition: ToolDefinition;
+  run(input: unknown, context: ToolContext): Promise<ToolOutcome> | ToolOutcome;
+}

@@ -1,0 +1,118 @@
+/**
+ * The memory seam: what the channel, its agent, the compaction worker and the CLI may ask of
+ * long-term memory. SQLite is the source of truth behind it; vector indexes are derived.
+ */
+
+export const MEMORY_TYPES = [
+  'fact',
+  'preference',
+  'decision',
+  'identity',
+  'event',
+  'observation',
+  'goal',
+  'todo',
+] as const;
+export type MemoryType = (typeof MEMORY_TYPES)[number];
+
+export type MemoryKind = 'memory' | 'transcript';
+
+/** Where a memory is visible. `user` is used for DMs: the memory belongs to that user. */
+export type MemoryScopeKind = 'channel' | 'user' | 'guild' | 'global';
+
+/** Where the caller stands; decides what it may read and where a saved memory belongs. */
+export interface MemoryLocation {
+  channelId: string;
+  guildId?: string;
+  /** Set for DMs: the user the DM belongs to. */
+  dmUserId?: string;
+}
+
+export interface SaveMemoryInput {
+  location: MemoryLocation;
+  content: string;
+  memoryType: MemoryType;
+  /** In [0, 1]; a default per type when absent. */
+  importance?: number;
+  sourceIds?: string[];
+}
+
+export interface SaveMemoryResult {
+  id: string;
+  status: 'saved' | 'updated';
+}
+
+/** One archived message, indexed so that search finds what was said after it left the context. */
+export interface TranscriptEntryInput {
+  messageId: string;
+  channelId: string;
+  guildId?: string;
+  dmUserId?: string;
+  authorId: string;
+  authorName: string;
+  content: string;
+  /** Milliseconds since the epoch. */
+  createdAt: number;
+}
+
+export interface SearchQuery {
+  location: MemoryLocation;
+  query: string;
+  /** At most 20; default 5. */
+  limit?: number;
+  memoryType?: MemoryType;
+  kind?: MemoryKind;
+}
+
+/** A search hit, in the shape the `memory_search` tool returns. */
+export interface SearchResult {
+  id: string;
+  content: string;
+  /** In [0, 1]; unrelated text scores near 0. */
+  score: number;
+  kind: MemoryKind;
+  memory_type?: MemoryType;
+  source_ids: string[];
+  /** ISO 8601. */
+  created_at: string;
+}
+
+export interface MemoryRecord {
+  id: string;
+  kind: MemoryKind;
+  content: string;
+  memoryType?: MemoryType;
+  importance?: number;
+  scope: MemoryScopeKind;
+  channelId: string;
+  guildId?: string;
+  sourceIds: string[];
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface MemoryStats {
+  memories: number;
+  transcriptEntries: number;
+  byType: Partial<Record<MemoryType, number>>;
+  embedder: string;
+  dimension: number;
+  indexedVectors: number;
+  pendingVectors: number;
+}
+
+export interface MemoryStore {
+  save(input: SaveMemoryInput): Promise<SaveMemoryResult>;
+  /** Adds archived messages to the searchable transcript; idempotent per message id. */
+  archiveTranscript(entries: TranscriptEntryInput[]): Promise<void>;
+  /** A message edited in Discord: its archived text changes too. */
+  updateTranscript(channelId: string, messageId: string, content: string): Promise<void>;
+  /** Messages deleted in Discord leave the archive and every index. */
+  deleteTranscript(channelId: string, messageIds: string[]): Promise<void>;
+  search(query: SearchQuery): Promise<SearchResult[]>;
+  list(options: { location?: MemoryLocation; kind?: MemoryKind; limit?: number }): MemoryRecord[];
+  /** Returns false when no such memory exists. */
+  forget(id: string): boolean;
+  stats(location?: MemoryLocation): MemoryStats;
+  close(): Promise<void>;
+}
