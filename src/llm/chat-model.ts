@@ -37,11 +37,23 @@ export interface ToolDefinition {
   input_schema: Record<string, unknown>;
 }
 
+/**
+ * How the model may use the offered tools: `auto` (default) lets it choose, `any` makes it call
+ * some tool, `tool` makes it call the named one, `none` forbids tools for this call.
+ */
+export type ToolChoice =
+  | { type: 'auto' }
+  | { type: 'any' }
+  | { type: 'tool'; name: string }
+  | { type: 'none' };
+
 export interface ModelRequest {
   system: string;
   messages: ModelMessage[];
   tools?: ToolDefinition[];
   maxTokens: number;
+  /** Absent = the server's default (`auto` when tools are offered). */
+  toolChoice?: ToolChoice;
 }
 
 export interface ModelUsage {

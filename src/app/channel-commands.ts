@@ -1,0 +1,85 @@
+import { errorMessage } from '../common/errors.js';
+import type { EventStream } from '../common/events.js';
+import type { ContextStatus } from '../channel/types.js';
+import type { MemoryLocation, MemoryStore } from '../memory/types.js';
+
+/** What `/context`, `/compact` and `/memory` need of the runtime. */
+export interface CommandRuntime {
+  status(channelId: string): ContextStatus;
+  compactNow(channelId: string): Promise<unknown>;
+}
+
+export interface CommandDeps {
+  runtime: CommandRuntime;
+  memory: MemoryStore;
+  events: EventStream;
+}
+
+/** Replies to commands fit in one Discord message. */
+const REPLY_LIMIT = 1900;
+
+function percent(value: number): string {
+  return `${(value * 100).toFixed(value < 0.1 ? 1 : 0)}%`;
+}
+
+function count(value: number): string {
+  return value.toLocaleString('en-US');
+}
+
+function ago(at: number, now: number): string {
+  const seconds = Math.max(0, Math.round((now - at) / 1000));
+  if (seconds < 90) return `${seconds} s ago`;
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 90) return `${minutes} min ago`;
+  const hours = Math.round(minutes / 60);
+  return hours < 48 ? `${hours} h ago` : `${Math.round(hours / 24)} days ago`;
+}
+
+/** `/context`: how full the window is and what compaction did last. */
+export function describeContext(status: ContextStatus, now: number = Date.now()): string {
+  const { thresholds } = status;
+  const last = status.lastCompaction
+    ? `${status.lastCompaction.tier}, ${ago(status.lastCompaction.at, now)} (${count(status.lastCompaction.messages)} messages)`
+    : 'none yet';
+  return [
+    `Context: ${percent(status.usage)} of ${count(status.contextWindow)} tokens (${count(status.estimatedTokens)} estimated)`,
+    `Thresholds: background ${percent(thresholds.background)} · aggressive ${percent(thresholds.aggressive)} · emergency ${percent(thresholds.emergency)}`,
+    `Live messages: ${count(status.liveMessages)} · summaries: ${count(status.summaries)} · archived: ${count(status.archivedMessages)}`,
+    `Last compaction: ${last}${status.compactionRunning ? ' · a compaction is running now' : ''}`,
+  ].join('\n');
+}
+
+/** `/compact`: starts a compaction in the background and answers at once. */
+export function startCompaction(deps: CommandDeps, channelId: string): string {
+  const status = deps.runtime.status(channelId);
+  if (status.compactionRunning) return 'A compaction is already running in this channel.';
+  if (status.liveMessages === 0) return 'Nothing to compact yet.';
+  deps.runtime.compactNow(channelId).catch((error: unknown) => {
+    deps.events.emit({ type: 'compact_command_failed', channel_id: channelId, error: errorMessage(error) });
+  });
+  return `Compaction started on ${count(status.liveMessages)} live messages (${percent(status.usage)} of the window). It runs in the background; the channel keeps going.`;
+}
+
+/** `/memory search`: the top results as short lines, with ids for `/memory forget`. */
+export async function searchMemory(deps: CommandDeps, location: MemoryLocation, query: string): Promise<string> {
+  const trimmed = query.trim();
+  if (trimmed === '') return 'Give me something to search for.';
+  const results = await deps.memory.search({ location, query: trimmed, limit: 5 });
+  if (results.length === 0) return `Nothing found for “${clip(trimmed, 100)}”.`;
+  const lines = results.map((result, index) => {
+    const type = result.kind === 'memory' ? `memory/${result.memory_type ?? 'fact'}` : 'message';
+    return `${index + 1}. [${type}, ${result.score.toFixed(2)}] ${clip(result.content.replace(/\s+/g, ' '), 250)} (id ${result.id})`;
+  });
+  return clip(lines.join('\n'), REPLY_LIMIT);
+}
+
+/** `/memory forget`: removes one memory by id. */
+export function forgetMemory(deps: CommandDeps, id: string): string {
+  const trimmed = id.trim();
+  if (trimmed === '') return 'Which memory? Give its id (from /memory search).';
+  return deps.memory.forget(trimmed) ? `Forgot memory ${trimmed}.` : `No memory with id ${trimmed}.`;
+}
+
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}

@@ -1,0 +1,189 @@
+import { systemClock, type Clock } from '../common/clock.js';
+import { errorMessage, MagpieError } from '../common/errors.js';
+import type { EventStream } from '../common/events.js';
+import type { LiveConfig } from '../config/live-config.js';
+import type { ChatModel } from '../llm/chat-model.js';
+import type { ToolContext, ToolHandler } from '../llm/tool.js';
+import { runAgentTurn, type AgentIdentity, type AgentRuntime } from '../channel/agent-turn.js';
+import { DailyTokenBudget, UserRateLimiter } from './cost-guards.js';
+
+/** Where a turn's answer goes: a Discord channel, the terminal. */
+export interface ReplyTarget {
+  /** Posts the text (chunked as the platform needs); returns the id of the first message. */
+  send(text: string): Promise<string | undefined>;
+  /** Shows that the bot is working; returns a function that stops showing it. */
+  startTyping?(): () => void;
+}
+
+/** The runtime as the responder needs it: an agent turn plus the per-channel serial queue. */
+export interface ResponderRuntime extends AgentRuntime {
+  runSerial<T>(channelId: string, work: () => Promise<T>): Promise<T>;
+}
+
+export interface TurnRequest {
+  channelId: string;
+  /** For threads: the parent channel, whose settings apply when the thread has none. */
+  parentId?: string;
+  /** Who triggered the turn (rate limit). */
+  userId: string;
+  /** The turn being answered. */
+  turnId?: number;
+  context: ToolContext;
+  target: ReplyTarget;
+}
+
+export type TurnOutcome = 'replied' | 'no_model' | 'rate_limited' | 'over_budget' | 'failed' | 'stopped';
+
+export interface ChannelResponderOptions {
+  runtime: ResponderRuntime;
+  /** Undefined when no model is configured: messages are still recorded, nobody answers. */
+  model: ChatModel | undefined;
+  tools: ToolHandler[];
+  config: LiveConfig;
+  events: EventStream;
+  clock?: Clock;
+  self?: AgentIdentity;
+}
+
+export const APOLOGY_REPLY = 'Sorry, I could not come up with an answer just now. Please try again in a moment.';
+
+/**
+ * Runs channel agent turns the same way for every adapter: cost guards first (per-user rate
+ * limit, per-channel daily token budget), then the turn inside the channel's serial queue with
+ * a typing indicator, and a short apology instead of an error when the model fails. Turns of
+ * different channels run concurrently; the model's own concurrency cap bounds the calls.
+ */
+export class ChannelResponder {
+  private readonly limiter: UserRateLimiter;
+  private readonly budget: DailyTokenBudget;
+  /** When each user was last told about the rate limit, so the notice is not itself spam. */
+  private readonly warnedAt = new Map<string, number>();
+  private readonly running = new Set<Promise<unknown>>();
+  private readonly abort = new AbortController();
+  private stopped = false;
+
+  constructor(private readonly options: ChannelResponderOptions) {
+    this.limiter = new UserRateLimiter(options.clock ?? systemClock);
+    this.budget = new DailyTokenBudget(options.clock ?? systemClock);
+  }
+
+  get hasModel(): boolean {
+    return this.options.model !== undefined;
+  }
+
+  /** Turns in progress (queued or running). */
+  get pending(): number {
+    return this.running.size;
+  }
+
+  respond(request: TurnRequest): Promise<TurnOutcome> {
+    const work = this.respondNow(request);
+    this.running.add(work);
+    void work.finally(() => this.running.delete(work));
+    return work;
+  }
+
+  /**
+   * Stops taking turns and waits up to `graceMs` for the running ones; turns still running
+   * after that are aborted (their model calls cancelled, nothing half-written appended).
+   */
+  async drain(graceMs: number): Promise<void> {
+    this.stopped = true;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), graceMs);
+    });
+    const finished = await Promise.race([Promise.allSettled([...this.running]).then(() => 'done' as const), timeout]);
+    clearTimeout(timer);
+    if (finished === 'timeout') {
+      this.abort.abort(new MagpieError('shutdown', 'shutting down'));
+      await Promise.allSettled([...this.running]);
+    }
+  }
+
+  private async respondNow(request: TurnRequest): Promise<TurnOutcome> {
+    const { config, events, runtime } = this.options;
+    const { channelId, target } = request;
+    if (this.stopped) return 'stopped';
+    const model = this.options.model;
+    if (!model) return 'no_model';
+
+    const perMinute = config.current().discord.userTurnsPerMinute;
+    if (!this.limiter.tryAcquire(request.userId, perMinute)) {
+      events.emit({ type: 'turn_rate_limited', channel_id: channelId, user_id: request.userId, per_minute: perMinute });
+      const now = (this.options.clock ?? systemClock).now();
+      const warned = this.warnedAt.get(request.userId);
+      if (warned === undefined || now - warned >= 60_000) {
+        this.warnedAt.set(request.userId, now);
+        const seconds = this.limiter.retryAfterSeconds(request.userId);
+        await this.safeSend(target, channelId, `You are sending me requests faster than I can take them (at most ${perMinute} a minute). Please try again in ${seconds} s.`);
+      }
+      return 'rate_limited';
+    }
+
+    const budget = config.settingsFor(channelId, request.parentId).dailyTokenBudget;
+    if (this.budget.exhausted(channelId, budget)) {
+      events.emit({ type: 'turn_over_budget', channel_id: channelId, budget, spent: this.budget.spentToday(channelId) });
+      await this.safeSend(target, channelId, 'This channel has used up its model budget for today. I am still listening and will answer again after midnight UTC.');
+      return 'over_budget';
+    }
+
+    return runtime.runSerial(channelId, async () => {
+      if (this.abort.signal.aborted) return 'stopped';
+      // Settings are read now, not at arrival: a hot reload applies to the next turn.
+      const settings = config.settingsFor(channelId, request.parentId);
+      const stopTyping = target.startTyping?.() ?? (() => {});
+      const startedAt = Date.now();
+      try {
+        const result = await runAgentTurn({
+          runtime,
+          channelId,
+          model,
+          tools: this.options.tools,
+          settings,
+          context: request.context,
+          ...(request.turnId === undefined ? {} : { turnId: request.turnId }),
+          ...(this.options.self ? { self: this.options.self } : {}),
+          deliver: (reply) => {
+            stopTyping();
+            return target.send(reply);
+          },
+          signal: this.abort.signal,
+        });
+        this.budget.record(channelId, result.spentTokens);
+        events.emit({
+          type: 'agent_turn_completed',
+          channel_id: channelId,
+          steps: result.steps,
+          input_tokens: result.usage.inputTokens,
+          output_tokens: result.usage.outputTokens,
+          reply_chars: result.reply.length,
+          duration_ms: Date.now() - startedAt,
+        });
+        return 'replied';
+      } catch (error) {
+        events.emit({
+          type: 'agent_turn_failed',
+          channel_id: channelId,
+          error: errorMessage(error),
+          code: error instanceof MagpieError ? error.code : 'unexpected',
+          duration_ms: Date.now() - startedAt,
+        });
+        if (this.abort.signal.aborted) return 'stopped';
+        await this.safeSend(target, channelId, APOLOGY_REPLY);
+        return 'failed';
+      } finally {
+        stopTyping();
+      }
+    });
+  }
+
+  /** Notices must never turn into unhandled rejections (Discord down, channel gone). */
+  private async safeSend(target: ReplyTarget, channelId: string, text: string): Promise<void> {
+    try {
+      await target.send(text);
+    } catch (error) {
+      this.options.events.emit({ type: 'reply_failed', channel_id: channelId, error: errorMessage(error) });
+    }
+  }
+}

@@ -1,0 +1,63 @@
+import { systemClock, type Clock } from '../common/clock.js';
+
+const MINUTE_MS = 60_000;
+const DAY_MS = 86_400_000;
+
+/** Turns per user in a sliding one-minute window. */
+export class UserRateLimiter {
+  private readonly recent = new Map<string, number[]>();
+
+  constructor(private readonly clock: Clock = systemClock) {}
+
+  /** Takes one turn for the user if the limit allows it; `limitPerMinute` 0 = unlimited. */
+  tryAcquire(userId: string, limitPerMinute: number): boolean {
+    if (limitPerMinute <= 0) return true;
+    const now = this.clock.now();
+    const times = (this.recent.get(userId) ?? []).filter((at) => now - at < MINUTE_MS);
+    if (times.length >= limitPerMinute) {
+      this.recent.set(userId, times);
+      return false;
+    }
+    times.push(now);
+    this.recent.set(userId, times);
+    return true;
+  }
+
+  /** Seconds until the user may trigger a turn again. */
+  retryAfterSeconds(userId: string): number {
+    const times = this.recent.get(userId) ?? [];
+    if (times.length === 0) return 0;
+    return Math.max(1, Math.ceil((times[0]! + MINUTE_MS - this.clock.now()) / 1000));
+  }
+}
+
+/**
+ * Estimated model tokens spent per channel per UTC day: the cost guard. Kept in memory, so
+ * a restart forgives the day's spending.
+ */
+export class DailyTokenBudget {
+  private readonly spent = new Map<string, { day: number; tokens: number }>();
+
+  constructor(private readonly clock: Clock = systemClock) {}
+
+  private today(): number {
+    return Math.floor(this.clock.now() / DAY_MS);
+  }
+
+  spentToday(channelId: string): number {
+    const entry = this.spent.get(channelId);
+    return entry && entry.day === this.today() ? entry.tokens : 0;
+  }
+
+  record(channelId: string, tokens: number): void {
+    const day = this.today();
+    const entry = this.spent.get(channelId);
+    const base = entry && entry.day === day ? entry.tokens : 0;
+    this.spent.set(channelId, { day, tokens: base + Math.max(0, tokens) });
+  }
+
+  /** `budget` 0 = unlimited. */
+  exhausted(channelId: string, budget: number): boolean {
+    return budget > 0 && this.spentToday(channelId) >= budget;
+  }
+}

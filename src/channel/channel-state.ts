@@ -1,0 +1,115 @@
+import type { ChannelLocation, LoadedChannel } from './history-store.js';
+import type { HistoryEntry, SummaryEntry } from './types.js';
+
+/** What a running compaction holds while its worker reads the snapshot. */
+export interface RunningCompaction {
+  compactionId: string;
+  tier: 'background' | 'aggressive' | 'manual';
+  abort: AbortController;
+}
+
+export interface LastCompaction {
+  tier: 'background' | 'aggressive' | 'emergency';
+  at: number;
+  messages: number;
+}
+
+/**
+ * One channel's live context in memory, with running token totals so that a usage check is a
+ * handful of additions. Entries are immutable objects: an edit replaces the object, which lets a
+ * compaction compare its snapshot with the live head by identity.
+ */
+export class ChannelState {
+  readonly channelId: string;
+  /** Live entries, ascending seq. */
+  entries: HistoryEntry[];
+  /** Live summaries and markers, ascending fromSeq. */
+  summaries: SummaryEntry[];
+  entryTokens = 0;
+  summaryTokens = 0;
+  nextSeq: number;
+  nextTurnId: number;
+  /** Rows in the archive (live or not). */
+  archivedCount: number;
+  location: ChannelLocation;
+  /** Entries a truncation marker stands for, by marker id (this process only). */
+  readonly markerEntries = new Map<number, HistoryEntry[]>();
+  /** Transcript writes not yet confirmed by the memory store. */
+  readonly pendingArchives = new Set<Promise<void>>();
+  compaction: RunningCompaction | undefined;
+  consecutiveFailures = 0;
+  lastCompaction: LastCompaction | undefined;
+  /** The system prompt last counted, and its estimate (recounted only when it changes). */
+  promptText: string | undefined;
+  promptTokens = 0;
+
+  constructor(channelId: string, loaded: LoadedChannel) {
+    this.channelId = channelId;
+    this.entries = loaded.entries;
+    this.summaries = loaded.summaries;
+    this.nextSeq = loaded.nextSeq;
+    this.nextTurnId = loaded.nextTurnId;
+    this.archivedCount = loaded.archivedCount;
+    this.location = loaded.location;
+    for (const entry of this.entries) this.entryTokens += entry.tokens;
+    for (const summary of this.summaries) this.summaryTokens += summary.tokens;
+  }
+
+  /** Index of the live entry with this seq, or -1 (binary search: seqs ascend). */
+  indexOfSeq(seq: number): number {
+    let low = 0;
+    let high = this.entries.length - 1;
+    while (low <= high) {
+      const middle = (low + high) >>> 1;
+      const value = this.entries[middle]!.seq;
+      if (value === seq) return middle;
+      if (value < seq) low = middle + 1;
+      else high = middle - 1;
+    }
+    return -1;
+  }
+
+  appendEntry(entry: HistoryEntry): void {
+    this.entries.push(entry);
+    this.entryTokens += entry.tokens;
+  }
+
+  replaceEntry(index: number, entry: HistoryEntry): void {
+    this.entryTokens += entry.tokens - this.entries[index]!.tokens;
+    this.entries[index] = entry;
+  }
+
+  removeEntryAt(index: number): void {
+    this.entryTokens -= this.entries[index]!.tokens;
+    this.entries.splice(index, 1);
+  }
+
+  /** Removes the first `count` live entries and returns them. */
+  removeHead(count: number): HistoryEntry[] {
+    const removed = this.entries.splice(0, count);
+    for (const entry of removed) this.entryTokens -= entry.tokens;
+    return removed;
+  }
+
+  addSummary(summary: SummaryEntry): void {
+    let index = this.summaries.length;
+    while (index > 0 && this.summaries[index - 1]!.fromSeq > summary.fromSeq) index -= 1;
+    this.summaries.splice(index, 0, summary);
+    this.summaryTokens += summary.tokens;
+  }
+
+  removeSummary(id: number): void {
+    const index = this.summaries.findIndex((summary) => summary.id === id);
+    if (index < 0) return;
+    this.summaryTokens -= this.summaries[index]!.tokens;
+    this.summaries.splice(index, 1);
+    this.markerEntries.delete(id);
+  }
+
+  replaceSummary(summary: SummaryEntry): void {
+    const index = this.summaries.findIndex((existing) => existing.id === summary.id);
+    if (index < 0) return;
+    this.summaryTokens += summary.tokens - this.summaries[index]!.tokens;
+    this.summaries[index] = summary;
+  }
+}

@@ -1,0 +1,238 @@
+import type { SqliteDatabase } from '../storage/database.js';
+import type { EntryKind, HistoryEntry, SummaryEntry } from './types.js';
+
+/** Where a channel's memories belong, remembered with its messages. */
+export interface ChannelLocation {
+  guildId?: string;
+  dmUserId?: string;
+}
+
+/** Everything needed to rebuild a channel's live context after a restart. */
+export interface LoadedChannel {
+  entries: HistoryEntry[];
+  summaries: SummaryEntry[];
+  nextSeq: number;
+  nextTurnId: number;
+  archivedCount: number;
+  location: ChannelLocation;
+}
+
+interface EntryRow {
+  channel_id: string;
+  seq: number;
+  message_id: string;
+  kind: EntryKind;
+  role: 'user' | 'assistant';
+  author_id: string;
+  author_name: string;
+  content: string;
+  created_at: number;
+  tokens: number;
+  turn_id: number;
+}
+
+interface SummaryRow {
+  id: number;
+  channel_id: string;
+  kind: 'summary' | 'marker';
+  from_seq: number;
+  to_seq: number;
+  content: string;
+  tokens: number;
+  created_at: number;
+}
+
+/** A summary row as it goes into the database (the id comes back). */
+export type NewSummary = Omit<SummaryEntry, 'id'> & { summarizer?: string };
+
+/** How a compaction changes the database, applied in one transaction. */
+export interface SpliceChange {
+  channelId: string;
+  /** Live entries leaving the context (inclusive seq range). */
+  entryRange?: { fromSeq: number; toSeq: number };
+  /** Live summaries folded into the new one. */
+  retiredSummaryIds: number[];
+  /** A truncation marker that shrinks to the part the summary does not cover. */
+  shrunkMarker?: { id: number; fromSeq: number; content: string; tokens: number };
+  summary: NewSummary;
+}
+
+function toEntry(row: EntryRow): HistoryEntry {
+  return {
+    seq: row.seq,
+    channelId: row.channel_id,
+    messageId: row.message_id,
+    kind: row.kind,
+    role: row.role,
+    authorId: row.author_id,
+    authorName: row.author_name,
+    content: row.content,
+    createdAt: row.created_at,
+    tokens: row.tokens,
+    turnId: row.turn_id,
+  };
+}
+
+function toSummary(row: SummaryRow): SummaryEntry {
+  return {
+    id: row.id,
+    channelId: row.channel_id,
+    kind: row.kind,
+    fromSeq: row.from_seq,
+    toSeq: row.to_seq,
+    content: row.content,
+    tokens: row.tokens,
+    createdAt: row.created_at,
+  };
+}
+
+/**
+ * The SQLite side of channel history: prepared statements only, no policy. Every method is
+ * synchronous (better-sqlite3), so a caller can combine them with in-memory changes without an
+ * await in between.
+ */
+export class HistoryStore {
+  private readonly statements;
+
+  constructor(private readonly db: SqliteDatabase) {
+    this.statements = {
+      insert: db.prepare(
+        `INSERT OR IGNORE INTO history_entries
+           (channel_id, seq, message_id, kind, role, author_id, author_name, content, created_at, tokens, turn_id, archived, guild_id, dm_user_id)
+         VALUES (@channelId, @seq, @messageId, @kind, @role, @authorId, @authorName, @content, @createdAt, @tokens, @turnId, @archived, @guildId, @dmUserId)`,
+      ),
+      byMessageId: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? AND message_id = ?'),
+      liveEntries: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? AND live = 1 ORDER BY seq'),
+      liveSummaries: db.prepare('SELECT * FROM history_summaries WHERE channel_id = ? AND live = 1 ORDER BY from_seq'),
+      counters: db.prepare(
+        `SELECT (SELECT MAX(seq) FROM history_entries WHERE channel_id = @channelId) AS max_seq,
+                (SELECT MAX(to_seq) FROM history_summaries WHERE channel_id = @channelId) AS max_summary_seq,
+                (SELECT MAX(turn_id) FROM history_entries WHERE channel_id = @channelId) AS max_turn,
+                (SELECT COUNT(*) FROM history_entries WHERE channel_id = @channelId) AS total`,
+      ),
+      location: db.prepare(
+        `SELECT guild_id, dm_user_id FROM history_entries
+          WHERE channel_id = ? AND (guild_id IS NOT NULL OR dm_user_id IS NOT NULL) ORDER BY seq DESC LIMIT 1`,
+      ),
+      unarchived: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? AND archived = 0 ORDER BY seq'),
+      markArchived: db.prepare('UPDATE history_entries SET archived = 1 WHERE channel_id = ? AND seq = ?'),
+      updateContent: db.prepare('UPDATE history_entries SET content = ?, tokens = ? WHERE channel_id = ? AND seq = ?'),
+      deleteEntry: db.prepare('DELETE FROM history_entries WHERE channel_id = ? AND seq = ?'),
+      retireEntries: db.prepare(
+        'UPDATE history_entries SET live = 0 WHERE channel_id = ? AND seq BETWEEN ? AND ? AND live = 1',
+      ),
+      retireSummary: db.prepare('UPDATE history_summaries SET live = 0 WHERE id = ?'),
+      shrinkMarker: db.prepare('UPDATE history_summaries SET from_seq = ?, content = ?, tokens = ? WHERE id = ?'),
+      insertSummary: db.prepare(
+        `INSERT INTO history_summaries (channel_id, kind, from_seq, to_seq, content, tokens, created_at, summarizer)
+         VALUES (@channelId, @kind, @fromSeq, @toSeq, @content, @tokens, @createdAt, @summarizer)`,
+      ),
+      allEntries: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? ORDER BY seq'),
+      allSummaries: db.prepare('SELECT * FROM history_summaries WHERE channel_id = ? ORDER BY id'),
+    };
+  }
+
+  load(channelId: string): LoadedChannel {
+    const entries = (this.statements.liveEntries.all(channelId) as EntryRow[]).map(toEntry);
+    const summaries = (this.statements.liveSummaries.all(channelId) as SummaryRow[]).map(toSummary);
+    const counters = this.statements.counters.get({ channelId }) as {
+      max_seq: number | null;
+      max_summary_seq: number | null;
+      max_turn: number | null;
+      total: number;
+    };
+    const locationRow = this.statements.location.get(channelId) as
+      | { guild_id: string | null; dm_user_id: string | null }
+      | undefined;
+    const location: ChannelLocation = {};
+    if (locationRow?.guild_id) location.guildId = locationRow.guild_id;
+    if (locationRow?.dm_user_id) location.dmUserId = locationRow.dm_user_id;
+    return {
+      entries,
+      summaries,
+      nextSeq: Math.max(counters.max_seq ?? 0, counters.max_summary_seq ?? 0) + 1,
+      nextTurnId: (counters.max_turn ?? 0) + 1,
+      archivedCount: counters.total,
+      location,
+    };
+  }
+
+  /**
+   * Returns false when the channel already holds this message id (idempotent ingest). Entries
+   * that never go to the transcript index (tool traffic) are born `archived`.
+   */
+  insert(entry: HistoryEntry, location: ChannelLocation): boolean {
+    const result = this.statements.insert.run({
+      ...entry,
+      archived: entry.kind === 'message' ? 0 : 1,
+      guildId: location.guildId ?? null,
+      dmUserId: location.dmUserId ?? null,
+    });
+    return result.changes > 0;
+  }
+
+  findByMessageId(channelId: string, messageId: string): HistoryEntry | undefined {
+    const row = this.statements.byMessageId.get(channelId, messageId) as EntryRow | undefined;
+    return row ? toEntry(row) : undefined;
+  }
+
+  unarchived(channelId: string): HistoryEntry[] {
+    return (this.statements.unarchived.all(channelId) as EntryRow[]).map(toEntry);
+  }
+
+  markArchived(channelId: string, seqs: readonly number[]): void {
+    if (seqs.length === 1) {
+      this.statements.markArchived.run(channelId, seqs[0]);
+      return;
+    }
+    this.db.transaction(() => {
+      for (const seq of seqs) this.statements.markArchived.run(channelId, seq);
+    })();
+  }
+
+  updateContent(channelId: string, seq: number, content: string, tokens: number): void {
+    this.statements.updateContent.run(content, tokens, channelId, seq);
+  }
+
+  deleteEntries(channelId: string, seqs: readonly number[]): void {
+    this.db.transaction(() => {
+      for (const seq of seqs) this.statements.deleteEntry.run(channelId, seq);
+    })();
+  }
+
+  /** Emergency truncation: one range leaves the live context, one marker takes its place. */
+  truncate(channelId: string, range: { fromSeq: number; toSeq: number }, marker: NewSummary): number {
+    return this.db.transaction(() => {
+      this.statements.retireEntries.run(channelId, range.fromSeq, range.toSeq);
+      return Number(this.statements.insertSummary.run({ summarizer: null, ...marker }).lastInsertRowid);
+    })();
+  }
+
+  /** A compaction's result, all or nothing. Returns the new summary's id. */
+  splice(change: SpliceChange): number {
+    return this.db.transaction(() => {
+      if (change.entryRange) {
+        this.statements.retireEntries.run(change.channelId, change.entryRange.fromSeq, change.entryRange.toSeq);
+      }
+      for (const id of change.retiredSummaryIds) this.statements.retireSummary.run(id);
+      if (change.shrunkMarker) {
+        const marker = change.shrunkMarker;
+        this.statements.shrinkMarker.run(marker.fromSeq, marker.content, marker.tokens, marker.id);
+      }
+      return Number(this.statements.insertSummary.run({ summarizer: null, ...change.summary }).lastInsertRowid);
+    })();
+  }
+
+  /** Every entry ever kept for the channel, live or not (the archive), in order. */
+  archive(channelId: string): HistoryEntry[] {
+    return (this.statements.allEntries.all(channelId) as EntryRow[]).map(toEntry);
+  }
+
+  /** Every summary and marker ever written for the channel, live or retired. */
+  allSummaries(channelId: string): Array<SummaryEntry & { live: boolean }> {
+    return (this.statements.allSummaries.all(channelId) as Array<SummaryRow & { live: number }>).map((row) => ({
+      ...toSummary(row),
+      live: row.live === 1,
+    }));
+  }
+}

@@ -1,0 +1,347 @@
+import { systemClock, type Clock } from '../common/clock.js';
+import { errorMessage } from '../common/errors.js';
+import type { EventStream } from '../common/events.js';
+import type { LiveConfig } from '../config/live-config.js';
+import type { ChannelSettings } from '../config/types.js';
+import type { ModelRequest, ToolDefinition } from '../llm/chat-model.js';
+import type { MemoryStore } from '../memory/types.js';
+import type { SqliteDatabase } from '../storage/database.js';
+import { CompactionCoordinator, type CompactionOutcome } from '../compaction/coordinator.js';
+import type { CompactionAction } from '../compaction/compactor.js';
+import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
+import { ImmediateScheduler, type CompactionScheduler } from '../compaction/scheduler.js';
+import type { Summarizer } from '../compaction/summarizer.js';
+import { ChannelState } from './channel-state.js';
+import { HistoryStore } from './history-store.js';
+import { buildRequest, estimateToolTokens, SUMMARY_HEADER_TOKENS } from './model-request.js';
+import { SerialQueue } from './serial-queue.js';
+import { estimateEntryTokens, estimateTokens } from './token-estimate.js';
+import type { ContextStatus, EntryKind, HistoryEntry, IncomingMessage, SummaryEntry } from './types.js';
+
+export interface ChannelRuntimeOptions {
+  db: SqliteDatabase;
+  memory: MemoryStore;
+  config: LiveConfig;
+  events: EventStream;
+  /** Writes compaction summaries (the model, or the extractive summarizer offline). */
+  summarizer: Summarizer;
+  /** Stands in after repeated failures; default: the extractive summarizer. */
+  fallbackSummarizer?: Summarizer;
+  clock?: Clock;
+  /** The tools the channel agent offers; counted in every usage estimate. */
+  toolDefinitions?: ToolDefinition[];
+  /** When finished workers land; default: as soon as they finish. */
+  scheduler?: CompactionScheduler;
+}
+
+/** An entry the channel agent adds to its turn (tool calls, tool results, its reply). */
+export interface TurnEntryInput {
+  kind: EntryKind;
+  role: 'user' | 'assistant';
+  authorId: string;
+  authorName: string;
+  /** Text; for a tool call the JSON of its `tool_use` block, for a result of its `tool_result` block. */
+  content: string;
+  /** The platform id of a posted reply; generated when absent. */
+  messageId?: string;
+}
+
+/** What the model would be sent now, in parts. */
+export interface LiveContext {
+  summaries: SummaryEntry[];
+  entries: HistoryEntry[];
+  estimatedTokens: number;
+}
+
+/**
+ * Every channel's history and live context, one serial turn queue per channel, and the
+ * Compactor watching them. The bot, the terminal chat and `magpie replay` all go through this
+ * class. Channels load lazily from SQLite on first use and come back exactly as they were.
+ */
+export class ChannelRuntime {
+  private readonly store: HistoryStore;
+  private readonly states = new Map<string, ChannelState>();
+  private readonly queue = new SerialQueue();
+  private readonly coordinator: CompactionCoordinator;
+  private readonly scheduler: CompactionScheduler;
+  private readonly clock: Clock;
+  private countedTools: readonly ToolDefinition[];
+  private toolTokens: number;
+
+  constructor(private readonly options: ChannelRuntimeOptions) {
+    this.store = new HistoryStore(options.db);
+    this.clock = options.clock ?? systemClock;
+    this.scheduler = options.scheduler ?? new ImmediateScheduler();
+    this.countedTools = options.toolDefinitions ?? [];
+    this.toolTokens = estimateToolTokens(this.countedTools);
+    this.coordinator = new CompactionCoordinator({
+      store: this.store,
+      events: options.events,
+      clock: this.clock,
+      summarizer: options.summarizer,
+      fallbackSummarizer: options.fallbackSummarizer ?? createExtractiveSummarizer(),
+      scheduler: this.scheduler,
+      settingsFor: (channelId) => options.config.settingsFor(channelId),
+      estimate: (state, settings) => this.estimate(state, settings),
+    });
+  }
+
+  /** Appends a platform message (idempotent per message id), archives it, then checks usage. */
+  async ingest(message: IncomingMessage): Promise<HistoryEntry> {
+    const due = this.scheduler.beforeMessage(message.channelId);
+    if (due) await due;
+    const state = this.channel(message.channelId);
+    if (message.guildId !== undefined || message.dmUserId !== undefined) {
+      state.location = { ...(message.guildId ? { guildId: message.guildId } : {}), ...(message.dmUserId ? { dmUserId: message.dmUserId } : {}) };
+    }
+    const last = state.entries[state.entries.length - 1];
+    // A reply seen in a transcript belongs to the turn of the message it answers.
+    const joinsTurn = message.role === 'assistant' && last !== undefined && last.role === 'user' && last.kind === 'message';
+    const entry = this.append(state, {
+      kind: 'message',
+      role: message.role,
+      authorId: message.authorId,
+      authorName: message.authorName,
+      content: message.content,
+      messageId: message.messageId,
+      createdAt: message.createdAt,
+      turnId: joinsTurn ? last.turnId : state.nextTurnId,
+    });
+    if (!entry.fresh) return entry.entry;
+    this.scheduler.afterMessage(message.channelId);
+    const archived = this.archive(state, [entry.entry]);
+    this.coordinator.check(state);
+    await archived;
+    return entry.entry;
+  }
+
+  /** A turn id for work that starts without an incoming message. */
+  newTurnId(channelId: string): number {
+    const state = this.channel(channelId);
+    return state.nextTurnId++;
+  }
+
+  /**
+   * Adds the agent's tool calls, tool results and reply to a turn, in order. Put a tool call and
+   * its result in the same call so that they stay adjacent. Synchronous; checks usage after.
+   */
+  appendToTurn(channelId: string, entries: TurnEntryInput[], turnId: number): HistoryEntry[] {
+    const state = this.channel(channelId);
+    const appended: HistoryEntry[] = [];
+    const fresh: HistoryEntry[] = [];
+    for (const input of entries) {
+      const result = this.append(state, { ...input, createdAt: this.clock.now(), turnId });
+      appended.push(result.entry);
+      if (result.fresh && result.entry.kind === 'message') fresh.push(result.entry);
+    }
+    if (fresh.length > 0) void this.archive(state, fresh);
+    this.coordinator.check(state);
+    return appended;
+  }
+
+  /** Runs work in the channel's serial turn queue; the Compactor checks when it is done. */
+  runSerial<T>(channelId: string, work: () => Promise<T>): Promise<T> {
+    return this.queue.run(channelId, async () => {
+      try {
+        return await work();
+      } finally {
+        this.coordinator.check(this.channel(channelId));
+      }
+    });
+  }
+
+  liveContext(channelId: string): LiveContext {
+    const state = this.channel(channelId);
+    return {
+      summaries: [...state.summaries],
+      entries: [...state.entries],
+      estimatedTokens: this.estimate(state, this.settings(channelId)),
+    };
+  }
+
+  /** Exactly what the model is sent for this channel now, and what the estimate counts. */
+  buildModelRequest(channelId: string, options: { tools: ToolDefinition[]; maxTokens: number }): ModelRequest {
+    const state = this.channel(channelId);
+    if (options.tools !== this.countedTools) {
+      this.countedTools = options.tools;
+      this.toolTokens = estimateToolTokens(options.tools);
+    }
+    return buildRequest({
+      systemPrompt: this.settings(channelId).systemPrompt,
+      summaries: state.summaries,
+      entries: state.entries,
+      tools: options.tools,
+      maxTokens: options.maxTokens,
+    });
+  }
+
+  /** A message edited on the platform: its text changes in history, context and archive. */
+  async editMessage(channelId: string, messageId: string, content: string): Promise<boolean> {
+    const state = this.channel(channelId);
+    const row = this.store.findByMessageId(channelId, messageId);
+    if (!row) return false;
+    const edited: HistoryEntry = { ...row, content, tokens: estimateEntryTokens({ ...row, content }) };
+    this.store.updateContent(channelId, row.seq, content, edited.tokens);
+    const index = state.indexOfSeq(row.seq);
+    if (index >= 0) state.replaceEntry(index, edited);
+    for (const dropped of state.markerEntries.values()) {
+      const at = dropped.findIndex((entry) => entry.seq === row.seq);
+      if (at >= 0) dropped[at] = edited;
+    }
+    if (row.kind === 'message') await this.options.memory.updateTranscript(channelId, messageId, content);
+    this.coordinator.check(state);
+    return true;
+  }
+
+  /** Messages deleted on the platform leave history, live context and archive. Returns how many. */
+  async deleteMessages(channelId: string, messageIds: string[]): Promise<number> {
+    const state = this.channel(channelId);
+    const seqs: number[] = [];
+    for (const messageId of messageIds) {
+      const row = this.store.findByMessageId(channelId, messageId);
+      if (row) seqs.push(row.seq);
+    }
+    if (seqs.length > 0) {
+      this.store.deleteEntries(channelId, seqs);
+      for (const seq of seqs) {
+        const index = state.indexOfSeq(seq);
+        if (index >= 0) state.removeEntryAt(index);
+        for (const dropped of state.markerEntries.values()) {
+          const at = dropped.findIndex((entry) => entry.seq === seq);
+          if (at >= 0) dropped.splice(at, 1);
+        }
+      }
+      state.archivedCount -= seqs.length;
+    }
+    if (messageIds.length > 0) await this.options.memory.deleteTranscript(channelId, messageIds);
+    return seqs.length;
+  }
+
+  status(channelId: string): ContextStatus {
+    const state = this.channel(channelId);
+    const settings = this.settings(channelId);
+    const estimatedTokens = this.estimate(state, settings);
+    const status: ContextStatus = {
+      channelId,
+      estimatedTokens,
+      contextWindow: settings.contextWindow,
+      usage: estimatedTokens / settings.contextWindow,
+      thresholds: {
+        background: settings.compaction.backgroundThreshold,
+        aggressive: settings.compaction.aggressiveThreshold,
+        emergency: settings.compaction.emergencyThreshold,
+      },
+      liveMessages: state.entries.length,
+      summaries: state.summaries.length,
+      archivedMessages: state.archivedCount,
+      compactionRunning: state.compaction !== undefined,
+    };
+    if (state.lastCompaction) status.lastCompaction = { ...state.lastCompaction };
+    return status;
+  }
+
+  /** The Compactor check, as run after every message and turn. */
+  check(channelId: string): CompactionAction {
+    return this.coordinator.check(this.channel(channelId));
+  }
+
+  /** Compacts the oldest part now (the `/compact` command); settles when the result has landed. */
+  compactNow(channelId: string): Promise<CompactionOutcome> {
+    return this.coordinator.compactNow(this.channel(channelId));
+  }
+
+  /** Lands every finished-but-held worker result (end of a replay). */
+  async flushCompactions(): Promise<void> {
+    await this.coordinator.drain();
+  }
+
+  /**
+   * Stops: running workers are abandoned (a restart would not apply them either), pending
+   * archive writes finish. The database and memory store belong to the caller.
+   */
+  async close(): Promise<void> {
+    await this.coordinator.close(this.states.values());
+    for (const state of this.states.values()) await Promise.all([...state.pendingArchives]);
+  }
+
+  private settings(channelId: string): ChannelSettings {
+    return this.options.config.settingsFor(channelId);
+  }
+
+  /** O(1): running totals plus the prompt, recounted only when hot reload changed it. */
+  private estimate(state: ChannelState, settings: ChannelSettings): number {
+    if (state.promptText !== settings.systemPrompt) {
+      state.promptText = settings.systemPrompt;
+      state.promptTokens = estimateTokens(settings.systemPrompt);
+    }
+    const header = state.summaries.length > 0 ? SUMMARY_HEADER_TOKENS : 0;
+    return state.promptTokens + this.toolTokens + header + state.summaryTokens + state.entryTokens;
+  }
+
+  private channel(channelId: string): ChannelState {
+    let state = this.states.get(channelId);
+    if (state) return state;
+    state = new ChannelState(channelId, this.store.load(channelId));
+    this.states.set(channelId, state);
+    // Repairs a crash between the history write and the transcript index write.
+    const missing = this.store.unarchived(channelId);
+    if (missing.length > 0) void this.archive(state, missing);
+    return state;
+  }
+
+  private append(
+    state: ChannelState,
+    input: TurnEntryInput & { createdAt: number; turnId: number },
+  ): { entry: HistoryEntry; fresh: boolean } {
+    const seq = state.nextSeq;
+    const entry: HistoryEntry = {
+      seq,
+      channelId: state.channelId,
+      messageId: input.messageId ?? `${state.channelId}:${seq}`,
+      kind: input.kind,
+      role: input.role,
+      authorId: input.authorId,
+      authorName: input.authorName,
+      content: input.content,
+      createdAt: input.createdAt,
+      tokens: estimateEntryTokens(input),
+      turnId: input.turnId,
+    };
+    if (!this.store.insert(entry, state.location)) {
+      return { entry: this.store.findByMessageId(state.channelId, entry.messageId)!, fresh: false };
+    }
+    state.nextSeq = seq + 1;
+    if (input.turnId >= state.nextTurnId) state.nextTurnId = input.turnId + 1;
+    state.archivedCount += 1;
+    state.appendEntry(entry);
+    return { entry, fresh: true };
+  }
+
+  /** Sends entries to the memory transcript; never rejects (a failure is retried on next load). */
+  private archive(state: ChannelState, entries: HistoryEntry[]): Promise<void> {
+    const promise: Promise<void> = this.options.memory
+      .archiveTranscript(
+        entries.map((entry) => ({
+          messageId: entry.messageId,
+          channelId: entry.channelId,
+          ...state.location,
+          authorId: entry.authorId,
+          authorName: entry.authorName,
+          content: entry.content,
+          createdAt: entry.createdAt,
+        })),
+      )
+      .then(() => this.store.markArchived(state.channelId, entries.map((entry) => entry.seq)))
+      .catch((error: unknown) => {
+        this.options.events.emit({
+          type: 'archive_failed',
+          channel_id: state.channelId,
+          messages: entries.length,
+          reason: errorMessage(error),
+        });
+      })
+      .finally(() => state.pendingArchives.delete(promise));
+    state.pendingArchives.add(promise);
+    return promise;
+  }
+}

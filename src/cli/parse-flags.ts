@@ -1,0 +1,136 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { InputError } from '../common/errors.js';
+
+/**
+ * Bad flags or arguments. The CLI prints the message and then `usage`, and exits 2
+ * (`EXIT.usage`). Throw it from a command (or let `parseFlags` throw it) instead of printing
+ * usage by hand.
+ */
+export class UsageError extends InputError {
+  override name = 'UsageError';
+  /** The command's full usage text, printed after the message. */
+  readonly usage: string;
+
+  constructor(message: string, usage: string) {
+    super(message);
+    this.usage = usage;
+  }
+
+  override render(): string {
+    return `${this.message}\n\n${this.usage.trimEnd()}`;
+  }
+}
+
+type FlagOptions = NonNullable<ParseArgsConfig['options']>;
+
+/** The parser configuration `parseFlags` builds, so results are typed from your options. */
+type StrictConfig<Options extends FlagOptions> = {
+  args: string[];
+  options: Options & { help: { type: 'boolean'; short: 'h' } };
+  allowPositionals: true;
+  strict: true;
+};
+
+export interface FlagSpec<Options extends FlagOptions> {
+  /** Full usage text of the command (printed for `--help` and after a usage error). */
+  usage: string;
+  /** node:util parseArgs options. `--help`/`-h` is added for you. */
+  options: Options;
+  /** Fewest and most positional arguments accepted (default 0 and 0). Ignored with --help. */
+  positionals?: { min?: number; max?: number };
+}
+
+export interface ParsedFlags<Options extends FlagOptions> {
+  /** True when `--help`/`-h` was given: print `usage` to stdout and return `EXIT.ok`. */
+  help: boolean;
+  values: ReturnType<typeof parseArgs<StrictConfig<Options>>>['values'];
+  positionals: string[];
+}
+
+/**
+ * The shared argument parser of every `magpie` command: node:util `parseArgs` in strict mode,
+ * plus `--help`, positional counts and usage errors.
+ *
+ * An unknown flag, a missing flag value, or too few/many positionals throws a `UsageError`;
+ * `magpie`'s dispatcher prints it with the usage text and exits 2, so a command just lets it
+ * propagate. Typical use inside `run(argv, io)`:
+ *
+ * ```ts
+ * const USAGE = 'Usage: magpie replay TRANSCRIPT.jsonl --data-dir DIR [--json]\n...';
+ * const parsed = parseFlags(argv, {
+ *   usage: USAGE,
+ *   options: { 'data-dir': { type: 'string' }, json: { type: 'boolean' } },
+ *   positionals: { min: 1, max: 1 },
+ * });
+ * if (parsed.help) { io.stdout.write(USAGE); return EXIT.ok; }
+ * const dataDir = requireFlag(parsed.values['data-dir'], '--data-dir', USAGE);
+ * const lag = integerFlag(parsed.values['worker-lag'], '--worker-lag', USAGE, { min: 0 });
+ * ```
+ */
+export function parseFlags<const Options extends FlagOptions>(
+  argv: readonly string[],
+  spec: FlagSpec<Options>,
+): ParsedFlags<Options> {
+  const config = {
+    args: [...argv],
+    options: { ...spec.options, help: { type: 'boolean', short: 'h' } },
+    allowPositionals: true,
+    strict: true,
+  } as StrictConfig<Options>;
+  let parsed: ReturnType<typeof parseArgs<StrictConfig<Options>>>;
+  try {
+    parsed = parseArgs(config);
+  } catch (error) {
+    throw new UsageError(cleanParseError(error), spec.usage);
+  }
+  const help = (parsed.values as { help?: boolean }).help === true;
+  if (!help) {
+    const min = spec.positionals?.min ?? 0;
+    const max = spec.positionals?.max ?? 0;
+    const count = parsed.positionals.length;
+    if (count > max) {
+      const extra = parsed.positionals.slice(max).map((value) => `'${value}'`).join(', ');
+      throw new UsageError(`unexpected argument${count - max === 1 ? '' : 's'}: ${extra}`, spec.usage);
+    }
+    if (count < min) throw new UsageError(`missing argument${min - count === 1 ? '' : 's'}`, spec.usage);
+  }
+  return { help, values: parsed.values, positionals: parsed.positionals };
+}
+
+/** A flag the command cannot do without: returns it or throws a `UsageError`. */
+export function requireFlag<T>(value: T | undefined, flag: string, usage: string): T {
+  if (value === undefined || value === '') throw new UsageError(`missing required option ${flag}`, usage);
+  return value;
+}
+
+/**
+ * Parses an integer flag value (`--limit 5`). Undefined stays undefined (use `?? default`);
+ * anything that is not a whole number within bounds throws a `UsageError`.
+ */
+export function integerFlag(
+  value: string | undefined,
+  flag: string,
+  usage: string,
+  bounds: { min?: number; max?: number } = {},
+): number | undefined {
+  if (value === undefined) return undefined;
+  const number = /^-?\d+$/.test(value.trim()) ? Number(value) : Number.NaN;
+  const min = bounds.min ?? Number.MIN_SAFE_INTEGER;
+  const max = bounds.max ?? Number.MAX_SAFE_INTEGER;
+  if (!Number.isSafeInteger(number) || number < min || number > max) {
+    const range =
+      bounds.min !== undefined && bounds.max !== undefined
+        ? ` between ${bounds.min} and ${bounds.max}`
+        : bounds.min !== undefined
+          ? ` of at least ${bounds.min}`
+          : '';
+    throw new UsageError(`${flag} needs a whole number${range}, got '${value}'`, usage);
+  }
+  return number;
+}
+
+/** node's messages carry a "To specify a positional argument..." tail that confuses here. */
+function cleanParseError(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.split('. To specify')[0]!.replace(/^Unknown option/, 'unknown option').replace(/^Option/, 'option');
+}

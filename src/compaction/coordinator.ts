@@ -1,0 +1,275 @@
+import type { ChannelState } from '../channel/channel-state.js';
+import type { HistoryStore } from '../channel/history-store.js';
+import { estimateSummaryTokens } from '../channel/model-request.js';
+import type { Clock } from '../common/clock.js';
+import { errorMessage } from '../common/errors.js';
+import type { EventStream } from '../common/events.js';
+import type { ChannelSettings } from '../config/types.js';
+import { decide, type CompactionAction } from './compactor.js';
+import { markerText } from './emergency.js';
+import { truncationCount } from './emergency.js';
+import type { CompactionEvent, CompactionTier } from './events.js';
+import { planCompaction, type CompactionPlan } from './planner.js';
+import type { CompactionScheduler } from './scheduler.js';
+import { applySplice, matchSnapshot } from './splice.js';
+import type { Summarizer } from './summarizer.js';
+import { runWorker, type WorkerOutcome } from './worker.js';
+
+/** Appended to a meta-summary that folded a truncation marker, so the hint is not lost. */
+const FOLDED_MARKER_NOTE = '(Some older messages were truncated without a summary; recall them with memory_search.)';
+
+/** How `compactNow` ended. */
+export interface CompactionOutcome {
+  status: 'completed' | 'failed' | 'replanned' | 'busy' | 'nothing_to_compact';
+  compactionId?: string;
+  reason?: string;
+  messagesCompacted?: number;
+  tokensFreed?: number;
+}
+
+export interface CompactionCoordinatorOptions {
+  store: HistoryStore;
+  events: EventStream;
+  clock: Clock;
+  summarizer: Summarizer;
+  fallbackSummarizer: Summarizer;
+  scheduler: CompactionScheduler;
+  /** The channel's settings now (hot reload applies at the next check). */
+  settingsFor(channelId: string): ChannelSettings;
+  /** Estimated tokens of what the model would be sent now for this channel. */
+  estimate(state: ChannelState, settings: ChannelSettings): number;
+}
+
+/**
+ * Runs the Compactor's decisions for every channel: emergency truncation in place, workers in
+ * the background (one per channel), and the compare-and-swap landing of their results.
+ */
+export class CompactionCoordinator {
+  private sequence = 0;
+  private closed = false;
+  private readonly running = new Map<string, Promise<void>>();
+
+  constructor(private readonly options: CompactionCoordinatorOptions) {}
+
+  /** The Compactor check: O(1) unless it acts. Returns what it decided. */
+  check(state: ChannelState): CompactionAction {
+    if (this.closed) return 'none';
+    const settings = this.options.settingsFor(state.channelId);
+    const tokens = this.options.estimate(state, settings);
+    const usage = tokens / settings.contextWindow;
+    const action = decide(usage, settings.compaction, { compactionRunning: state.compaction !== undefined });
+    if (action === 'none') return action;
+    if (action === 'emergency' && state.entries.length === 0) return 'none';
+    this.emit({
+      type: 'compaction_triggered',
+      channel_id: state.channelId,
+      action,
+      tier: action,
+      usage: round(usage),
+      estimated_tokens: tokens,
+      context_window: settings.contextWindow,
+      live_messages: state.entries.length,
+    });
+    if (action === 'emergency') this.truncate(state, settings, tokens);
+    else this.start(state, action, settings);
+    return action;
+  }
+
+  /** Starts a compaction now (the `/compact` command); settles when its result has landed. */
+  compactNow(state: ChannelState): Promise<CompactionOutcome> {
+    if (state.compaction) return Promise.resolve({ status: 'busy', compactionId: state.compaction.compactionId });
+    const settings = this.options.settingsFor(state.channelId);
+    return new Promise((resolve) => {
+      const started = this.start(state, 'manual', settings, resolve);
+      if (!started) resolve({ status: 'nothing_to_compact' });
+    });
+  }
+
+  /** Lands everything held by the scheduler. */
+  drain(): Promise<void> {
+    return this.options.scheduler.drain();
+  }
+
+  /** Abandons running workers (their results will not land) and waits for them to stop. */
+  async close(states: Iterable<ChannelState>): Promise<void> {
+    this.closed = true;
+    for (const state of states) state.compaction?.abort.abort(new Error('shutting down'));
+    await Promise.all([...this.running.values()]);
+  }
+
+  /** Emergency: synchronous, in memory plus one small transaction; always frees room. */
+  private truncate(state: ChannelState, settings: ChannelSettings, tokensBefore: number): void {
+    const count = truncationCount(state.entries, settings.compaction.emergencyFraction);
+    const dropped = state.entries.slice(0, count);
+    const draft = {
+      channelId: state.channelId,
+      kind: 'marker' as const,
+      fromSeq: dropped[0]!.seq,
+      toSeq: dropped[count - 1]!.seq,
+      content: markerText(count),
+      createdAt: this.options.clock.now(),
+    };
+    const marker = { ...draft, tokens: estimateSummaryTokens(draft) };
+    const id = this.options.store.truncate(state.channelId, { fromSeq: marker.fromSeq, toSeq: marker.toSeq }, marker);
+    state.removeHead(count);
+    state.addSummary({ id, ...marker });
+    state.markerEntries.set(id, dropped);
+    state.lastCompaction = { tier: 'emergency', at: marker.createdAt, messages: count };
+    const tokensAfter = this.options.estimate(state, settings);
+    this.emit({
+      type: 'emergency_truncation',
+      channel_id: state.channelId,
+      marker_id: id,
+      messages_dropped: count,
+      tokens_freed: tokensBefore - tokensAfter,
+      usage_before: round(tokensBefore / settings.contextWindow),
+      usage_after: round(tokensAfter / settings.contextWindow),
+      preempted_worker: state.compaction !== undefined,
+    });
+  }
+
+  private start(
+    state: ChannelState,
+    tier: Exclude<CompactionTier, 'emergency'>,
+    settings: ChannelSettings,
+    onLanded?: (outcome: CompactionOutcome) => void,
+  ): boolean {
+    const compaction = settings.compaction;
+    const plan = planCompaction({
+      entries: state.entries,
+      summaries: state.summaries,
+      summaryTokens: state.summaryTokens,
+      fraction: tier === 'background' ? compaction.backgroundFraction : compaction.aggressiveFraction,
+      rollupTokens: compaction.rollupThreshold * settings.contextWindow,
+    });
+    if (!plan) return false;
+    this.sequence += 1;
+    const compactionId = `${state.channelId}/${this.sequence}`;
+    const useFallback = state.consecutiveFailures >= compaction.fallbackAfterFailures;
+    const summarizer = useFallback ? this.options.fallbackSummarizer : this.options.summarizer;
+    const abort = new AbortController();
+    state.compaction = { compactionId, tier, abort };
+    const startedAt = this.options.clock.now();
+    this.emit({
+      type: 'compaction_started',
+      channel_id: state.channelId,
+      compaction_id: compactionId,
+      tier,
+      messages: plan.entries.length,
+      summaries_folded: plan.priorSummaries.length,
+      from_seq: plan.fromSeq,
+      to_seq: plan.toSeq,
+      summarizer: summarizer.name,
+    });
+    let outcome: WorkerOutcome = { ok: false, reason: 'not_finished' };
+    const settled = runWorker({
+      summarizer,
+      plan,
+      settings: compaction,
+      location: { channelId: state.channelId, ...state.location },
+      pendingArchives: [...state.pendingArchives],
+      abort,
+    }).then((result) => {
+      outcome = result;
+    });
+    this.running.set(compactionId, settled);
+    void settled.finally(() => this.running.delete(compactionId));
+    this.options.scheduler.submit({
+      channelId: state.channelId,
+      compactionId,
+      settled,
+      land: () => {
+        const landed = this.land(state, { compactionId, tier, plan, outcome, summarizer: summarizer.name, startedAt });
+        onLanded?.(landed);
+      },
+    });
+    return true;
+  }
+
+  /** Applies a worker's outcome. Whatever happens, the channel's lock is released here. */
+  private land(
+    state: ChannelState,
+    job: {
+      compactionId: string;
+      tier: Exclude<CompactionTier, 'emergency'>;
+      plan: CompactionPlan;
+      outcome: WorkerOutcome;
+      summarizer: string;
+      startedAt: number;
+    },
+  ): CompactionOutcome {
+    const { compactionId, tier, plan, outcome } = job;
+    if (state.compaction?.compactionId === compactionId) state.compaction = undefined;
+    if (this.closed) return { status: 'failed', compactionId, reason: 'shutting_down' };
+    const duration = this.options.clock.now() - job.startedAt;
+    const base = { channel_id: state.channelId, compaction_id: compactionId, tier };
+    const settings = this.options.settingsFor(state.channelId);
+    const fail = (reason: string): CompactionOutcome => {
+      state.consecutiveFailures += 1;
+      this.emit({
+        type: 'compaction_failed',
+        ...base,
+        reason,
+        consecutive_failures: state.consecutiveFailures,
+        summarizer: job.summarizer,
+        duration_ms: duration,
+      });
+      return { status: 'failed', compactionId, reason };
+    };
+    if (!outcome.ok) return fail(outcome.reason);
+
+    const match = matchSnapshot(state, plan);
+    if (match.place === 'gone') {
+      this.emit({ type: 'compaction_replanned', ...base, reason: match.reason });
+      return { status: 'replanned', compactionId, reason: match.reason };
+    }
+    let content = outcome.summary;
+    if (plan.priorSummaries.some((summary) => summary.kind === 'marker')) content = `${content}\n${FOLDED_MARKER_NOTE}`;
+    // A summary as large as what it replaces would not free room and would trigger again at once.
+    if (estimateSummaryTokens({ kind: 'summary', fromSeq: plan.fromSeq, toSeq: plan.toSeq, content }) >= plan.tokens) {
+      return fail('summary_too_long');
+    }
+    const tokensBefore = this.options.estimate(state, settings);
+    let summary;
+    try {
+      summary = applySplice({ state, store: this.options.store, plan, match, content, summarizer: job.summarizer, now: this.options.clock.now() });
+    } catch (error) {
+      return fail(`storage_error: ${errorMessage(error)}`);
+    }
+    state.consecutiveFailures = 0;
+    const tokensAfter = this.options.estimate(state, settings);
+    state.lastCompaction = {
+      tier: tier === 'manual' ? 'aggressive' : tier,
+      at: this.options.clock.now(),
+      messages: plan.entries.length,
+    };
+    this.emit({
+      type: 'compaction_completed',
+      ...base,
+      messages_compacted: plan.entries.length,
+      summaries_folded: plan.priorSummaries.length,
+      replaced_marker: match.place === 'marker',
+      tokens_before: tokensBefore,
+      tokens_after: tokensAfter,
+      tokens_freed: tokensBefore - tokensAfter,
+      summary_tokens: summary.tokens,
+      memories_saved: outcome.memoriesSaved,
+      duration_ms: duration,
+      summarizer: job.summarizer,
+    });
+    return {
+      status: 'completed',
+      compactionId,
+      messagesCompacted: plan.entries.length,
+      tokensFreed: tokensBefore - tokensAfter,
+    };
+  }
+
+  private emit(event: CompactionEvent): void {
+    this.options.events.emit(event);
+  }
+}
+
+function round(value: number): number {
+  return Math.round(value * 10_000) / 10_000;
+}

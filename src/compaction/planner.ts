@@ -1,0 +1,70 @@
+import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
+
+/** A contiguous oldest range of the live context chosen for one compaction. */
+export interface CompactionPlan {
+  /** The snapshot: the very entry objects that were live, oldest first. */
+  entries: HistoryEntry[];
+  /** Live summaries folded into this one (roll-up); empty otherwise. */
+  priorSummaries: SummaryEntry[];
+  /** First and last seq the resulting summary stands for. */
+  fromSeq: number;
+  toSeq: number;
+  /** Tokens of the entries and summaries the plan replaces. */
+  tokens: number;
+}
+
+/**
+ * How many of the oldest live entries to take so that the cut falls on a turn boundary: no turn
+ * (a message, its tool calls and results, the reply) has entries on both sides. Prefers the
+ * largest such cut not above `target`, else the smallest one above it. O(n), run only when a
+ * compaction or truncation is planned.
+ */
+export function alignedCut(entries: readonly HistoryEntry[], target: number): number {
+  if (entries.length === 0) return 0;
+  const lastIndex = new Map<number, number>();
+  for (let index = 0; index < entries.length; index += 1) lastIndex.set(entries[index]!.turnId, index);
+  let best = 0;
+  let reach = -1;
+  for (let index = 0; index < entries.length; index += 1) {
+    reach = Math.max(reach, lastIndex.get(entries[index]!.turnId)!);
+    if (reach !== index) continue;
+    const cut = index + 1;
+    if (cut <= target) best = cut;
+    else return best > 0 ? best : cut;
+  }
+  return best > 0 ? best : entries.length;
+}
+
+/** Entries to take for a fraction of the live history, at least one. */
+export function targetCount(liveEntries: number, fraction: number): number {
+  return Math.max(1, Math.ceil(liveEntries * fraction));
+}
+
+/**
+ * Plans a worker's range: the oldest `fraction` of live entries, turn-aligned. Never the whole
+ * live history (the turn in progress stays with the channel). When the live summaries take more
+ * than `rollupTokens`, they are folded in as well. Undefined when nothing can be compacted.
+ */
+export function planCompaction(options: {
+  entries: readonly HistoryEntry[];
+  summaries: readonly SummaryEntry[];
+  summaryTokens: number;
+  fraction: number;
+  rollupTokens: number;
+}): CompactionPlan | undefined {
+  const { entries } = options;
+  const cut = alignedCut(entries, targetCount(entries.length, options.fraction));
+  if (cut === 0 || cut >= entries.length) return undefined;
+  const snapshot = entries.slice(0, cut);
+  const priorSummaries = options.summaryTokens > options.rollupTokens ? [...options.summaries] : [];
+  let tokens = 0;
+  for (const entry of snapshot) tokens += entry.tokens;
+  for (const summary of priorSummaries) tokens += summary.tokens;
+  return {
+    entries: snapshot,
+    priorSummaries,
+    fromSeq: priorSummaries.length > 0 ? Math.min(priorSummaries[0]!.fromSeq, snapshot[0]!.seq) : snapshot[0]!.seq,
+    toSeq: snapshot[snapshot.length - 1]!.seq,
+    tokens,
+  };
+}

@@ -1,0 +1,97 @@
+import type { ChannelState } from '../channel/channel-state.js';
+import type { HistoryStore, SpliceChange } from '../channel/history-store.js';
+import { estimateSummaryTokens } from '../channel/model-request.js';
+import type { SummaryEntry } from '../channel/types.js';
+import { markerText } from './emergency.js';
+import type { CompactionPlan } from './planner.js';
+
+/** Where a finished worker's snapshot is found now. */
+export type SnapshotMatch =
+  | { place: 'head' }
+  /** An emergency truncation dropped it meanwhile: it is the start of this marker's range. */
+  | { place: 'marker'; marker: SummaryEntry; remaining: number }
+  | { place: 'gone'; reason: string };
+
+/**
+ * Compare-and-swap check: the snapshot must still be exactly what it was (the same entry
+ * objects, so an edit or a deletion shows), either as the oldest live entries or as the start of
+ * a truncation marker, and every summary it folds must still be live.
+ */
+export function matchSnapshot(state: ChannelState, plan: CompactionPlan): SnapshotMatch {
+  for (const prior of plan.priorSummaries) {
+    if (!state.summaries.includes(prior)) return { place: 'gone', reason: 'summaries_changed' };
+  }
+  const count = plan.entries.length;
+  if (sameStart(state.entries, plan)) return { place: 'head' };
+  for (const marker of state.summaries) {
+    if (marker.kind !== 'marker') continue;
+    const dropped = state.markerEntries.get(marker.id);
+    if (dropped && sameStart(dropped, plan)) {
+      return { place: 'marker', marker, remaining: dropped.length - count };
+    }
+  }
+  return { place: 'gone', reason: 'range_changed' };
+}
+
+function sameStart(list: readonly unknown[], plan: CompactionPlan): boolean {
+  if (list.length < plan.entries.length) return false;
+  for (let index = 0; index < plan.entries.length; index += 1) {
+    if (list[index] !== plan.entries[index]) return false;
+  }
+  return true;
+}
+
+/**
+ * Replaces the snapshot with one summary: in the database first, in one transaction, then in
+ * memory (so a failed write leaves both unchanged). Entries that arrived meanwhile are untouched
+ * and stay after the summary. Returns the new summary.
+ */
+export function applySplice(options: {
+  state: ChannelState;
+  store: HistoryStore;
+  plan: CompactionPlan;
+  match: Exclude<SnapshotMatch, { place: 'gone' }>;
+  content: string;
+  summarizer: string;
+  now: number;
+}): SummaryEntry {
+  const { state, plan, match } = options;
+  const draft = {
+    channelId: state.channelId,
+    kind: 'summary' as const,
+    fromSeq: plan.fromSeq,
+    toSeq: plan.toSeq,
+    content: options.content,
+    createdAt: options.now,
+  };
+  const summaryDraft = { ...draft, tokens: estimateSummaryTokens(draft) };
+  const change: SpliceChange = {
+    channelId: state.channelId,
+    retiredSummaryIds: plan.priorSummaries.map((summary) => summary.id),
+    summary: { ...summaryDraft, summarizer: options.summarizer },
+  };
+  let shrunk: SummaryEntry | undefined;
+  if (match.place === 'head') {
+    change.entryRange = { fromSeq: plan.entries[0]!.seq, toSeq: plan.toSeq };
+  } else if (match.remaining === 0) {
+    change.retiredSummaryIds.push(match.marker.id);
+  } else {
+    const rest = state.markerEntries.get(match.marker.id)!.slice(plan.entries.length);
+    const content = markerText(rest.length);
+    const fromSeq = rest[0]!.seq;
+    shrunk = { ...match.marker, fromSeq, content, tokens: estimateSummaryTokens({ ...match.marker, fromSeq, content }) };
+    change.shrunkMarker = { id: shrunk.id, fromSeq, content, tokens: shrunk.tokens };
+  }
+
+  const id = options.store.splice(change);
+
+  const summary: SummaryEntry = { id, ...summaryDraft };
+  if (match.place === 'head') state.removeHead(plan.entries.length);
+  for (const retired of change.retiredSummaryIds) state.removeSummary(retired);
+  if (shrunk) {
+    state.replaceSummary(shrunk);
+    state.markerEntries.set(shrunk.id, state.markerEntries.get(shrunk.id)!.slice(plan.entries.length));
+  }
+  state.addSummary(summary);
+  return summary;
+}

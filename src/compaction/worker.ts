@@ -1,0 +1,55 @@
+import { errorMessage } from '../common/errors.js';
+import type { CompactionSettings } from '../config/types.js';
+import type { MemoryLocation } from '../memory/types.js';
+import type { CompactionPlan } from './planner.js';
+import type { Summarizer } from './summarizer.js';
+
+export type WorkerOutcome =
+  | { ok: true; summary: string; memoriesSaved: number }
+  | { ok: false; reason: string };
+
+/**
+ * One compaction worker: waits until the snapshot is in the memory archive, then asks the
+ * summarizer, bounded by the configured timeout. Never throws: every way of failing becomes a
+ * reason, and the history is not touched here at all.
+ */
+export async function runWorker(options: {
+  summarizer: Summarizer;
+  plan: CompactionPlan;
+  settings: CompactionSettings;
+  location: MemoryLocation;
+  pendingArchives: Promise<void>[];
+  abort: AbortController;
+}): Promise<WorkerOutcome> {
+  const { abort } = options;
+  const timer = setTimeout(() => abort.abort(new Error('timeout')), options.settings.workerTimeoutMs);
+  // Summarizers that ignore the signal still lose the race against it.
+  const aborted = new Promise<never>((_, reject) => {
+    if (abort.signal.aborted) reject(abort.signal.reason);
+    abort.signal.addEventListener('abort', () => reject(abort.signal.reason), { once: true });
+  });
+  aborted.catch(() => undefined);
+  try {
+    // Nothing leaves the live context before it is searchable.
+    await Promise.race([Promise.all(options.pendingArchives), aborted]);
+    const result = await Promise.race([
+      options.summarizer.summarize({
+        channelId: options.location.channelId,
+        location: options.location,
+        priorSummaries: options.plan.priorSummaries,
+        entries: options.plan.entries,
+        settings: options.settings,
+        signal: abort.signal,
+      }),
+      aborted,
+    ]);
+    const summary = typeof result?.summary === 'string' ? result.summary.trim() : '';
+    if (summary === '') return { ok: false, reason: 'empty_summary' };
+    return { ok: true, summary, memoriesSaved: Number(result.memoriesSaved) || 0 };
+  } catch (error) {
+    if (abort.signal.aborted) return { ok: false, reason: errorMessage(abort.signal.reason) === 'timeout' ? 'timeout' : 'aborted' };
+    return { ok: false, reason: `summarizer_error: ${errorMessage(error)}` };
+  } finally {
+    clearTimeout(timer);
+  }
+}

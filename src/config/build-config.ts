@@ -1,0 +1,77 @@
+import { DEFAULTS } from './defaults.js';
+import { checkDiscordTiming, checkThresholdOrder } from './cross-checks.js';
+import { CHANNEL_SPEC, CONFIG_SPEC, type TableSpec } from './schema.js';
+import type { ChannelSettings, CompactionSettings, MagpieConfig } from './types.js';
+import { isTable, report, validateTable, type PartialSettings, type ValidationSink } from './validate-table.js';
+
+/** Top-level keys, with `channels` known for typo hints though its entries are free-form ids. */
+const TOP_LEVEL_SPEC: TableSpec = { ...CONFIG_SPEC, channels: { kind: 'table', fields: {} } };
+
+/**
+ * Turns a parsed TOML document into a complete config: validated values over `DEFAULTS`,
+ * channel overrides merged over the result's `[defaults]`. Problems go to `sink`; the returned
+ * config is only meaningful when none were found.
+ */
+export function buildConfig(document: Record<string, unknown>, sink: ValidationSink): MagpieConfig {
+  // A private copy, so freezing the result never freezes the shared DEFAULTS constant.
+  const base: MagpieConfig = structuredClone(DEFAULTS);
+  const { channels: rawChannels, ...rest } = document;
+  const partial = validateTable(rest, TOP_LEVEL_SPEC, [], '', sink);
+
+  const defaults = mergeChannel(base.defaults, sectionOf(partial, 'defaults'));
+  const compactionKeys = new Set(Object.keys(sectionOf(sectionOf(partial, 'defaults'), 'compaction')));
+  checkThresholdOrder(defaults.compaction, compactionKeys, ['defaults', 'compaction'], sink, { isOverride: false });
+
+  const channels: Record<string, ChannelSettings> = {};
+  if (rawChannels !== undefined) {
+    if (!isTable(rawChannels)) {
+      report(sink, ['channels'], 'must be a table of per-channel tables ([channels."<id>"])');
+    } else {
+      for (const [channelId, rawOverride] of Object.entries(rawChannels)) {
+        const filePath = ['channels', channelId];
+        if (!isTable(rawOverride)) {
+          report(sink, filePath, `must be a table ([channels."${channelId}"]) of [defaults] keys`);
+          continue;
+        }
+        const override = validateTable(rawOverride, CHANNEL_SPEC, filePath, 'defaults', sink);
+        const merged = mergeChannel(defaults, override);
+        const ownKeys = new Set(Object.keys(sectionOf(override, 'compaction')));
+        checkThresholdOrder(merged.compaction, ownKeys, [...filePath, 'compaction'], sink, { isOverride: true });
+        channels[channelId] = merged;
+      }
+    }
+  }
+
+  const llm = { ...base.llm, ...sectionOf(partial, 'llm') };
+  const memorySection = sectionOf(partial, 'memory');
+  const memory = {
+    ...base.memory,
+    ...memorySection,
+    http: { ...base.memory.http, ...sectionOf(memorySection, 'http') },
+  };
+  const discord = { ...base.discord, ...sectionOf(partial, 'discord') };
+  checkDiscordTiming(discord, sink);
+  const logging = { ...base.logging, ...sectionOf(partial, 'logging') };
+
+  return { defaults, channels, llm, memory, discord, logging } as MagpieConfig;
+}
+
+/** A partial compaction table merges key by key, so an override may set just one threshold. */
+function mergeChannel(base: ChannelSettings, override: PartialSettings): ChannelSettings {
+  const compaction: CompactionSettings = { ...base.compaction, ...sectionOf(override, 'compaction') };
+  return { ...base, ...override, compaction } as ChannelSettings;
+}
+
+function sectionOf(partial: PartialSettings, key: string): PartialSettings {
+  const value = partial[key];
+  return isTable(value) ? (value as PartialSettings) : {};
+}
+
+/** Freezes the whole tree: core code may hold on to settings objects without copying them. */
+export function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
+}

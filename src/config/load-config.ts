@@ -1,0 +1,136 @@
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { parse, TomlError } from 'smol-toml';
+import { buildConfig, deepFreeze } from './build-config.js';
+import { DEFAULTS } from './defaults.js';
+import { KeyLines } from './key-lines.js';
+import { ConfigError, type ConfigProblem } from './problems.js';
+import type { MagpieConfig } from './types.js';
+
+/** Environment variable that overrides `[memory] data_dir` (the container sets it to /data). */
+export const DATA_DIR_ENV = 'MAGPIE_DATA_DIR';
+
+/** The config file looked for in the working directory when none is named. */
+export const DEFAULT_CONFIG_FILE = 'config.toml';
+
+export interface ParseConfigOptions {
+  /** Names the text in messages (a file path); default "config". */
+  source?: string;
+  /**
+   * When given, environment overrides apply (`MAGPIE_DATA_DIR` replaces `[memory] data_dir`).
+   * Without it the result depends on the text alone.
+   */
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Every problem in the text, and the config when there are none. Never throws. */
+export type ConfigCheck =
+  | { ok: true; config: MagpieConfig; problems: [] }
+  | { ok: false; problems: ConfigProblem[] };
+
+/** Validates TOML text, collecting every problem instead of stopping at the first. */
+export function checkConfigText(text: string, options: ParseConfigOptions = {}): ConfigCheck {
+  let document: Record<string, unknown>;
+  try {
+    // Discord ids written as bare numbers exceed 2^53; take them as BigInt so the check can
+    // say "quote your ids" instead of the parser refusing the whole file.
+    document = parse(text, { integersAsBigInt: 'asNeeded' }) as Record<string, unknown>;
+  } catch (error) {
+    if (error instanceof TomlError) {
+      // The parser's own message already contains the code excerpt; keep it, minus the location
+      // header we print ourselves.
+      const message = error.message
+        .replace(/^Invalid TOML document: /, '')
+        .replace(/\n\s*\n/g, '\n')
+        .trimEnd();
+      return {
+        ok: false,
+        problems: [{ path: '', message: `TOML syntax error: ${message}`, line: error.line, column: error.column }],
+      };
+    }
+    throw error;
+  }
+  const sink = { lines: new KeyLines(text), problems: [] as ConfigProblem[] };
+  const config = buildConfig(document, sink);
+  if (sink.problems.length > 0) {
+    // In file order, so the list reads top to bottom next to the file; unplaced ones last.
+    const problems = [...sink.problems].sort(
+      (left, right) => (left.line ?? Number.MAX_SAFE_INTEGER) - (right.line ?? Number.MAX_SAFE_INTEGER),
+    );
+    return { ok: false, problems };
+  }
+  return { ok: true, config: deepFreeze(applyEnvironment(config, options.env)), problems: [] };
+}
+
+/** Parses and validates TOML text; throws a `ConfigError` listing every problem. */
+export function parseConfigText(text: string, options: ParseConfigOptions = {}): MagpieConfig {
+  const result = checkConfigText(text, options);
+  if (!result.ok) throw new ConfigError(options.source ?? 'config', result.problems);
+  return result.config;
+}
+
+export interface LoadConfigFileOptions {
+  /** A file named on the command line must exist; the default `./config.toml` need not. */
+  mustExist?: boolean;
+  /** Environment for overrides; default `process.env`. */
+  env?: NodeJS.ProcessEnv;
+}
+
+/**
+ * Reads and validates a config file. A missing file means all defaults, unless `mustExist`.
+ * Throws `ConfigError` (→ exit 3) for a missing required file or an invalid one.
+ */
+export function loadConfigFile(file: string, options: LoadConfigFileOptions = {}): MagpieConfig {
+  const env = options.env ?? process.env;
+  if (!existsSync(file)) {
+    if (options.mustExist) {
+      throw new ConfigError(file, [{ path: '', message: `config file not found: ${path.resolve(file)}` }]);
+    }
+    return defaultConfig({ env });
+  }
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new ConfigError(file, [{ path: '', message: `cannot read config file: ${(error as Error).message}` }], {
+      cause: error,
+    });
+  }
+  return parseConfigText(text, { source: file, env });
+}
+
+export interface LoadConfigOptions {
+  /** The `--config` value, if any: it must exist. Absent: `./config.toml` if present, else defaults. */
+  path?: string | undefined;
+  /** Directory the default file is looked for in; default `process.cwd()`. */
+  cwd?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+export interface LoadedConfig {
+  config: MagpieConfig;
+  /** Absolute path of the file that was (or would have been) read; hand it to the watcher. */
+  path: string;
+  /** False when no file existed and defaults were used. */
+  found: boolean;
+}
+
+/** What commands call: resolves `--config` or `./config.toml`, then loads it. */
+export function loadConfig(options: LoadConfigOptions = {}): LoadedConfig {
+  const explicit = options.path !== undefined && options.path !== '';
+  const file = path.resolve(options.cwd ?? process.cwd(), explicit ? options.path! : DEFAULT_CONFIG_FILE);
+  const found = existsSync(file);
+  const config = loadConfigFile(file, { mustExist: explicit, env: options.env ?? process.env });
+  return { config, path: file, found };
+}
+
+/** All defaults (plus environment overrides when `env` is given), frozen. */
+export function defaultConfig(options: { env?: NodeJS.ProcessEnv } = {}): MagpieConfig {
+  return deepFreeze(applyEnvironment(structuredClone(DEFAULTS), options.env));
+}
+
+function applyEnvironment(config: MagpieConfig, env: NodeJS.ProcessEnv | undefined): MagpieConfig {
+  const dataDir = env?.[DATA_DIR_ENV];
+  if (dataDir === undefined || dataDir.trim() === '') return config;
+  return { ...config, memory: { ...config.memory, dataDir } };
+}

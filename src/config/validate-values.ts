@@ -1,0 +1,119 @@
+import type { FieldSpec } from './schema.js';
+
+/** The outcome of checking one value against its spec: the value to keep, or why not. */
+export type ValueCheck = { ok: true; value: unknown } | { ok: false; message: string };
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** "a string", "a table"...: used in "must be X, got Y"; never echoes a string's content. */
+export function describeType(value: unknown): string {
+  if (Array.isArray(value)) return 'a list';
+  if (value === null || value === undefined) return 'nothing';
+  if (typeof value === 'number') return Number.isInteger(value) ? 'an integer' : 'a decimal number';
+  if (typeof value === 'string') return 'a string';
+  if (typeof value === 'boolean') return 'a boolean';
+  if (typeof value === 'bigint') return 'an integer';
+  if (value instanceof Date || (typeof value === 'object' && 'toISOString' in value)) return 'a date';
+  return 'a table';
+}
+
+/**
+ * Checks one leaf value (anything but a table). Messages never quote a string value in full,
+ * since a misplaced secret may sit in any string.
+ */
+export function checkValue(value: unknown, spec: Exclude<FieldSpec, { kind: 'table' }>): ValueCheck {
+  switch (spec.kind) {
+    case 'integer': {
+      if (typeof value === 'bigint') return fail(`must be ${integerBounds(spec)}, got ${value}`);
+      if (typeof value !== 'number') return fail(`must be a whole number, got ${describeType(value)}`);
+      const bounds = integerBounds(spec);
+      if (!Number.isInteger(value)) return fail(`must be a whole number ${bounds}, got ${value}`);
+      if (value < spec.min || (spec.max !== undefined && value > spec.max)) {
+        return fail(`must be ${bounds}, got ${value}`);
+      }
+      return pass(value);
+    }
+    case 'fraction':
+    case 'unit': {
+      const range = spec.kind === 'fraction' ? 'in (0, 1] (above 0, at most 1)' : 'in [0, 1]';
+      if (typeof value !== 'number' || Number.isNaN(value)) {
+        return fail(`must be a number ${range}, got ${describeType(value)}`);
+      }
+      const low = spec.kind === 'fraction' ? value <= 0 : value < 0;
+      if (low || value > 1) return fail(`must be a number ${range}, got ${value}`);
+      return pass(value);
+    }
+    case 'string': {
+      if (typeof value !== 'string') return fail(`must be a string, got ${describeType(value)}`);
+      if (spec.nonEmpty && value.trim() === '') return fail('must not be empty');
+      return pass(value);
+    }
+    case 'url': {
+      if (typeof value !== 'string') return fail(`must be a URL string, got ${describeType(value)}`);
+      if (value === '') return spec.allowEmpty ? pass(value) : fail('must not be empty');
+      let url: URL;
+      try {
+        url = new URL(value);
+      } catch {
+        return fail('must be an absolute URL such as http://127.0.0.1:8080');
+      }
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') return fail('must be an http:// or https:// URL');
+      if (url.username !== '' || url.password !== '') {
+        return fail('must not carry credentials; put the key in an environment variable and name it with api_key_env');
+      }
+      return pass(value);
+    }
+    case 'envName': {
+      if (typeof value !== 'string') {
+        return fail(`must be the name of an environment variable, got ${describeType(value)}`);
+      }
+      if (value === '') return spec.allowEmpty ? pass(value) : fail('must name an environment variable');
+      if (!ENV_NAME.test(value)) {
+        return fail(
+          'must be the NAME of an environment variable (letters, digits, _), not the secret itself; ' +
+            'set the secret in the environment and write its name here',
+        );
+      }
+      return pass(value);
+    }
+    case 'boolean':
+      return typeof value === 'boolean' ? pass(value) : fail(`must be true or false, got ${describeType(value)}`);
+    case 'enum': {
+      if (typeof value !== 'string') {
+        return fail(`must be one of ${spec.values.join(', ')}; got ${describeType(value)}`);
+      }
+      if (!spec.values.includes(value)) {
+        const shown = value.length > 40 ? `${value.slice(0, 40)}…` : value;
+        return fail(`must be one of ${spec.values.join(', ')}; got "${shown}"`);
+      }
+      return pass(value);
+    }
+    case 'idList': {
+      if (!Array.isArray(value)) return fail(`must be a list of quoted ids, got ${describeType(value)}`);
+      for (const [index, item] of value.entries()) {
+        if (typeof item === 'number' || typeof item === 'bigint') {
+          return fail(
+            `item ${index + 1} is a bare number; write Discord ids as quoted strings ("123…"), ` +
+              'since ids this long lose digits as numbers',
+          );
+        }
+        if (typeof item !== 'string' || item.trim() === '') {
+          return fail(`item ${index + 1} must be a non-empty string, got ${describeType(item)}`);
+        }
+      }
+      return pass(Object.freeze([...value]));
+    }
+  }
+}
+
+function integerBounds(spec: { min: number; max?: number }): string {
+  return spec.max === undefined ? `at least ${spec.min}` : `between ${spec.min} and ${spec.max}`;
+}
+
+function pass(value: unknown): ValueCheck {
+  return { ok: true, value };
+}
+
+function fail(message: string): ValueCheck {
+  return { ok: false, message };
+}

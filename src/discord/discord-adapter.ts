@@ -1,0 +1,280 @@
+import {
+  Events,
+  type Client,
+  type Interaction,
+  type Message,
+  type PartialMessage,
+} from 'discord.js';
+import { errorMessage } from '../common/errors.js';
+import type { EventStream } from '../common/events.js';
+import type { LiveConfig } from '../config/live-config.js';
+import type { HistoryEntry, IncomingMessage } from '../channel/types.js';
+import type { MemoryLocation, MemoryStore } from '../memory/types.js';
+import type { ChannelResponder, ReplyTarget, ResponderRuntime } from '../app/channel-responder.js';
+import type { CommandRuntime } from '../app/channel-commands.js';
+import { decideAccess, shouldReply } from './access-policy.js';
+import { chunkMessage } from './chunk-message.js';
+import { Debouncer } from './debouncer.js';
+import { normalizeMessage, type NormalizedMessage } from './normalize-message.js';
+import { handleSlashCommand, registerCommands } from './slash-commands.js';
+
+/** Everything the adapter asks of the channel runtime (`ChannelRuntime` satisfies it). */
+export interface DiscordRuntime extends ResponderRuntime, CommandRuntime {
+  ingest(message: IncomingMessage): Promise<HistoryEntry>;
+  editMessage(channelId: string, messageId: string, content: string): unknown;
+  deleteMessages(channelId: string, messageIds: string[]): unknown;
+}
+
+export interface DiscordAdapterOptions {
+  client: Client;
+  runtime: DiscordRuntime;
+  responder: ChannelResponder;
+  memory: MemoryStore;
+  config: LiveConfig;
+  events: EventStream;
+}
+
+/** One message of a burst waiting for its turn. */
+interface PendingTrigger {
+  message: Message;
+  normalized: NormalizedMessage;
+  entry: HistoryEntry;
+}
+
+/** How often Discord needs the typing indicator renewed (it lapses after about 10 s). */
+const TYPING_REFRESH_MS = 8_000;
+
+/**
+ * Connects discord.js to the channel runtime: every allowed message is recorded, replies
+ * follow the channel's reply policy after a short debounce, edits and deletes reach history,
+ * archive and memory, and slash commands are answered. A bad event is logged and skipped; it
+ * never takes the bot down.
+ */
+export class DiscordAdapter {
+  private readonly debouncer: Debouncer<PendingTrigger>;
+  private accepting = false;
+  private readonly inFlight = new Set<Promise<unknown>>();
+
+  constructor(private readonly options: DiscordAdapterOptions) {
+    this.debouncer = new Debouncer((channelId, burst) => this.fireTurn(channelId, burst));
+  }
+
+  private get selfId(): string {
+    return this.options.client.user?.id ?? '';
+  }
+
+  /** Logs in, waits until the guilds are in, registers commands when configured. */
+  async start(token: string): Promise<void> {
+    const { client, config } = this.options;
+    this.attach();
+    const ready = new Promise<void>((resolve) => client.once(Events.ClientReady, () => resolve()));
+    await client.login(token);
+    await ready;
+    this.accepting = true;
+    this.options.events.emit({ type: 'discord_ready', guilds: client.guilds.cache.size });
+    const discord = config.current().discord;
+    if (discord.registerCommands && client.isReady()) {
+      try {
+        await registerCommands(client, { guildIds: discord.allowedGuilds });
+      } catch (error) {
+        this.options.events.emit({ type: 'discord_commands_failed', error: errorMessage(error) });
+      }
+    }
+  }
+
+  /**
+   * Stops taking messages, starts the turns of bursts already recorded, lets running turns
+   * finish within `graceMs`, then disconnects.
+   */
+  async stop(graceMs: number): Promise<void> {
+    this.accepting = false;
+    this.debouncer.flushAll();
+    await Promise.allSettled([...this.inFlight]);
+    await this.options.responder.drain(graceMs);
+    await this.options.client.destroy();
+  }
+
+  /** Resolves when every event handler started so far is done (tests, benchmarks). */
+  async idle(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+  }
+
+  private attach(): void {
+    const { client, events } = this.options;
+    client.on(Events.MessageCreate, (message) => this.track('message_create', () => this.onMessage(message)));
+    client.on(Events.MessageUpdate, (previous, next) => this.track('message_update', () => this.onEdit(previous, next)));
+    client.on(Events.MessageDelete, (message) => this.track('message_delete', () => this.onDelete(message.channelId, [message.id])));
+    client.on(Events.MessageBulkDelete, (messages, channel) =>
+      this.track('message_delete_bulk', () => this.onDelete(channel.id, [...messages.keys()])),
+    );
+    client.on(Events.InteractionCreate, (interaction) => this.track('interaction_create', () => this.onInteraction(interaction)));
+    // Without these listeners an 'error' event would throw and end the process.
+    client.on(Events.Error, (error) => events.emit({ type: 'discord_error', error: errorMessage(error) }));
+    client.on(Events.ShardError, (error) => events.emit({ type: 'discord_error', error: errorMessage(error) }));
+    client.on(Events.ShardReconnecting, () => events.emit({ type: 'discord_reconnecting' }));
+    client.on(Events.ShardResume, (_id, replayed) => events.emit({ type: 'discord_resumed', replayed }));
+  }
+
+  private track(what: string, work: () => Promise<void>): void {
+    const promise = work().catch((error: unknown) => {
+      this.options.events.emit({ type: 'discord_event_failed', event: what, error: errorMessage(error) });
+    });
+    this.inFlight.add(promise);
+    void promise.finally(() => this.inFlight.delete(promise));
+  }
+
+  private admit(normalized: NormalizedMessage): boolean {
+    const { incoming } = normalized;
+    const decision = decideAccess(
+      {
+        selfId: this.selfId,
+        authorId: incoming.authorId,
+        authorIsBot: normalized.authorIsBot,
+        ...(incoming.guildId ? { guildId: incoming.guildId } : {}),
+        channelId: incoming.channelId,
+        ...(normalized.parentId ? { parentId: normalized.parentId } : {}),
+        roleIds: normalized.roleIds,
+      },
+      this.options.config.current().discord,
+    );
+    if (!decision.allowed && decision.reason !== 'self') {
+      this.options.events.emit({ type: 'message_ignored', channel_id: incoming.channelId, reason: decision.reason });
+    }
+    return decision.allowed;
+  }
+
+  private async onMessage(message: Message): Promise<void> {
+    if (!this.accepting || message.system) return;
+    if (message.partial) message = await message.fetch();
+    const normalized = normalizeMessage(message, this.selfId);
+    if (!this.admit(normalized)) return;
+    const entry = await this.options.runtime.ingest(normalized.incoming);
+    const policy = this.options.config.settingsFor(normalized.incoming.channelId, normalized.parentId).replyPolicy;
+    const trigger = {
+      mentionsBot: normalized.mentionsBot,
+      repliesToBot: normalized.repliesToBot,
+      isDm: normalized.incoming.guildId === undefined,
+    };
+    if (!shouldReply(policy, trigger)) return;
+    const discord = this.options.config.current().discord;
+    this.debouncer.push(
+      normalized.incoming.channelId,
+      { message, normalized, entry },
+      { quietMs: discord.debounceMs, maxWaitMs: discord.debounceMaxMs },
+    );
+  }
+
+  private fireTurn(channelId: string, burst: PendingTrigger[]): void {
+    const last = burst.at(-1);
+    if (!last) return;
+    const { incoming, parentId } = last.normalized;
+    const work = this.options.responder.respond({
+      channelId,
+      ...(parentId ? { parentId } : {}),
+      userId: incoming.authorId,
+      turnId: last.entry.turnId,
+      context: {
+        ...this.locationOf(incoming),
+        sourceMessageIds: burst.map((item) => item.normalized.incoming.messageId),
+      },
+      target: this.replyTarget(last.message),
+    });
+    this.inFlight.add(work);
+    void work.finally(() => this.inFlight.delete(work));
+  }
+
+  private locationOf(incoming: IncomingMessage): MemoryLocation {
+    return {
+      channelId: incoming.channelId,
+      ...(incoming.guildId ? { guildId: incoming.guildId } : {}),
+      ...(incoming.dmUserId ? { dmUserId: incoming.dmUserId } : {}),
+    };
+  }
+
+  /** Replies to the triggering message; later chunks follow as plain messages. */
+  private replyTarget(trigger: Message): ReplyTarget {
+    const channel = trigger.channel;
+    return {
+      send: async (text) => {
+        if (!channel.isSendable()) return undefined;
+        let firstId: string | undefined;
+        for (const [index, chunk] of chunkMessage(text).entries()) {
+          const posted = await channel.send({
+            content: chunk,
+            // Users may be pinged by name; @everyone, @here and roles never.
+            allowedMentions: { parse: ['users'], repliedUser: true },
+            ...(index === 0 ? { reply: { messageReference: trigger.id, failIfNotExists: false } } : {}),
+          });
+          firstId ??= posted.id;
+        }
+        return firstId;
+      },
+      startTyping: () => {
+        if (!channel.isSendable()) return () => {};
+        const typing = (): void => {
+          channel.sendTyping().catch(() => {
+            // A missed typing indicator is cosmetic.
+          });
+        };
+        typing();
+        const timer = setInterval(typing, TYPING_REFRESH_MS);
+        return () => clearInterval(timer);
+      },
+    };
+  }
+
+  private async onEdit(previous: Message | PartialMessage, next: Message | PartialMessage): Promise<void> {
+    if (!this.accepting) return;
+    if (next.partial) next = await next.fetch();
+    const message = next as Message;
+    if (!previous.partial && previous.content === message.content) return; // embeds unfurled, pins...
+    const normalized = normalizeMessage(message, this.selfId);
+    if (!this.admit(normalized)) return;
+    await this.options.runtime.editMessage(normalized.incoming.channelId, message.id, normalized.incoming.content);
+    this.options.events.emit({ type: 'message_edited', channel_id: normalized.incoming.channelId });
+  }
+
+  private async onDelete(channelId: string, messageIds: string[]): Promise<void> {
+    if (messageIds.length === 0) return;
+    await this.options.runtime.deleteMessages(channelId, messageIds);
+    this.options.events.emit({ type: 'messages_deleted', channel_id: channelId, count: messageIds.length });
+  }
+
+  private async onInteraction(interaction: Interaction): Promise<void> {
+    if (!interaction.isChatInputCommand()) return;
+    const channelId = interaction.channelId;
+    const isDm = !interaction.inGuild();
+    const channel = interaction.channel;
+    const parentId = channel?.isThread() ? (channel.parentId ?? undefined) : undefined;
+    const decision = decideAccess(
+      {
+        selfId: this.selfId,
+        authorId: interaction.user.id,
+        authorIsBot: interaction.user.bot,
+        ...(interaction.guildId ? { guildId: interaction.guildId } : {}),
+        channelId,
+        ...(parentId ? { parentId } : {}),
+        roleIds: interaction.inCachedGuild() ? [...interaction.member.roles.cache.keys()] : rawRoles(interaction),
+      },
+      this.options.config.current().discord,
+    );
+    if (!decision.allowed || !this.accepting) {
+      await interaction.reply({ content: 'Magpie is not available here.', flags: 64 });
+      return;
+    }
+    await handleSlashCommand(
+      interaction,
+      { runtime: this.options.runtime, memory: this.options.memory, events: this.options.events },
+      {
+        channelId,
+        ...(interaction.guildId ? { guildId: interaction.guildId } : {}),
+        ...(isDm ? { dmUserId: interaction.user.id } : {}),
+      },
+    );
+  }
+}
+
+function rawRoles(interaction: Interaction): string[] {
+  const member = interaction.member as { roles?: unknown } | null;
+  return Array.isArray(member?.roles) ? (member.roles as string[]) : [];
+}

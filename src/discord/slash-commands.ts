@@ -1,0 +1,104 @@
+import {
+  ApplicationCommandOptionType,
+  MessageFlags,
+  PermissionFlagsBits,
+  type ChatInputCommandInteraction,
+  type Client,
+  type RESTPostAPIChatInputApplicationCommandsJSONBody,
+} from 'discord.js';
+import {
+  describeContext,
+  forgetMemory,
+  searchMemory,
+  startCompaction,
+  type CommandDeps,
+} from '../app/channel-commands.js';
+import type { MemoryLocation } from '../memory/types.js';
+
+const MANAGE_MESSAGES = PermissionFlagsBits.ManageMessages.toString();
+
+/** The slash commands Magpie registers. `/compact` is hidden from members without Manage Messages. */
+export const SLASH_COMMANDS: RESTPostAPIChatInputApplicationCommandsJSONBody[] = [
+  { name: 'context', description: 'How full this channel’s context window is, and the last compaction' },
+  {
+    name: 'compact',
+    description: 'Compact this channel’s history now, in the background',
+    default_member_permissions: MANAGE_MESSAGES,
+  },
+  {
+    name: 'memory',
+    description: 'Search or forget what Magpie remembers in this channel',
+    options: [
+      {
+        type: ApplicationCommandOptionType.Subcommand,
+        name: 'search',
+        description: 'Search memories and past messages',
+        options: [{ type: ApplicationCommandOptionType.String, name: 'query', description: 'What to look for', required: true }],
+      },
+      {
+        type: ApplicationCommandOptionType.Subcommand,
+        name: 'forget',
+        description: 'Forget one memory (needs Manage Messages)',
+        options: [{ type: ApplicationCommandOptionType.String, name: 'id', description: 'Memory id from /memory search', required: true }],
+      },
+    ],
+  },
+];
+
+/**
+ * Registers the commands: per guild when the operator limits the bot to some guilds (they
+ * appear at once), globally otherwise.
+ */
+export async function registerCommands(client: Client<true>, options: { guildIds: readonly string[] }): Promise<void> {
+  if (options.guildIds.length === 0) {
+    await client.application.commands.set(SLASH_COMMANDS);
+    return;
+  }
+  for (const guildId of options.guildIds) await client.application.commands.set(SLASH_COMMANDS, guildId);
+}
+
+/**
+ * Answers one slash command, ephemerally. Permissions are checked here as well as through
+ * `default_member_permissions`, which server admins can override.
+ */
+export async function handleSlashCommand(
+  interaction: ChatInputCommandInteraction,
+  deps: CommandDeps,
+  location: MemoryLocation,
+): Promise<void> {
+  const reply = (content: string) =>
+    interaction.reply({ content, flags: MessageFlags.Ephemeral, allowedMentions: { parse: [] } });
+  // In a DM the user is the only member; in a guild the permission is the member's.
+  const canManage = interaction.inGuild() ? (interaction.memberPermissions?.has(PermissionFlagsBits.ManageMessages) ?? false) : true;
+  switch (interaction.commandName) {
+    case 'context':
+      await reply(describeContext(deps.runtime.status(location.channelId)));
+      return;
+    case 'compact':
+      if (!canManage) {
+        await reply('You need the Manage Messages permission to compact this channel.');
+        return;
+      }
+      await reply(startCompaction(deps, location.channelId));
+      return;
+    case 'memory': {
+      const subcommand = interaction.options.getSubcommand(false);
+      if (subcommand === 'search') {
+        await reply(await searchMemory(deps, location, interaction.options.getString('query', true)));
+        return;
+      }
+      if (subcommand === 'forget') {
+        if (!canManage) {
+          await reply('You need the Manage Messages permission to forget memories.');
+          return;
+        }
+        await reply(forgetMemory(deps, interaction.options.getString('id', true)));
+        return;
+      }
+      await reply('Use /memory search or /memory forget.');
+      return;
+    }
+    default:
+      await reply(`I do not know the command /${interaction.commandName}.`);
+  }
+}

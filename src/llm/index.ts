@@ -1,0 +1,21 @@
+/** The model capability: the Anthropic-backed `ChatModel`, its errors, and the tool loop. */
+export type {
+  ChatModel,
+  ContentBlock,
+  ModelCallOptions,
+  ModelMessage,
+  ModelRequest,
+  ModelResponse,
+  ModelUsage,
+  TextBlock,
+  ToolChoice,
+  ToolDefinition,
+  ToolResultBlock,
+  ToolUseBlock,
+} from './chat-model.js';
+export type { ToolContext, ToolHandler, ToolOutcome } from './tool.js';
+export { createAnthropicModel, type AnthropicModelOptions } from './anthropic-model.js';
+export { limitConcurrency } from './concurrency-limit.js';
+export { ModelError, abortedModelError, type ModelErrorOptions, type ModelFailureReason } from './model-error.js';
+export { toModelError, isRetryableStatus } from './sdk-errors.js';
+export { runToolLoop, parseToolInput, type ToolLoopOptions, type ToolLoopResult } from './tool-loop.js';

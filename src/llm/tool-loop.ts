@@ -1,0 +1,185 @@
+import type {
+  ChatModel,
+  ContentBlock,
+  ModelMessage,
+  ModelResponse,
+  ModelUsage,
+  TextBlock,
+  ToolChoice,
+  ToolResultBlock,
+  ToolUseBlock,
+} from './chat-model.js';
+import { abortedModelError } from './model-error.js';
+import type { ToolContext, ToolHandler, ToolOutcome } from './tool.js';
+
+export interface ToolLoopOptions {
+  model: ChatModel;
+  system: string;
+  /** The conversation so far; not modified. */
+  messages: ModelMessage[];
+  /** Offered to the model; an empty list offers none. */
+  tools: ToolHandler[];
+  /** Passed to every tool call (scoping, source ids); `signal` is filled from ours when unset. */
+  context: ToolContext;
+  /** Model calls at most (values below 1 count as 1). */
+  maxSteps: number;
+  maxTokens: number;
+  signal?: AbortSignal;
+  /**
+   * `auto` and `none` apply to every call. `any` and `tool` apply to the first call only:
+   * forcing a tool on every call would never let the model give its final answer.
+   */
+  toolChoice?: ToolChoice;
+}
+
+export interface ToolLoopResult {
+  /** Text blocks of the last model response, concatenated. */
+  text: string;
+  /** Assistant messages and tool-result messages produced, in order, ready to persist. */
+  newMessages: ModelMessage[];
+  /** Model calls made. */
+  steps: number;
+  /** Summed over every call. */
+  usage: ModelUsage;
+  /** The last response's stop reason, or `max_steps` when the model still wanted tools. */
+  stopReason: string;
+}
+
+/**
+ * Calls the model, runs the tools it asks for, feeds the results back, and repeats until it
+ * answers without tools or `maxSteps` calls have been made. A tool that is unknown, gets bad
+ * input or throws produces an error result the model can read; the loop itself never fails
+ * because of a tool. Model errors and aborts propagate.
+ */
+export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopResult> {
+  const { model, system, tools, signal } = options;
+  const maxSteps = Math.max(1, Math.floor(options.maxSteps));
+  const handlers = new Map(tools.map((tool) => [tool.definition.name, tool]));
+  const definitions = tools.map((tool) => tool.definition);
+  const context: ToolContext = signal && !options.context.signal ? { ...options.context, signal } : options.context;
+  const conversation = [...options.messages];
+  const newMessages: ModelMessage[] = [];
+  const usage: ModelUsage = { inputTokens: 0, outputTokens: 0 };
+
+  for (let step = 1; ; step += 1) {
+    if (signal?.aborted) throw abortedModelError(signal);
+    const toolChoice = choiceForStep(options.toolChoice, step);
+    const response: ModelResponse = await model.createMessage(
+      {
+        system,
+        messages: conversation,
+        maxTokens: options.maxTokens,
+        ...(definitions.length > 0 ? { tools: definitions } : {}),
+        ...(toolChoice && definitions.length > 0 ? { toolChoice } : {}),
+      },
+      signal ? { signal } : {},
+    );
+    usage.inputTokens += response.usage.inputTokens;
+    usage.outputTokens += response.usage.outputTokens;
+
+    const text = response.content
+      .filter((block): block is TextBlock => block.type === 'text')
+      .map((block) => block.text)
+      .join('');
+    const toolUses = response.content.filter((block): block is ToolUseBlock => block.type === 'tool_use');
+    const assistantContent = assistantBlocks(response.content);
+    if (assistantContent.length > 0) {
+      const assistant: ModelMessage = { role: 'assistant', content: assistantContent };
+      conversation.push(assistant);
+      newMessages.push(assistant);
+    }
+    if (toolUses.length === 0) {
+      return { text, newMessages, steps: step, usage, stopReason: response.stopReason };
+    }
+
+    // Tools run one after another, in the order asked: saves and searches may depend on
+    // each other, and their results must line up with the calls.
+    const results: ToolResultBlock[] = [];
+    for (const call of toolUses) {
+      if (signal?.aborted) throw abortedModelError(signal);
+      const outcome = await runOneTool(handlers, call, context);
+      results.push({
+        type: 'tool_result',
+        tool_use_id: call.id,
+        content: outcome.content,
+        ...(outcome.isError ? { is_error: true } : {}),
+      });
+    }
+    const toolResults: ModelMessage = { role: 'user', content: results };
+    conversation.push(toolResults);
+    newMessages.push(toolResults);
+
+    if (step >= maxSteps) {
+      // The calls of the last step did run (their effects, such as saved memories, count),
+      // and the history stays valid: every tool call has its result.
+      return { text, newMessages, steps: step, usage, stopReason: 'max_steps' };
+    }
+  }
+}
+
+function choiceForStep(choice: ToolChoice | undefined, step: number): ToolChoice | undefined {
+  if (!choice) return undefined;
+  if (choice.type === 'any' || choice.type === 'tool') return step === 1 ? choice : undefined;
+  return choice;
+}
+
+/**
+ * What goes back to the model as its own turn: non-empty text, and tool calls whose input is
+ * an object (the API refuses anything else in a tool_use block, so odd input is replaced by
+ * `{}` here and reported to the model through the tool's error result).
+ */
+function assistantBlocks(content: readonly ContentBlock[]): ContentBlock[] {
+  const blocks: ContentBlock[] = [];
+  for (const block of content) {
+    if (block.type === 'text') {
+      if (block.text !== '') blocks.push(block);
+    } else if (block.type === 'tool_use') {
+      const parsed = parseToolInput(block.input);
+      blocks.push({ ...block, input: parsed.ok ? parsed.value : {} });
+    }
+  }
+  return blocks;
+}
+
+type ParsedInput = { ok: true; value: Record<string, unknown> } | { ok: false; problem: string };
+
+/** Tool input must be a JSON object; some servers send it as a JSON string, which is accepted. */
+export function parseToolInput(input: unknown): ParsedInput {
+  let value = input;
+  if (typeof value === 'string') {
+    try {
+      value = JSON.parse(value);
+    } catch {
+      return { ok: false, problem: 'tool input is not valid JSON' };
+    }
+  }
+  if (value === undefined || value === null) return { ok: true, value: {} };
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    return { ok: false, problem: `tool input must be a JSON object, got ${Array.isArray(value) ? 'an array' : typeof value}` };
+  }
+  return { ok: true, value: value as Record<string, unknown> };
+}
+
+async function runOneTool(
+  handlers: ReadonlyMap<string, ToolHandler>,
+  call: ToolUseBlock,
+  context: ToolContext,
+): Promise<ToolOutcome> {
+  const handler = handlers.get(call.name);
+  if (!handler) {
+    const available = [...handlers.keys()].join(', ') || 'none';
+    return { isError: true, content: `unknown tool ${call.name || '(no name)'}; available tools: ${available}` };
+  }
+  const parsed = parseToolInput(call.input);
+  if (!parsed.ok) return { isError: true, content: `${call.name}: ${parsed.problem}` };
+  try {
+    const outcome = await handler.run(parsed.value, context);
+    if (!outcome || typeof outcome.content !== 'string') {
+      return { isError: true, content: `${call.name} returned no result` };
+    }
+    return { content: outcome.content, isError: outcome.isError === true };
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    return { isError: true, content: `${call.name} failed: ${message}` };
+  }
+}

@@ -1,0 +1,62 @@
+import { normalizeInPlace, type Embedder } from './embedder.js';
+import { fnv1a, STOP_WORDS, words } from './text.js';
+
+export interface HashingEmbedderOptions {
+  /** Vector length; DEFAULTS.memory.hashDimension. */
+  dimension: number;
+}
+
+/** Weight of a stop word relative to a content word: present, but barely. */
+const STOP_WORD_WEIGHT = 0.1;
+/** Character trigrams let "paint" meet "painting"; each counts less than a whole word. */
+const TRIGRAM_WEIGHT = 0.35;
+
+/**
+ * The default embedder: feature hashing, no weights to download, deterministic across runs and
+ * machines. Features are the normalized words (stop words weighted down) and the character
+ * trigrams of each padded word; each feature lands in one bucket with a sign taken from a second
+ * hash (so collisions cancel on average instead of piling up), counts are dampened with
+ * 1 + log(tf), and the vector is L2-normalized so a dot product is a cosine.
+ */
+export class HashingEmbedder implements Embedder {
+  readonly name = 'hash-v1';
+  readonly dimension: number;
+
+  constructor(options: HashingEmbedderOptions) {
+    if (!Number.isInteger(options.dimension) || options.dimension < 8) {
+      throw new RangeError(`hash embedder dimension must be an integer ≥ 8, got ${options.dimension}`);
+    }
+    this.dimension = options.dimension;
+  }
+
+  async embed(texts: string[]): Promise<Float32Array[]> {
+    return texts.map((text) => this.embedOne(text));
+  }
+
+  /** Synchronous form, for callers that batch inside one SQLite transaction. */
+  embedOne(text: string): Float32Array {
+    const counts = new Map<string, number>();
+    const weights = new Map<string, number>();
+    const add = (feature: string, weight: number): void => {
+      counts.set(feature, (counts.get(feature) ?? 0) + 1);
+      if (!weights.has(feature)) weights.set(feature, weight);
+    };
+    for (const word of words(text)) {
+      const stop = STOP_WORDS.has(word);
+      add(`w:${word}`, stop ? STOP_WORD_WEIGHT : 1);
+      if (stop) continue;
+      const padded = `^${word}$`;
+      for (let start = 0; start + 3 <= padded.length; start += 1) {
+        add(`g:${padded.slice(start, start + 3)}`, TRIGRAM_WEIGHT);
+      }
+    }
+    const vector = new Float32Array(this.dimension);
+    for (const [feature, count] of counts) {
+      const hash = fnv1a(feature);
+      const bucket = hash % this.dimension;
+      const sign = fnv1a(feature, 0x5bd1e995) & 1 ? 1 : -1;
+      vector[bucket]! += sign * weights.get(feature)! * (1 + Math.log(count));
+    }
+    return normalizeInPlace(vector);
+  }
+}

@@ -1,0 +1,288 @@
+import type { SqliteDatabase } from '../storage/database.js';
+import { blobToVector, dot } from './embedder.js';
+import type { VectorIndexManager } from './index-manager.js';
+import type { Visibility } from './scope.js';
+import { ftsAnyOf, queryTerms } from './text.js';
+import type { MemoryKind, MemoryType, SearchResult } from './types.js';
+
+/** Knobs of the fusion, chosen on LoCoMo evidence recall (see the memory benchmarks). */
+export interface SearchTuning {
+  /** Candidates taken from each list (vector, full text) before fusion. */
+  candidates: number;
+  /** The k of reciprocal rank fusion: 1 / (k + rank). */
+  rrfK: number;
+  vectorWeight: number;
+  textWeight: number;
+  /** Messages brought along on each side of a transcript hit (same channel, in order). */
+  neighbors: number;
+  /** Cosine below which a vector match counts as no evidence at all. */
+  semanticFloor: number;
+  /** Cosine at which a vector match counts as full evidence. */
+  semanticCeiling: number;
+  /** BM25 strength (negated bm25()) at which full-text evidence counts one half. */
+  lexicalHalf: number;
+}
+
+export const DEFAULT_SEARCH_TUNING: Readonly<SearchTuning> = Object.freeze({
+  candidates: 50,
+  rrfK: 60,
+  vectorWeight: 1,
+  textWeight: 1,
+  neighbors: 0,
+  semanticFloor: 0.2,
+  semanticCeiling: 0.8,
+  lexicalHalf: 6,
+});
+
+export interface HybridSearchRequest {
+  queryText: string;
+  queryVector: Float32Array;
+  visibility: Visibility;
+  limit: number;
+  kind?: MemoryKind;
+  memoryType?: MemoryType;
+}
+
+interface ItemRow {
+  rowid: number;
+  kind: MemoryKind;
+  content: string;
+  memory_type: MemoryType | null;
+  source_ids: string;
+  created_at: number;
+  channel_id: string;
+  message_id: string | null;
+}
+
+interface Candidate {
+  label: number;
+  rrf: number;
+  similarity?: number;
+  lexical?: number;
+}
+
+const ITEM_COLUMNS = 'rowid, kind, content, memory_type, source_ids, created_at, channel_id, message_id';
+
+/**
+ * Vector neighbours and BM25 matches, each already restricted to what the caller may see and
+ * to the requested kind and type, fused by reciprocal rank. The score reports the evidence
+ * behind a hit (cosine and BM25, each mapped to [0, 1] and combined as independent signals),
+ * weighted by its fused rank, so text sharing neither words nor meaning with the query scores ~0.
+ */
+export class HybridSearch {
+  constructor(
+    private readonly db: SqliteDatabase,
+    private readonly indexes: VectorIndexManager,
+    private readonly tuning: SearchTuning,
+  ) {}
+
+  run(request: HybridSearchRequest): SearchResult[] {
+    const tuning = this.tuning;
+    const candidateCount = Math.max(tuning.candidates, request.limit * 3);
+    const vectorHits = this.vectorCandidates(request, candidateCount);
+    const textHits = this.textCandidates(request, candidateCount);
+
+    const candidates = new Map<number, Candidate>();
+    const candidate = (label: number): Candidate => {
+      let found = candidates.get(label);
+      if (!found) {
+        found = { label, rrf: 0 };
+        candidates.set(label, found);
+      }
+      return found;
+    };
+    vectorHits.forEach((hit, rank) => {
+      const entry = candidate(hit.label);
+      entry.rrf += tuning.vectorWeight / (tuning.rrfK + rank + 1);
+      entry.similarity = hit.similarity;
+    });
+    textHits.forEach((hit, rank) => {
+      const entry = candidate(hit.label);
+      entry.rrf += tuning.textWeight / (tuning.rrfK + rank + 1);
+      entry.lexical = hit.strength;
+    });
+    this.fillSimilarities(candidates, request.queryVector);
+
+    const bestRrf = (tuning.vectorWeight + tuning.textWeight) / (tuning.rrfK + 1);
+    const ranked = [...candidates.values()]
+      .map((entry) => ({ entry, score: this.score(entry, bestRrf) }))
+      .sort((left, right) => right.entry.rrf - left.entry.rrf || right.score - left.score);
+    return this.materialize(ranked, request.limit);
+  }
+
+  private score(entry: Candidate, bestRrf: number): number {
+    const tuning = this.tuning;
+    const semantic = Math.min(
+      1,
+      Math.max(0, ((entry.similarity ?? 0) - tuning.semanticFloor) / (tuning.semanticCeiling - tuning.semanticFloor)),
+    );
+    const lexical = entry.lexical === undefined ? 0 : entry.lexical / (entry.lexical + tuning.lexicalHalf);
+    const evidence = 1 - (1 - semantic) * (1 - lexical);
+    return Math.min(1, Math.max(0, evidence * (0.5 + 0.5 * Math.min(1, entry.rrf / bestRrf))));
+  }
+
+  private vectorCandidates(request: HybridSearchRequest, count: number): Array<{ label: number; similarity: number }> {
+    const { visibility } = request;
+    const hits: Array<{ label: number; similarity: number }> = [];
+    const memoriesOnly = request.kind === 'memory' || request.memoryType !== undefined;
+    if (memoriesOnly) {
+      // Typed memories are few per scope: an exact scan is both exact and fast.
+      hits.push(...this.exactMemoryScan(request, visibility.sql, visibility.params));
+    } else {
+      let filter: ((label: number) => boolean) | undefined;
+      if (request.kind === 'transcript') {
+        const memoryLabels = new Set(
+          (
+            this.db
+              .prepare(
+                `SELECT rowid FROM memory_items WHERE index_key IN (${visibility.keys.map(() => '?').join(', ')}) AND kind = 'memory'`,
+              )
+              .all(...visibility.keys) as { rowid: number }[]
+          ).map((row) => row.rowid),
+        );
+        filter = (label) => !memoryLabels.has(label);
+      }
+      for (const key of visibility.keys) hits.push(...this.indexes.search(key, request.queryVector, count, filter));
+      if (visibility.wider.kind !== 'none' && request.kind !== 'transcript') {
+        const keyList = visibility.keys.map(() => '?').join(', ');
+        const widerSql =
+          visibility.wider.kind === 'guild'
+            ? `(i.kind = 'memory' AND i.guild_id = ? AND i.index_key NOT IN (${keyList}))`
+            : `(i.kind = 'memory' AND i.index_key NOT IN (${keyList}))`;
+        const widerParams = visibility.wider.kind === 'guild' ? [visibility.wider.guildId, ...visibility.keys] : [...visibility.keys];
+        hits.push(...this.exactMemoryScan(request, widerSql, widerParams));
+      }
+    }
+    return hits.sort((left, right) => right.similarity - left.similarity).slice(0, count);
+  }
+
+  private exactMemoryScan(
+    request: HybridSearchRequest,
+    scopeSql: string,
+    scopeParams: unknown[],
+  ): Array<{ label: number; similarity: number }> {
+    const typeSql = request.memoryType ? ' AND i.memory_type = ?' : '';
+    const rows = this.db
+      .prepare(
+        `SELECT v.item_rowid AS label, v.vector FROM memory_vectors v JOIN memory_items i ON i.rowid = v.item_rowid
+         WHERE ${scopeSql} AND i.kind = 'memory'${typeSql}`,
+      )
+      .all(...scopeParams, ...(request.memoryType ? [request.memoryType] : [])) as Array<{ label: number; vector: Buffer }>;
+    return rows.map((row) => ({ label: row.label, similarity: dot(request.queryVector, blobToVector(row.vector)) }));
+  }
+
+  private textCandidates(request: HybridSearchRequest, count: number): Array<{ label: number; strength: number }> {
+    const terms = ftsAnyOf(queryTerms(request.queryText));
+    if (!terms) return [];
+    const { visibility } = request;
+    const match = `fts_tags : (${visibility.ftsTags}) AND content : (${terms})`;
+    const kindSql = request.kind ? ' AND i.kind = ?' : '';
+    const typeSql = request.memoryType ? ' AND i.memory_type = ?' : '';
+    const rows = this.db
+      .prepare(
+        `SELECT f.rowid AS label, bm25(memory_fts, 1.0, 0.0) AS rank FROM memory_fts f
+         JOIN memory_items i ON i.rowid = f.rowid
+         WHERE memory_fts MATCH ? AND ${visibility.sql}${kindSql}${typeSql}
+         ORDER BY rank LIMIT ?`,
+      )
+      .all(
+        match,
+        ...visibility.params,
+        ...(request.kind ? [request.kind] : []),
+        ...(request.memoryType ? [request.memoryType] : []),
+        count,
+      ) as Array<{ label: number; rank: number }>;
+    return rows.map((row) => ({ label: row.label, strength: Math.max(0, -row.rank) }));
+  }
+
+  /** Full-text-only candidates get their exact cosine too, so their evidence is complete. */
+  private fillSimilarities(candidates: Map<number, Candidate>, queryVector: Float32Array): void {
+    const missing = [...candidates.values()].filter((entry) => entry.similarity === undefined).map((entry) => entry.label);
+    if (missing.length === 0) return;
+    const rows = this.db
+      .prepare(`SELECT item_rowid AS label, vector FROM memory_vectors WHERE item_rowid IN (${missing.map(() => '?').join(', ')})`)
+      .all(...missing) as Array<{ label: number; vector: Buffer }>;
+    for (const row of rows) candidates.get(row.label)!.similarity = dot(queryVector, blobToVector(row.vector));
+  }
+
+  private materialize(ranked: Array<{ entry: Candidate; score: number }>, limit: number): SearchResult[] {
+    const results: SearchResult[] = [];
+    const covered = new Set<number>();
+    const load = this.db.prepare(`SELECT ${ITEM_COLUMNS} FROM memory_items WHERE rowid = ?`);
+    for (const { entry, score } of ranked) {
+      if (results.length >= limit) break;
+      if (covered.has(entry.label)) continue;
+      const row = load.get(entry.label) as ItemRow | undefined;
+      if (!row) continue; // Deleted after the index saw it.
+      if (row.kind === 'transcript' && this.tuning.neighbors > 0) {
+        const window = this.neighbourhood(row, this.tuning.neighbors).filter((item) => !covered.has(item.rowid));
+        for (const item of window) covered.add(item.rowid);
+        results.push({
+          id: itemId(row),
+          content: window.map((item) => item.content).join('\n'),
+          score: round(score),
+          kind: 'transcript',
+          source_ids: window.map((item) => item.message_id ?? '').filter((id) => id.length > 0),
+          created_at: new Date(row.created_at).toISOString(),
+        });
+        continue;
+      }
+      covered.add(row.rowid);
+      results.push(toResult(row, score));
+    }
+    return results;
+  }
+
+  /** The hit with up to `radius` messages before and after it in its channel, in order. */
+  private neighbourhood(row: ItemRow, radius: number): ItemRow[] {
+    const before = this.db
+      .prepare(
+        `SELECT ${ITEM_COLUMNS} FROM memory_items WHERE channel_id = ? AND kind = 'transcript'
+         AND (created_at, rowid) < (?, ?) ORDER BY created_at DESC, rowid DESC LIMIT ?`,
+      )
+      .all(row.channel_id, row.created_at, row.rowid, radius) as ItemRow[];
+    const after = this.db
+      .prepare(
+        `SELECT ${ITEM_COLUMNS} FROM memory_items WHERE channel_id = ? AND kind = 'transcript'
+         AND (created_at, rowid) > (?, ?) ORDER BY created_at, rowid LIMIT ?`,
+      )
+      .all(row.channel_id, row.created_at, row.rowid, radius) as ItemRow[];
+    return [...before.reverse(), row, ...after];
+  }
+}
+
+export function itemId(row: { rowid: number; kind: MemoryKind }): string {
+  return `${row.kind === 'memory' ? 'mem' : 'msg'}-${row.rowid}`;
+}
+
+/** The rowid behind a public id (`mem-12`, `msg-34`, or a bare number); undefined if malformed. */
+export function parseItemId(id: string): number | undefined {
+  const match = /^(?:(?:mem|msg)-)?(\d{1,15})$/.exec(id.trim());
+  return match ? Number(match[1]) : undefined;
+}
+
+function toResult(row: ItemRow, score: number): SearchResult {
+  const result: SearchResult = {
+    id: itemId(row),
+    content: row.content,
+    score: round(score),
+    kind: row.kind,
+    source_ids: row.kind === 'transcript' ? (row.message_id ? [row.message_id] : []) : parseSourceIds(row.source_ids),
+    created_at: new Date(row.created_at).toISOString(),
+  };
+  if (row.memory_type) result.memory_type = row.memory_type;
+  return result;
+}
+
+export function parseSourceIds(text: string): string[] {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    return Array.isArray(parsed) ? parsed.filter((value): value is string => typeof value === 'string') : [];
+  } catch {
+    return [];
+  }
+}
+
+function round(value: number): number {
+  return Math.round(value * 10_000) / 10_000;
+}

@@ -1,0 +1,297 @@
+import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { SqliteDatabase } from '../storage/database.js';
+import { blobToVector, dot } from './embedder.js';
+import { fnv1a } from './text.js';
+import { HnswVectorIndex, type HnswParams, type VectorHit } from './vector-index.js';
+
+export interface IndexManagerOptions {
+  db: SqliteDatabase;
+  /** Where index files live: `<dataDir>/index`. */
+  directory: string;
+  dimension: number;
+  /** Embedder identity; an index built with another one is never used. */
+  embedderIdentity: string;
+  params: HnswParams;
+  /** Indexes kept in memory at once; the least recently used beyond this are saved and dropped. */
+  maxLoaded?: number;
+  /** Longest stretch of index building done in one event-loop turn, in ms. */
+  sliceMs?: number;
+  /** Unsaved points after which a catching-up index is written to disk. */
+  saveEvery?: number;
+}
+
+interface LoadedIndex {
+  key: string;
+  index: HnswVectorIndex;
+  /** Largest `memory_vectors.seq` the index holds. */
+  highWater: number;
+  dirty: boolean;
+  unsavedPoints: number;
+  evicted: boolean;
+  catchingUp: boolean;
+}
+
+interface StateRow {
+  high_water: number;
+  point_count: number;
+  identity: string;
+}
+
+/**
+ * Owns the HNSW index of every index key (a channel, a DM user): loads it lazily from its file,
+ * trusts the file only when `memory_index_state` in SQLite agrees with it (same embedder and
+ * parameters, same point count), otherwise rebuilds from the vectors in SQLite. Vectors not yet
+ * in the index (above its high-water mark) are found by exact scan, so an insert is searchable at
+ * once while the index catches up in short slices between other work.
+ */
+export class VectorIndexManager {
+  private readonly loaded = new Map<string, LoadedIndex>();
+  private readonly maxLoaded: number;
+  private readonly sliceMs: number;
+  private readonly saveEvery: number;
+  private readonly identity: string;
+  private pending: Promise<void> | undefined;
+  private scheduled = new Set<string>();
+  private closed = false;
+
+  constructor(private readonly options: IndexManagerOptions) {
+    this.maxLoaded = options.maxLoaded ?? 64;
+    this.sliceMs = options.sliceMs ?? 15;
+    this.saveEvery = options.saveEvery ?? 20_000;
+    const { m, efConstruction } = options.params;
+    this.identity = `${options.embedderIdentity}|m${m}|efc${efConstruction}`;
+    mkdirSync(options.directory, { recursive: true });
+  }
+
+  /**
+   * The nearest vectors of one index key: HNSW over what is indexed plus an exact scan of the
+   * tail not indexed yet, both restricted by `filter` before the top `k` is taken.
+   */
+  search(key: string, vector: Float32Array, k: number, filter?: (label: number) => boolean): VectorHit[] {
+    const entry = this.acquire(key);
+    const hits = new Map<number, number>();
+    for (const hit of entry.index.search(vector, k, filter)) hits.set(hit.label, hit.similarity);
+    const tail = this.options.db
+      .prepare('SELECT item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND seq > ?')
+      .all(key, entry.highWater) as Array<{ label: number; vector: Buffer }>;
+    for (const row of tail) {
+      if (filter && !filter(row.label)) continue;
+      // The tail holds the newest vector of a label; it wins over an older one in the graph.
+      hits.set(row.label, dot(vector, blobToVector(row.vector)));
+    }
+    if (tail.length > 0) this.scheduleCatchUp(entry);
+    return [...hits]
+      .map(([label, similarity]) => ({ label, similarity }))
+      .sort((left, right) => right.similarity - left.similarity)
+      .slice(0, k);
+  }
+
+  /** New vectors were written under `key`: a loaded index starts catching up. */
+  noteInserted(key: string): void {
+    const entry = this.loaded.get(key);
+    if (entry) this.scheduleCatchUp(entry);
+  }
+
+  /**
+   * Items left SQLite: their labels are marked deleted in a loaded index and remembered as
+   * tombstones so that an index file written before the deletion is corrected when loaded.
+   */
+  noteDeleted(key: string, labels: readonly number[]): void {
+    if (labels.length === 0) return;
+    const insert = this.options.db.prepare(
+      'INSERT OR IGNORE INTO memory_index_tombstones (index_key, label) VALUES (?, ?)',
+    );
+    for (const label of labels) insert.run(key, label);
+    const entry = this.loaded.get(key);
+    if (!entry) return;
+    for (const label of labels) entry.index.remove(label);
+    entry.dirty = true;
+  }
+
+  /** Resolves once every scheduled catch-up has finished (tests, benchmarks, shutdown). */
+  async whenIdle(): Promise<void> {
+    while (this.pending) await this.pending;
+  }
+
+  /** Indexed and not-yet-indexed vectors of the given keys (all keys when absent). */
+  counts(keys?: readonly string[]): { indexed: number; pending: number } {
+    const db = this.options.db;
+    let indexed = 0;
+    let pending = 0;
+    const keyList =
+      keys ?? (db.prepare('SELECT DISTINCT index_key AS key FROM memory_vectors').all() as { key: string }[]).map((row) => row.key);
+    for (const key of keyList) {
+      const entry = this.loaded.get(key);
+      const state = db.prepare('SELECT high_water FROM memory_index_state WHERE index_key = ? AND identity = ?').get(key, this.identity) as
+        | { high_water: number }
+        | undefined;
+      const highWater = entry?.highWater ?? state?.high_water ?? 0;
+      const row = db
+        .prepare('SELECT SUM(seq <= ?) AS indexed, SUM(seq > ?) AS pending FROM memory_vectors WHERE index_key = ?')
+        .get(highWater, highWater, key) as { indexed: number | null; pending: number | null };
+      indexed += row.indexed ?? 0;
+      pending += row.pending ?? 0;
+    }
+    return { indexed, pending };
+  }
+
+  /** Forgets every index (embedder change): files and states go, indexes rebuild on demand. */
+  dropAll(): void {
+    for (const entry of this.loaded.values()) entry.evicted = true;
+    this.loaded.clear();
+    this.options.db.exec('DELETE FROM memory_index_state; DELETE FROM memory_index_tombstones;');
+    rmSync(this.options.directory, { recursive: true, force: true });
+    mkdirSync(this.options.directory, { recursive: true });
+  }
+
+  /** Brings every loaded index up to date and writes it to disk. */
+  async close(): Promise<void> {
+    await this.whenIdle();
+    this.closed = true;
+    for (const entry of this.loaded.values()) {
+      this.catchUp(entry, Number.POSITIVE_INFINITY);
+      this.save(entry);
+    }
+    this.loaded.clear();
+  }
+
+  /** The index of a key, loaded (or rebuilt) if needed; marks it most recently used. */
+  private acquire(key: string): LoadedIndex {
+    const existing = this.loaded.get(key);
+    if (existing) {
+      this.loaded.delete(key);
+      this.loaded.set(key, existing);
+      return existing;
+    }
+    const entry = this.load(key);
+    this.loaded.set(key, entry);
+    while (this.loaded.size > this.maxLoaded) {
+      const [oldestKey, oldest] = this.loaded.entries().next().value as [string, LoadedIndex];
+      this.loaded.delete(oldestKey);
+      oldest.evicted = true;
+      this.save(oldest);
+    }
+    return entry;
+  }
+
+  private fileFor(key: string): string {
+    const readable = key.replace(/[^A-Za-z0-9-]/g, '_').slice(0, 48);
+    return join(this.options.directory, `${readable}-${fnv1a(key).toString(16)}.hnsw`);
+  }
+
+  private load(key: string): LoadedIndex {
+    const { db, dimension, params } = this.options;
+    const file = this.fileFor(key);
+    const state = db
+      .prepare('SELECT high_water, point_count, identity FROM memory_index_state WHERE index_key = ?')
+      .get(key) as StateRow | undefined;
+    let entry: LoadedIndex | undefined;
+    if (state && state.identity === this.identity && existsSync(file)) {
+      try {
+        const index = HnswVectorIndex.load({ dimension, params, file });
+        // A file that does not hold exactly what SQLite says it holds is not trusted.
+        if (index.pointCount === state.point_count) {
+          entry = { key, index, highWater: state.high_water, dirty: false, unsavedPoints: 0, evicted: false, catchingUp: false };
+        }
+      } catch {
+        entry = undefined;
+      }
+    }
+    if (entry) {
+      const tombstones = db
+        .prepare('SELECT label FROM memory_index_tombstones WHERE index_key = ?')
+        .all(key) as { label: number }[];
+      for (const { label } of tombstones) entry.index.remove(label);
+      if (tombstones.length > 0) entry.dirty = true;
+    } else {
+      const { total } = db.prepare('SELECT COUNT(*) AS total FROM memory_vectors WHERE index_key = ?').get(key) as {
+        total: number;
+      };
+      entry = {
+        key,
+        index: HnswVectorIndex.create({ dimension, params, capacity: Math.ceil(total * 1.1) + 64 }),
+        highWater: 0,
+        dirty: true,
+        unsavedPoints: 0,
+        evicted: false,
+        catchingUp: false,
+      };
+      db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(key);
+    }
+    this.scheduleCatchUp(entry);
+    return entry;
+  }
+
+  /** Adds tail vectors to the index for at most `budgetMs`; returns true when it is up to date. */
+  private catchUp(entry: LoadedIndex, budgetMs: number): boolean {
+    const started = performance.now();
+    const select = this.options.db.prepare(
+      'SELECT seq, item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND seq > ? ORDER BY seq LIMIT 256',
+    );
+    for (;;) {
+      const rows = select.all(entry.key, entry.highWater) as Array<{ seq: number; label: number; vector: Buffer }>;
+      if (rows.length === 0) return true;
+      for (const row of rows) {
+        entry.index.add(row.label, blobToVector(row.vector));
+        entry.highWater = row.seq;
+        entry.dirty = true;
+        entry.unsavedPoints += 1;
+      }
+      if (entry.unsavedPoints >= this.saveEvery) this.save(entry);
+      if (performance.now() - started >= budgetMs) return false;
+    }
+  }
+
+  private scheduleCatchUp(entry: LoadedIndex): void {
+    if (this.closed || this.scheduled.has(entry.key)) return;
+    this.scheduled.add(entry.key);
+    const run = (resolve: () => void): void => {
+      setImmediate(() => {
+        if (entry.evicted || this.closed) {
+          this.scheduled.delete(entry.key);
+          resolve();
+          return;
+        }
+        let done = true;
+        try {
+          done = this.catchUp(entry, this.sliceMs);
+        } catch {
+          done = true; // The database went away (closed); the next load starts over from SQLite.
+        }
+        if (done) {
+          this.scheduled.delete(entry.key);
+          resolve();
+        } else {
+          run(resolve);
+        }
+      });
+    };
+    const previous = this.pending ?? Promise.resolve();
+    const mine = previous.then(() => new Promise<void>((resolve) => run(resolve)));
+    this.pending = mine;
+    void mine.then(() => {
+      if (this.pending === mine) this.pending = undefined;
+    });
+  }
+
+  /** Writes the index file, then records in SQLite what it holds; a crash between is detected. */
+  private save(entry: LoadedIndex): void {
+    if (!entry.dirty) return;
+    const file = this.fileFor(entry.key);
+    const temporary = `${file}.tmp`;
+    entry.index.save(temporary);
+    renameSync(temporary, file);
+    const db = this.options.db;
+    db.transaction(() => {
+      db.prepare(
+        `INSERT INTO memory_index_state (index_key, high_water, point_count, identity, saved_at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (index_key) DO UPDATE SET high_water = excluded.high_water, point_count = excluded.point_count,
+           identity = excluded.identity, saved_at = excluded.saved_at`,
+      ).run(entry.key, entry.highWater, entry.index.pointCount, this.identity, Date.now());
+      db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(entry.key);
+    })();
+    entry.dirty = false;
+    entry.unsavedPoints = 0;
+  }
+}

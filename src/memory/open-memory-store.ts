@@ -1,0 +1,89 @@
+import { join } from 'node:path';
+import type { Clock } from '../common/clock.js';
+import { InputError } from '../common/errors.js';
+import type { MemorySettings } from '../config/types.js';
+import type { SqliteDatabase } from '../storage/database.js';
+import { embedderIdentity, vectorToBlob, type Embedder } from './embedder.js';
+import { HashingEmbedder } from './hashing-embedder.js';
+import { HttpEmbedder } from './http-embedder.js';
+import { DEFAULT_SEARCH_TUNING, type SearchTuning } from './hybrid-search.js';
+import { VectorIndexManager } from './index-manager.js';
+import { SqliteMemoryStore } from './sqlite-memory-store.js';
+import { DEFAULT_HNSW_PARAMS, type HnswParams } from './vector-index.js';
+
+export interface OpenMemoryStoreOptions {
+  /** From `openDatabase(dataDir, ALL_MIGRATIONS)`; the caller owns it and closes it. */
+  db: SqliteDatabase;
+  dataDir: string;
+  settings: MemorySettings;
+  env?: NodeJS.ProcessEnv;
+  clock?: Clock;
+  /** Overrides the embedder the settings name (tests, benchmarks). */
+  embedder?: Embedder;
+  hnsw?: Partial<HnswParams>;
+  tuning?: Partial<SearchTuning>;
+  /** Indexes kept loaded at once (least recently used beyond it are saved and dropped). */
+  maxLoadedIndexes?: number;
+}
+
+/** The embedder `[memory]` asks for. */
+export function createEmbedder(settings: MemorySettings, options: { env?: NodeJS.ProcessEnv } = {}): Embedder {
+  if (settings.embedder === 'http') return new HttpEmbedder({ settings: settings.http, ...(options.env ? { env: options.env } : {}) });
+  if (settings.embedder === 'hash') return new HashingEmbedder({ dimension: settings.hashDimension });
+  throw new InputError(`memory.embedder must be "hash" or "http"; got ${JSON.stringify(settings.embedder)}`);
+}
+
+/**
+ * Opens the memory store of a data directory. When the embedder differs from the one the stored
+ * vectors were made with (name, model or dimension), every vector is recomputed from the text in
+ * SQLite before the store is handed out, and every index file is dropped.
+ */
+export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<SqliteMemoryStore> {
+  const embedder = options.embedder ?? createEmbedder(options.settings, options.env ? { env: options.env } : {});
+  const params: HnswParams = { ...DEFAULT_HNSW_PARAMS, ...options.hnsw };
+  const identity = embedderIdentity(embedder);
+  const indexes = new VectorIndexManager({
+    db: options.db,
+    directory: join(options.dataDir, 'index'),
+    dimension: embedder.dimension,
+    embedderIdentity: identity,
+    params,
+    ...(options.maxLoadedIndexes ? { maxLoaded: options.maxLoadedIndexes } : {}),
+  });
+  const stored = options.db.prepare(`SELECT value FROM memory_meta WHERE key = 'embedder'`).get() as { value: string } | undefined;
+  if (stored?.value !== identity) {
+    await reembedAll(options.db, embedder);
+    indexes.dropAll();
+    options.db
+      .prepare(`INSERT INTO memory_meta (key, value) VALUES ('embedder', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`)
+      .run(identity);
+  }
+  return new SqliteMemoryStore({
+    db: options.db,
+    embedder,
+    indexes,
+    scope: options.settings.scope,
+    tuning: { ...DEFAULT_SEARCH_TUNING, ...options.tuning },
+    ...(options.clock ? { clock: options.clock } : {}),
+  });
+}
+
+/** Recomputes every vector from SQLite content (the source of truth), in batches. */
+async function reembedAll(db: SqliteDatabase, embedder: Embedder): Promise<void> {
+  const select = db.prepare('SELECT rowid, content, index_key FROM memory_items WHERE rowid > ? ORDER BY rowid LIMIT 512');
+  const insert = db.prepare('INSERT INTO memory_vectors (item_rowid, index_key, vector) VALUES (?, ?, ?)');
+  const replaced: Array<{ rowid: number; indexKey: string; vector: Float32Array }> = [];
+  let after = 0;
+  for (;;) {
+    const rows = select.all(after) as Array<{ rowid: number; content: string; index_key: string }>;
+    if (rows.length === 0) break;
+    const vectors = await embedder.embed(rows.map((row) => row.content));
+    rows.forEach((row, position) => replaced.push({ rowid: row.rowid, indexKey: row.index_key, vector: vectors[position]! }));
+    after = rows[rows.length - 1]!.rowid;
+  }
+  // Swapped in one transaction: a failure part way leaves the old vectors and identity intact.
+  db.transaction(() => {
+    db.exec('DELETE FROM memory_vectors');
+    for (const item of replaced) insert.run(item.rowid, item.indexKey, vectorToBlob(item.vector));
+  })();
+}

@@ -1,0 +1,397 @@
+import { createHash } from 'node:crypto';
+import { systemClock, type Clock } from '../common/clock.js';
+import { InputError } from '../common/errors.js';
+import type { MemoryScope } from '../config/types.js';
+import type { SqliteDatabase } from '../storage/database.js';
+import { blobToVector, dot, vectorToBlob, type Embedder } from './embedder.js';
+import { HybridSearch, itemId, parseItemId, parseSourceIds, type SearchTuning } from './hybrid-search.js';
+import type { VectorIndexManager } from './index-manager.js';
+import { channelKey, ftsTags, memoryHome, visibility } from './scope.js';
+import type {
+  MemoryKind,
+  MemoryLocation,
+  MemoryRecord,
+  MemoryScopeKind,
+  MemoryStats,
+  MemoryStore,
+  MemoryType,
+  SaveMemoryInput,
+  SaveMemoryResult,
+  SearchQuery,
+  SearchResult,
+  TranscriptEntryInput,
+} from './types.js';
+import {
+  checkContent,
+  checkImportance,
+  checkLimit,
+  checkMemoryType,
+  checkQuery,
+  DEFAULT_IMPORTANCE,
+  DEFAULT_SEARCH_LIMIT,
+} from './validation.js';
+
+/** Cosine at or above which a new memory of the same type and scope updates an existing one. */
+export const NEAR_DUPLICATE_SIMILARITY = 0.9;
+
+export interface SqliteMemoryStoreOptions {
+  db: SqliteDatabase;
+  embedder: Embedder;
+  indexes: VectorIndexManager;
+  scope: MemoryScope;
+  tuning: SearchTuning;
+  clock?: Clock;
+}
+
+interface RecordRow {
+  rowid: number;
+  kind: MemoryKind;
+  content: string;
+  memory_type: MemoryType | null;
+  importance: number | null;
+  scope: MemoryScopeKind;
+  index_key: string;
+  channel_id: string;
+  guild_id: string | null;
+  message_id: string | null;
+  source_ids: string;
+  created_at: number;
+  updated_at: number;
+}
+
+/**
+ * The memory store over the shared SQLite database: typed memories and transcript entries in
+ * `memory_items`, kept in FTS5 by triggers, one vector per item in `memory_vectors`, and HNSW
+ * indexes derived from those vectors.
+ */
+export class SqliteMemoryStore implements MemoryStore {
+  private readonly db: SqliteDatabase;
+  private readonly embedder: Embedder;
+  private readonly indexes: VectorIndexManager;
+  private readonly clock: Clock;
+  private readonly searcher: HybridSearch;
+  private readonly insertItem;
+  private readonly insertVector;
+  private closed = false;
+
+  constructor(private readonly options: SqliteMemoryStoreOptions) {
+    this.db = options.db;
+    this.embedder = options.embedder;
+    this.indexes = options.indexes;
+    this.clock = options.clock ?? systemClock;
+    this.searcher = new HybridSearch(this.db, this.indexes, options.tuning);
+    this.insertItem = this.db.prepare(
+      `INSERT OR IGNORE INTO memory_items (kind, content, memory_type, importance, scope, index_key, channel_id, guild_id,
+         user_id, message_id, author_id, author_name, source_ids, content_hash, fts_tags, created_at, updated_at)
+       VALUES (@kind, @content, @memoryType, @importance, @scope, @indexKey, @channelId, @guildId,
+         @userId, @messageId, @authorId, @authorName, @sourceIds, @contentHash, @ftsTags, @createdAt, @updatedAt)`,
+    );
+    this.insertVector = this.db.prepare('INSERT INTO memory_vectors (item_rowid, index_key, vector) VALUES (?, ?, ?)');
+  }
+
+  async save(input: SaveMemoryInput): Promise<SaveMemoryResult> {
+    const content = checkContent(input.content);
+    const memoryType = checkMemoryType(input.memoryType);
+    const importance = input.importance === undefined ? undefined : checkImportance(input.importance);
+    const sourceIds = (input.sourceIds ?? []).filter((id) => typeof id === 'string' && id.length > 0);
+    const location = checkLocation(input.location);
+    const home = memoryHome(location);
+    const contentHash = hashContent(content);
+    const [vector] = await this.embedder.embed([content]);
+    this.assertOpen();
+    const now = this.clock.now();
+
+    // Checked and written in one synchronous transaction, after the (possibly slow) embedding,
+    // so two concurrent saves of the same text cannot both add it.
+    const result = this.db.transaction((): SaveMemoryResult => {
+      const exact = this.db
+        .prepare(`SELECT rowid FROM memory_items WHERE index_key = ? AND kind = 'memory' AND content_hash = ?`)
+        .get(home.indexKey, contentHash) as { rowid: number } | undefined;
+      if (exact) return { id: itemId({ rowid: exact.rowid, kind: 'memory' }), status: 'updated' };
+
+      const near = this.nearestMemory(home.indexKey, memoryType, vector!);
+      if (near && near.similarity >= NEAR_DUPLICATE_SIMILARITY) {
+        const merged = [...new Set([...parseSourceIds(near.sourceIds), ...sourceIds])];
+        this.db
+          .prepare(
+            `UPDATE memory_items SET content = ?, content_hash = ?, importance = ?, source_ids = ?, updated_at = ? WHERE rowid = ?`,
+          )
+          .run(content, contentHash, importance ?? near.importance, JSON.stringify(merged), now, near.rowid);
+        this.replaceVector(near.rowid, home.indexKey, vector!);
+        return { id: itemId({ rowid: near.rowid, kind: 'memory' }), status: 'updated' };
+      }
+
+      const info = this.insertItem.run({
+        kind: 'memory',
+        content,
+        memoryType,
+        importance: importance ?? DEFAULT_IMPORTANCE[memoryType],
+        scope: home.scope,
+        indexKey: home.indexKey,
+        channelId: location.channelId,
+        guildId: location.guildId ?? null,
+        userId: location.dmUserId ?? null,
+        messageId: null,
+        authorId: null,
+        authorName: null,
+        sourceIds: JSON.stringify(sourceIds),
+        contentHash,
+        ftsTags: ftsTags({ indexKey: home.indexKey, guildId: location.guildId, kind: 'memory' }),
+        createdAt: now,
+        updatedAt: now,
+      });
+      const rowid = Number(info.lastInsertRowid);
+      this.insertVector.run(rowid, home.indexKey, vectorToBlob(vector!));
+      return { id: itemId({ rowid, kind: 'memory' }), status: 'saved' };
+    })();
+    this.indexes.noteInserted(home.indexKey);
+    return result;
+  }
+
+  async archiveTranscript(entries: TranscriptEntryInput[]): Promise<void> {
+    if (entries.length === 0) return;
+    const exists = this.db.prepare(
+      `SELECT 1 FROM memory_items WHERE channel_id = ? AND message_id = ? AND kind = 'transcript'`,
+    );
+    const fresh = entries.filter((entry) => !exists.get(entry.channelId, entry.messageId));
+    if (fresh.length === 0) return;
+    const texts = fresh.map((entry) => transcriptText(entry.authorName, entry.content));
+    const vectors = await this.embedder.embed(texts);
+    this.assertOpen();
+    const now = this.clock.now();
+    const keys = new Set<string>();
+    this.db.transaction(() => {
+      fresh.forEach((entry, position) => {
+        const indexKey = channelKey(entry.channelId);
+        const info = this.insertItem.run({
+          kind: 'transcript',
+          content: texts[position]!,
+          memoryType: null,
+          importance: null,
+          scope: 'channel',
+          indexKey,
+          channelId: entry.channelId,
+          guildId: entry.guildId ?? null,
+          userId: entry.dmUserId ?? null,
+          messageId: entry.messageId,
+          authorId: entry.authorId,
+          authorName: entry.authorName,
+          sourceIds: '[]',
+          contentHash: hashContent(texts[position]!),
+          ftsTags: ftsTags({ indexKey, kind: 'transcript' }),
+          createdAt: Number.isFinite(entry.createdAt) ? entry.createdAt : now,
+          updatedAt: now,
+        });
+        // Ignored: the same message arrived twice in one batch.
+        if (info.changes === 0) return;
+        this.insertVector.run(Number(info.lastInsertRowid), indexKey, vectorToBlob(vectors[position]!));
+        keys.add(indexKey);
+      });
+    })();
+    for (const key of keys) this.indexes.noteInserted(key);
+  }
+
+  async updateTranscript(channelId: string, messageId: string, content: string): Promise<void> {
+    const row = this.db
+      .prepare(`SELECT rowid, author_name FROM memory_items WHERE channel_id = ? AND message_id = ? AND kind = 'transcript'`)
+      .get(channelId, messageId) as { rowid: number; author_name: string | null } | undefined;
+    if (!row) return;
+    const text = transcriptText(row.author_name ?? '', content);
+    const [vector] = await this.embedder.embed([text]);
+    this.assertOpen();
+    const indexKey = channelKey(channelId);
+    this.db.transaction(() => {
+      const info = this.db
+        .prepare(`UPDATE memory_items SET content = ?, content_hash = ?, updated_at = ? WHERE rowid = ?`)
+        .run(text, hashContent(text), this.clock.now(), row.rowid);
+      if (info.changes > 0) this.replaceVector(row.rowid, indexKey, vector!);
+    })();
+    this.indexes.noteInserted(indexKey);
+  }
+
+  async deleteTranscript(channelId: string, messageIds: string[]): Promise<void> {
+    if (messageIds.length === 0) return;
+    const select = this.db.prepare(
+      `SELECT rowid FROM memory_items WHERE channel_id = ? AND message_id = ? AND kind = 'transcript'`,
+    );
+    const remove = this.db.prepare('DELETE FROM memory_items WHERE rowid = ?');
+    const labels: number[] = [];
+    this.db.transaction(() => {
+      for (const messageId of messageIds) {
+        const row = select.get(channelId, messageId) as { rowid: number } | undefined;
+        if (!row) continue;
+        remove.run(row.rowid);
+        labels.push(row.rowid);
+      }
+      this.indexes.noteDeleted(channelKey(channelId), labels);
+    })();
+  }
+
+  async search(query: SearchQuery): Promise<SearchResult[]> {
+    const text = checkQuery(query.query);
+    const limit = query.limit === undefined ? DEFAULT_SEARCH_LIMIT : checkLimit(query.limit);
+    const memoryType = query.memoryType === undefined ? undefined : checkMemoryType(query.memoryType);
+    if (query.kind !== undefined && query.kind !== 'memory' && query.kind !== 'transcript') {
+      throw new InputError(`kind must be memory or transcript; got ${JSON.stringify(query.kind)}`);
+    }
+    const location = checkLocation(query.location);
+    const [queryVector] = await this.embedder.embed([text]);
+    this.assertOpen();
+    return this.searcher.run({
+      queryText: text,
+      queryVector: queryVector!,
+      visibility: visibility(location, this.options.scope),
+      limit,
+      ...(query.kind ? { kind: query.kind } : {}),
+      ...(memoryType ? { memoryType } : {}),
+    });
+  }
+
+  list(options: { location?: MemoryLocation; kind?: MemoryKind; limit?: number }): MemoryRecord[] {
+    const clauses: string[] = [];
+    const params: unknown[] = [];
+    if (options.location) {
+      const seen = visibility(checkLocation(options.location), this.options.scope);
+      clauses.push(seen.sql);
+      params.push(...seen.params);
+    }
+    if (options.kind) {
+      clauses.push('i.kind = ?');
+      params.push(options.kind);
+    }
+    const where = clauses.length > 0 ? `WHERE ${clauses.join(' AND ')}` : '';
+    const limit = Math.max(1, Math.min(options.limit ?? 50, 10_000));
+    const rows = this.db
+      .prepare(
+        `SELECT i.rowid, i.kind, i.content, i.memory_type, i.importance, i.scope, i.index_key, i.channel_id, i.guild_id,
+           i.message_id, i.source_ids, i.created_at, i.updated_at
+         FROM memory_items i ${where} ORDER BY i.created_at DESC, i.rowid DESC LIMIT ?`,
+      )
+      .all(...params, limit) as RecordRow[];
+    return rows.map(toRecord);
+  }
+
+  forget(id: string): boolean {
+    const rowid = parseItemId(id);
+    if (rowid === undefined) return false;
+    const row = this.db.prepare('SELECT rowid, index_key FROM memory_items WHERE rowid = ?').get(rowid) as
+      | { rowid: number; index_key: string }
+      | undefined;
+    if (!row) return false;
+    this.db.transaction(() => {
+      this.db.prepare('DELETE FROM memory_items WHERE rowid = ?').run(rowid);
+      this.indexes.noteDeleted(row.index_key, [rowid]);
+    })();
+    return true;
+  }
+
+  stats(location?: MemoryLocation): MemoryStats {
+    let where = '';
+    let params: unknown[] = [];
+    let keys: string[] | undefined;
+    if (location) {
+      const seen = visibility(checkLocation(location), this.options.scope);
+      where = `WHERE ${seen.sql}`;
+      params = seen.params;
+      keys = seen.keys;
+    }
+    const rows = this.db
+      .prepare(`SELECT i.kind, i.memory_type, COUNT(*) AS total FROM memory_items i ${where} GROUP BY i.kind, i.memory_type`)
+      .all(...params) as Array<{ kind: MemoryKind; memory_type: MemoryType | null; total: number }>;
+    const stats: MemoryStats = {
+      memories: 0,
+      transcriptEntries: 0,
+      byType: {},
+      embedder: this.embedder.name,
+      dimension: this.embedder.dimension,
+      indexedVectors: 0,
+      pendingVectors: 0,
+    };
+    for (const row of rows) {
+      if (row.kind === 'transcript') stats.transcriptEntries += row.total;
+      else {
+        stats.memories += row.total;
+        if (row.memory_type) stats.byType[row.memory_type] = (stats.byType[row.memory_type] ?? 0) + row.total;
+      }
+    }
+    const counts = this.indexes.counts(keys);
+    stats.indexedVectors = counts.indexed;
+    stats.pendingVectors = counts.pending;
+    return stats;
+  }
+
+  /** Resolves when every index has caught up with SQLite (tests and benchmarks wait on it). */
+  async whenIndexed(): Promise<void> {
+    await this.indexes.whenIdle();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.indexes.close();
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new InputError('the memory store is closed');
+  }
+
+  private nearestMemory(
+    indexKey: string,
+    memoryType: MemoryType,
+    vector: Float32Array,
+  ): { rowid: number; similarity: number; importance: number; sourceIds: string } | undefined {
+    const rows = this.db
+      .prepare(
+        `SELECT i.rowid, i.importance, i.source_ids, v.vector FROM memory_items i JOIN memory_vectors v ON v.item_rowid = i.rowid
+         WHERE i.index_key = ? AND i.kind = 'memory' AND i.memory_type = ?`,
+      )
+      .all(indexKey, memoryType) as Array<{ rowid: number; importance: number; source_ids: string; vector: Buffer }>;
+    let best: { rowid: number; similarity: number; importance: number; sourceIds: string } | undefined;
+    for (const row of rows) {
+      const similarity = dot(vector, blobToVector(row.vector));
+      if (!best || similarity > best.similarity) {
+        best = { rowid: row.rowid, similarity, importance: row.importance, sourceIds: row.source_ids };
+      }
+    }
+    return best;
+  }
+
+  /** A changed item gets a new vector row, so its new `seq` puts it in the not-yet-indexed tail. */
+  private replaceVector(rowid: number, indexKey: string, vector: Float32Array): void {
+    this.db.prepare('DELETE FROM memory_vectors WHERE item_rowid = ?').run(rowid);
+    this.insertVector.run(rowid, indexKey, vectorToBlob(vector));
+  }
+}
+
+/** Transcript text carries the speaker, so a search for a name finds what that person said. */
+export function transcriptText(authorName: string, content: string): string {
+  return authorName ? `${authorName}: ${content}` : content;
+}
+
+function hashContent(content: string): string {
+  return createHash('sha1').update(content.trim().replace(/\s+/g, ' ').toLowerCase()).digest('hex');
+}
+
+function checkLocation(location: MemoryLocation | undefined): MemoryLocation {
+  if (!location || typeof location.channelId !== 'string' || location.channelId.length === 0) {
+    throw new InputError('a channel id is required to read or write memory');
+  }
+  return location;
+}
+
+function toRecord(row: RecordRow): MemoryRecord {
+  const record: MemoryRecord = {
+    id: itemId(row),
+    kind: row.kind,
+    content: row.content,
+    scope: row.scope,
+    channelId: row.channel_id,
+    sourceIds: row.kind === 'transcript' ? (row.message_id ? [row.message_id] : []) : parseSourceIds(row.source_ids),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+  if (row.memory_type) record.memoryType = row.memory_type;
+  if (row.importance !== null) record.importance = row.importance;
+  if (row.guild_id) record.guildId = row.guild_id;
+  return record;
+}

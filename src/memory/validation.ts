@@ -1,0 +1,66 @@
+import { InputError } from '../common/errors.js';
+import { MEMORY_TYPES, type MemoryType } from './types.js';
+
+/** Longest memory a save accepts; longer text belongs in the transcript, not a memory. */
+export const MAX_MEMORY_LENGTH = 4000;
+/** Longest search query; longer text is refused rather than silently cut. */
+export const MAX_QUERY_LENGTH = 2000;
+export const MAX_SEARCH_LIMIT = 20;
+export const DEFAULT_SEARCH_LIMIT = 5;
+
+/** Importance given when the caller gives none: identity and preferences outlive observations. */
+export const DEFAULT_IMPORTANCE: Readonly<Record<MemoryType, number>> = Object.freeze({
+  identity: 0.8,
+  preference: 0.7,
+  decision: 0.7,
+  goal: 0.7,
+  fact: 0.6,
+  todo: 0.6,
+  event: 0.5,
+  observation: 0.4,
+});
+
+export function isMemoryType(value: unknown): value is MemoryType {
+  return typeof value === 'string' && (MEMORY_TYPES as readonly string[]).includes(value);
+}
+
+export function checkContent(content: unknown, field = 'content'): string {
+  if (typeof content !== 'string') throw new InputError(`${field} must be a string`);
+  const trimmed = content.trim();
+  if (trimmed.length === 0) throw new InputError(`${field} must not be empty`);
+  if (trimmed.length > MAX_MEMORY_LENGTH) {
+    throw new InputError(`${field} is ${trimmed.length} characters long; the limit is ${MAX_MEMORY_LENGTH}`);
+  }
+  return trimmed;
+}
+
+export function checkMemoryType(value: unknown, field = 'memory_type'): MemoryType {
+  if (!isMemoryType(value)) {
+    throw new InputError(`${field} must be one of ${MEMORY_TYPES.join(', ')}; got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+export function checkImportance(value: unknown, field = 'importance'): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > 1) {
+    throw new InputError(`${field} must be a number from 0 to 1; got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+export function checkLimit(value: unknown, field = 'limit'): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_SEARCH_LIMIT) {
+    throw new InputError(`${field} must be an integer from 1 to ${MAX_SEARCH_LIMIT}; got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+export function checkQuery(value: unknown, field = 'query'): string {
+  if (typeof value !== 'string') throw new InputError(`${field} must be a string`);
+  const trimmed = value.trim();
+  if (trimmed.length === 0) throw new InputError(`${field} must not be empty`);
+  if (trimmed.length > MAX_QUERY_LENGTH) {
+    throw new InputError(`${field} is ${trimmed.length} characters long; the limit is ${MAX_QUERY_LENGTH}`);
+  }
+  return trimmed;
+}

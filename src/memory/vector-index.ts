@@ -1,0 +1,108 @@
+import hnswlib from 'hnswlib-node';
+
+/** HNSW build and search parameters (chosen by measurement; see bench/memory-vector.ts). */
+export interface HnswParams {
+  /** Graph degree. */
+  m: number;
+  /** Candidate list size while inserting. */
+  efConstruction: number;
+  /** Candidate list size while searching (raised to k when k is larger). */
+  efSearch: number;
+}
+
+export const DEFAULT_HNSW_PARAMS: Readonly<HnswParams> = Object.freeze({ m: 16, efConstruction: 64, efSearch: 64 });
+
+export interface VectorHit {
+  label: number;
+  /** Cosine similarity in [-1, 1]. */
+  similarity: number;
+}
+
+/**
+ * One approximate nearest-neighbour index over unit vectors (cosine), labelled by item rowid.
+ * A thin wrapper over hnswlib-node that grows itself and tolerates deleted points.
+ */
+export class HnswVectorIndex {
+  private readonly index: hnswlib.HierarchicalNSW;
+  private deleted = 0;
+
+  private constructor(
+    readonly dimension: number,
+    private readonly params: HnswParams,
+    index: hnswlib.HierarchicalNSW,
+  ) {
+    this.index = index;
+  }
+
+  static create(options: { dimension: number; params: HnswParams; capacity: number }): HnswVectorIndex {
+    const index = new hnswlib.HierarchicalNSW('cosine', options.dimension);
+    index.initIndex({
+      maxElements: Math.max(64, options.capacity),
+      m: options.params.m,
+      efConstruction: options.params.efConstruction,
+      randomSeed: 100,
+    });
+    return new HnswVectorIndex(options.dimension, options.params, index);
+  }
+
+  /** Reads an index file; throws when it is unreadable or of another dimension. */
+  static load(options: { dimension: number; params: HnswParams; file: string }): HnswVectorIndex {
+    const index = new hnswlib.HierarchicalNSW('cosine', options.dimension);
+    index.readIndexSync(options.file);
+    if (index.getNumDimensions() !== options.dimension) {
+      throw new Error(`index file has dimension ${index.getNumDimensions()}, expected ${options.dimension}`);
+    }
+    return new HnswVectorIndex(options.dimension, options.params, index);
+  }
+
+  /** Points ever added, deleted ones included (what the file holds). */
+  get pointCount(): number {
+    return this.index.getCurrentCount();
+  }
+
+  get liveCount(): number {
+    return this.index.getCurrentCount() - this.deleted;
+  }
+
+  /** Adds a point, or replaces the vector of an existing label. */
+  add(label: number, vector: Float32Array): void {
+    const count = this.index.getCurrentCount();
+    const capacity = this.index.getMaxElements();
+    // Grow geometrically so that inserts stay amortized O(1) in resizes.
+    if (count >= capacity) this.index.resizeIndex(Math.max(64, Math.ceil(capacity * 1.5)));
+    this.index.addPoint(Array.from(vector), label);
+  }
+
+  /** Marks a label deleted; unknown labels are ignored (the file may predate the point). */
+  remove(label: number): void {
+    try {
+      this.index.markDelete(label);
+      this.deleted += 1;
+    } catch {
+      // Not in this index (never added, or already deleted): nothing to do.
+    }
+  }
+
+  search(vector: Float32Array, k: number, filter?: (label: number) => boolean): VectorHit[] {
+    const available = this.liveCount;
+    if (available <= 0 || k <= 0) return [];
+    const wanted = Math.min(k, available);
+    this.index.setEf(Math.max(this.params.efSearch, wanted));
+    let result: hnswlib.SearchResult;
+    try {
+      result = this.index.searchKnn(Array.from(vector), wanted, filter);
+    } catch {
+      // hnswlib refuses when fewer than k points pass the filter; ask for fewer.
+      try {
+        result = this.index.searchKnn(Array.from(vector), Math.max(1, Math.floor(wanted / 4)), filter);
+      } catch {
+        return [];
+      }
+    }
+    return result.neighbors.map((label, position) => ({ label, similarity: 1 - result.distances[position]! }));
+  }
+
+  save(file: string): void {
+    this.index.writeIndexSync(file);
+  }
+}

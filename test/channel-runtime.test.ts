@@ -1,0 +1,94 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { ToolDefinition } from '../src/llm/chat-model.js';
+import { openHarness, tempDir, userMessage } from './compaction-support.js';
+import { estimateTokens } from '../src/channel/token-estimate.js';
+
+test('ingest appends, archives, is idempotent, and restores after a restart', async () => {
+  const dir = tempDir().path;
+  const first = openHarness({ dir });
+  for (let index = 0; index < 5; index += 1) await first.runtime.ingest(userMessage('c1', index));
+  const again = await first.runtime.ingest(userMessage('c1', 2));
+  assert.equal(again.seq, 3, 'a repeated message id returns the stored entry');
+  assert.equal(first.runtime.liveContext('c1').entries.length, 5);
+  assert.equal(first.memory.idsFor('c1').length, 5);
+  const before = first.runtime.liveContext('c1');
+  const request = first.runtime.buildModelRequest('c1', { tools: [], maxTokens: 100 });
+  await first.close({ keepDir: true });
+
+  const second = openHarness({ dir });
+  const after = second.runtime.liveContext('c1');
+  assert.deepEqual(after, before);
+  assert.deepEqual(second.runtime.buildModelRequest('c1', { tools: [], maxTokens: 100 }), request);
+  const next = await second.runtime.ingest(userMessage('c1', 5));
+  assert.equal(next.seq, 6);
+  assert.ok(next.turnId > before.entries[4]!.turnId);
+  await second.close();
+});
+
+test('buildModelRequest alternates roles, pairs tool blocks, and the estimate covers it', async () => {
+  const tools: ToolDefinition[] = [{ name: 'memory_search', description: 'search memory', input_schema: { type: 'object' } }];
+  const harness = openHarness({ toolDefinitions: tools });
+  const { runtime } = harness;
+  const first = await runtime.ingest({ ...userMessage('c1', 1), content: 'What did we decide?' });
+  await runtime.ingest({ ...userMessage('c1', 2, { author: 'bob' }), content: 'Yes, tell us.' });
+  runtime.appendToTurn(
+    'c1',
+    [
+      { kind: 'tool_call', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: JSON.stringify({ type: 'tool_use', id: 't1', name: 'memory_search', input: { query: 'decision' } }) },
+      { kind: 'tool_result', role: 'user', authorId: 'bot', authorName: 'Magpie', content: JSON.stringify({ type: 'tool_result', tool_use_id: 't1', content: '[]' }) },
+      { kind: 'message', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: 'Nothing recorded yet.', messageId: 'reply-1' },
+    ],
+    first.turnId,
+  );
+  const request = runtime.buildModelRequest('c1', { tools, maxTokens: 256 });
+  assert.deepEqual(
+    request.messages.map((message) => message.role),
+    ['user', 'assistant', 'user', 'assistant'],
+  );
+  assert.deepEqual(request.messages[0]!.content, [
+    { type: 'text', text: 'alice: What did we decide?' },
+    { type: 'text', text: 'bob: Yes, tell us.' },
+  ]);
+  assert.equal((request.messages[1]!.content as Array<{ type: string }>)[0]!.type, 'tool_use');
+  assert.equal((request.messages[2]!.content as Array<{ type: string }>)[0]!.type, 'tool_result');
+  const sent = estimateTokens(request.system) + estimateTokens(JSON.stringify(request.tools)) +
+    estimateTokens(JSON.stringify(request.messages));
+  const estimate = runtime.status('c1').estimatedTokens;
+  assert.ok(estimate >= estimateTokens(request.system) + estimateTokens(JSON.stringify(request.tools)));
+  assert.ok(estimate <= sent * 1.5, `estimate ${estimate} should be near what is sent (${sent})`);
+  // The reply posted to Discord comes back through the gateway: not appended twice.
+  await runtime.ingest({ ...userMessage('c1', 3), messageId: 'reply-1', role: 'assistant', content: 'Nothing recorded yet.' });
+  assert.equal(runtime.liveContext('c1').entries.length, 5);
+  await harness.close();
+});
+
+test('edits change content and totals; deletions leave history and archive', async () => {
+  const harness = openHarness();
+  const { runtime, memory } = harness;
+  for (let index = 0; index < 4; index += 1) await runtime.ingest(userMessage('c1', index));
+  const before = runtime.status('c1').estimatedTokens;
+  assert.equal(await runtime.editMessage('c1', 'm1', 'short'), true);
+  assert.ok(runtime.status('c1').estimatedTokens < before);
+  assert.equal(runtime.liveContext('c1').entries[1]!.content, 'short');
+  assert.equal(memory.transcript.get('c1|m1')!.content, 'short');
+  assert.equal(await runtime.deleteMessages('c1', ['m2', 'unknown']), 1);
+  assert.deepEqual(runtime.liveContext('c1').entries.map((entry) => entry.messageId), ['m0', 'm1', 'm3']);
+  assert.equal(memory.transcript.has('c1|m2'), false);
+  assert.equal(runtime.status('c1').archivedMessages, 3);
+  await harness.close();
+});
+
+test('runSerial runs one turn at a time per channel, channels in parallel', async () => {
+  const harness = openHarness();
+  const order: string[] = [];
+  const slow = (label: string, ms: number) => () =>
+    new Promise<string>((resolve) => setTimeout(() => (order.push(label), resolve(label)), ms));
+  await Promise.all([
+    harness.runtime.runSerial('a', slow('a1', 30)),
+    harness.runtime.runSerial('a', slow('a2', 1)),
+    harness.runtime.runSerial('b', slow('b1', 5)),
+  ]);
+  assert.deepEqual(order, ['b1', 'a1', 'a2']);
+  await harness.close();
+});

@@ -1,0 +1,203 @@
+/** Shared helpers of the channel, compaction and replay tests: temp dirs, config, fakes. */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ChannelRuntime, type ChannelRuntimeOptions } from '../src/channel/index.js';
+import type { IncomingMessage } from '../src/channel/types.js';
+import type { Clock } from '../src/common/clock.js';
+import { EventStream, type MagpieEvent } from '../src/common/events.js';
+import type { SummarizeRequest, SummarizeResult, Summarizer } from '../src/compaction/summarizer.js';
+import { DEFAULTS } from '../src/config/defaults.js';
+import { LiveConfig } from '../src/config/live-config.js';
+import type { ChannelSettings, CompactionSettings, MagpieConfig } from '../src/config/types.js';
+import type {
+  MemoryRecord,
+  MemoryStats,
+  MemoryStore,
+  SaveMemoryInput,
+  SaveMemoryResult,
+  SearchResult,
+  TranscriptEntryInput,
+} from '../src/memory/types.js';
+import { openDatabase, type SqliteDatabase } from '../src/storage/database.js';
+import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+
+export function tempDir(): { path: string; remove(): void } {
+  const path = mkdtempSync(join(tmpdir(), 'magpie-'));
+  return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
+}
+
+/** A config with a small window and the given compaction settings, everything else default. */
+export function testConfig(
+  options: { contextWindow?: number; compaction?: Partial<CompactionSettings>; systemPrompt?: string } = {},
+): MagpieConfig {
+  const defaults: ChannelSettings = {
+    ...DEFAULTS.defaults,
+    contextWindow: options.contextWindow ?? 2000,
+    systemPrompt: options.systemPrompt ?? 'You are a test bot.',
+    compaction: { ...DEFAULTS.defaults.compaction, ...options.compaction },
+  };
+  return { ...DEFAULTS, defaults };
+}
+
+/** The transcript part of a memory store, kept in a map; memories are counted only. */
+export class FakeMemoryStore implements MemoryStore {
+  readonly transcript = new Map<string, TranscriptEntryInput>();
+  readonly saved: SaveMemoryInput[] = [];
+  /** Resolve archive writes only when released (tests of "archived before compacted"). */
+  holdArchives = false;
+  private held: Array<() => void> = [];
+
+  async save(input: SaveMemoryInput): Promise<SaveMemoryResult> {
+    this.saved.push(input);
+    return { id: `m${this.saved.length}`, status: 'saved' };
+  }
+  async archiveTranscript(entries: TranscriptEntryInput[]): Promise<void> {
+    if (this.holdArchives) await new Promise<void>((resolve) => this.held.push(resolve));
+    for (const entry of entries) this.transcript.set(`${entry.channelId}|${entry.messageId}`, entry);
+  }
+  releaseArchives(): void {
+    this.holdArchives = false;
+    for (const resolve of this.held.splice(0)) resolve();
+  }
+  async updateTranscript(channelId: string, messageId: string, content: string): Promise<void> {
+    const entry = this.transcript.get(`${channelId}|${messageId}`);
+    if (entry) entry.content = content;
+  }
+  async deleteTranscript(channelId: string, messageIds: string[]): Promise<void> {
+    for (const id of messageIds) this.transcript.delete(`${channelId}|${id}`);
+  }
+  async search(): Promise<SearchResult[]> {
+    throw new Error('not implemented');
+  }
+  list(): MemoryRecord[] {
+    throw new Error('not implemented');
+  }
+  forget(): boolean {
+    throw new Error('not implemented');
+  }
+  stats(): MemoryStats {
+    throw new Error('not implemented');
+  }
+  async close(): Promise<void> {}
+  idsFor(channelId: string): string[] {
+    return [...this.transcript.values()].filter((entry) => entry.channelId === channelId).map((entry) => entry.messageId);
+  }
+}
+
+type Behaviour = (request: SummarizeRequest) => Promise<SummarizeResult>;
+
+/**
+ * A summarizer driven by the test: queued behaviours, then a default that throws "not
+ * implemented" so that no test passes by accident. Records every request.
+ */
+export class ScriptedSummarizer implements Summarizer {
+  readonly name = 'scripted';
+  readonly requests: SummarizeRequest[] = [];
+  private readonly queue: Behaviour[] = [];
+  fallback: Behaviour = async () => {
+    throw new Error('not implemented');
+  };
+
+  enqueue(...behaviours: Behaviour[]): this {
+    this.queue.push(...behaviours);
+    return this;
+  }
+  summarize(request: SummarizeRequest): Promise<SummarizeResult> {
+    this.requests.push(request);
+    return (this.queue.shift() ?? this.fallback)(request);
+  }
+}
+
+export const replyWith = (summary: string, memoriesSaved = 0): Behaviour => async () => ({ summary, memoriesSaved });
+export const never: Behaviour = () => new Promise(() => {});
+export const failWith = (message: string): Behaviour => async () => {
+  throw new Error(message);
+};
+/** Resolves when the test says so. */
+export function gate(summary: string): { behaviour: Behaviour; open(): void } {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return { behaviour: async () => (await opened, { summary, memoriesSaved: 0 }), open };
+}
+
+export class TickingClock implements Clock {
+  constructor(private current = Date.UTC(2026, 0, 1)) {}
+  now(): number {
+    this.current += 1000;
+    return this.current;
+  }
+}
+
+export interface Harness {
+  dir: string;
+  db: SqliteDatabase;
+  memory: FakeMemoryStore;
+  config: LiveConfig;
+  events: MagpieEvent[];
+  stream: EventStream;
+  runtime: ChannelRuntime;
+  /** Closes the runtime and the database (optionally keeping the directory for a restart). */
+  close(options?: { keepDir?: boolean }): Promise<void>;
+  ofType(type: string): MagpieEvent[];
+}
+
+export function openHarness(
+  options: Partial<ChannelRuntimeOptions> & { dir?: string; memory?: FakeMemoryStore; configValue?: MagpieConfig } = {},
+): Harness {
+  const dir = options.dir ?? tempDir().path;
+  const db = openDatabase(dir, ALL_MIGRATIONS);
+  const memory = options.memory ?? new FakeMemoryStore();
+  const config = options.config ?? new LiveConfig(options.configValue ?? testConfig());
+  const stream = options.events ?? new EventStream();
+  const events: MagpieEvent[] = [];
+  stream.subscribe((event) => events.push(event));
+  const runtime = new ChannelRuntime({
+    db,
+    memory,
+    config,
+    events: stream,
+    summarizer: options.summarizer ?? new ScriptedSummarizer(),
+    clock: options.clock ?? new TickingClock(),
+    ...(options.fallbackSummarizer ? { fallbackSummarizer: options.fallbackSummarizer } : {}),
+    ...(options.scheduler ? { scheduler: options.scheduler } : {}),
+    ...(options.toolDefinitions ? { toolDefinitions: options.toolDefinitions } : {}),
+  });
+  return {
+    dir,
+    db,
+    memory,
+    config,
+    events,
+    stream,
+    runtime,
+    ofType: (type) => events.filter((event) => event.type === type),
+    async close(closeOptions = {}) {
+      await runtime.close();
+      db.close();
+      if (!closeOptions.keepDir) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+let counter = 0;
+/** A user message of roughly `words` words, unique content. */
+export function userMessage(channelId: string, index: number, options: { words?: number; author?: string } = {}): IncomingMessage {
+  counter += 1;
+  const words = Array.from({ length: options.words ?? 20 }, (_, word) => `word${(index * 7 + word) % 97}`).join(' ');
+  return {
+    messageId: `m${index}`,
+    channelId,
+    guildId: 'g1',
+    authorId: `u-${options.author ?? 'alice'}`,
+    authorName: options.author ?? 'alice',
+    role: 'user',
+    content: `Message ${index}: ${words}.`,
+    createdAt: Date.UTC(2026, 0, 1) + index * 60_000,
+  };
+}
+
+/** Waits for queued promise callbacks (and one macrotask) to run. */
+export function settle(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}

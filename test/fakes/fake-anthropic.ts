@@ -1,0 +1,353 @@
+/**
+ * A fake Anthropic Messages API on loopback, so tests run the real `@anthropic-ai/sdk` over
+ * real HTTP. Replies are scripted: queued replies are consumed one per HTTP request (so each
+ * SDK retry takes the next one), then the default answers. The default is an error, so a
+ * test that forgot to script the model fails instead of passing by accident.
+ *
+ *     const fake = await startFakeAnthropic();
+ *     const model = createAnthropicModel({ ...DEFAULTS.llm, model: 'claude-test', baseUrl: fake.baseUrl,
+ *       maxRetries: 0, timeoutMs: 2_000 }, { env: {} });          // custom base URL: no key needed
+ *     fake.enqueue(
+ *       { toolUse: [{ name: 'memory_save', input: { content: 'Ana likes tea', memory_type: 'preference' } }] },
+ *       { text: 'Ana said she likes tea.' },
+ *       { status: 429 },                                          // an Anthropic-shaped error
+ *       { delayMs: 500, then: { text: 'slow' } },                 // dropped cleanly if the client gives up
+ *       (request) => ({ text: `echo ${request.body.messages.length}` }),
+ *     );
+ *     ... fake.requests[0].body.system, fake.requests[0].body.tools, fake.requests[0].headers ...
+ *     await fake.close();
+ */
+import http from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+/** One HTTP request the fake received, body parsed as JSON (undefined when it was not JSON). */
+export interface RecordedRequest {
+  method: string;
+  /** Path with query, e.g. `/v1/messages`. */
+  path: string;
+  /** Lower-cased header names, as Node gives them; repeated headers joined with ", ". */
+  headers: Record<string, string>;
+  /** The Messages API body (`model`, `system`, `messages`, `tools`, `max_tokens`, ...). */
+  body: any;
+  /** 1-based arrival order. */
+  index: number;
+}
+
+/** A plain text answer (`stop_reason` defaults to `end_turn`). */
+export interface FakeTextReply {
+  text: string;
+  stopReason?: string;
+  usage?: { inputTokens?: number; outputTokens?: number };
+}
+
+/** The model asks for tools (`stop_reason: tool_use`); `text` comes before the tool blocks. */
+export interface FakeToolUseReply {
+  toolUse: Array<{ name: string; input: unknown; id?: string }>;
+  text?: string;
+  usage?: { inputTokens?: number; outputTokens?: number };
+}
+
+/**
+ * An HTTP error. Without a body, an Anthropic-shaped error JSON is sent whose type follows the
+ * status (`rate_limit_error` for 429, `api_error` for 5xx, ...). `message` sets its text.
+ * Statuses the SDK retries (408, 409, 429, 5xx) get `retry-after-ms: 5` unless `headers` say
+ * otherwise, so that retries in tests wait milliseconds rather than the SDK's 0.5 s backoff.
+ */
+export interface FakeErrorReply {
+  status: number;
+  body?: unknown;
+  message?: string;
+  headers?: Record<string, string>;
+}
+
+/** Waits before answering with `then`. If the client gives up meanwhile, nothing is sent. */
+export interface FakeDelayReply {
+  delayMs: number;
+  then: FakeReply;
+}
+
+/** Any JSON body with status 200 (default): for malformed or unusual model output. */
+export interface FakeRawReply {
+  raw: unknown;
+  status?: number;
+}
+
+/** Destroys the connection without answering (a network failure, seen as a connection error). */
+export interface FakeHangUpReply {
+  hangUp: true;
+}
+
+export type FakeReplyFunction = (request: RecordedRequest) => FakeReply | Promise<FakeReply>;
+
+export type FakeReply =
+  | FakeTextReply
+  | FakeToolUseReply
+  | FakeErrorReply
+  | FakeDelayReply
+  | FakeRawReply
+  | FakeHangUpReply
+  | FakeReplyFunction;
+
+export interface FakeAnthropic {
+  /** Pass as the SDK's `baseURL` (or `[llm] base_url`). */
+  readonly baseUrl: string;
+  /** Every request received, in arrival order. */
+  readonly requests: RecordedRequest[];
+  /** Requests currently being answered (a delayed reply counts until it is sent or dropped). */
+  readonly inFlight: number;
+  /** The highest `inFlight` seen since start. */
+  readonly maxInFlight: number;
+  /** Appends replies; each HTTP request consumes the next one. */
+  enqueue(...replies: FakeReply[]): void;
+  /** Answers requests when the queue is empty. A function is called once per request. */
+  setDefault(reply: FakeReply): void;
+  /** Replies still queued. */
+  readonly pending: number;
+  /** Forgets queued replies, recorded requests and the peak in-flight count; restores the default. */
+  reset(): void;
+  /** Stops the server, drops open connections and pending delays. */
+  close(): Promise<void>;
+}
+
+const NO_REPLY_MESSAGE = 'fake-anthropic: no reply queued';
+
+export async function startFakeAnthropic(): Promise<FakeAnthropic> {
+  const requests: RecordedRequest[] = [];
+  const queue: FakeReply[] = [];
+  const sockets = new Set<Socket>();
+  const timers = new Set<NodeJS.Timeout>();
+  const initialDefault: FakeReply = {
+    status: 500,
+    message: NO_REPLY_MESSAGE,
+    // A missing script is a test bug, not a blip: tell the SDK not to retry it.
+    headers: { 'x-should-retry': 'false' },
+  };
+  let defaultReply: FakeReply = initialDefault;
+  let inFlight = 0;
+  let maxInFlight = 0;
+  let messageCounter = 0;
+  let toolCounter = 0;
+
+  const server = http.createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const recorded: RecordedRequest = {
+        method: request.method ?? 'GET',
+        path: request.url ?? '/',
+        headers: flattenHeaders(request.headers),
+        body: parseJson(text),
+        index: requests.length + 1,
+      };
+      requests.push(recorded);
+      inFlight += 1;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      let finished = false;
+      const finish = (): void => {
+        if (finished) return;
+        finished = true;
+        inFlight -= 1;
+      };
+      // 'close' fires both after a full answer and when the client aborts mid-delay.
+      response.on('close', finish);
+
+      if (recorded.method !== 'POST' || !recorded.path.startsWith('/v1/messages')) {
+        sendJson(response, 404, errorBody(404, `fake-anthropic: no route ${recorded.method} ${recorded.path}`));
+        return;
+      }
+      const reply = queue.length > 0 ? queue.shift()! : defaultReply;
+      answer(reply, recorded, response).catch((error: unknown) => {
+        if (!response.headersSent && !response.destroyed) {
+          sendJson(response, 500, errorBody(500, `fake-anthropic: reply failed: ${String(error)}`));
+        }
+      });
+    });
+  });
+
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  // A client that hangs up mid-request must never take the fake down with it.
+  server.on('clientError', (_error, socket) => socket.destroy());
+
+  async function answer(reply: FakeReply, recorded: RecordedRequest, response: http.ServerResponse): Promise<void> {
+    if (response.destroyed) return;
+    if (typeof reply === 'function') {
+      return answer(await reply(recorded), recorded, response);
+    }
+    if ('delayMs' in reply) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          timers.delete(timer);
+          resolve();
+        }, reply.delayMs);
+        timers.add(timer);
+        response.on('close', () => {
+          clearTimeout(timer);
+          timers.delete(timer);
+          resolve();
+        });
+      });
+      return answer(reply.then, recorded, response);
+    }
+    if ('hangUp' in reply) {
+      response.socket?.destroy();
+      return;
+    }
+    if ('raw' in reply) {
+      sendJson(response, reply.status ?? 200, reply.raw);
+      return;
+    }
+    if ('status' in reply) {
+      const headers: Record<string, string> = {};
+      if ([408, 409, 429].includes(reply.status) || reply.status >= 500) headers['retry-after-ms'] = '5';
+      Object.assign(headers, reply.headers ?? {});
+      const body = reply.body ?? errorBody(reply.status, reply.message ?? `fake-anthropic: status ${reply.status}`);
+      sendJson(response, reply.status, body, headers);
+      return;
+    }
+    sendJson(response, 200, messageBody(reply, recorded));
+  }
+
+  function messageBody(reply: FakeTextReply | FakeToolUseReply, recorded: RecordedRequest): unknown {
+    messageCounter += 1;
+    const content: unknown[] = [];
+    let stopReason: string;
+    if ('toolUse' in reply) {
+      if (reply.text) content.push({ type: 'text', text: reply.text });
+      for (const call of reply.toolUse) {
+        toolCounter += 1;
+        content.push({
+          type: 'tool_use',
+          id: call.id ?? `toolu_fake_${toolCounter}`,
+          name: call.name,
+          input: call.input,
+        });
+      }
+      stopReason = 'tool_use';
+    } else {
+      content.push({ type: 'text', text: reply.text });
+      stopReason = reply.stopReason ?? 'end_turn';
+    }
+    const outputText = JSON.stringify(content);
+    return {
+      id: `msg_fake_${messageCounter}`,
+      type: 'message',
+      role: 'assistant',
+      model: typeof recorded.body?.model === 'string' ? recorded.body.model : 'fake-model',
+      content,
+      stop_reason: stopReason,
+      stop_sequence: null,
+      usage: {
+        input_tokens: reply.usage?.inputTokens ?? Math.ceil(JSON.stringify(recorded.body ?? '').length / 4),
+        output_tokens: reply.usage?.outputTokens ?? Math.ceil(outputText.length / 4),
+      },
+    };
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    baseUrl: `http://127.0.0.1:${port}`,
+    requests,
+    get inFlight() {
+      return inFlight;
+    },
+    get maxInFlight() {
+      return maxInFlight;
+    },
+    get pending() {
+      return queue.length;
+    },
+    enqueue(...replies: FakeReply[]) {
+      queue.push(...replies);
+    },
+    setDefault(reply: FakeReply) {
+      defaultReply = reply;
+    },
+    reset() {
+      queue.length = 0;
+      requests.length = 0;
+      maxInFlight = inFlight;
+      defaultReply = initialDefault;
+    },
+    async close() {
+      for (const timer of timers) clearTimeout(timer);
+      timers.clear();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of sockets) socket.destroy();
+      server.closeAllConnections();
+      await closed;
+    },
+  };
+}
+
+/** Anthropic's error envelope, with the error type its API uses for that status. */
+export function errorBody(status: number, message: string): unknown {
+  return { type: 'error', error: { type: errorTypeFor(status), message } };
+}
+
+function errorTypeFor(status: number): string {
+  switch (status) {
+    case 400:
+      return 'invalid_request_error';
+    case 401:
+      return 'authentication_error';
+    case 403:
+      return 'permission_error';
+    case 404:
+      return 'not_found_error';
+    case 413:
+      return 'request_too_large';
+    case 429:
+      return 'rate_limit_error';
+    case 529:
+      return 'overloaded_error';
+    default:
+      return status >= 500 ? 'api_error' : 'invalid_request_error';
+  }
+}
+
+function sendJson(
+  response: http.ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
+  if (response.destroyed) return;
+  const text = JSON.stringify(body);
+  response.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+    'request-id': `req_fake_${Date.now().toString(36)}`,
+    ...headers,
+  });
+  response.end(text);
+}
+
+function parseJson(text: string): unknown {
+  if (text.length === 0) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function flattenHeaders(headers: http.IncomingHttpHeaders): Record<string, string> {
+  const flat: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    flat[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return flat;
+}

@@ -1,0 +1,793 @@
+/**
+ * A small Discord on loopback: the gateway WebSocket (HELLO, IDENTIFY → READY + GUILD_CREATE,
+ * heartbeats, RESUME with replay of missed events) and the REST routes the bot uses. The real
+ * discord.js client connects to it with `rest: { api: fake.restApi }` and nothing patched.
+ * Everything the bot sends is recorded so tests can assert on it.
+ */
+import { createServer, type IncomingMessage as HttpRequest, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { WebSocketServer, type WebSocket } from 'ws';
+
+export const FAKE_BOT_ID = '900000000000000001';
+export const FAKE_GUILD_ID = '800000000000000001';
+
+export interface FakeUser {
+  id: string;
+  username: string;
+  globalName?: string;
+  bot?: boolean;
+  /** Guild member fields (ignored for DM-only users). */
+  nick?: string;
+  roles?: string[];
+}
+
+export interface FakeChannel {
+  id: string;
+  name: string;
+  /** 0 text, 11 public thread, 1 DM. */
+  type: 0 | 11 | 1;
+  parentId?: string;
+  guildId?: string;
+}
+
+export interface FakeRole {
+  id: string;
+  name: string;
+}
+
+export interface FakeDiscordOptions {
+  users?: FakeUser[];
+  channels?: FakeChannel[];
+  roles?: FakeRole[];
+  /** How often the client is asked to heartbeat. */
+  heartbeatIntervalMs?: number;
+  /** Echo the bot's own posted messages back as MESSAGE_CREATE, as Discord does. */
+  echoBotMessages?: boolean;
+}
+
+/** One HTTP request the bot made. */
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  body: unknown;
+  at: number;
+}
+
+/** A message the bot posted through REST. */
+export interface PostedMessage {
+  id: string;
+  channelId: string;
+  content: string;
+  messageReference?: { message_id: string };
+  allowedMentions?: { parse?: string[]; replied_user?: boolean; users?: string[]; roles?: string[] };
+  flags?: number;
+}
+
+/** An answer to an interaction (callback, follow-up or edit of the original). */
+export interface InteractionReply {
+  interactionId?: string;
+  token: string;
+  kind: 'callback' | 'followup' | 'edit';
+  type?: number;
+  content?: string;
+  flags?: number;
+}
+
+export interface SendMessageOptions {
+  channelId: string;
+  authorId: string;
+  content: string;
+  /** Adds `<@bot>` at the start and the bot to the mentions. */
+  mentionsBot?: boolean;
+  /** Users mentioned (their `<@id>` must be in the content to read naturally). */
+  mentionUserIds?: string[];
+  mentionRoleIds?: string[];
+  replyToMessageId?: string;
+  attachments?: Array<{ filename: string; size?: number }>;
+  embeds?: Array<{ title?: string; description?: string }>;
+}
+
+export interface SendInteractionOptions {
+  channelId: string;
+  userId: string;
+  name: string;
+  subcommand?: string;
+  options?: Record<string, string | number>;
+  /** Permission bitfield of the member as a decimal string; default: none. */
+  permissions?: string;
+}
+
+interface Waiter<T> {
+  predicate: (value: T) => boolean;
+  resolve: (value: T) => void;
+}
+
+const DISCORD_EPOCH = 1_420_070_400_000n;
+
+export class FakeDiscord {
+  readonly requests: RecordedRequest[] = [];
+  readonly posted: PostedMessage[] = [];
+  readonly typing: string[] = [];
+  readonly interactionReplies: InteractionReply[] = [];
+  readonly registeredCommands: Array<{ scope: string; commands: unknown[] }> = [];
+  /** IDENTIFY and RESUME payloads received, in order. */
+  readonly handshakes: Array<{ op: number; d: unknown }> = [];
+  heartbeats = 0;
+
+  private readonly server: Server;
+  private readonly wss: WebSocketServer;
+  private socket: WebSocket | undefined;
+  private authenticated = false;
+  private sessionId = '';
+  private sequence = 0;
+  /** Every dispatch of the current session, for RESUME replay. */
+  private dispatchLog: Array<{ s: number; t: string; d: unknown }> = [];
+  private idCounter = 0n;
+  private readonly users = new Map<string, FakeUser>();
+  private readonly channels = new Map<string, FakeChannel>();
+  private readonly roles: FakeRole[];
+  private readonly messages = new Map<string, Record<string, unknown>>();
+  private readonly postWaiters = new Set<Waiter<PostedMessage>>();
+  private readonly interactionWaiters = new Set<Waiter<InteractionReply>>();
+  private readonly readyWaiters = new Set<() => void>();
+  private port = 0;
+  private readonly heartbeatIntervalMs: number;
+  private readonly echoBotMessages: boolean;
+  /** Answer POST /channels/:id/messages with this status instead (once per entry). */
+  private readonly failNextPosts: number[] = [];
+
+  constructor(options: FakeDiscordOptions = {}) {
+    this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? 41_250;
+    this.echoBotMessages = options.echoBotMessages ?? true;
+    this.users.set(FAKE_BOT_ID, { id: FAKE_BOT_ID, username: 'magpie', bot: true });
+    for (const user of options.users ?? []) this.users.set(user.id, user);
+    for (const channel of options.channels ?? []) this.channels.set(channel.id, channel);
+    this.roles = options.roles ?? [];
+    this.server = createServer((request, response) => void this.handleHttp(request, response));
+    this.wss = new WebSocketServer({ server: this.server, path: '/gateway' });
+    this.wss.on('connection', (socket) => this.handleConnection(socket));
+  }
+
+  async listen(): Promise<void> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.port = (this.server.address() as AddressInfo).port;
+  }
+
+  /** What discord.js takes as `rest: { api }`. */
+  get restApi(): string {
+    return `http://127.0.0.1:${this.port}/api`;
+  }
+
+  get gatewayUrl(): string {
+    return `ws://127.0.0.1:${this.port}/gateway`;
+  }
+
+  get connected(): boolean {
+    return this.socket !== undefined && this.authenticated;
+  }
+
+  addUser(user: FakeUser): void {
+    this.users.set(user.id, user);
+  }
+
+  addChannel(channel: FakeChannel): void {
+    this.channels.set(channel.id, channel);
+  }
+
+  /** A fresh snowflake whose timestamp is now. */
+  nextId(): string {
+    this.idCounter += 1n;
+    return (((BigInt(Date.now()) - DISCORD_EPOCH) << 22n) | (this.idCounter & 0x3fffffn)).toString();
+  }
+
+  /** Resolves once a client has identified (or resumed) and received READY (or RESUMED). */
+  waitForReady(timeoutMs = 5_000): Promise<void> {
+    if (this.connected) return Promise.resolve();
+    return withTimeout(
+      new Promise<void>((resolve) => this.readyWaiters.add(resolve)),
+      timeoutMs,
+      'gateway session',
+    );
+  }
+
+  /** The next posted message matching the predicate (already posted ones count). */
+  waitForPost(predicate: (message: PostedMessage) => boolean, options: { timeoutMs?: number } = {}): Promise<PostedMessage> {
+    const existing = this.posted.find(predicate);
+    if (existing) return Promise.resolve(existing);
+    return waitOn(this.postWaiters, predicate, options.timeoutMs ?? 5_000, 'posted message');
+  }
+
+  waitForInteractionReply(
+    predicate: (reply: InteractionReply) => boolean,
+    options: { timeoutMs?: number } = {},
+  ): Promise<InteractionReply> {
+    const existing = this.interactionReplies.find(predicate);
+    if (existing) return Promise.resolve(existing);
+    return waitOn(this.interactionWaiters, predicate, options.timeoutMs ?? 5_000, 'interaction reply');
+  }
+
+  /** The next N POSTs of messages fail with this HTTP status. */
+  failPosts(status: number, count = 1): void {
+    for (let index = 0; index < count; index += 1) this.failNextPosts.push(status);
+  }
+
+  /** A user writes in a channel; returns the new message's id. */
+  sendMessage(options: SendMessageOptions): string {
+    const channel = this.requireChannel(options.channelId);
+    const author = this.requireUser(options.authorId);
+    const id = this.nextId();
+    const mentionIds = [...(options.mentionUserIds ?? [])];
+    let content = options.content;
+    if (options.mentionsBot) {
+      mentionIds.push(FAKE_BOT_ID);
+      content = `<@${FAKE_BOT_ID}> ${content}`;
+    }
+    const guildId = this.guildOf(channel);
+    const payload: Record<string, unknown> = {
+      id,
+      channel_id: channel.id,
+      author: this.userPayload(author),
+      content,
+      timestamp: new Date().toISOString(),
+      edited_timestamp: null,
+      tts: false,
+      mention_everyone: false,
+      mentions: mentionIds.map((userId) => this.mentionPayload(this.requireUser(userId), guildId)),
+      mention_roles: options.mentionRoleIds ?? [],
+      attachments: (options.attachments ?? []).map((attachment) => ({
+        id: this.nextId(),
+        filename: attachment.filename,
+        size: attachment.size ?? 1024,
+        url: `https://cdn.invalid/${attachment.filename}`,
+        proxy_url: `https://cdn.invalid/${attachment.filename}`,
+      })),
+      embeds: (options.embeds ?? []).map((embed) => ({ type: 'rich', ...embed })),
+      pinned: false,
+      type: 0,
+      flags: 0,
+    };
+    if (guildId) {
+      payload.guild_id = guildId;
+      payload.member = this.memberPayload(author);
+    } else {
+      payload.channel_type = 1;
+    }
+    if (options.replyToMessageId) {
+      const referenced = this.messages.get(options.replyToMessageId);
+      payload.type = 19;
+      payload.message_reference = {
+        message_id: options.replyToMessageId,
+        channel_id: channel.id,
+        ...(guildId ? { guild_id: guildId } : {}),
+      };
+      payload.referenced_message = referenced ?? null;
+      const referencedAuthor = (referenced?.author as { id?: string } | undefined)?.id;
+      if (referencedAuthor && !mentionIds.includes(referencedAuthor)) {
+        (payload.mentions as unknown[]).push(this.mentionPayload(this.requireUser(referencedAuthor), guildId));
+      }
+    }
+    this.messages.set(id, payload);
+    this.dispatch('MESSAGE_CREATE', payload);
+    return id;
+  }
+
+  editMessage(options: { messageId: string; content: string }): void {
+    const original = this.messages.get(options.messageId);
+    if (!original) throw new Error(`fake discord: no message ${options.messageId}`);
+    const updated = { ...original, content: options.content, edited_timestamp: new Date().toISOString() };
+    this.messages.set(options.messageId, updated);
+    this.dispatch('MESSAGE_UPDATE', updated);
+  }
+
+  deleteMessage(options: { channelId: string; messageId: string }): void {
+    const channel = this.requireChannel(options.channelId);
+    const guildId = this.guildOf(channel);
+    this.messages.delete(options.messageId);
+    this.dispatch('MESSAGE_DELETE', {
+      id: options.messageId,
+      channel_id: channel.id,
+      ...(guildId ? { guild_id: guildId } : {}),
+    });
+  }
+
+  bulkDelete(options: { channelId: string; messageIds: string[] }): void {
+    const channel = this.requireChannel(options.channelId);
+    const guildId = this.guildOf(channel);
+    for (const id of options.messageIds) this.messages.delete(id);
+    this.dispatch('MESSAGE_DELETE_BULK', {
+      ids: options.messageIds,
+      channel_id: channel.id,
+      ...(guildId ? { guild_id: guildId } : {}),
+    });
+  }
+
+  /** A slash command invocation; returns the interaction id. */
+  sendInteraction(options: SendInteractionOptions): { id: string; token: string } {
+    const channel = this.requireChannel(options.channelId);
+    const user = this.requireUser(options.userId);
+    const guildId = this.guildOf(channel);
+    const id = this.nextId();
+    const token = `token-${id}`;
+    const valueOptions = Object.entries(options.options ?? {}).map(([name, value]) => ({
+      name,
+      type: typeof value === 'number' ? 4 : 3,
+      value,
+    }));
+    const commandOptions = options.subcommand
+      ? [{ name: options.subcommand, type: 1, options: valueOptions }]
+      : valueOptions;
+    const member = guildId
+      ? { ...this.memberPayload(user), user: this.userPayload(user), permissions: options.permissions ?? '0' }
+      : undefined;
+    this.dispatch('INTERACTION_CREATE', {
+      id,
+      application_id: FAKE_BOT_ID,
+      type: 2,
+      token,
+      version: 1,
+      channel_id: channel.id,
+      channel: { id: channel.id, type: channel.type, name: channel.name },
+      ...(guildId ? { guild_id: guildId, member, guild_locale: 'en-US' } : { user: this.userPayload(user) }),
+      app_permissions: '0',
+      locale: 'en-US',
+      entitlements: [],
+      authorizing_integration_owners: {},
+      context: guildId ? 0 : 1,
+      data: { id: this.nextId(), name: options.name, type: 1, options: commandOptions },
+    });
+    return { id, token };
+  }
+
+  /** A raw dispatch, for events the helpers above do not cover (malformed ones too). */
+  dispatch(type: string, data: unknown): number {
+    this.sequence += 1;
+    const entry = { s: this.sequence, t: type, d: data };
+    this.dispatchLog.push(entry);
+    if (this.socket && this.authenticated) this.send({ op: 0, ...entry });
+    return this.sequence;
+  }
+
+  /**
+   * Cuts the connection abruptly (like a network failure). Dispatches sent meanwhile are
+   * replayed when the client resumes.
+   */
+  dropConnection(): void {
+    this.authenticated = false;
+    this.socket?.terminate();
+    this.socket = undefined;
+  }
+
+  async close(): Promise<void> {
+    for (const client of this.wss.clients) client.terminate();
+    this.socket = undefined;
+    await new Promise<void>((resolve) => this.wss.close(() => resolve()));
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  // --- gateway ---------------------------------------------------------------------------
+
+  private handleConnection(socket: WebSocket): void {
+    // A new connection replaces the old one; Discord allows one per session.
+    this.socket?.terminate();
+    this.socket = socket;
+    this.authenticated = false;
+    socket.on('message', (raw) => this.handleGatewayPayload(socket, raw.toString()));
+    socket.on('close', () => {
+      if (this.socket === socket) {
+        this.socket = undefined;
+        this.authenticated = false;
+      }
+    });
+    this.sendTo(socket, { op: 10, d: { heartbeat_interval: this.heartbeatIntervalMs }, s: null, t: null });
+  }
+
+  private handleGatewayPayload(socket: WebSocket, text: string): void {
+    let payload: { op: number; d: any };
+    try {
+      payload = JSON.parse(text);
+    } catch {
+      socket.close(4002, 'decode error');
+      return;
+    }
+    switch (payload.op) {
+      case 1:
+        this.heartbeats += 1;
+        this.sendTo(socket, { op: 11, d: null, s: null, t: null });
+        return;
+      case 2:
+        this.handshakes.push(payload);
+        this.identify(socket);
+        return;
+      case 6:
+        this.handshakes.push(payload);
+        this.resume(socket, payload.d);
+        return;
+      default:
+        // Presence updates, member requests, voice: accepted and ignored.
+        return;
+    }
+  }
+
+  private identify(socket: WebSocket): void {
+    this.sessionId = `session-${this.nextId()}`;
+    this.sequence = 0;
+    this.dispatchLog = [];
+    this.authenticated = true;
+    this.dispatch('READY', {
+      v: 10,
+      user: this.userPayload(this.requireUser(FAKE_BOT_ID)),
+      guilds: [{ id: FAKE_GUILD_ID, unavailable: true }],
+      session_id: this.sessionId,
+      resume_gateway_url: this.gatewayUrl,
+      shard: [0, 1],
+      application: { id: FAKE_BOT_ID, flags: 0 },
+      private_channels: [],
+      relationships: [],
+      user_settings: {},
+      presences: [],
+      guild_join_requests: [],
+      geo_ordered_rtc_regions: [],
+    });
+    this.dispatch('GUILD_CREATE', this.guildPayload());
+    void socket;
+    this.notifyReady();
+  }
+
+  private resume(socket: WebSocket, data: { session_id?: string; seq?: number }): void {
+    if (data.session_id !== this.sessionId) {
+      // Unknown session: not resumable, the client identifies again.
+      this.sendTo(socket, { op: 9, d: false, s: null, t: null });
+      return;
+    }
+    this.authenticated = true;
+    const since = data.seq ?? 0;
+    for (const entry of this.dispatchLog) {
+      if (entry.s > since) this.sendTo(socket, { op: 0, ...entry });
+    }
+    this.dispatch('RESUMED', {});
+    this.notifyReady();
+  }
+
+  private notifyReady(): void {
+    for (const resolve of this.readyWaiters) resolve();
+    this.readyWaiters.clear();
+  }
+
+  private send(payload: unknown): void {
+    if (this.socket) this.sendTo(this.socket, payload);
+  }
+
+  private sendTo(socket: WebSocket, payload: unknown): void {
+    if (socket.readyState === socket.OPEN) socket.send(JSON.stringify(payload));
+  }
+
+  // --- REST ------------------------------------------------------------------------------
+
+  private async handleHttp(request: HttpRequest, response: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of request) chunks.push(chunk as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    let body: unknown = undefined;
+    if (text.length > 0) {
+      try {
+        body = JSON.parse(text);
+      } catch {
+        body = text;
+      }
+    }
+    const url = new URL(request.url ?? '/', 'http://127.0.0.1');
+    const path = url.pathname.replace(/^\/api\/v\d+/, '');
+    const method = request.method ?? 'GET';
+    this.requests.push({ method, path, body, at: Date.now() });
+    const reply = (status: number, json?: unknown): void => {
+      if (json === undefined) {
+        response.writeHead(status).end();
+        return;
+      }
+      response.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(json));
+    };
+    let match: RegExpMatchArray | null;
+
+    if (method === 'GET' && path === '/gateway/bot') {
+      return reply(200, {
+        url: this.gatewayUrl,
+        shards: 1,
+        session_start_limit: { total: 1000, remaining: 999, reset_after: 0, max_concurrency: 1 },
+      });
+    }
+    if (method === 'GET' && path === '/users/@me') {
+      return reply(200, this.userPayload(this.requireUser(FAKE_BOT_ID)));
+    }
+    if (method === 'POST' && (match = path.match(/^\/channels\/(\d+)\/typing$/))) {
+      this.typing.push(match[1]!);
+      return reply(204);
+    }
+    if (method === 'POST' && (match = path.match(/^\/channels\/(\d+)\/messages$/))) {
+      const failure = this.failNextPosts.shift();
+      if (failure !== undefined) return reply(failure, { message: 'Injected failure', code: 0 });
+      return reply(200, this.recordPost(match[1]!, body as Record<string, any>));
+    }
+    if (method === 'PUT' && (match = path.match(/^\/applications\/(\d+)(?:\/guilds\/(\d+))?\/commands$/))) {
+      const commands = Array.isArray(body) ? body : [];
+      this.registeredCommands.push({ scope: match[2] ?? 'global', commands });
+      return reply(
+        200,
+        commands.map((command: Record<string, unknown>) => ({
+          ...command,
+          id: this.nextId(),
+          application_id: match![1],
+          version: this.nextId(),
+          default_member_permissions: command.default_member_permissions ?? null,
+          type: command.type ?? 1,
+        })),
+      );
+    }
+    if (method === 'POST' && (match = path.match(/^\/interactions\/(\d+)\/([^/]+)\/callback$/))) {
+      const payload = (body ?? {}) as { type?: number; data?: { content?: string; flags?: number } };
+      this.recordInteractionReply({
+        interactionId: match[1]!,
+        token: match[2]!,
+        kind: 'callback',
+        type: payload.type,
+        content: payload.data?.content,
+        flags: payload.data?.flags,
+      });
+      if (url.searchParams.get('with_response') === 'true') {
+        return reply(200, { interaction: { id: match[1], type: 2 }, resource: { type: payload.type } });
+      }
+      return reply(204);
+    }
+    if ((match = path.match(/^\/webhooks\/(\d+)\/([^/]+)(\/messages\/@original)?$/))) {
+      const payload = (body ?? {}) as { content?: string; flags?: number };
+      const kind = match[3] ? 'edit' : 'followup';
+      if (method === 'DELETE') return reply(204);
+      this.recordInteractionReply({ token: match[2]!, kind, content: payload.content, flags: payload.flags });
+      return reply(200, this.messagePayload({ id: this.nextId(), channelId: '0', content: payload.content ?? '' }));
+    }
+    if (method === 'GET' && (match = path.match(/^\/channels\/(\d+)$/))) {
+      const channel = this.channels.get(match[1]!);
+      if (!channel) return reply(404, { message: 'Unknown Channel', code: 10003 });
+      return reply(200, this.channelPayload(channel));
+    }
+    if (method === 'GET' && (match = path.match(/^\/channels\/(\d+)\/messages\/(\d+)$/))) {
+      const message = this.messages.get(match[2]!);
+      if (!message) return reply(404, { message: 'Unknown Message', code: 10008 });
+      return reply(200, message);
+    }
+    return reply(404, { message: `fake discord: no route for ${method} ${path}`, code: 0 });
+  }
+
+  private recordPost(channelId: string, body: Record<string, any>): Record<string, unknown> {
+    const id = this.nextId();
+    const posted: PostedMessage = {
+      id,
+      channelId,
+      content: typeof body?.content === 'string' ? body.content : '',
+      messageReference: body?.message_reference,
+      allowedMentions: body?.allowed_mentions,
+      flags: body?.flags,
+    };
+    const payload = this.messagePayload({
+      id,
+      channelId,
+      content: posted.content,
+      referenceId: posted.messageReference?.message_id,
+    });
+    this.messages.set(id, payload);
+    this.posted.push(posted);
+    for (const waiter of [...this.postWaiters]) {
+      if (waiter.predicate(posted)) {
+        this.postWaiters.delete(waiter);
+        waiter.resolve(posted);
+      }
+    }
+    if (this.echoBotMessages && this.channels.has(channelId)) this.dispatch('MESSAGE_CREATE', payload);
+    return payload;
+  }
+
+  private recordInteractionReply(reply: InteractionReply): void {
+    this.interactionReplies.push(reply);
+    for (const waiter of [...this.interactionWaiters]) {
+      if (waiter.predicate(reply)) {
+        this.interactionWaiters.delete(waiter);
+        waiter.resolve(reply);
+      }
+    }
+  }
+
+  // --- payload builders ------------------------------------------------------------------
+
+  private messagePayload(options: { id: string; channelId: string; content: string; referenceId?: string }): Record<string, unknown> {
+    const channel = this.channels.get(options.channelId);
+    const guildId = channel ? this.guildOf(channel) : undefined;
+    const bot = this.requireUser(FAKE_BOT_ID);
+    return {
+      id: options.id,
+      channel_id: options.channelId,
+      author: this.userPayload(bot),
+      content: options.content,
+      timestamp: new Date().toISOString(),
+      edited_timestamp: null,
+      tts: false,
+      mention_everyone: false,
+      mentions: [],
+      mention_roles: [],
+      attachments: [],
+      embeds: [],
+      pinned: false,
+      type: options.referenceId ? 19 : 0,
+      flags: 0,
+      ...(guildId ? { guild_id: guildId, member: this.memberPayload(bot) } : { channel_type: 1 }),
+      ...(options.referenceId
+        ? {
+            message_reference: { message_id: options.referenceId, channel_id: options.channelId },
+            referenced_message: this.messages.get(options.referenceId) ?? null,
+          }
+        : {}),
+    };
+  }
+
+  private guildPayload(): Record<string, unknown> {
+    const guildChannels = [...this.channels.values()].filter((channel) => channel.type !== 1);
+    const joinedAt = new Date(0).toISOString();
+    return {
+      id: FAKE_GUILD_ID,
+      name: 'Fake Guild',
+      icon: null,
+      splash: null,
+      discovery_splash: null,
+      owner_id: [...this.users.values()].find((user) => !user.bot)?.id ?? FAKE_BOT_ID,
+      afk_channel_id: null,
+      afk_timeout: 300,
+      verification_level: 0,
+      default_message_notifications: 0,
+      explicit_content_filter: 0,
+      features: [],
+      mfa_level: 0,
+      system_channel_id: null,
+      system_channel_flags: 0,
+      rules_channel_id: null,
+      vanity_url_code: null,
+      description: null,
+      banner: null,
+      premium_tier: 0,
+      preferred_locale: 'en-US',
+      public_updates_channel_id: null,
+      nsfw_level: 0,
+      premium_progress_bar_enabled: false,
+      joined_at: joinedAt,
+      large: false,
+      unavailable: false,
+      member_count: this.users.size,
+      roles: [
+        { id: FAKE_GUILD_ID, name: '@everyone', permissions: '1024', position: 0, color: 0, hoist: false, managed: false, mentionable: false, flags: 0 },
+        ...this.roles.map((role, index) => ({
+          id: role.id,
+          name: role.name,
+          permissions: '0',
+          position: index + 1,
+          color: 0,
+          hoist: false,
+          managed: false,
+          mentionable: true,
+          flags: 0,
+        })),
+      ],
+      emojis: [],
+      stickers: [],
+      channels: guildChannels.filter((channel) => channel.type === 0).map((channel) => this.channelPayload(channel)),
+      threads: guildChannels.filter((channel) => channel.type === 11).map((channel) => this.channelPayload(channel)),
+      members: [...this.users.values()].filter((user) => user.roles !== undefined || user.id === FAKE_BOT_ID || !user.bot).map((user) => ({
+        ...this.memberPayload(user),
+        user: this.userPayload(user),
+      })),
+      presences: [],
+      voice_states: [],
+      stage_instances: [],
+      guild_scheduled_events: [],
+      soundboard_sounds: [],
+    };
+  }
+
+  private channelPayload(channel: FakeChannel): Record<string, unknown> {
+    if (channel.type === 1) {
+      return { id: channel.id, type: 1, recipients: [], last_message_id: null };
+    }
+    const base = {
+      id: channel.id,
+      type: channel.type,
+      name: channel.name,
+      guild_id: FAKE_GUILD_ID,
+      position: 0,
+      permission_overwrites: [],
+      nsfw: false,
+      topic: null,
+      last_message_id: null,
+      rate_limit_per_user: 0,
+    };
+    if (channel.type === 11) {
+      return {
+        ...base,
+        parent_id: channel.parentId ?? null,
+        owner_id: FAKE_BOT_ID,
+        message_count: 0,
+        member_count: 1,
+        total_message_sent: 0,
+        thread_metadata: {
+          archived: false,
+          auto_archive_duration: 1440,
+          archive_timestamp: new Date().toISOString(),
+          locked: false,
+        },
+      };
+    }
+    return { ...base, parent_id: null };
+  }
+
+  private userPayload(user: FakeUser): Record<string, unknown> {
+    return {
+      id: user.id,
+      username: user.username,
+      global_name: user.globalName ?? null,
+      discriminator: '0',
+      avatar: null,
+      bot: user.bot ?? false,
+    };
+  }
+
+  private memberPayload(user: FakeUser): Record<string, unknown> {
+    return {
+      nick: user.nick ?? null,
+      roles: user.roles ?? [],
+      joined_at: new Date(0).toISOString(),
+      deaf: false,
+      mute: false,
+      flags: 0,
+      avatar: null,
+    };
+  }
+
+  private mentionPayload(user: FakeUser, guildId: string | undefined): Record<string, unknown> {
+    return guildId ? { ...this.userPayload(user), member: this.memberPayload(user) } : this.userPayload(user);
+  }
+
+  private guildOf(channel: FakeChannel): string | undefined {
+    return channel.type === 1 ? undefined : (channel.guildId ?? FAKE_GUILD_ID);
+  }
+
+  private requireUser(id: string): FakeUser {
+    const user = this.users.get(id);
+    if (!user) throw new Error(`fake discord: no user ${id}`);
+    return user;
+  }
+
+  private requireChannel(id: string): FakeChannel {
+    const channel = this.channels.get(id);
+    if (!channel) throw new Error(`fake discord: no channel ${id}`);
+    return channel;
+  }
+}
+
+export async function startFakeDiscord(options: FakeDiscordOptions = {}): Promise<FakeDiscord> {
+  const fake = new FakeDiscord(options);
+  await fake.listen();
+  return fake;
+}
+
+function waitOn<T>(waiters: Set<Waiter<T>>, predicate: (value: T) => boolean, timeoutMs: number, what: string): Promise<T> {
+  let waiter: Waiter<T>;
+  const promise = new Promise<T>((resolve) => {
+    waiter = { predicate, resolve };
+    waiters.add(waiter);
+  });
+  return withTimeout(promise, timeoutMs, what).finally(() => waiters.delete(waiter));
+}
+
+function withTimeout<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`fake discord: timed out after ${timeoutMs} ms waiting for ${what}`)), timeoutMs);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}

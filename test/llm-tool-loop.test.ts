@@ -1,0 +1,257 @@
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, describe, it } from 'node:test';
+import type { LlmSettings } from '../src/config/types.js';
+import { createAnthropicModel, ModelError, runToolLoop, type ChatModel } from '../src/llm/index.js';
+import type { ToolContext, ToolHandler } from '../src/llm/tool.js';
+import { startFakeAnthropic, type FakeAnthropic } from './fakes/fake-anthropic.js';
+
+const ENV = { MAGPIE_TEST_KEY: 'sk-loop-test' };
+const CONTEXT: ToolContext = { channelId: 'c1', guildId: 'g1', sourceMessageIds: ['m1', 'm2'] };
+
+/** A tiny notebook tool: remembers what it was given, answers with a running id. */
+function notebookTool(): ToolHandler & { calls: Array<{ input: unknown; context: ToolContext }> } {
+  const calls: Array<{ input: unknown; context: ToolContext }> = [];
+  return {
+    calls,
+    definition: {
+      name: 'note',
+      description: 'Writes a note.',
+      input_schema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
+    },
+    run(input, context) {
+      calls.push({ input, context });
+      return { content: JSON.stringify({ id: `n${calls.length}`, status: 'saved' }), isError: false };
+    },
+  };
+}
+
+const throwingTool: ToolHandler = {
+  definition: { name: 'explode', description: 'Always throws.', input_schema: { type: 'object' } },
+  run() {
+    throw new Error('kaboom');
+  },
+};
+
+describe('runToolLoop with the real SDK against the fake', () => {
+  let fake: FakeAnthropic;
+  let model: ChatModel;
+  before(async () => {
+    fake = await startFakeAnthropic();
+    const settings: LlmSettings = {
+      model: 'claude-test',
+      baseUrl: fake.baseUrl,
+      apiKeyEnv: 'MAGPIE_TEST_KEY',
+      timeoutMs: 2_000,
+      maxRetries: 0,
+      maxConcurrentCalls: 4,
+    };
+    model = createAnthropicModel(settings, { env: ENV });
+  });
+  after(async () => {
+    await fake.close();
+  });
+  beforeEach(() => {
+    fake.reset();
+  });
+
+  it('returns a plain text answer in one step', async () => {
+    fake.enqueue({ text: 'just text', usage: { inputTokens: 10, outputTokens: 2 } });
+    const result = await runToolLoop({
+      model,
+      system: 'sys',
+      messages: [{ role: 'user', content: 'hi' }],
+      tools: [],
+      context: CONTEXT,
+      maxSteps: 3,
+      maxTokens: 100,
+    });
+    assert.equal(result.text, 'just text');
+    assert.equal(result.steps, 1);
+    assert.equal(result.stopReason, 'end_turn');
+    assert.deepEqual(result.usage, { inputTokens: 10, outputTokens: 2 });
+    assert.deepEqual(result.newMessages, [{ role: 'assistant', content: [{ type: 'text', text: 'just text' }] }]);
+    assert.equal(fake.requests[0]!.body.tools, undefined);
+  });
+
+  it('runs two tool calls, feeds the results back, then returns the final text', async () => {
+    const note = notebookTool();
+    fake.enqueue(
+      {
+        text: 'Saving.',
+        toolUse: [
+          { name: 'note', input: { text: 'Ana likes tea' }, id: 'tu_1' },
+          { name: 'note', input: { text: 'meeting on 2026-12-01' }, id: 'tu_2' },
+        ],
+        usage: { inputTokens: 20, outputTokens: 5 },
+      },
+      { text: 'All noted.', usage: { inputTokens: 30, outputTokens: 4 } },
+    );
+    const result = await runToolLoop({
+      model,
+      system: 'sys',
+      messages: [{ role: 'user', content: 'remember things' }],
+      tools: [note],
+      context: CONTEXT,
+      maxSteps: 4,
+      maxTokens: 100,
+    });
+    assert.equal(result.text, 'All noted.');
+    assert.equal(result.steps, 2);
+    assert.equal(result.stopReason, 'end_turn');
+    assert.deepEqual(result.usage, { inputTokens: 50, outputTokens: 9 });
+    assert.deepEqual(
+      note.calls.map((call) => call.input),
+      [{ text: 'Ana likes tea' }, { text: 'meeting on 2026-12-01' }],
+    );
+    assert.equal(note.calls[0]!.context.channelId, 'c1');
+    assert.deepEqual(note.calls[0]!.context.sourceMessageIds, ['m1', 'm2']);
+
+    assert.equal(result.newMessages.length, 3);
+    assert.deepEqual(result.newMessages[1], {
+      role: 'user',
+      content: [
+        { type: 'tool_result', tool_use_id: 'tu_1', content: '{"id":"n1","status":"saved"}' },
+        { type: 'tool_result', tool_use_id: 'tu_2', content: '{"id":"n2","status":"saved"}' },
+      ],
+    });
+    // The second request carries the assistant's tool calls and their results.
+    const second = fake.requests[1]!.body;
+    assert.deepEqual(second.tools.map((tool: { name: string }) => tool.name), ['note']);
+    assert.equal(second.messages.length, 3);
+    assert.equal(second.messages[1].role, 'assistant');
+    assert.deepEqual(
+      second.messages[1].content.map((block: { type: string }) => block.type),
+      ['text', 'tool_use', 'tool_use'],
+    );
+    assert.deepEqual(
+      second.messages[2].content.map((block: { tool_use_id: string }) => block.tool_use_id),
+      ['tu_1', 'tu_2'],
+    );
+  });
+
+  it('answers unknown tools, throwing handlers and bad input with errors and carries on', async () => {
+    const note = notebookTool();
+    fake.enqueue(
+      {
+        toolUse: [
+          { name: 'teleport', input: {}, id: 'tu_a' },
+          { name: 'explode', input: {}, id: 'tu_b' },
+          { name: 'note', input: 'not json at all', id: 'tu_c' },
+          { name: 'note', input: [1, 2], id: 'tu_d' },
+          { name: 'note', input: '{"text":"from a JSON string"}', id: 'tu_e' },
+        ],
+      },
+      { text: 'recovered' },
+    );
+    const result = await runToolLoop({
+      model,
+      system: 'sys',
+      messages: [{ role: 'user', content: 'go' }],
+      tools: [note, throwingTool],
+      context: CONTEXT,
+      maxSteps: 3,
+      maxTokens: 100,
+    });
+    assert.equal(result.text, 'recovered');
+    const results = result.newMessages[1]!.content as Array<{ tool_use_id: string; content: string; is_error?: boolean }>;
+    assert.equal(results.length, 5);
+    assert.equal(results[0]!.is_error, true);
+    assert.match(results[0]!.content, /unknown tool teleport/);
+    assert.equal(results[1]!.is_error, true);
+    assert.match(results[1]!.content, /kaboom/);
+    assert.equal(results[2]!.is_error, true);
+    assert.match(results[2]!.content, /not valid JSON/);
+    assert.equal(results[3]!.is_error, true);
+    assert.match(results[3]!.content, /JSON object/);
+    assert.equal(results[4]!.is_error, undefined);
+    assert.deepEqual(note.calls.map((call) => call.input), [{ text: 'from a JSON string' }]);
+    // What went back to the server has object inputs only (the API refuses anything else).
+    for (const block of fake.requests[1]!.body.messages[1].content) {
+      if (block.type === 'tool_use') assert.equal(typeof block.input, 'object');
+    }
+  });
+
+  it('stops after maxSteps model calls with stopReason max_steps', async () => {
+    const note = notebookTool();
+    fake.enqueue(
+      { text: 'one', toolUse: [{ name: 'note', input: { text: '1' } }] },
+      { text: 'two', toolUse: [{ name: 'note', input: { text: '2' } }] },
+      { text: 'three', toolUse: [{ name: 'note', input: { text: '3' } }] },
+    );
+    const result = await runToolLoop({
+      model,
+      system: 'sys',
+      messages: [{ role: 'user', content: 'loop forever' }],
+      tools: [note],
+      context: CONTEXT,
+      maxSteps: 2,
+      maxTokens: 100,
+    });
+    assert.equal(result.steps, 2);
+    assert.equal(result.stopReason, 'max_steps');
+    assert.equal(result.text, 'two');
+    assert.equal(fake.requests.length, 2);
+    assert.equal(note.calls.length, 2, 'the last step’s calls still run');
+    assert.equal(result.newMessages.at(-1)!.role, 'user', 'every tool call has its result');
+    assert.equal(fake.pending, 1);
+  });
+
+  it('forces a tool on the first call only', async () => {
+    const note = notebookTool();
+    fake.enqueue({ toolUse: [{ name: 'note', input: { text: 'x' } }] }, { text: 'fine' });
+    await runToolLoop({
+      model,
+      system: 'sys',
+      messages: [{ role: 'user', content: 'go' }],
+      tools: [note],
+      context: CONTEXT,
+      maxSteps: 3,
+      maxTokens: 100,
+      toolChoice: { type: 'any' },
+    });
+    assert.deepEqual(fake.requests[0]!.body.tool_choice, { type: 'any' });
+    assert.equal(fake.requests[1]!.body.tool_choice, undefined);
+  });
+
+  it('honours the abort signal between steps and during a call', async () => {
+    const controller = new AbortController();
+    const stopper: ToolHandler = {
+      definition: { name: 'stop', description: 'Aborts the loop.', input_schema: { type: 'object' } },
+      run() {
+        controller.abort();
+        return { content: 'stopping', isError: false };
+      },
+    };
+    fake.enqueue({ toolUse: [{ name: 'stop', input: {} }] }, { text: 'should not be asked' });
+    await assert.rejects(
+      runToolLoop({
+        model,
+        system: 'sys',
+        messages: [{ role: 'user', content: 'go' }],
+        tools: [stopper],
+        context: CONTEXT,
+        maxSteps: 3,
+        maxTokens: 100,
+        signal: controller.signal,
+      }),
+      (error: unknown) => error instanceof ModelError && error.reason === 'aborted',
+    );
+    assert.equal(fake.requests.length, 1);
+    fake.reset();
+
+    fake.enqueue({ delayMs: 5_000, then: { text: 'late' } });
+    await assert.rejects(
+      runToolLoop({
+        model,
+        system: 'sys',
+        messages: [{ role: 'user', content: 'go' }],
+        tools: [],
+        context: CONTEXT,
+        maxSteps: 1,
+        maxTokens: 100,
+        signal: AbortSignal.timeout(100),
+      }),
+      (error: unknown) => error instanceof ModelError && (error.reason === 'timeout' || error.reason === 'aborted'),
+    );
+  });
+});
