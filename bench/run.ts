@@ -4,7 +4,13 @@ import { formatReport, type Benchmark } from './harness.js';
  * `npm run bench` runs every benchmark; `node dist/bench/run.js NAME...` runs the named ones.
  * Each entry is loaded lazily so one benchmark's setup never slows another's.
  */
-const BENCHMARKS: Record<string, () => Promise<{ run: Benchmark }>> = {};
+const BENCHMARKS: Record<string, () => Promise<{ run: Benchmark }>> = {
+  'compaction-check': () => import('./compaction-check.js'),
+  'compaction-emergency': () => import('./compaction-emergency.js'),
+  'compaction-turn-latency': () => import('./compaction-turn-latency.js'),
+  'compaction-replay': () => import('./compaction-replay.js'),
+  discord: () => import('./discord-latency.js'),
+};
 
 async function main(): Promise<void> {
   const wanted = process.argv.slice(2);

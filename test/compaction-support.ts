@@ -2,7 +2,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ChannelRuntime, type ChannelRuntimeOptions } from '../src/channel/index.js';
+import { ChannelRuntime, HistoryStore, type ChannelRuntimeOptions } from '../src/channel/index.js';
 import type { IncomingMessage } from '../src/channel/types.js';
 import type { Clock } from '../src/common/clock.js';
 import { EventStream, type MagpieEvent } from '../src/common/events.js';
@@ -200,4 +200,53 @@ export function userMessage(channelId: string, index: number, options: { words?:
 /** Waits for queued promise callbacks (and one macrotask) to run. */
 export function settle(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
+ * A deterministic transcript of `count` lines over `channels` channels with varied lengths
+ * (a small linear congruential generator, so every run writes the same file).
+ */
+export function generateTranscript(count: number, options: { channels?: number; seed?: number } = {}): string {
+  const channels = options.channels ?? 2;
+  let state = options.seed ?? 42;
+  const next = () => (state = (state * 1_103_515_245 + 12_345) % 2_147_483_648) / 2_147_483_648;
+  const topics = ['budget', 'deploy', 'Paris', 'hiking', 'release 2.4', 'invoice 7731', 'the cat', 'Friday', 'Postgres', 'Alice'];
+  const lines: string[] = [];
+  for (let index = 0; index < count; index += 1) {
+    const words = 4 + Math.floor(next() * (next() < 0.1 ? 120 : 30));
+    const text = Array.from({ length: words }, () => topics[Math.floor(next() * topics.length)]).join(' ');
+    lines.push(
+      JSON.stringify({
+        id: `msg-${index}`,
+        channel: `chan-${index % channels}`,
+        author: ['ann', 'ben', 'cho'][index % 3],
+        content: `Note ${index} about ${text}.`,
+        ts: new Date(Date.UTC(2025, 0, 1) + index * 60_000).toISOString(),
+      }),
+    );
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/**
+ * The history is consistent: every archived entry is either live or inside exactly one live
+ * summary's range, summaries do not overlap, and live entries come after every summary.
+ */
+export function assertConsistentHistory(db: SqliteDatabase, channelId: string): { archived: number; live: number; summaries: number } {
+  const loaded = new HistoryStore(db).load(channelId);
+  const archive = new HistoryStore(db).archive(channelId);
+  const live = new Set(loaded.entries.map((entry) => entry.seq));
+  let previousEnd = -Infinity;
+  for (const summary of loaded.summaries) {
+    if (summary.fromSeq <= previousEnd) throw new Error(`summaries overlap at seq ${summary.fromSeq}`);
+    if (summary.toSeq < summary.fromSeq) throw new Error('summary range reversed');
+    previousEnd = summary.toSeq;
+  }
+  if (loaded.entries.length > 0 && loaded.entries[0]!.seq <= previousEnd) throw new Error('a live entry sits inside a summary range');
+  for (const entry of archive) {
+    if (live.has(entry.seq)) continue;
+    const covered = loaded.summaries.filter((summary) => summary.fromSeq <= entry.seq && entry.seq <= summary.toSeq);
+    if (covered.length !== 1) throw new Error(`seq ${entry.seq} is neither live nor covered by one summary`);
+  }
+  return { archived: archive.length, live: loaded.entries.length, summaries: loaded.summaries.length };
 }

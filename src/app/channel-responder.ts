@@ -28,6 +28,8 @@ export interface TurnRequest {
   userId: string;
   /** The turn being answered. */
   turnId?: number;
+  /** The per-user rate limit applies unless false (the terminal has one trusted user). */
+  rateLimit?: boolean;
   context: ToolContext;
   target: ReplyTarget;
 }
@@ -61,10 +63,17 @@ export class ChannelResponder {
   private readonly running = new Set<Promise<unknown>>();
   private readonly abort = new AbortController();
   private stopped = false;
+  private self: AgentIdentity | undefined;
 
   constructor(private readonly options: ChannelResponderOptions) {
+    this.self = options.self;
     this.limiter = new UserRateLimiter(options.clock ?? systemClock);
     this.budget = new DailyTokenBudget(options.clock ?? systemClock);
+  }
+
+  /** Who the bot is, once the platform has said (Discord: after login). */
+  setIdentity(self: AgentIdentity): void {
+    this.self = self;
   }
 
   get hasModel(): boolean {
@@ -81,6 +90,11 @@ export class ChannelResponder {
     this.running.add(work);
     void work.finally(() => this.running.delete(work));
     return work;
+  }
+
+  /** Resolves when no turn is queued or running. */
+  async idle(): Promise<void> {
+    while (this.running.size > 0) await Promise.allSettled([...this.running]);
   }
 
   /**
@@ -109,7 +123,7 @@ export class ChannelResponder {
     if (!model) return 'no_model';
 
     const perMinute = config.current().discord.userTurnsPerMinute;
-    if (!this.limiter.tryAcquire(request.userId, perMinute)) {
+    if (request.rateLimit !== false && !this.limiter.tryAcquire(request.userId, perMinute)) {
       events.emit({ type: 'turn_rate_limited', channel_id: channelId, user_id: request.userId, per_minute: perMinute });
       const now = (this.options.clock ?? systemClock).now();
       const warned = this.warnedAt.get(request.userId);
@@ -143,7 +157,7 @@ export class ChannelResponder {
           settings,
           context: request.context,
           ...(request.turnId === undefined ? {} : { turnId: request.turnId }),
-          ...(this.options.self ? { self: this.options.self } : {}),
+          ...(this.self ? { self: this.self } : {}),
           deliver: (reply) => {
             stopTyping();
             return target.send(reply);

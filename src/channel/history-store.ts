@@ -48,8 +48,8 @@ export type NewSummary = Omit<SummaryEntry, 'id'> & { summarizer?: string };
 /** How a compaction changes the database, applied in one transaction. */
 export interface SpliceChange {
   channelId: string;
-  /** Live entries leaving the context (inclusive seq range). */
-  entryRange?: { fromSeq: number; toSeq: number };
+  /** The oldest live entries, up to `toSeq`, leave the context. */
+  entryRange?: { toSeq: number };
   /** Live summaries folded into the new one. */
   retiredSummaryIds: number[];
   /** A truncation marker that shrinks to the part the summary does not cover. */
@@ -102,7 +102,12 @@ export class HistoryStore {
          VALUES (@channelId, @seq, @messageId, @kind, @role, @authorId, @authorName, @content, @createdAt, @tokens, @turnId, @archived, @guildId, @dmUserId)`,
       ),
       byMessageId: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? AND message_id = ?'),
-      liveEntries: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? AND live = 1 ORDER BY seq'),
+      liveEntries: db.prepare(
+        `SELECT * FROM history_entries
+          WHERE channel_id = @channelId
+            AND seq >= COALESCE((SELECT live_from_seq FROM history_channels WHERE channel_id = @channelId), 0)
+          ORDER BY seq`,
+      ),
       liveSummaries: db.prepare('SELECT * FROM history_summaries WHERE channel_id = ? AND live = 1 ORDER BY from_seq'),
       counters: db.prepare(
         `SELECT (SELECT MAX(seq) FROM history_entries WHERE channel_id = @channelId) AS max_seq,
@@ -118,8 +123,9 @@ export class HistoryStore {
       markArchived: db.prepare('UPDATE history_entries SET archived = 1 WHERE channel_id = ? AND seq = ?'),
       updateContent: db.prepare('UPDATE history_entries SET content = ?, tokens = ? WHERE channel_id = ? AND seq = ?'),
       deleteEntry: db.prepare('DELETE FROM history_entries WHERE channel_id = ? AND seq = ?'),
-      retireEntries: db.prepare(
-        'UPDATE history_entries SET live = 0 WHERE channel_id = ? AND seq BETWEEN ? AND ? AND live = 1',
+      moveLiveStart: db.prepare(
+        `INSERT INTO history_channels (channel_id, live_from_seq) VALUES (?, ?)
+         ON CONFLICT (channel_id) DO UPDATE SET live_from_seq = excluded.live_from_seq`,
       ),
       retireSummary: db.prepare('UPDATE history_summaries SET live = 0 WHERE id = ?'),
       shrinkMarker: db.prepare('UPDATE history_summaries SET from_seq = ?, content = ?, tokens = ? WHERE id = ?'),
@@ -133,7 +139,7 @@ export class HistoryStore {
   }
 
   load(channelId: string): LoadedChannel {
-    const entries = (this.statements.liveEntries.all(channelId) as EntryRow[]).map(toEntry);
+    const entries = (this.statements.liveEntries.all({ channelId }) as EntryRow[]).map(toEntry);
     const summaries = (this.statements.liveSummaries.all(channelId) as SummaryRow[]).map(toSummary);
     const counters = this.statements.counters.get({ channelId }) as {
       max_seq: number | null;
@@ -180,13 +186,9 @@ export class HistoryStore {
     return (this.statements.unarchived.all(channelId) as EntryRow[]).map(toEntry);
   }
 
-  markArchived(channelId: string, seqs: readonly number[]): void {
-    if (seqs.length === 1) {
-      this.statements.markArchived.run(channelId, seqs[0]);
-      return;
-    }
+  markArchived(entries: ReadonlyArray<{ channelId: string; seq: number }>): void {
     this.db.transaction(() => {
-      for (const seq of seqs) this.statements.markArchived.run(channelId, seq);
+      for (const entry of entries) this.statements.markArchived.run(entry.channelId, entry.seq);
     })();
   }
 
@@ -200,10 +202,13 @@ export class HistoryStore {
     })();
   }
 
-  /** Emergency truncation: one range leaves the live context, one marker takes its place. */
-  truncate(channelId: string, range: { fromSeq: number; toSeq: number }, marker: NewSummary): number {
+  /**
+   * Emergency truncation: the oldest live entries up to `toSeq` leave the live context, one
+   * marker takes their place. Two single-row writes, whatever the number of entries.
+   */
+  truncate(channelId: string, range: { toSeq: number }, marker: NewSummary): number {
     return this.db.transaction(() => {
-      this.statements.retireEntries.run(channelId, range.fromSeq, range.toSeq);
+      this.statements.moveLiveStart.run(channelId, range.toSeq + 1);
       return Number(this.statements.insertSummary.run({ summarizer: null, ...marker }).lastInsertRowid);
     })();
   }
@@ -211,9 +216,7 @@ export class HistoryStore {
   /** A compaction's result, all or nothing. Returns the new summary's id. */
   splice(change: SpliceChange): number {
     return this.db.transaction(() => {
-      if (change.entryRange) {
-        this.statements.retireEntries.run(change.channelId, change.entryRange.fromSeq, change.entryRange.toSeq);
-      }
+      if (change.entryRange) this.statements.moveLiveStart.run(change.channelId, change.entryRange.toSeq + 1);
       for (const id of change.retiredSummaryIds) this.statements.retireSummary.run(id);
       if (change.shrunkMarker) {
         const marker = change.shrunkMarker;

@@ -66,6 +66,9 @@ export class ChannelRuntime {
   private readonly scheduler: CompactionScheduler;
   private readonly clock: Clock;
   private countedTools: readonly ToolDefinition[];
+  /** Archived flags waiting to be written in one transaction (see `archive`). */
+  private archivedFlags: Array<{ channelId: string; seq: number }> = [];
+  private flagFlush: NodeJS.Immediate | undefined;
   private toolTokens: number;
 
   constructor(private readonly options: ChannelRuntimeOptions) {
@@ -262,6 +265,7 @@ export class ChannelRuntime {
   async close(): Promise<void> {
     await this.coordinator.close(this.states.values());
     for (const state of this.states.values()) await Promise.all([...state.pendingArchives]);
+    this.flushArchivedFlags();
   }
 
   private settings(channelId: string): ChannelSettings {
@@ -317,6 +321,28 @@ export class ChannelRuntime {
     return { entry, fresh: true };
   }
 
+  /**
+   * The archived flags only save work after a crash (a flag still 0 means "send it again", and
+   * the transcript write is idempotent), so they are written in batches, off the message path.
+   */
+  private queueArchivedFlags(channelId: string, entries: readonly HistoryEntry[]): void {
+    for (const entry of entries) this.archivedFlags.push({ channelId, seq: entry.seq });
+    this.flagFlush ??= setImmediate(() => this.flushArchivedFlags());
+  }
+
+  private flushArchivedFlags(): void {
+    if (this.flagFlush) clearImmediate(this.flagFlush);
+    this.flagFlush = undefined;
+    const flags = this.archivedFlags;
+    this.archivedFlags = [];
+    if (flags.length === 0) return;
+    try {
+      this.store.markArchived(flags);
+    } catch {
+      // Only a saving is lost: unflagged rows are sent to the (idempotent) archive again on load.
+    }
+  }
+
   /** Sends entries to the memory transcript; never rejects (a failure is retried on next load). */
   private archive(state: ChannelState, entries: HistoryEntry[]): Promise<void> {
     const promise: Promise<void> = this.options.memory
@@ -331,7 +357,7 @@ export class ChannelRuntime {
           createdAt: entry.createdAt,
         })),
       )
-      .then(() => this.store.markArchived(state.channelId, entries.map((entry) => entry.seq)))
+      .then(() => this.queueArchivedFlags(state.channelId, entries))
       .catch((error: unknown) => {
         this.options.events.emit({
           type: 'archive_failed',

@@ -2,19 +2,42 @@ import { MagpieError, InputError } from '../common/errors.js';
 import { closestMatch } from '../config/edit-distance.js';
 import { ConfigError } from '../config/problems.js';
 import { EXIT, type CliCommand, type CliIo } from './command.js';
-import { chatCommand } from './commands/chat.js';
-import { configCommand } from './commands/config.js';
-import { memoryCommand } from './commands/memory.js';
-import { replayCommand } from './commands/replay.js';
-import { startCommand } from './commands/start.js';
 import { UsageError } from './parse-flags.js';
 import { readPackageVersion } from './package-version.js';
 
-/** The top-level commands, in the order `magpie --help` lists them. */
-export const COMMANDS: readonly CliCommand[] = [startCommand, chatCommand, replayCommand, memoryCommand, configCommand];
+/**
+ * The top-level commands, in the order `magpie --help` lists them. Each is imported only when
+ * it runs: `start` pulls in discord.js, the model SDK and SQLite, which `config check` (and
+ * every script that calls it) should not pay for.
+ */
+export const COMMAND_LOADERS: ReadonlyMap<string, () => Promise<CliCommand>> = new Map([
+  ['start', async () => (await import('./commands/start.js')).startCommand],
+  ['chat', async () => (await import('./commands/chat.js')).chatCommand],
+  ['replay', async () => (await import('./commands/replay.js')).replayCommand],
+  ['memory', async () => (await import('./commands/memory.js')).memoryCommand],
+  ['config', async () => (await import('./commands/config.js')).configCommand],
+]);
+
+/**
+ * Every command, loaded (for the help text, which shows each one's summary). A command that
+ * fails to load is still listed, so `--help` keeps working and says what is wrong.
+ */
+export async function loadAllCommands(): Promise<CliCommand[]> {
+  return Promise.all([...COMMAND_LOADERS.keys()].map((name) => loadCommand(name)));
+}
+
+/** Loads one command; if its module cannot be imported, a stand-in that reports why when run. */
+async function loadCommand(name: string): Promise<CliCommand> {
+  try {
+    return await COMMAND_LOADERS.get(name)!();
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    return { name, summary: `(cannot be loaded: ${reason})`, run: () => Promise.reject(error) };
+  }
+}
 
 /** `magpie --help`: every command with its one-line summary. */
-export function topLevelUsage(commands: readonly CliCommand[] = COMMANDS): string {
+export function topLevelUsage(commands: readonly CliCommand[]): string {
   const width = Math.max(...commands.map((command) => command.name.length));
   return [
     'Usage: magpie <command> [options]',
@@ -42,24 +65,23 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   const [name, ...rest] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     // `magpie help config` is a friendly alias for `magpie config --help`.
-    const topic = name === 'help' ? COMMANDS.find((command) => command.name === rest[0]) : undefined;
-    if (topic) return runCommand(topic, ['--help'], io);
-    (name === undefined ? io.stderr : io.stdout).write(topLevelUsage());
+    const topic = name === 'help' && rest[0] !== undefined && COMMAND_LOADERS.has(rest[0]) ? rest[0] : undefined;
+    if (topic !== undefined) return runCommand(await loadCommand(topic), ['--help'], io);
+    (name === undefined ? io.stderr : io.stdout).write(topLevelUsage(await loadAllCommands()));
     return name === undefined ? EXIT.usage : EXIT.ok;
   }
   if (name === '--version' || name === '-v') {
     io.stdout.write(`${readPackageVersion()}\n`);
     return EXIT.ok;
   }
-  const command = COMMANDS.find((candidate) => candidate.name === name);
-  if (!command) {
-    const guess = closestMatch(name, COMMANDS.map((candidate) => candidate.name));
+  if (!COMMAND_LOADERS.has(name)) {
+    const guess = closestMatch(name, COMMAND_LOADERS.keys());
     const hint = guess === undefined ? '' : ` (did you mean '${guess}'?)`;
     const what = name.startsWith('-') ? `unknown option '${name}'` : `unknown command '${name}'${hint}`;
-    io.stderr.write(`magpie: ${what}\n\n${topLevelUsage()}`);
+    io.stderr.write(`magpie: ${what}\n\n${topLevelUsage(await loadAllCommands())}`);
     return EXIT.usage;
   }
-  return runCommand(command, rest, io);
+  return runCommand(await loadCommand(name), rest, io);
 }
 
 async function runCommand(command: CliCommand, argv: string[], io: CliIo): Promise<number> {
@@ -72,7 +94,7 @@ async function runCommand(command: CliCommand, argv: string[], io: CliIo): Promi
 
 /** The one error boundary of the CLI; exported so long-running commands can reuse it. */
 export function reportError(commandName: string, error: unknown, io: CliIo): number {
-  const prefix = `magpie ${commandName}: `;
+  const prefix = commandName === '' ? 'magpie: ' : `magpie ${commandName}: `;
   if (error instanceof UsageError) {
     io.stderr.write(`${prefix}${error.render()}\n`);
     return EXIT.usage;

@@ -110,7 +110,7 @@ export class CompactionCoordinator {
       createdAt: this.options.clock.now(),
     };
     const marker = { ...draft, tokens: estimateSummaryTokens(draft) };
-    const id = this.options.store.truncate(state.channelId, { fromSeq: marker.fromSeq, toSeq: marker.toSeq }, marker);
+    const id = this.options.store.truncate(state.channelId, { toSeq: marker.toSeq }, marker);
     state.removeHead(count);
     state.addSummary({ id, ...marker });
     state.markerEntries.set(id, dropped);
@@ -149,7 +149,7 @@ export class CompactionCoordinator {
     const summarizer = useFallback ? this.options.fallbackSummarizer : this.options.summarizer;
     const abort = new AbortController();
     state.compaction = { compactionId, tier, abort };
-    const startedAt = this.options.clock.now();
+    const startedAt = performance.now();
     this.emit({
       type: 'compaction_started',
       channel_id: state.channelId,
@@ -201,7 +201,8 @@ export class CompactionCoordinator {
     const { compactionId, tier, plan, outcome } = job;
     if (state.compaction?.compactionId === compactionId) state.compaction = undefined;
     if (this.closed) return { status: 'failed', compactionId, reason: 'shutting_down' };
-    const duration = this.options.clock.now() - job.startedAt;
+    // A measurement, not a time of day: it stays on the monotonic clock even when replay drives `clock`.
+    const duration = Math.round(performance.now() - job.startedAt);
     const base = { channel_id: state.channelId, compaction_id: compactionId, tier };
     const settings = this.options.settingsFor(state.channelId);
     const fail = (reason: string): CompactionOutcome => {

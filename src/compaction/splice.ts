@@ -72,7 +72,7 @@ export function applySplice(options: {
   };
   let shrunk: SummaryEntry | undefined;
   if (match.place === 'head') {
-    change.entryRange = { fromSeq: plan.entries[0]!.seq, toSeq: plan.toSeq };
+    change.entryRange = { toSeq: plan.toSeq };
   } else if (match.remaining === 0) {
     change.retiredSummaryIds.push(match.marker.id);
   } else {

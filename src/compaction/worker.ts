@@ -1,4 +1,4 @@
-import { errorMessage } from '../common/errors.js';
+import { errorMessage, MagpieError } from '../common/errors.js';
 import type { CompactionSettings } from '../config/types.js';
 import type { MemoryLocation } from '../memory/types.js';
 import type { CompactionPlan } from './planner.js';
@@ -48,6 +48,8 @@ export async function runWorker(options: {
     return { ok: true, summary, memoriesSaved: Number(result.memoriesSaved) || 0 };
   } catch (error) {
     if (abort.signal.aborted) return { ok: false, reason: errorMessage(abort.signal.reason) === 'timeout' ? 'timeout' : 'aborted' };
+    // Model errors carry a stable reason word (rate_limited, server_error, empty_summary...).
+    if (error instanceof MagpieError && typeof error.context.reason === 'string') return { ok: false, reason: error.context.reason };
     return { ok: false, reason: `summarizer_error: ${errorMessage(error)}` };
   } finally {
     clearTimeout(timer);

@@ -53,9 +53,12 @@ export class KeyLines {
     return this.lines.get(JSON.stringify(path));
   }
 
+  /** Records the path and, implicitly defined by it, each of its parents (first mention wins). */
   private remember(path: readonly string[], line: number): void {
-    const key = JSON.stringify(path);
-    if (!this.lines.has(key)) this.lines.set(key, line);
+    for (let length = 1; length <= path.length; length++) {
+      const key = JSON.stringify(path.slice(0, length));
+      if (!this.lines.has(key)) this.lines.set(key, line);
+    }
   }
 }
 

@@ -29,7 +29,9 @@ export type ConfigCheck =
   | { ok: false; problems: ConfigProblem[] };
 
 /** Validates TOML text, collecting every problem instead of stopping at the first. */
-export function checkConfigText(text: string, options: ParseConfigOptions = {}): ConfigCheck {
+export function checkConfigText(rawText: string, options: ParseConfigOptions = {}): ConfigCheck {
+  // Some Windows editors save a byte-order mark, which TOML does not allow.
+  const text = rawText.startsWith('\uFEFF') ? rawText.slice(1) : rawText;
   let document: Record<string, unknown>;
   try {
     // Discord ids written as bare numbers exceed 2^53; take them as BigInt so the check can

@@ -4,7 +4,12 @@ import { Client, GatewayIntentBits, Partials } from 'discord.js';
 export interface DiscordClientOptions {
   /** REST base without version, e.g. `http://127.0.0.1:PORT/api`; empty = Discord itself. */
   restApi?: string;
-  /** Seconds to wait for guilds after READY before declaring the client ready. */
+  /**
+   * Client-side cap on REST requests per second (Discord's global limit is 50). Raised only
+   * to measure Magpie itself against a fake Discord.
+   */
+  globalRequestsPerSecond?: number;
+  /** Milliseconds to wait for guilds after READY before declaring the client ready. */
   waitGuildTimeoutMs?: number;
 }
 
@@ -23,7 +28,10 @@ export function createDiscordClient(options: DiscordClientOptions = {}): Client 
     ],
     partials: [Partials.Channel, Partials.Message],
     ...(options.waitGuildTimeoutMs === undefined ? {} : { waitGuildTimeout: options.waitGuildTimeoutMs }),
-    ...(options.restApi ? { rest: { api: options.restApi } } : {}),
+    rest: {
+      ...(options.restApi ? { api: options.restApi } : {}),
+      ...(options.globalRequestsPerSecond ? { globalRequestsPerSecond: options.globalRequestsPerSecond } : {}),
+    },
     // The bot never needs to mention anyone beyond the author it replies to.
     allowedMentions: { parse: ['users'], repliedUser: true },
   });

@@ -70,6 +70,7 @@ export class DiscordAdapter {
     const ready = new Promise<void>((resolve) => client.once(Events.ClientReady, () => resolve()));
     await client.login(token);
     await ready;
+    if (client.user) this.options.responder.setIdentity({ id: client.user.id, name: client.user.displayName });
     this.accepting = true;
     this.options.events.emit({ type: 'discord_ready', guilds: client.guilds.cache.size });
     const discord = config.current().discord;
@@ -96,7 +97,11 @@ export class DiscordAdapter {
 
   /** Resolves when every event handler started so far is done (tests, benchmarks). */
   async idle(): Promise<void> {
-    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+    while (this.inFlight.size > 0 || this.debouncer.size > 0 || this.options.responder.pending > 0) {
+      await Promise.allSettled([...this.inFlight]);
+      await this.options.responder.idle();
+      if (this.debouncer.size > 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    }
   }
 
   private attach(): void {
@@ -168,7 +173,8 @@ export class DiscordAdapter {
     const last = burst.at(-1);
     if (!last) return;
     const { incoming, parentId } = last.normalized;
-    const work = this.options.responder.respond({
+    // Tracked by the responder, whose drain bounds the wait at shutdown.
+    void this.options.responder.respond({
       channelId,
       ...(parentId ? { parentId } : {}),
       userId: incoming.authorId,
@@ -179,8 +185,6 @@ export class DiscordAdapter {
       },
       target: this.replyTarget(last.message),
     });
-    this.inFlight.add(work);
-    void work.finally(() => this.inFlight.delete(work));
   }
 
   private locationOf(incoming: IncomingMessage): MemoryLocation {

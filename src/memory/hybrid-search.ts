@@ -21,6 +21,12 @@ export interface SearchTuning {
   semanticCeiling: number;
   /** BM25 strength (negated bm25()) at which full-text evidence counts one half. */
   lexicalHalf: number;
+  /** Vector neighbours less similar than this do not enter the fusion (noise of a hashed space). */
+  vectorMinSimilarity: number;
+  /** `rrf`: order by fused rank; `score`: order by the evidence score (which includes the rank). */
+  order: 'rrf' | 'score';
+  /** Weight of the fused rank inside the score (the rest is raw evidence). */
+  rankShare: number;
 }
 
 export const DEFAULT_SEARCH_TUNING: Readonly<SearchTuning> = Object.freeze({
@@ -32,6 +38,9 @@ export const DEFAULT_SEARCH_TUNING: Readonly<SearchTuning> = Object.freeze({
   semanticFloor: 0.2,
   semanticCeiling: 0.8,
   lexicalHalf: 6,
+  order: 'rrf',
+  vectorMinSimilarity: 0,
+  rankShare: 0.5,
 });
 
 export interface HybridSearchRequest {
@@ -79,7 +88,9 @@ export class HybridSearch {
   run(request: HybridSearchRequest): SearchResult[] {
     const tuning = this.tuning;
     const candidateCount = Math.max(tuning.candidates, request.limit * 3);
-    const vectorHits = this.vectorCandidates(request, candidateCount);
+    const vectorHits = this.vectorCandidates(request, candidateCount).filter(
+      (hit) => hit.similarity >= tuning.vectorMinSimilarity,
+    );
     const textHits = this.textCandidates(request, candidateCount);
 
     const candidates = new Map<number, Candidate>();
@@ -106,7 +117,11 @@ export class HybridSearch {
     const bestRrf = (tuning.vectorWeight + tuning.textWeight) / (tuning.rrfK + 1);
     const ranked = [...candidates.values()]
       .map((entry) => ({ entry, score: this.score(entry, bestRrf) }))
-      .sort((left, right) => right.entry.rrf - left.entry.rrf || right.score - left.score);
+      .sort((left, right) =>
+        tuning.order === 'rrf'
+          ? right.entry.rrf - left.entry.rrf || right.score - left.score
+          : right.score - left.score || right.entry.rrf - left.entry.rrf,
+      );
     return this.materialize(ranked, request.limit);
   }
 
@@ -118,7 +133,7 @@ export class HybridSearch {
     );
     const lexical = entry.lexical === undefined ? 0 : entry.lexical / (entry.lexical + tuning.lexicalHalf);
     const evidence = 1 - (1 - semantic) * (1 - lexical);
-    return Math.min(1, Math.max(0, evidence * (0.5 + 0.5 * Math.min(1, entry.rrf / bestRrf))));
+    return Math.min(1, Math.max(0, evidence * (1 - tuning.rankShare + tuning.rankShare * Math.min(1, entry.rrf / bestRrf))));
   }
 
   private vectorCandidates(request: HybridSearchRequest, count: number): Array<{ label: number; similarity: number }> {

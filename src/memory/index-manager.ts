@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import type { EventStream } from '../common/events.js';
 import type { SqliteDatabase } from '../storage/database.js';
 import { blobToVector, dot } from './embedder.js';
 import { fnv1a } from './text.js';
@@ -19,6 +20,8 @@ export interface IndexManagerOptions {
   sliceMs?: number;
   /** Unsaved points after which a catching-up index is written to disk. */
   saveEvery?: number;
+  /** Receives `memory_index_loaded` and `memory_index_rebuild` events (no content, only ids and counts). */
+  events?: EventStream;
 }
 
 interface LoadedIndex {
@@ -29,7 +32,6 @@ interface LoadedIndex {
   dirty: boolean;
   unsavedPoints: number;
   evicted: boolean;
-  catchingUp: boolean;
 }
 
 interface StateRow {
@@ -187,15 +189,20 @@ export class VectorIndexManager {
       .prepare('SELECT high_water, point_count, identity FROM memory_index_state WHERE index_key = ?')
       .get(key) as StateRow | undefined;
     let entry: LoadedIndex | undefined;
-    if (state && state.identity === this.identity && existsSync(file)) {
+    let reason = 'no saved index';
+    if (state && state.identity !== this.identity) reason = 'embedder or parameters changed';
+    else if (state && !existsSync(file)) reason = 'index file missing';
+    else if (state) {
       try {
         const index = HnswVectorIndex.load({ dimension, params, file });
         // A file that does not hold exactly what SQLite says it holds is not trusted.
         if (index.pointCount === state.point_count) {
-          entry = { key, index, highWater: state.high_water, dirty: false, unsavedPoints: 0, evicted: false, catchingUp: false };
+          entry = { key, index, highWater: state.high_water, dirty: false, unsavedPoints: 0, evicted: false };
+        } else {
+          reason = `index file holds ${index.pointCount} points, database says ${state.point_count}`;
         }
       } catch {
-        entry = undefined;
+        reason = 'index file unreadable';
       }
     }
     if (entry) {
@@ -204,6 +211,7 @@ export class VectorIndexManager {
         .all(key) as { label: number }[];
       for (const { label } of tombstones) entry.index.remove(label);
       if (tombstones.length > 0) entry.dirty = true;
+      this.options.events?.emit({ type: 'memory_index_loaded', index_key: key, points: entry.index.pointCount });
     } else {
       const { total } = db.prepare('SELECT COUNT(*) AS total FROM memory_vectors WHERE index_key = ?').get(key) as {
         total: number;
@@ -215,9 +223,9 @@ export class VectorIndexManager {
         dirty: true,
         unsavedPoints: 0,
         evicted: false,
-        catchingUp: false,
       };
       db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(key);
+      this.options.events?.emit({ type: 'memory_index_rebuild', index_key: key, reason, points: total });
     }
     this.scheduleCatchUp(entry);
     return entry;

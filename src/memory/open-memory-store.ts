@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import type { Clock } from '../common/clock.js';
+import type { EventStream } from '../common/events.js';
 import { InputError } from '../common/errors.js';
 import type { MemorySettings } from '../config/types.js';
 import type { SqliteDatabase } from '../storage/database.js';
@@ -22,6 +23,8 @@ export interface OpenMemoryStoreOptions {
   embedder?: Embedder;
   hnsw?: Partial<HnswParams>;
   tuning?: Partial<SearchTuning>;
+  /** Index load and rebuild events go here. */
+  events?: EventStream;
   /** Indexes kept loaded at once (least recently used beyond it are saved and dropped). */
   maxLoadedIndexes?: number;
 }
@@ -49,10 +52,12 @@ export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<
     embedderIdentity: identity,
     params,
     ...(options.maxLoadedIndexes ? { maxLoaded: options.maxLoadedIndexes } : {}),
+    ...(options.events ? { events: options.events } : {}),
   });
   const stored = options.db.prepare(`SELECT value FROM memory_meta WHERE key = 'embedder'`).get() as { value: string } | undefined;
   if (stored?.value !== identity) {
-    await reembedAll(options.db, embedder);
+    const items = await reembedAll(options.db, embedder);
+    if (stored) options.events?.emit({ type: 'memory_vectors_rebuilt', from: stored.value, to: identity, items });
     indexes.dropAll();
     options.db
       .prepare(`INSERT INTO memory_meta (key, value) VALUES ('embedder', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`)
@@ -69,7 +74,7 @@ export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<
 }
 
 /** Recomputes every vector from SQLite content (the source of truth), in batches. */
-async function reembedAll(db: SqliteDatabase, embedder: Embedder): Promise<void> {
+async function reembedAll(db: SqliteDatabase, embedder: Embedder): Promise<number> {
   const select = db.prepare('SELECT rowid, content, index_key FROM memory_items WHERE rowid > ? ORDER BY rowid LIMIT 512');
   const insert = db.prepare('INSERT INTO memory_vectors (item_rowid, index_key, vector) VALUES (?, ?, ?)');
   const replaced: Array<{ rowid: number; indexKey: string; vector: Float32Array }> = [];
@@ -86,4 +91,5 @@ async function reembedAll(db: SqliteDatabase, embedder: Embedder): Promise<void>
     db.exec('DELETE FROM memory_vectors');
     for (const item of replaced) insert.run(item.rowid, item.indexKey, vectorToBlob(item.vector));
   })();
+  return replaced.length;
 }

@@ -1,10 +1,66 @@
-import { EXIT, type CliCommand } from '../command.js';
+import os from 'node:os';
+import { openApp } from '../../app/index.js';
+import { EventStream } from '../../common/events.js';
+import { loadConfig } from '../../config/index.js';
+import { EXIT, type CliCommand, type CliIo } from '../command.js';
+import { ConsoleAdapter } from '../console-adapter.js';
+import { parseFlags } from '../parse-flags.js';
+
+const USAGE = `Usage: magpie chat [--channel NAME] [--config FILE] [--data-dir DIR]
+
+Talks to Magpie in the terminal: the same channel runtime, memory and compaction as the bot,
+in the channel console:NAME. Every line you type is a message; input may be piped.
+
+Commands inside the chat:
+  /context             how full the context window is, and the last compaction
+  /compact             compact the history now, in the background
+  /memory search TEXT  search memories and past messages
+  /memory forget ID    forget one memory
+  /quit                leave (Ctrl-D works too)
+
+Options:
+  --channel NAME  channel name (default: local); history is kept per channel
+  --config FILE   configuration file (default: ./config.toml if present, else built-in defaults)
+  --data-dir DIR  data directory (overrides [memory] data_dir)
+  -h, --help      show this help
+
+Without a model configured Magpie records and indexes what you write but does not answer:
+set ANTHROPIC_API_KEY and [llm] model, or [llm] base_url of any Anthropic-compatible server
+(a local llama.cpp or Ollama).
+`;
 
 export const chatCommand: CliCommand = {
   name: 'chat',
-  summary: '(not available yet)',
-  async run(_argv, io) {
-    io.stderr.write('magpie chat is not available in this build yet.\n');
-    return EXIT.failure;
+  summary: 'chat with Magpie in the terminal (no Discord needed)',
+  async run(argv: string[], io: CliIo): Promise<number> {
+    const parsed = parseFlags(argv, {
+      usage: USAGE,
+      options: { channel: { type: 'string' }, config: { type: 'string' }, 'data-dir': { type: 'string' } },
+    });
+    if (parsed.help) {
+      io.stdout.write(USAGE);
+      return EXIT.ok;
+    }
+    const channelName = (parsed.values.channel ?? 'local').trim() || 'local';
+    const { config } = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env });
+    const events = new EventStream();
+    const dataDir = parsed.values['data-dir'];
+    const app = await openApp({ config, env: io.env, cwd: io.cwd, events, ...(dataDir ? { dataDir } : {}) });
+    try {
+      const adapter = new ConsoleAdapter({
+        app,
+        channelName,
+        userName: io.env.USER?.trim() || os.userInfo().username || 'you',
+        input: io.stdin,
+        output: io.stdout,
+        notices: io.stderr,
+        prompt: (io.stdin as { isTTY?: boolean }).isTTY === true,
+      });
+      await adapter.run();
+      await app.responder.drain(app.config.current().discord.shutdownGraceMs);
+    } finally {
+      await app.close();
+    }
+    return EXIT.ok;
   },
 };

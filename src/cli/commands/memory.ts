@@ -1,10 +1,378 @@
-import { EXIT, type CliCommand } from '../command.js';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { errorMessage, InputError, MagpieError } from '../../common/errors.js';
+import { loadConfig } from '../../config/load-config.js';
+import type { MemorySettings } from '../../config/types.js';
+import { openMemoryStore } from '../../memory/open-memory-store.js';
+import type { SqliteMemoryStore } from '../../memory/sqlite-memory-store.js';
+import { MEMORY_TYPES, type MemoryKind, type MemoryType, type SearchResult } from '../../memory/types.js';
+import { checkLimit, checkMemoryType, checkQuery, MAX_SEARCH_LIMIT } from '../../memory/validation.js';
+import { DATABASE_FILE, openDatabase, type SqliteDatabase } from '../../storage/database.js';
+import { ALL_MIGRATIONS } from '../../storage/migrations.js';
+import { EXIT, type CliCommand, type CliIo } from '../command.js';
+import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
 
+const USAGE = `Usage: magpie memory <subcommand> [options]
+
+Read and manage long-term memory in a data directory.
+
+Subcommands:
+  search QUERY --channel ID     search what a channel may see (memories and its transcript)
+  search --queries FILE --json  many searches at once, one JSON object a line
+  list                          the newest memories and transcript entries
+  forget ID                     delete one memory or transcript entry
+  stats                         counts, embedder and index state
+
+Run magpie memory <subcommand> --help for its options.
+`;
+
+const SEARCH_USAGE = `Usage: magpie memory search QUERY --channel ID [--data-dir DIR] [--limit K] [--kind memory|transcript] [--type TYPE] [--json]
+       magpie memory search --queries FILE [--data-dir DIR] --json
+
+Hybrid search (vectors + full text) over what the channel may see.
+
+Options:
+  --data-dir DIR     data directory (default: [memory] data_dir of the config, or $MAGPIE_DATA_DIR)
+  --channel ID       channel whose memory is searched (required for a single query)
+  --limit K          results, 1 to ${MAX_SEARCH_LIMIT} (default 5)
+  --kind KIND        only memory or only transcript results
+  --type TYPE        only memories of this type: ${MEMORY_TYPES.join(', ')}
+  --queries FILE     JSON lines { "id", "channel", "query", "limit"? } ("-" reads stdin); prints one
+                     line { "id", "results": [...] } per query, or { "line", "id"?, "error" } for a
+                     bad line (the others still run; the exit code is then 1)
+  --json             JSON output
+  --config FILE      config file for the embedder settings (default ./config.toml if present)
+  -h, --help         show this help
+`;
+
+const LIST_USAGE = `Usage: magpie memory list [--data-dir DIR] [--channel ID] [--kind memory|transcript] [--limit N] [--json]
+
+Lists the newest entries, optionally only what one channel may see.
+
+Options:
+  --data-dir DIR   data directory (default: [memory] data_dir of the config)
+  --channel ID     only what this channel may see
+  --kind KIND      memory or transcript
+  --limit N        entries to show (default 50)
+  --json           one JSON object a line
+  --config FILE    config file (default ./config.toml if present)
+  -h, --help       show this help
+`;
+
+const FORGET_USAGE = `Usage: magpie memory forget ID [--data-dir DIR]
+
+Deletes one memory or transcript entry (ids as shown by list and search, e.g. mem-12, msg-40).
+
+Options:
+  --data-dir DIR   data directory (default: [memory] data_dir of the config)
+  --config FILE    config file (default ./config.toml if present)
+  -h, --help       show this help
+`;
+
+const STATS_USAGE = `Usage: magpie memory stats [--data-dir DIR] [--channel ID] [--json]
+
+Counts of memories by type and transcript entries, the embedder, and how many vectors are indexed.
+
+Options:
+  --data-dir DIR   data directory (default: [memory] data_dir of the config)
+  --channel ID     only what this channel may see
+  --json           JSON output
+  --config FILE    config file (default ./config.toml if present)
+  -h, --help       show this help
+`;
+
+const COMMON_OPTIONS = {
+  'data-dir': { type: 'string' },
+  config: { type: 'string' },
+} as const;
+
+/** `magpie memory ...`: search, list, forget and stats over a data directory. */
 export const memoryCommand: CliCommand = {
   name: 'memory',
-  summary: '(not available yet)',
-  async run(_argv, io) {
-    io.stderr.write('magpie memory is not available in this build yet.\n');
-    return EXIT.failure;
+  summary: 'search, list, forget and count what Magpie remembers',
+  async run(argv, io) {
+    const [subcommand, ...rest] = argv;
+    switch (subcommand) {
+      case 'search':
+        return searchCommand(rest, io);
+      case 'list':
+        return listCommand(rest, io);
+      case 'forget':
+        return forgetCommand(rest, io);
+      case 'stats':
+        return statsCommand(rest, io);
+      case undefined:
+      case '--help':
+      case '-h':
+      case 'help':
+        if (subcommand === undefined) throw new UsageError('missing subcommand', USAGE);
+        io.stdout.write(USAGE);
+        return EXIT.ok;
+      default:
+        throw new UsageError(`unknown subcommand '${subcommand}'`, USAGE);
+    }
   },
 };
+
+async function searchCommand(argv: string[], io: CliIo): Promise<number> {
+  const parsed = parseFlags(argv, {
+    usage: SEARCH_USAGE,
+    options: {
+      ...COMMON_OPTIONS,
+      channel: { type: 'string' },
+      limit: { type: 'string' },
+      kind: { type: 'string' },
+      type: { type: 'string' },
+      queries: { type: 'string' },
+      json: { type: 'boolean' },
+    },
+    positionals: { min: 0, max: 1 },
+  });
+  if (parsed.help) {
+    io.stdout.write(SEARCH_USAGE);
+    return EXIT.ok;
+  }
+  const values = parsed.values;
+  const limit = integerFlag(values.limit, '--limit', SEARCH_USAGE, { min: 1, max: MAX_SEARCH_LIMIT });
+  const kind = kindFlag(values.kind, SEARCH_USAGE);
+  const memoryType = typeFlag(values.type, SEARCH_USAGE);
+  if (values.queries !== undefined) {
+    if (parsed.positionals.length > 0) throw new UsageError('give either QUERY or --queries FILE, not both', SEARCH_USAGE);
+    if (!values.json) throw new UsageError('--queries needs --json (its output is JSON lines)', SEARCH_USAGE);
+    const text = values.queries === '-' ? await readAll(io.stdin) : readInputFile(path.resolve(io.cwd, values.queries));
+    return withStore(values, io, async (store) => runBatch(store, text, { kind, memoryType }, io));
+  }
+  const query = parsed.positionals[0];
+  if (query === undefined) throw new UsageError('missing QUERY (or --queries FILE)', SEARCH_USAGE);
+  const channelId = requireFlag(values.channel, '--channel', SEARCH_USAGE);
+  return withStore(values, io, async (store) => {
+    const results = await store.search({
+      location: { channelId },
+      query,
+      ...(limit === undefined ? {} : { limit }),
+      ...(kind ? { kind } : {}),
+      ...(memoryType ? { memoryType } : {}),
+    });
+    if (values.json) io.stdout.write(`${JSON.stringify(results)}\n`);
+    else io.stdout.write(formatResults(results));
+    return EXIT.ok;
+  });
+}
+
+async function runBatch(
+  store: SqliteMemoryStore,
+  text: string,
+  filters: { kind: MemoryKind | undefined; memoryType: MemoryType | undefined },
+  io: CliIo,
+): Promise<number> {
+  let failed = 0;
+  const lines = text.split(/\r?\n/);
+  for (let index = 0; index < lines.length; index += 1) {
+    const line = lines[index]!.trim();
+    if (line.length === 0) continue;
+    const lineNumber = index + 1;
+    let id: unknown;
+    try {
+      let request: unknown;
+      try {
+        request = JSON.parse(line);
+      } catch {
+        throw new InputError('not valid JSON');
+      }
+      if (typeof request !== 'object' || request === null || Array.isArray(request)) {
+        throw new InputError('expected a JSON object { "id", "channel", "query", "limit"? }');
+      }
+      const fields = request as Record<string, unknown>;
+      id = fields.id;
+      if (typeof fields.channel !== 'string' || fields.channel.length === 0) {
+        throw new InputError('"channel" must be a non-empty string');
+      }
+      const query = checkQuery(fields.query, '"query"');
+      const limit = fields.limit === undefined ? undefined : checkLimit(fields.limit, '"limit"');
+      const results = await store.search({
+        location: { channelId: fields.channel },
+        query,
+        ...(limit === undefined ? {} : { limit }),
+        ...(filters.kind ? { kind: filters.kind } : {}),
+        ...(filters.memoryType ? { memoryType: filters.memoryType } : {}),
+      });
+      io.stdout.write(`${JSON.stringify({ id: fields.id ?? null, results })}\n`);
+    } catch (error) {
+      if (!(error instanceof InputError)) throw error;
+      failed += 1;
+      const report: Record<string, unknown> = { line: lineNumber };
+      if (id !== undefined) report.id = id;
+      report.error = `line ${lineNumber}: ${error.message}`;
+      io.stdout.write(`${JSON.stringify(report)}\n`);
+    }
+  }
+  if (failed > 0) {
+    io.stderr.write(`magpie memory search: ${failed} bad query line${failed === 1 ? '' : 's'} (see the error objects)\n`);
+    return EXIT.failure;
+  }
+  return EXIT.ok;
+}
+
+async function listCommand(argv: string[], io: CliIo): Promise<number> {
+  const parsed = parseFlags(argv, {
+    usage: LIST_USAGE,
+    options: { ...COMMON_OPTIONS, channel: { type: 'string' }, kind: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } },
+  });
+  if (parsed.help) {
+    io.stdout.write(LIST_USAGE);
+    return EXIT.ok;
+  }
+  const values = parsed.values;
+  const kind = kindFlag(values.kind, LIST_USAGE);
+  const limit = integerFlag(values.limit, '--limit', LIST_USAGE, { min: 1, max: 10_000 }) ?? 50;
+  return withStore(values, io, async (store) => {
+    const records = store.list({
+      ...(values.channel ? { location: { channelId: values.channel } } : {}),
+      ...(kind ? { kind } : {}),
+      limit,
+    });
+    for (const record of records) {
+      if (values.json) {
+        io.stdout.write(`${JSON.stringify(record)}\n`);
+      } else {
+        const label = record.kind === 'memory' ? `${record.memoryType} ${record.importance?.toFixed(2)}` : 'transcript';
+        io.stdout.write(
+          `${record.id}  ${new Date(record.createdAt).toISOString()}  ${record.channelId}  ${label}\n  ${oneLine(record.content)}\n`,
+        );
+      }
+    }
+    if (!values.json && records.length === 0) io.stdout.write('(nothing stored)\n');
+    return EXIT.ok;
+  });
+}
+
+async function forgetCommand(argv: string[], io: CliIo): Promise<number> {
+  const parsed = parseFlags(argv, { usage: FORGET_USAGE, options: { ...COMMON_OPTIONS }, positionals: { min: 1, max: 1 } });
+  if (parsed.help) {
+    io.stdout.write(FORGET_USAGE);
+    return EXIT.ok;
+  }
+  const id = parsed.positionals[0]!;
+  return withStore(parsed.values, io, async (store) => {
+    if (!store.forget(id)) {
+      io.stderr.write(`magpie memory forget: no memory or transcript entry with id '${id}'\n`);
+      return EXIT.failure;
+    }
+    io.stdout.write(`forgot ${id}\n`);
+    return EXIT.ok;
+  });
+}
+
+async function statsCommand(argv: string[], io: CliIo): Promise<number> {
+  const parsed = parseFlags(argv, {
+    usage: STATS_USAGE,
+    options: { ...COMMON_OPTIONS, channel: { type: 'string' }, json: { type: 'boolean' } },
+  });
+  if (parsed.help) {
+    io.stdout.write(STATS_USAGE);
+    return EXIT.ok;
+  }
+  const values = parsed.values;
+  return withStore(values, io, async (store) => {
+    const stats = store.stats(values.channel ? { channelId: values.channel } : undefined);
+    if (values.json) {
+      io.stdout.write(`${JSON.stringify(stats)}\n`);
+      return EXIT.ok;
+    }
+    const types = Object.entries(stats.byType)
+      .map(([type, count]) => `${type} ${count}`)
+      .join(', ');
+    io.stdout.write(
+      [
+        `memories:           ${stats.memories}${types ? ` (${types})` : ''}`,
+        `transcript entries: ${stats.transcriptEntries}`,
+        `embedder:           ${stats.embedder} (dimension ${stats.dimension})`,
+        `vectors indexed:    ${stats.indexedVectors} (pending ${stats.pendingVectors})`,
+        '',
+      ].join('\n'),
+    );
+    return EXIT.ok;
+  });
+}
+
+/**
+ * Opens the data directory's database and memory store around `work`, and closes both. A data
+ * directory without a database is an error: reading commands never create an empty one.
+ */
+async function withStore(
+  values: { 'data-dir'?: string | undefined; config?: string | undefined },
+  io: CliIo,
+  work: (store: SqliteMemoryStore) => Promise<number>,
+): Promise<number> {
+  const { config } = loadConfig({ path: values.config, cwd: io.cwd, env: io.env });
+  const dataDir = path.resolve(io.cwd, values['data-dir'] ?? config.memory.dataDir);
+  if (!existsSync(path.join(dataDir, DATABASE_FILE))) {
+    throw new MagpieError('no_data', `no Magpie data in ${dataDir} (${DATABASE_FILE} not found)`, {
+      hint: 'pass --data-dir with a directory written by `magpie start`, `magpie chat` or `magpie replay`',
+    });
+  }
+  let db: SqliteDatabase | undefined;
+  let store: SqliteMemoryStore | undefined;
+  try {
+    db = openDatabase(dataDir, ALL_MIGRATIONS);
+    const settings: MemorySettings = { ...config.memory, dataDir };
+    store = await openMemoryStore({ db, dataDir, settings, env: io.env });
+    return await work(store);
+  } finally {
+    try {
+      await store?.close();
+    } catch (error) {
+      io.stderr.write(`magpie memory: could not save the vector index: ${errorMessage(error)}\n`);
+    }
+    db?.close();
+  }
+}
+
+function kindFlag(value: string | undefined, usage: string): MemoryKind | undefined {
+  if (value === undefined) return undefined;
+  if (value !== 'memory' && value !== 'transcript') throw new UsageError(`--kind must be memory or transcript, got '${value}'`, usage);
+  return value;
+}
+
+function typeFlag(value: string | undefined, usage: string): MemoryType | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return checkMemoryType(value, '--type');
+  } catch (error) {
+    throw new UsageError(errorMessage(error), usage);
+  }
+}
+
+function readInputFile(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new InputError(`cannot read queries file ${file}: ${errorMessage(error)}`);
+  }
+}
+
+async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function formatResults(results: SearchResult[]): string {
+  if (results.length === 0) return '(no results)\n';
+  return results
+    .map((result, position) => {
+      const label = result.kind === 'memory' ? `memory/${result.memory_type}` : 'transcript';
+      const sources = result.source_ids.length > 0 ? `  sources ${result.source_ids.join(', ')}` : '';
+      const body = result.content
+        .split('\n')
+        .map((line) => `   ${line}`)
+        .join('\n');
+      return `${position + 1}. ${result.score.toFixed(3)}  ${label}  ${result.id}  ${result.created_at}${sources}\n${body}\n`;
+    })
+    .join('');
+}
+
+function oneLine(text: string): string {
+  const flat = text.replace(/\s+/g, ' ');
+  return flat.length > 160 ? `${flat.slice(0, 157)}...` : flat;
+}

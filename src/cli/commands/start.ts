@@ -1,10 +1,115 @@
-import { EXIT, type CliCommand } from '../command.js';
+import { MODEL_HINT, openApp } from '../../app/index.js';
+import { errorMessage, MagpieError } from '../../common/errors.js';
+import { EventStream } from '../../common/events.js';
+import { loadConfig, watchConfigFile, type ConfigWatcher } from '../../config/index.js';
+import { createDiscordClient, DiscordAdapter } from '../../discord/index.js';
+import { attachEventLogger, createLogger, followConfigLevel } from '../../logging/index.js';
+import { EXIT, type CliCommand, type CliIo } from '../command.js';
+import { parseFlags } from '../parse-flags.js';
+
+/** Points the bot at another Discord API base (a proxy, or a fake one in tests). */
+export const DISCORD_API_ENV = 'MAGPIE_DISCORD_API';
+
+const USAGE = `Usage: magpie start [--config FILE]
+
+Runs the Discord bot: connects to Discord, records every message in the channels it may
+read, answers according to each channel's reply policy, and compacts history in the
+background. Stop it with Ctrl-C or SIGTERM; running replies get [discord] shutdown_grace_ms
+to finish.
+
+Options:
+  --config FILE  configuration file (default: ./config.toml if present, else built-in defaults)
+  -h, --help     show this help
+
+Environment:
+  DISCORD_TOKEN      the bot token (the name is set by [discord] token_env)
+  ANTHROPIC_API_KEY  the model key (the name is set by [llm] api_key_env)
+  LOG_LEVEL          overrides [logging] level
+`;
+
+export function missingTokenMessage(variable: string): string {
+  return [
+    `magpie start: no Discord bot token: the environment variable ${variable} is not set.`,
+    '',
+    'To get a token:',
+    '  1. Open https://discord.com/developers/applications and create an application (New Application).',
+    '  2. Under Bot, press Reset Token and copy it; on the same page enable the Message Content intent.',
+    '  3. Invite the bot to your server (OAuth2 → URL Generator, scopes "bot" and "applications.commands").',
+    `  4. Run:  ${variable}=<token> npx magpie start`,
+    '',
+    'To try Magpie without Discord, chat with it in the terminal:  npx magpie chat',
+    '',
+  ].join('\n');
+}
 
 export const startCommand: CliCommand = {
   name: 'start',
-  summary: '(not available yet)',
-  async run(_argv, io) {
-    io.stderr.write('magpie start is not available in this build yet.\n');
-    return EXIT.failure;
+  summary: 'run the Discord bot',
+  async run(argv: string[], io: CliIo): Promise<number> {
+    const parsed = parseFlags(argv, { usage: USAGE, options: { config: { type: 'string' } } });
+    if (parsed.help) {
+      io.stdout.write(USAGE);
+      return EXIT.ok;
+    }
+    const loaded = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env });
+    const config = loaded.config;
+    const token = io.env[config.discord.tokenEnv]?.trim() ?? '';
+    if (token === '') {
+      io.stderr.write(missingTokenMessage(config.discord.tokenEnv));
+      return EXIT.config;
+    }
+
+    const logger = createLogger({ level: config.logging.level, env: io.env, destination: io.stdout });
+    const events = new EventStream();
+    attachEventLogger(events, logger);
+    const app = await openApp({ config, env: io.env, cwd: io.cwd, events });
+    if (app.modelProblem && config.llm.model.trim() !== '') {
+      // A model was asked for but cannot be used: refuse now rather than at the first message.
+      await app.close();
+      io.stderr.write(`magpie start: ${app.modelProblem.render()}\n`);
+      return EXIT.config;
+    }
+    if (!app.model) {
+      logger.warn({ event: 'no_model' }, `no model configured: messages are recorded and searchable, but nobody answers (${MODEL_HINT})`);
+    }
+    followConfigLevel(app.config, logger, io.env);
+    let watcher: ConfigWatcher | undefined;
+    if (loaded.found) watcher = watchConfigFile({ path: loaded.path, live: app.config, logger, env: io.env });
+
+    const apiBase = io.env[DISCORD_API_ENV]?.trim();
+    const client = createDiscordClient(apiBase ? { restApi: apiBase } : {});
+    const adapter = new DiscordAdapter({
+      client,
+      runtime: app.runtime,
+      responder: app.responder,
+      memory: app.memory,
+      config: app.config,
+      events,
+    });
+
+    const signalled = new Promise<string>((resolve) => {
+      process.once('SIGINT', () => resolve('SIGINT'));
+      process.once('SIGTERM', () => resolve('SIGTERM'));
+    });
+    try {
+      await adapter.start(token);
+    } catch (error) {
+      watcher?.close();
+      await client.destroy().catch(() => {});
+      await app.close();
+      const message = error instanceof MagpieError ? error.render() : errorMessage(error);
+      io.stderr.write(`magpie start: could not connect to Discord: ${message}\n`);
+      return EXIT.failure;
+    }
+    logger.info({ event: 'started', user: client.user?.tag, guilds: client.guilds.cache.size, data_dir: app.dataDir }, 'magpie is running');
+
+    const signal = await signalled;
+    const graceMs = app.config.current().discord.shutdownGraceMs;
+    logger.info({ event: 'stopping', signal, grace_ms: graceMs }, 'stopping: finishing running replies');
+    watcher?.close();
+    await adapter.stop(graceMs);
+    await app.close();
+    logger.info({ event: 'stopped' }, 'stopped');
+    return EXIT.ok;
   },
 };

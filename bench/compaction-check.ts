@@ -1,0 +1,32 @@
+/** The Compactor check costs the same at 100 and at 100,000 messages (running totals, no I/O). */
+import { median, timeBatches, type BenchReport } from './harness.js';
+import { benchConfig, fillHistory, openBenchRuntime } from './compaction-support.js';
+
+export async function run(): Promise<BenchReport> {
+  // A window so large that no check ever acts: what is timed is the decision itself.
+  const bench = openBenchRuntime(benchConfig(1_000_000_000));
+  fillHistory(bench.db, 'small', 100);
+  fillHistory(bench.db, 'large', 100_000);
+  const { runtime } = bench;
+  runtime.check('small');
+  runtime.check('large');
+  const options = { batches: 40, batch: 20_000 };
+  const small: number[] = [];
+  const large: number[] = [];
+  // Interleaved rounds so that machine noise hits both sizes alike.
+  for (let round = 0; round < 5; round += 1) {
+    small.push(...timeBatches(() => runtime.check('small'), options));
+    large.push(...timeBatches(() => runtime.check('large'), options));
+  }
+  await bench.close();
+  const smallUs = median(small) * 1000;
+  const largeUs = median(large) * 1000;
+  return {
+    name: 'compaction-check',
+    metrics: [
+      { name: 'check() median at 100 messages', value: smallUs, unit: 'µs', target: '< 10 µs' },
+      { name: 'check() median at 100,000 messages', value: largeUs, unit: 'µs', target: '< 10 µs' },
+      { name: 'ratio 100,000 / 100', value: largeUs / smallUs, unit: '×', target: '≤ 1.5' },
+    ],
+  };
+}

@@ -1,0 +1,119 @@
+import path from 'node:path';
+import { systemClock, type Clock } from '../common/clock.js';
+import { InputError, MagpieError } from '../common/errors.js';
+import { EventStream } from '../common/events.js';
+import { LiveConfig } from '../config/live-config.js';
+import type { MagpieConfig } from '../config/types.js';
+import { ChannelRuntime } from '../channel/index.js';
+import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
+import { createLlmSummarizer } from '../compaction/llm-summarizer.js';
+import { createAnthropicModel, limitConcurrency, type ChatModel } from '../llm/index.js';
+import type { ToolHandler } from '../llm/tool.js';
+import { createMemoryTools, openMemoryStore } from '../memory/index.js';
+import type { MemoryStore } from '../memory/types.js';
+import { openDatabase, type SqliteDatabase } from '../storage/database.js';
+import { ALL_MIGRATIONS } from '../storage/migrations.js';
+import { ChannelResponder } from './channel-responder.js';
+
+export interface OpenAppOptions {
+  config: LiveConfig | MagpieConfig;
+  /** Overrides `[memory] data_dir`. */
+  dataDir?: string;
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+  events?: EventStream;
+  clock?: Clock;
+}
+
+/** Everything a running Magpie needs, opened from one config, closed in one call. */
+export interface MagpieApp {
+  config: LiveConfig;
+  events: EventStream;
+  dataDir: string;
+  db: SqliteDatabase;
+  memory: MemoryStore;
+  /** Undefined when no model is configured or usable; `modelProblem` says why. */
+  model: ChatModel | undefined;
+  modelProblem: MagpieError | undefined;
+  tools: ToolHandler[];
+  runtime: ChannelRuntime;
+  responder: ChannelResponder;
+  /** Stops the runtime (in-flight compactions are not applied), then memory, then the database. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens the database, memory, the model (capped at `[llm] max_concurrent_calls` simultaneous
+ * calls shared by replies and compaction workers), the channel runtime and the responder.
+ * A missing model is not an error here: callers decide whether to run without one.
+ */
+export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
+  const config = options.config instanceof LiveConfig ? options.config : new LiveConfig(options.config);
+  const env = options.env ?? process.env;
+  const current = config.current();
+  const events = options.events ?? new EventStream();
+  const clock = options.clock ?? systemClock;
+  const dataDir = path.resolve(options.cwd ?? process.cwd(), options.dataDir ?? current.memory.dataDir);
+
+  let model: ChatModel | undefined;
+  let modelProblem: MagpieError | undefined;
+  if (current.llm.model.trim() === '') {
+    modelProblem = new InputError('no model is configured', { context: { key: 'llm.model' }, hint: MODEL_HINT });
+  } else {
+    try {
+      model = limitConcurrency(createAnthropicModel(current.llm, { env }), current.llm.maxConcurrentCalls);
+    } catch (error) {
+      if (!(error instanceof MagpieError)) throw error;
+      modelProblem = error;
+    }
+  }
+
+  const db = openDatabase(dataDir, ALL_MIGRATIONS);
+  let memory: MemoryStore;
+  try {
+    memory = await openMemoryStore({ db, dataDir, settings: current.memory, env, clock });
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+  const memoryTools = createMemoryTools(memory);
+  const tools = [memoryTools.memorySearch, memoryTools.memorySave];
+  const runtime = new ChannelRuntime({
+    db,
+    memory,
+    config,
+    events,
+    clock,
+    summarizer: model ? createLlmSummarizer({ model, memoryTools }) : createExtractiveSummarizer(),
+    toolDefinitions: tools.map((tool) => tool.definition),
+  });
+  const responder = new ChannelResponder({ runtime, model, tools, config, events, clock });
+  let closed = false;
+  return {
+    config,
+    events,
+    dataDir,
+    db,
+    memory,
+    model,
+    modelProblem,
+    tools,
+    runtime,
+    responder,
+    async close() {
+      if (closed) return;
+      closed = true;
+      try {
+        await runtime.close();
+        await memory.close();
+      } finally {
+        db.close();
+      }
+    },
+  };
+}
+
+/** How to give Magpie a model, for people who have none configured. */
+export const MODEL_HINT =
+  'set ANTHROPIC_API_KEY and [llm] model = "claude-sonnet-4-5" in config.toml, or point [llm] base_url at any ' +
+  'Anthropic-compatible server (a local llama.cpp or Ollama) and name its model in [llm] model';

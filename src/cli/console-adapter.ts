@@ -1,0 +1,146 @@
+import { createInterface } from 'node:readline';
+import type { Readable, Writable } from 'node:stream';
+import { describeContext, forgetMemory, MODEL_HINT, searchMemory, startCompaction, type MagpieApp } from '../app/index.js';
+import { errorMessage } from '../common/errors.js';
+
+export interface ConsoleAdapterOptions {
+  app: MagpieApp;
+  /** The channel is `console:<name>`, so terminal chats never mix with Discord channels. */
+  channelName: string;
+  userName: string;
+  input: Readable;
+  output: Writable;
+  /** Notices (compactions, missing model) go here, replies to `output`. */
+  notices: Writable;
+  /** Show a prompt (interactive terminals only). */
+  prompt?: boolean;
+}
+
+const COMMAND_HELP = `Commands:
+  /context             how full the context window is, and the last compaction
+  /compact             compact the history now, in the background
+  /memory search TEXT  search memories and past messages
+  /memory forget ID    forget one memory
+  /quit                leave (Ctrl-D works too)
+`;
+
+/**
+ * The same channel runtime and agent turn as the bot, in a terminal: every line is a message
+ * from the local user, replies are printed. Works with piped input, one line at a time, so a
+ * script can hold a whole conversation.
+ */
+export class ConsoleAdapter {
+  private readonly channelId: string;
+  private sequence = 0;
+
+  constructor(private readonly options: ConsoleAdapterOptions) {
+    this.channelId = `console:${options.channelName}`;
+  }
+
+  async run(): Promise<void> {
+    const { app, output, notices } = this.options;
+    const unsubscribe = app.events.subscribe((event) => {
+      if (event.channel_id !== this.channelId) return;
+      if (event.type === 'compaction_completed') notices.write(`(compacted older messages into a summary: ${String(event.tier ?? '')})\n`);
+      if (event.type === 'emergency_truncation') notices.write('(context was full: the oldest messages were set aside; memory_search still finds them)\n');
+    });
+    notices.write(`Magpie in the terminal, channel ${this.channelId}. Type /help for commands.\n`);
+    if (!app.model) {
+      notices.write(
+        `No model is configured, so Magpie will not answer; it still records and indexes what you write, and the commands work.\n` +
+          `To get answers: ${MODEL_HINT}.\n` +
+          (app.modelProblem && app.config.current().llm.model.trim() !== '' ? `(${app.modelProblem.message})\n` : ''),
+      );
+    }
+    const lines = createInterface({ input: this.options.input, terminal: false, crlfDelay: Infinity });
+    try {
+      this.showPrompt();
+      for await (const line of lines) {
+        const keepGoing = await this.handleLine(line.trim());
+        if (!keepGoing) break;
+        this.showPrompt();
+      }
+    } finally {
+      lines.close();
+      unsubscribe();
+    }
+    output.write('');
+  }
+
+  private showPrompt(): void {
+    if (this.options.prompt) this.options.output.write('> ');
+  }
+
+  /** Returns false when the user wants to leave. */
+  private async handleLine(line: string): Promise<boolean> {
+    if (line === '') return true;
+    try {
+      if (line.startsWith('/')) return await this.handleCommand(line);
+      await this.handleMessage(line);
+    } catch (error) {
+      this.options.notices.write(`error: ${errorMessage(error)}\n`);
+    }
+    return true;
+  }
+
+  private async handleCommand(line: string): Promise<boolean> {
+    const { app, output } = this.options;
+    const deps = { runtime: app.runtime, memory: app.memory, events: app.events };
+    const [command, ...rest] = line.split(/\s+/);
+    switch (command) {
+      case '/quit':
+      case '/exit':
+        return false;
+      case '/help':
+        output.write(COMMAND_HELP);
+        return true;
+      case '/context':
+        output.write(`${describeContext(app.runtime.status(this.channelId))}\n`);
+        return true;
+      case '/compact':
+        output.write(`${startCompaction(deps, this.channelId)}\n`);
+        return true;
+      case '/memory': {
+        const [sub, ...words] = rest;
+        const text = words.join(' ');
+        if (sub === 'search') output.write(`${await searchMemory(deps, { channelId: this.channelId }, text)}\n`);
+        else if (sub === 'forget') output.write(`${forgetMemory(deps, text)}\n`);
+        else output.write('Use /memory search TEXT or /memory forget ID.\n');
+        return true;
+      }
+      default:
+        output.write(`Unknown command ${command}. ${COMMAND_HELP}`);
+        return true;
+    }
+  }
+
+  private async handleMessage(content: string): Promise<void> {
+    const { app, output } = this.options;
+    this.sequence += 1;
+    const entry = await app.runtime.ingest({
+      messageId: `console-${Date.now()}-${this.sequence}`,
+      channelId: this.channelId,
+      authorId: 'console-user',
+      authorName: this.options.userName,
+      role: 'user',
+      content,
+      createdAt: Date.now(),
+    });
+    if (!app.responder.hasModel) return;
+    let replyCount = 0;
+    await app.responder.respond({
+      channelId: this.channelId,
+      userId: 'console-user',
+      turnId: entry.turnId,
+      rateLimit: false,
+      context: { channelId: this.channelId, sourceMessageIds: [entry.messageId] },
+      target: {
+        send: async (text) => {
+          replyCount += 1;
+          output.write(`magpie: ${text}\n`);
+          return `console-reply-${Date.now()}-${this.sequence}-${replyCount}`;
+        },
+      },
+    });
+  }
+}

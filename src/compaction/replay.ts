@@ -1,0 +1,60 @@
+import type { ChannelRuntime } from '../channel/runtime.js';
+import type { Clock } from '../common/clock.js';
+import type { InputError } from '../common/errors.js';
+import { parseTranscriptLine } from './transcript-line.js';
+
+/** Transcript lines without `ts` count on from here (2020-01-01, UTC). */
+const DEFAULT_START_TIME = Date.UTC(2020, 0, 1);
+
+/**
+ * Replay's clock: the time of the transcript line being replayed, so summaries and markers carry
+ * the conversation's own times and two runs write the same rows.
+ */
+export class TranscriptClock implements Clock {
+  current = DEFAULT_START_TIME;
+  now(): number {
+    return this.current;
+  }
+}
+
+export interface ReplayProgress {
+  /** Lines ingested as new messages. */
+  messages: number;
+  /** Lines whose message id the channel already had (a re-run): skipped. */
+  duplicates: number;
+  channels: Set<string>;
+  /** The first bad line, which stopped the replay; everything before it is kept. */
+  error?: InputError;
+}
+
+/**
+ * Feeds transcript lines, as they stream in, through the same `ChannelRuntime.ingest` the bot
+ * uses. Stops at the first bad line (so a truncated or garbled file is noticed), keeping what
+ * was already ingested.
+ */
+export async function replayLines(options: {
+  lines: AsyncIterable<string>;
+  runtime: ChannelRuntime;
+  clock: TranscriptClock;
+}): Promise<ReplayProgress> {
+  const progress: ReplayProgress = { messages: 0, duplicates: 0, channels: new Set() };
+  let lineNumber = 0;
+  for await (const text of options.lines) {
+    lineNumber += 1;
+    if (text.trim() === '') continue;
+    let message;
+    try {
+      message = parseTranscriptLine(text, lineNumber, options.clock.current);
+    } catch (error) {
+      progress.error = error as InputError;
+      break;
+    }
+    options.clock.current = message.createdAt;
+    progress.channels.add(message.channelId);
+    const before = options.runtime.status(message.channelId).archivedMessages;
+    await options.runtime.ingest(message);
+    if (options.runtime.status(message.channelId).archivedMessages > before) progress.messages += 1;
+    else progress.duplicates += 1;
+  }
+  return progress;
+}

@@ -1,0 +1,71 @@
+import type { IncomingMessage } from '../channel/types.js';
+import { InputError } from '../common/errors.js';
+
+/**
+ * One line of a replay transcript: `{ "id", "channel", "author", "content", "ts"?, "role"? }`.
+ * `ts` is an ISO 8601 time or milliseconds since the epoch; `role` is "user" (default) or
+ * "assistant".
+ */
+export interface TranscriptLine {
+  id: string;
+  channel: string;
+  author: string;
+  content: string;
+  ts?: string | number;
+  role?: 'user' | 'assistant';
+}
+
+/**
+ * Validates one line; throws an InputError naming the line number and the field. `fallbackTime`
+ * is used when the line has no `ts` (the previous line's time, so replays stay deterministic).
+ */
+export function parseTranscriptLine(text: string, lineNumber: number, fallbackTime: number): IncomingMessage {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw lineError(lineNumber, `is not valid JSON (${(error as Error).message})`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw lineError(lineNumber, 'must be a JSON object');
+  }
+  const line = value as Record<string, unknown>;
+  const id = typeof line.id === 'number' && Number.isFinite(line.id) ? String(line.id) : line.id;
+  requireText(id, 'id', lineNumber);
+  requireText(line.channel, 'channel', lineNumber);
+  requireText(line.author, 'author', lineNumber);
+  if (typeof line.content !== 'string') throw lineError(lineNumber, 'field "content" must be a string');
+  const role = line.role ?? 'user';
+  if (role !== 'user' && role !== 'assistant') {
+    throw lineError(lineNumber, `field "role" must be "user" or "assistant", got ${JSON.stringify(line.role)}`);
+  }
+  let createdAt = fallbackTime;
+  if (line.ts !== undefined && line.ts !== null) {
+    createdAt = typeof line.ts === 'number' ? line.ts : typeof line.ts === 'string' ? Date.parse(line.ts) : Number.NaN;
+    if (!Number.isFinite(createdAt)) {
+      throw lineError(lineNumber, `field "ts" must be an ISO 8601 time or epoch milliseconds, got ${JSON.stringify(line.ts)}`);
+    }
+  }
+  return {
+    messageId: id as string,
+    channelId: line.channel as string,
+    authorId: line.author as string,
+    authorName: line.author as string,
+    role,
+    content: line.content,
+    createdAt,
+  };
+}
+
+function requireText(value: unknown, field: string, lineNumber: number): void {
+  if (typeof value !== 'string' || value.trim() === '') {
+    throw lineError(lineNumber, `field "${field}" must be a non-empty string`);
+  }
+}
+
+function lineError(lineNumber: number, problem: string): InputError {
+  return new InputError(`transcript line ${lineNumber}: ${problem}`, {
+    context: { line: lineNumber },
+    hint: 'each line must be a JSON object { "id", "channel", "author", "content", "ts"?, "role"? }',
+  });
+}

@@ -1,0 +1,91 @@
+import pino, { type DestinationStream, type Logger } from 'pino';
+import pretty from 'pino-pretty';
+import type { LogLevel } from '../config/types.js';
+
+export type { Logger } from 'pino';
+
+const LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** Environment variable that overrides `[logging] level`. */
+export const LOG_LEVEL_ENV = 'LOG_LEVEL';
+
+/**
+ * Secret-bearing fields, wherever a log call puts them (top level or one object down, plus
+ * HTTP headers). Config objects hold only variable names, but errors from HTTP clients and
+ * hand-built objects may carry the real thing.
+ */
+export const REDACTED_PATHS: readonly string[] = [
+  'token',
+  'apiKey',
+  'api_key',
+  'authorization',
+  'password',
+  'secret',
+  '*.token',
+  '*.apiKey',
+  '*.api_key',
+  '*.authorization',
+  '*.password',
+  '*.secret',
+  'headers.authorization',
+  'headers.cookie',
+  'headers["x-api-key"]',
+  '*.headers.authorization',
+  '*.headers.cookie',
+  '*.headers["x-api-key"]',
+];
+
+export interface CreateLoggerOptions {
+  /** Level from `[logging] level`; `LOG_LEVEL` in `env` wins when it is a valid level. Default info. */
+  level?: LogLevel;
+  /** Where LOG_LEVEL is read; default process.env. */
+  env?: NodeJS.ProcessEnv;
+  /**
+   * Human-readable lines instead of JSON. Default: true when writing to stdout and stdout is a
+   * terminal. Pretty printing runs in-process (no worker thread), so it also works bundled and
+   * in tests.
+   */
+  pretty?: boolean;
+  /** Where lines go; default stdout. Commands whose stdout is data (`--json`) pass process.stderr. */
+  destination?: NodeJS.WritableStream | DestinationStream;
+  /** Extra fields on every line (e.g. `{ component: 'discord' }`). */
+  base?: Record<string, unknown>;
+}
+
+/** The effective level: a valid `LOG_LEVEL` wins over the config's level. */
+export function resolveLogLevel(configured: LogLevel | undefined, env: NodeJS.ProcessEnv = process.env): LogLevel {
+  const fromEnv = env[LOG_LEVEL_ENV]?.trim().toLowerCase();
+  if (fromEnv && (LEVELS as readonly string[]).includes(fromEnv)) return fromEnv as LogLevel;
+  return configured ?? 'info';
+}
+
+/** A pino logger: JSON lines (or pretty on a terminal), secrets redacted. */
+export function createLogger(options: CreateLoggerOptions = {}): Logger {
+  const env = options.env ?? process.env;
+  const level = resolveLogLevel(options.level, env);
+  const toStdout = options.destination === undefined || options.destination === process.stdout;
+  const usePretty = options.pretty ?? (toStdout && process.stdout.isTTY === true);
+  const destination: DestinationStream = usePretty
+    ? pretty({
+        colorize: toStdout && process.stdout.isTTY === true,
+        sync: true,
+        destination: options.destination ?? 1,
+        translateTime: 'SYS:HH:MM:ss.l',
+        ignore: 'pid,hostname',
+      })
+    : ((options.destination as DestinationStream | undefined) ?? pino.destination({ dest: 1, sync: true }));
+  const logger = pino(
+    {
+      level,
+      base: options.base ?? {},
+      redact: { paths: [...REDACTED_PATHS], censor: '[redacted]' },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    },
+    destination,
+  );
+  const requested = env[LOG_LEVEL_ENV];
+  if (requested !== undefined && requested.trim() !== '' && level !== requested.trim().toLowerCase()) {
+    logger.warn({ event: 'log_level_ignored', value: requested }, `${LOG_LEVEL_ENV} is not a level (${LEVELS.join(', ')}); using ${level}`);
+  }
+  return logger;
+}

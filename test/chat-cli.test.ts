@@ -1,0 +1,97 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startFakeAnthropic } from './fakes/fake-anthropic.js';
+
+const MAIN = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function runCli(args: string[], options: { input?: string; env?: NodeJS.ProcessEnv; cwd: string }): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [MAIN, ...args], {
+      cwd: options.cwd,
+      env: { PATH: process.env.PATH, HOME: options.cwd, USER: 'tester', ...options.env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(options.input ?? '');
+  });
+}
+
+function tempDir(): string {
+  return mkdtempSync(path.join(os.tmpdir(), 'magpie-chat-'));
+}
+
+test('magpie chat answers through the model and /context works (piped stdin, real process)', async () => {
+  const model = await startFakeAnthropic();
+  const dir = tempDir();
+  try {
+    model.setDefault((request) => {
+      const hasSearch = (request.body.tools ?? []).some((tool: { name: string }) => tool.name === 'memory_search');
+      return hasSearch ? { text: 'Hello from the fake model!' } : { text: 'summary' };
+    });
+    const configFile = path.join(dir, 'config.toml');
+    writeFileSync(
+      configFile,
+      `[llm]\nmodel = "claude-test"\nbase_url = "${model.baseUrl}"\nmax_retries = 0\n\n[memory]\ndata_dir = "${path.join(dir, 'data')}"\n`,
+    );
+    const run = await runCli(['chat', '--channel', 'demo', '--config', configFile], {
+      cwd: dir,
+      input: 'hi magpie, I like gooseberries\n/context\n/memory search gooseberries\n/quit\n',
+    });
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /magpie: Hello from the fake model!/);
+    assert.match(run.stdout, /Context: .*% of 200,000 tokens/);
+    assert.match(run.stdout, /Live messages: 2/);
+    assert.match(run.stdout, /gooseberries/);
+    assert.match(run.stderr, /console:demo/);
+    const agentRequest = model.requests.find((request) => JSON.stringify(request.body.messages).includes('gooseberries'));
+    assert.ok(agentRequest, 'the model saw the message');
+  } finally {
+    await model.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('magpie chat without a model says how to configure one and still records', async () => {
+  const dir = tempDir();
+  try {
+    const run = await runCli(['chat', '--data-dir', path.join(dir, 'data')], {
+      cwd: dir,
+      input: 'remember that the boiler code is 4471\n/memory search boiler code\n/context\n',
+    });
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stderr, /ANTHROPIC_API_KEY/);
+    assert.match(run.stderr, /base_url/);
+    assert.match(run.stdout, /boiler code is 4471/);
+    assert.match(run.stdout, /Live messages: 1/);
+    assert.doesNotMatch(run.stdout, /magpie:/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('magpie chat refuses unknown flags with usage', async () => {
+  const dir = tempDir();
+  try {
+    const run = await runCli(['chat', '--bogus'], { cwd: dir });
+    assert.equal(run.code, 2);
+    assert.match(run.stderr, /Usage: magpie chat/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

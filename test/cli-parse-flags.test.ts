@@ -1,0 +1,59 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { integerFlag, parseFlags, requireFlag, UsageError } from '../src/cli/parse-flags.js';
+
+const USAGE = 'Usage: magpie example FILE --data-dir DIR [--limit K] [--json]\n';
+const OPTIONS = {
+  'data-dir': { type: 'string' },
+  limit: { type: 'string' },
+  json: { type: 'boolean' },
+} as const;
+
+function usageError(run: () => unknown, message: RegExp): void {
+  assert.throws(run, (error: unknown) => {
+    assert.ok(error instanceof UsageError);
+    assert.match(error.message, message);
+    assert.equal(error.usage, USAGE);
+    assert.match(error.render(), /Usage: magpie example/);
+    return true;
+  });
+}
+
+describe('parseFlags', () => {
+  it('returns typed values and positionals', () => {
+    const parsed = parseFlags(['a.jsonl', '--data-dir', '/tmp/x', '--json'], {
+      usage: USAGE,
+      options: OPTIONS,
+      positionals: { min: 1, max: 1 },
+    });
+    const dataDir: string | undefined = parsed.values['data-dir'];
+    const json: boolean | undefined = parsed.values.json;
+    assert.equal(parsed.help, false);
+    assert.equal(dataDir, '/tmp/x');
+    assert.equal(json, true);
+    assert.deepEqual(parsed.positionals, ['a.jsonl']);
+  });
+
+  it('--help and -h set help and skip positional checks', () => {
+    for (const flag of ['--help', '-h']) {
+      assert.equal(parseFlags([flag], { usage: USAGE, options: OPTIONS, positionals: { min: 1 } }).help, true);
+    }
+  });
+
+  it('refuses unknown flags, missing values and wrong positional counts', () => {
+    usageError(() => parseFlags(['--nope'], { usage: USAGE, options: OPTIONS, positionals: { max: 1 } }), /unknown option '--nope'/);
+    usageError(() => parseFlags(['--data-dir'], { usage: USAGE, options: OPTIONS }), /--data-dir/);
+    usageError(() => parseFlags(['a', 'b'], { usage: USAGE, options: OPTIONS, positionals: { max: 1 } }), /unexpected argument: 'b'/);
+    usageError(() => parseFlags([], { usage: USAGE, options: OPTIONS, positionals: { min: 1 } }), /missing argument/);
+  });
+
+  it('requireFlag and integerFlag', () => {
+    assert.equal(requireFlag('x', '--data-dir', USAGE), 'x');
+    usageError(() => requireFlag(undefined, '--data-dir', USAGE), /missing required option --data-dir/);
+    assert.equal(integerFlag('12', '--limit', USAGE, { min: 1, max: 20 }), 12);
+    assert.equal(integerFlag(undefined, '--limit', USAGE), undefined);
+    usageError(() => integerFlag('21', '--limit', USAGE, { min: 1, max: 20 }), /between 1 and 20, got '21'/);
+    usageError(() => integerFlag('1.5', '--limit', USAGE), /whole number/);
+    usageError(() => integerFlag('ten', '--limit', USAGE, { min: 0 }), /at least 0/);
+  });
+});

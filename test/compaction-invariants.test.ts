@@ -1,0 +1,297 @@
+/** One test (or more) per DESIGN.md invariant 1-8, against a real SQLite file. */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { HistoryStore } from '../src/channel/history-store.js';
+import type { HistoryEntry } from '../src/channel/types.js';
+import { createExtractiveSummarizer } from '../src/compaction/extractive-summarizer.js';
+import { LaggedScheduler } from '../src/compaction/scheduler.js';
+import {
+  failWith,
+  gate,
+  never,
+  openHarness,
+  replyWith,
+  ScriptedSummarizer,
+  settle,
+  tempDir,
+  testConfig,
+  userMessage,
+  type Harness,
+} from './compaction-support.js';
+import { LiveConfig } from '../src/config/live-config.js';
+
+/** Ingests messages until `until` holds (or `limit` messages), returns the next index. */
+async function fill(harness: Harness, channelId: string, from: number, until: () => boolean, limit = 500): Promise<number> {
+  let index = from;
+  while (!until() && index < from + limit) {
+    await harness.runtime.ingest(userMessage(channelId, index));
+    index += 1;
+  }
+  assert.ok(until(), 'fill condition reached');
+  return index;
+}
+
+const started = (harness: Harness) => harness.ofType('compaction_started').length;
+
+test('1. the channel never blocks: a turn completes while a worker hangs', async () => {
+  const summarizer = new ScriptedSummarizer().enqueue(never);
+  const harness = openHarness({ summarizer });
+  const { runtime } = harness;
+  const next = await fill(harness, 'c1', 0, () => started(harness) === 1);
+  assert.equal(runtime.status('c1').compactionRunning, true);
+  const reply = await runtime.runSerial('c1', async () => {
+    const request = runtime.buildModelRequest('c1', { tools: [], maxTokens: 64 });
+    assert.ok(request.messages.length > 0);
+    const message = await runtime.ingest(userMessage('c1', next));
+    return runtime.appendToTurn('c1', [{ kind: 'message', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: 'ok' }], message.turnId);
+  });
+  assert.equal(reply.length, 1);
+  assert.equal(runtime.status('c1').compactionRunning, true, 'the worker is still pending');
+  await harness.close();
+});
+
+test('2. one compaction per channel at a time; emergency pre-empts and the worker lands on the marker', async () => {
+  const pending = gate('Alice and Bob discussed words 1 to 10.');
+  const summarizer = new ScriptedSummarizer().enqueue(pending.behaviour);
+  const harness = openHarness({ summarizer });
+  const { runtime } = harness;
+  let next = await fill(harness, 'c1', 0, () => started(harness) === 1);
+  const snapshot = summarizer.requests[0]!.entries.map((entry) => entry.seq);
+  next = await fill(harness, 'c1', next, () => harness.ofType('emergency_truncation').length === 1);
+  assert.equal(started(harness), 1, 'aggressive and background waited for the running worker');
+  const triggered = harness.ofType('compaction_triggered').map((event) => event.action);
+  assert.ok(triggered.includes('emergency'));
+  assert.equal(harness.ofType('emergency_truncation')[0]!.preempted_worker, true);
+  assert.equal(runtime.status('c1').compactionRunning, true);
+
+  pending.open();
+  await settle();
+  const completed = harness.ofType('compaction_completed');
+  assert.equal(completed.length, 1);
+  assert.equal(completed[0]!.replaced_marker, true);
+  const { summaries } = runtime.liveContext('c1');
+  assert.equal(summaries[0]!.kind, 'summary');
+  assert.deepEqual([summaries[0]!.fromSeq, summaries[0]!.toSeq], [snapshot[0], snapshot[snapshot.length - 1]]);
+  assert.equal(summaries[1]!.kind, 'marker', 'the marker shrank to what the summary did not cover');
+  assert.equal(summaries[1]!.fromSeq, snapshot[snapshot.length - 1]! + 1);
+  assert.match(summaries[1]!.content, /truncated; recall them with memory_search/);
+  assert.equal(runtime.status('c1').compactionRunning, false);
+  await harness.close();
+});
+
+test('3. atomic splice: messages that arrive meanwhile stay after the summary, in order', async () => {
+  const pending = gate('Summary of the oldest messages.');
+  const summarizer = new ScriptedSummarizer().enqueue(pending.behaviour);
+  const harness = openHarness({ summarizer });
+  const { runtime } = harness;
+  let next = await fill(harness, 'c1', 0, () => started(harness) === 1);
+  for (let count = 0; count < 3; count += 1) await runtime.ingest(userMessage('c1', next++));
+  const before = runtime.liveContext('c1').entries;
+  const taken = summarizer.requests[0]!.entries.length;
+  pending.open();
+  await settle();
+  const after = runtime.liveContext('c1');
+  assert.deepEqual(after.entries, before.slice(taken));
+  assert.equal(after.summaries.length, 1);
+  assert.equal(after.summaries[0]!.toSeq + 1, after.entries[0]!.seq);
+  const store = new HistoryStore(harness.db);
+  assert.deepEqual(store.load('c1').entries, after.entries, 'the database agrees with memory');
+  await harness.close();
+});
+
+test('3. re-plan: a message deleted inside the snapshot means nothing is spliced or dropped', async () => {
+  const pending = gate('Stale summary.');
+  const summarizer = new ScriptedSummarizer().enqueue(pending.behaviour);
+  const harness = openHarness({ summarizer });
+  const { runtime } = harness;
+  await fill(harness, 'c1', 0, () => started(harness) === 1);
+  const victim = summarizer.requests[0]!.entries[1]!.messageId;
+  await runtime.deleteMessages('c1', [victim]);
+  const before = runtime.liveContext('c1');
+  pending.open();
+  await settle();
+  assert.equal(harness.ofType('compaction_replanned').length, 1);
+  assert.equal(harness.ofType('compaction_replanned')[0]!.reason, 'range_changed');
+  assert.deepEqual(runtime.liveContext('c1'), before);
+  assert.equal(runtime.status('c1').compactionRunning, false, 'lock released');
+  await harness.close();
+});
+
+test('4. cuts fall on turn boundaries: tool calls stay with results, replies with messages', async () => {
+  const harness = openHarness({
+    summarizer: createExtractiveSummarizer(),
+    scheduler: new LaggedScheduler(0),
+    configValue: testConfig({ contextWindow: 3000 }),
+  });
+  const { runtime } = harness;
+  for (let index = 0; index < 150; index += 1) {
+    const message = await runtime.ingest(userMessage('c1', index));
+    if (index % 3 === 0) {
+      await runtime.runSerial('c1', async () => {
+        runtime.appendToTurn(
+          'c1',
+          [
+            { kind: 'tool_call', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: JSON.stringify({ type: 'tool_use', id: `t${index}`, name: 'memory_search', input: { query: 'x' } }) },
+            { kind: 'tool_result', role: 'user', authorId: 'bot', authorName: 'Magpie', content: JSON.stringify({ type: 'tool_result', tool_use_id: `t${index}`, content: '[]' }) },
+            { kind: 'message', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: `Reply ${index}` },
+          ],
+          message.turnId,
+        );
+      });
+    }
+  }
+  await runtime.flushCompactions();
+  assert.ok(harness.ofType('compaction_completed').length + harness.ofType('emergency_truncation').length >= 3);
+  const archive = new HistoryStore(harness.db).archive('c1');
+  const live = new Set(runtime.liveContext('c1').entries.map((entry) => entry.seq));
+  const turnsLive = new Map<number, Set<boolean>>();
+  for (const entry of archive) {
+    const sides = turnsLive.get(entry.turnId) ?? new Set<boolean>();
+    sides.add(live.has(entry.seq));
+    turnsLive.set(entry.turnId, sides);
+  }
+  for (const [turnId, sides] of turnsLive) assert.equal(sides.size, 1, `turn ${turnId} split across a cut`);
+  const first = runtime.liveContext('c1').entries[0]!;
+  assert.notEqual(first.kind, 'tool_result');
+  const request = runtime.buildModelRequest('c1', { tools: [], maxTokens: 64 });
+  assert.equal(request.messages[0]!.role, 'user');
+  await harness.close();
+});
+
+test('5. nothing is lost: archive and transcript hold every message after compactions and truncations', async () => {
+  const summarizer = new ScriptedSummarizer().enqueue(never);
+  const harness = openHarness({ summarizer });
+  harness.memory.holdArchives = true;
+  // Ingest appends synchronously; only the transcript write is held back.
+  const ingested: Promise<unknown>[] = [];
+  for (let index = 0; started(harness) === 0 && index < 200; index += 1) ingested.push(harness.runtime.ingest(userMessage('c1', index)));
+  assert.equal(started(harness), 1);
+  await settle();
+  // The worker must not read (let alone splice) messages the archive has not confirmed.
+  assert.equal(summarizer.requests.length, 0);
+  harness.memory.releaseArchives();
+  await Promise.all(ingested);
+  await settle();
+  assert.equal(summarizer.requests.length, 1);
+  await harness.close();
+
+  const second = openHarness({ summarizer: createExtractiveSummarizer(), scheduler: new LaggedScheduler(8) });
+  const { runtime } = second;
+  for (let index = 0; index < 300; index += 1) await runtime.ingest(userMessage('c2', index, { words: 10 + (index % 30) }));
+  await runtime.flushCompactions();
+  assert.ok(second.ofType('compaction_completed').length > 0);
+  assert.ok(second.ofType('emergency_truncation').length > 0);
+  const ids = new HistoryStore(second.db).archive('c2').map((entry) => entry.messageId);
+  const expected = Array.from({ length: 300 }, (_, index) => `m${index}`);
+  assert.deepEqual(ids, expected);
+  assert.deepEqual(second.memory.idsFor('c2').sort(), [...expected].sort());
+  await second.close();
+});
+
+test('6. failure is safe: throw, timeout and empty summary leave history unchanged; then the fallback', async () => {
+  const summarizer = new ScriptedSummarizer().enqueue(failWith('HTTP 500'), never, replyWith('   '));
+  const harness = openHarness({
+    summarizer,
+    configValue: testConfig({ compaction: { workerTimeoutMs: 30, fallbackAfterFailures: 3, emergencyThreshold: 1 } }),
+  });
+  const { runtime } = harness;
+  let next = await fill(harness, 'c1', 0, () => started(harness) === 1);
+  const reasons: string[] = [];
+  for (let attempt = 0; attempt < 3; attempt += 1) {
+    const before = runtime.liveContext('c1');
+    while (harness.ofType('compaction_failed').length === attempt) await new Promise((resolve) => setTimeout(resolve, 5));
+    reasons.push(String(harness.ofType('compaction_failed')[attempt]!.reason));
+    assert.deepEqual(runtime.liveContext('c1'), before, 'history unchanged');
+    assert.equal(runtime.status('c1').compactionRunning, false, 'lock released');
+    await runtime.ingest(userMessage('c1', next++));
+  }
+  assert.deepEqual(reasons, ['summarizer_error: HTTP 500', 'timeout', 'empty_summary']);
+  await settle();
+  const completed = harness.ofType('compaction_completed');
+  assert.equal(completed.length, 1);
+  assert.equal(completed[0]!.summarizer, 'extractive', 'the fallback stood in after 3 failures');
+  assert.equal(summarizer.requests.length, 3);
+  await harness.close();
+});
+
+test('6. emergency truncation succeeds even when every summarizer fails', async () => {
+  const summarizer = new ScriptedSummarizer();
+  const harness = openHarness({ summarizer, fallbackSummarizer: summarizer });
+  await fill(harness, 'c1', 0, () => harness.ofType('emergency_truncation').length >= 2);
+  assert.ok(harness.runtime.status('c1').usage < 0.95);
+  await harness.close();
+});
+
+test('7. summaries stack in order, then roll up; summaries are never indexed as transcript', async () => {
+  const harness = openHarness({
+    summarizer: createExtractiveSummarizer(),
+    scheduler: new LaggedScheduler(0),
+    configValue: testConfig({ contextWindow: 4000, compaction: { rollupThreshold: 0.08 } }),
+  });
+  const { runtime } = harness;
+  let stacked = 0;
+  for (let index = 0; index < 400; index += 1) {
+    await runtime.ingest(userMessage('c1', index));
+    const { summaries } = runtime.liveContext('c1');
+    stacked = Math.max(stacked, summaries.length);
+    for (let at = 1; at < summaries.length; at += 1) assert.ok(summaries[at - 1]!.toSeq < summaries[at]!.fromSeq);
+  }
+  assert.ok(stacked >= 2, 'summaries stacked');
+  const folded = harness.ofType('compaction_completed').filter((event) => Number(event.summaries_folded) > 0);
+  assert.ok(folded.length >= 1, 'a meta-summary rolled them up');
+  const archived = new Set(new HistoryStore(harness.db).archive('c1').map((entry) => entry.messageId));
+  assert.equal(harness.memory.transcript.size, 400);
+  for (const entry of harness.memory.transcript.values()) assert.ok(archived.has(entry.messageId));
+  await harness.close();
+});
+
+test('8. restart resumes the same live context, summaries and markers included', async () => {
+  const dir = tempDir().path;
+  const first = openHarness({ dir, summarizer: createExtractiveSummarizer(), scheduler: new LaggedScheduler(4) });
+  for (let index = 0; index < 200; index += 1) await first.runtime.ingest(userMessage('c1', index));
+  await first.runtime.flushCompactions();
+  const before = first.runtime.liveContext('c1');
+  assert.ok(before.summaries.length > 0);
+  await first.close({ keepDir: true });
+  const second = openHarness({ dir, summarizer: createExtractiveSummarizer() });
+  assert.deepEqual(second.runtime.liveContext('c1'), before);
+  await second.close();
+});
+
+test('hot-reloaded thresholds apply at the next check; per-channel overrides are honoured', async () => {
+  const summarizer = new ScriptedSummarizer();
+  summarizer.fallback = never;
+  const config = new LiveConfig(testConfig());
+  const harness = openHarness({ summarizer, config });
+  const { runtime } = harness;
+  await fill(harness, 'c1', 0, () => runtime.status('c1').usage > 0.5);
+  assert.equal(runtime.check('c1'), 'none');
+  const current = config.current();
+  config.replace({ ...current, defaults: { ...current.defaults, compaction: { ...current.defaults.compaction, backgroundThreshold: 0.4, aggressiveThreshold: 0.45 } } });
+  assert.equal(runtime.check('c1'), 'aggressive');
+
+  const small = { ...current.defaults, contextWindow: 500 };
+  config.replace({ ...config.current(), channels: { c2: small } });
+  await runtime.ingest(userMessage('c2', 0));
+  await runtime.ingest(userMessage('c2', 1));
+  assert.equal(runtime.status('c2').contextWindow, 500);
+  assert.ok(runtime.status('c2').usage > runtime.status('c3').usage);
+  await harness.close();
+});
+
+test('compactNow compacts on request and reports busy while a worker runs', async () => {
+  const pending = gate('On request.');
+  const harness = openHarness({ summarizer: new ScriptedSummarizer().enqueue(pending.behaviour) });
+  const { runtime } = harness;
+  for (let index = 0; index < 10; index += 1) await runtime.ingest(userMessage('c1', index));
+  const outcome = runtime.compactNow('c1');
+  assert.equal((await runtime.compactNow('c1')).status, 'busy');
+  pending.open();
+  const result = await outcome;
+  assert.equal(result.status, 'completed');
+  assert.equal(result.messagesCompacted, 5);
+  assert.equal(runtime.liveContext('c1').entries.length, 5);
+  await harness.close();
+});
+
+void (null as unknown as HistoryEntry);

@@ -1,0 +1,148 @@
+/**
+ * The model-backed compaction worker end to end: the real SDK against the fake Messages API on
+ * loopback, the real memory store, the channel runtime. Memories land, the summary is spliced;
+ * every kind of model failure leaves history untouched; then the extractive fallback stands in.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { createLlmSummarizer } from '../src/compaction/llm-summarizer.js';
+import { DEFAULTS } from '../src/config/defaults.js';
+import { LiveConfig } from '../src/config/live-config.js';
+import { createAnthropicModel } from '../src/llm/index.js';
+import { createMemoryTools, openMemoryStore } from '../src/memory/index.js';
+import type { MemoryStore } from '../src/memory/types.js';
+import { openDatabase, type SqliteDatabase } from '../src/storage/database.js';
+import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { ChannelRuntime } from '../src/channel/index.js';
+import { EventStream, type MagpieEvent } from '../src/common/events.js';
+import { startFakeAnthropic, type FakeAnthropic } from './fakes/fake-anthropic.js';
+import { tempDir, testConfig, TickingClock, userMessage } from './compaction-support.js';
+
+let fake: FakeAnthropic;
+before(async () => {
+  fake = await startFakeAnthropic();
+});
+after(async () => {
+  await fake.close();
+});
+
+interface Setup {
+  runtime: ChannelRuntime;
+  memory: MemoryStore;
+  db: SqliteDatabase;
+  events: MagpieEvent[];
+  close(): Promise<void>;
+}
+
+async function setup(): Promise<Setup> {
+  fake.reset();
+  const dir = tempDir();
+  const db = openDatabase(dir.path, ALL_MIGRATIONS);
+  const memory = await openMemoryStore({ db, dataDir: dir.path, settings: { ...DEFAULTS.memory, dataDir: dir.path } });
+  const model = createAnthropicModel({ ...DEFAULTS.llm, model: 'claude-test', baseUrl: fake.baseUrl, maxRetries: 0, timeoutMs: 5000 }, { env: {} });
+  const stream = new EventStream();
+  const events: MagpieEvent[] = [];
+  stream.subscribe((event) => events.push(event));
+  const runtime = new ChannelRuntime({
+    db,
+    memory,
+    config: new LiveConfig(testConfig({ contextWindow: 100_000, compaction: { workerTimeoutMs: 300, fallbackAfterFailures: 3 } })),
+    events: stream,
+    summarizer: createLlmSummarizer({ model, memoryTools: createMemoryTools(memory) }),
+    clock: new TickingClock(),
+  });
+  for (let index = 0; index < 10; index += 1) await runtime.ingest(userMessage('c1', index));
+  return {
+    runtime,
+    memory,
+    db,
+    events,
+    async close() {
+      await runtime.close();
+      await memory.close();
+      db.close();
+      dir.remove();
+    },
+  };
+}
+
+test('a worker saves memories with memory_save and its summary is spliced in', async () => {
+  const { runtime, memory, events, close } = await setup();
+  fake.enqueue(
+    {
+      toolUse: [
+        { name: 'memory_save', input: { content: 'Alice prefers word42 over word43', memory_type: 'preference' } },
+        { name: 'memory_save', input: { content: 'The team decided to ship on Friday', memory_type: 'decision', importance: 0.9 } },
+      ],
+    },
+    { text: 'Alice listed words; the team decided to ship on Friday.' },
+  );
+  const outcome = await runtime.compactNow('c1');
+  assert.equal(outcome.status, 'completed', JSON.stringify(outcome));
+  assert.equal(outcome.messagesCompacted, 5);
+  const completed = events.find((event) => event.type === 'compaction_completed')!;
+  assert.equal(completed.memories_saved, 2);
+  assert.equal(completed.summarizer, 'llm');
+  const context = runtime.liveContext('c1');
+  assert.equal(context.summaries.length, 1);
+  assert.match(context.summaries[0]!.content, /ship on Friday/);
+  assert.equal(context.entries.length, 5);
+  const saved = memory.list({ kind: 'memory' });
+  assert.equal(saved.length, 2);
+  assert.ok(saved.every((record) => record.channelId === 'c1'));
+  // The worker was offered memory_save and nothing else.
+  assert.deepEqual(fake.requests[0]!.body.tools.map((tool: { name: string }) => tool.name), ['memory_save']);
+  // Compacted messages are still found by search, as transcript.
+  const found = await memory.search({ location: { channelId: 'c1', guildId: 'g1' }, query: 'Message 1', kind: 'transcript', limit: 10 });
+  assert.ok(found.some((result) => result.source_ids.includes('m1')));
+  await close();
+});
+
+test('malformed memory_save input gets a tool error back; the worker still finishes', async () => {
+  const { runtime, memory, close } = await setup();
+  fake.enqueue(
+    { toolUse: [{ name: 'memory_save', input: { content: '', memory_type: 'nonsense' } }] },
+    { text: 'A summary after a rejected save.' },
+  );
+  const outcome = await runtime.compactNow('c1');
+  assert.equal(outcome.status, 'completed');
+  const results = fake.requests[1]!.body.messages.at(-1).content as Array<{ type: string; is_error?: boolean }>;
+  assert.ok(results.some((block) => block.type === 'tool_result' && block.is_error === true));
+  assert.equal(memory.list({ kind: 'memory' }).length, 0);
+  await close();
+});
+
+test('429, 500, timeout and an empty summary leave history untouched; then the extractive fallback', async () => {
+  const { runtime, events, close } = await setup();
+  const before = runtime.liveContext('c1');
+  fake.enqueue({ status: 429 }, { status: 500 }, { delayMs: 2000, then: { text: 'too late' } }, { text: '' });
+  const reasons: string[] = [];
+  for (let attempt = 0; attempt < 4; attempt += 1) {
+    const outcome = await runtime.compactNow('c1');
+    assert.equal(outcome.status, 'failed');
+    reasons.push(outcome.reason!);
+    assert.deepEqual(runtime.liveContext('c1'), before, 'history unchanged');
+    assert.equal(runtime.status('c1').compactionRunning, false, 'lock released');
+    if (attempt === 2) break;
+  }
+  assert.equal(reasons[0], 'rate_limited');
+  assert.equal(reasons[1], 'server_error');
+  assert.equal(reasons[2], 'timeout');
+  assert.equal(events.filter((event) => event.type === 'compaction_failed').length, 3);
+  // Three failures in a row: the next compaction is extractive, and it succeeds offline.
+  const outcome = await runtime.compactNow('c1');
+  assert.equal(outcome.status, 'completed');
+  assert.equal(events.find((event) => event.type === 'compaction_completed')!.summarizer, 'extractive');
+  await close();
+});
+
+test('an empty summary from the model is a failure', async () => {
+  const { runtime, close } = await setup();
+  const before = runtime.liveContext('c1');
+  fake.enqueue({ text: '   ' });
+  const outcome = await runtime.compactNow('c1');
+  assert.equal(outcome.status, 'failed');
+  assert.equal(outcome.reason, 'empty_summary');
+  assert.deepEqual(runtime.liveContext('c1'), before);
+  await close();
+});

@@ -1,0 +1,38 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ALICE, CAROL, isAgentRequest, lastUserText, LONG, startTestBot } from './discord-helpers.js';
+
+test('during a long conversation in a small window, compaction fires and replies keep flowing', async () => {
+  const bot = await startTestBot({ channels: { [LONG]: { contextWindow: 3_000, replyPolicy: 'mention' } } });
+  try {
+    bot.model.setDefault((request) =>
+      isAgentRequest(request.body)
+        ? { text: `noted: ${lastUserText(request.body).slice(-40)}` }
+        : { text: 'Summary: Alice and Carol planned the garden, chose tomatoes and set a budget of 40 euros.' },
+    );
+    let replies = 0;
+    for (let index = 0; index < 48; index += 1) {
+      const author = index % 2 === 0 ? ALICE : CAROL;
+      const content = `message ${index}: ${'we keep planning the community garden beds and the watering rota. '.repeat(4)}`;
+      const mention = index % 6 === 5;
+      const id = bot.discord.sendMessage({ channelId: LONG, authorId: author, content, mentionsBot: mention });
+      if (mention) {
+        await bot.discord.waitForPost((message) => message.messageReference?.message_id === id);
+        replies += 1;
+      }
+    }
+    await bot.adapter.idle();
+    const completed = bot.events.filter((event) => event.type === 'compaction_completed' && event.channel_id === LONG);
+    assert.ok(completed.length >= 1, `compactions: ${completed.length}`);
+    assert.equal(replies, 8);
+    const status = bot.app.runtime.status(LONG);
+    assert.ok(status.usage < status.thresholds.emergency, `usage ${status.usage}`);
+    assert.ok(status.summaries >= 1);
+    assert.ok(status.archivedMessages > status.liveMessages);
+    // What the agent was last sent fits the window and carries the summary.
+    const lastAgent = bot.model.requests.filter((request) => isAgentRequest(request.body)).at(-1)!;
+    assert.match(lastAgent.body.system, /Summary: Alice and Carol planned the garden/);
+  } finally {
+    await bot.close();
+  }
+});

@@ -1,0 +1,102 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startFakeAnthropic } from './fakes/fake-anthropic.js';
+import { startFakeDiscord } from './fakes/fake-discord.js';
+import { waitUntil } from './discord-helpers.js';
+
+const MAIN = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
+const ALICE = '100000000000000001';
+const GENERAL = '700000000000000001';
+
+function start(args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }) {
+  const child = spawn(process.execPath, [MAIN, 'start', ...args], {
+    cwd: options.cwd,
+    env: { PATH: process.env.PATH, HOME: options.cwd, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output = { stdout: '', stderr: '' };
+  child.stdout.on('data', (chunk) => (output.stdout += chunk));
+  child.stderr.on('data', (chunk) => (output.stderr += chunk));
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  return { child, output, exited };
+}
+
+test('magpie start without a token explains what to set and suggests magpie chat', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-start-'));
+  try {
+    const run = start([], { cwd: dir });
+    const code = await run.exited;
+    assert.equal(code, 3);
+    assert.match(run.output.stderr, /DISCORD_TOKEN is not set/);
+    assert.match(run.output.stderr, /discord\.com\/developers\/applications/);
+    assert.match(run.output.stderr, /magpie chat/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('magpie start refuses a configured model it cannot use', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-start-'));
+  try {
+    writeFileSync(path.join(dir, 'config.toml'), `[llm]\nmodel = "claude-test"\n\n[memory]\ndata_dir = "${path.join(dir, 'data')}"\n`);
+    const run = start([], { cwd: dir, env: { DISCORD_TOKEN: 'token' } });
+    assert.equal(await run.exited, 3);
+    assert.match(run.output.stderr, /ANTHROPIC_API_KEY/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('magpie start answers on Discord and SIGTERM lets the running reply finish', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-start-'));
+  const discord = await startFakeDiscord({
+    users: [{ id: ALICE, username: 'alice' }],
+    channels: [{ id: GENERAL, name: 'general', type: 0 }],
+  });
+  const model = await startFakeAnthropic();
+  try {
+    model.setDefault({ delayMs: 300, then: { text: 'a considered answer' } });
+    const configFile = path.join(dir, 'magpie.toml');
+    writeFileSync(
+      configFile,
+      [
+        '[llm]',
+        'model = "claude-test"',
+        `base_url = "${model.baseUrl}"`,
+        'max_retries = 0',
+        '[memory]',
+        `data_dir = "${path.join(dir, 'data')}"`,
+        '[discord]',
+        'debounce_ms = 10',
+        'debounce_max_ms = 100',
+        'shutdown_grace_ms = 5000',
+        '[logging]',
+        'level = "info"',
+        '',
+      ].join('\n'),
+    );
+    const run = start(['--config', configFile], {
+      cwd: dir,
+      env: { DISCORD_TOKEN: 'test-token', MAGPIE_DISCORD_API: discord.restApi },
+    });
+    await discord.waitForReady(15_000);
+    await waitUntil(() => run.output.stdout.includes('magpie is running'), 'bot running', 15_000);
+    const id = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'think hard', mentionsBot: true });
+    await waitUntil(() => model.inFlight > 0, 'model call in flight', 10_000);
+    run.child.kill('SIGTERM');
+    const posted = await discord.waitForPost((message) => message.messageReference?.message_id === id, { timeoutMs: 10_000 });
+    assert.equal(posted.content, 'a considered answer');
+    assert.equal(await run.exited, 0, run.output.stderr);
+    assert.match(run.output.stdout, /"event":"stopped"/);
+    assert.doesNotMatch(run.output.stdout, /think hard/, 'message content is not logged');
+  } finally {
+    await model.close();
+    await discord.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

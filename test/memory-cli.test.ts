@@ -1,0 +1,125 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, test } from 'node:test';
+import { DEFAULTS } from '../src/config/defaults.js';
+import { openMemoryStore } from '../src/memory/index.js';
+import { openDatabase } from '../src/storage/database.js';
+import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+
+const MAIN = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
+
+function magpie(args: string[], options: { cwd: string; stdin?: string }): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [MAIN, ...args], { cwd: options.cwd, env: { ...process.env, MAGPIE_DATA_DIR: '' } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+    child.stdin.end(options.stdin ?? '');
+  });
+}
+
+describe('magpie memory (real process)', () => {
+  let work: string;
+  let dataDir: string;
+
+  before(async () => {
+    work = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
+    dataDir = path.join(work, 'data');
+    const db = openDatabase(dataDir, ALL_MIGRATIONS);
+    const store = await openMemoryStore({ db, dataDir, settings: DEFAULTS.memory });
+    await store.archiveTranscript([
+      { channelId: 'c1', messageId: 'd1', authorId: 'a', authorName: 'Jo', content: 'Our flight to Osaka leaves at 7am', createdAt: 1_000 },
+      { channelId: 'c1', messageId: 'd2', authorId: 'b', authorName: 'Kim', content: 'I will bring the rail passes', createdAt: 2_000 },
+      { channelId: 'c2', messageId: 'e1', authorId: 'c', authorName: 'Lu', content: 'Osaka secret of another channel', createdAt: 3_000 },
+    ]);
+    await store.save({ location: { channelId: 'c1' }, content: 'Jo is afraid of flying', memoryType: 'fact' });
+    await store.close();
+    db.close();
+  });
+  after(() => rmSync(work, { recursive: true, force: true }));
+
+  test('search QUERY --channel --json returns the documented result shape, scoped to the channel', async () => {
+    const { code, stdout, stderr } = await magpie(['memory', 'search', 'flight to Osaka', '--data-dir', dataDir, '--channel', 'c1', '--json'], { cwd: work });
+    assert.equal(code, 0, stderr);
+    const results = JSON.parse(stdout) as Array<{ content: string; source_ids: string[]; kind: string; score: number }>;
+    assert.equal(results[0]!.content, 'Jo: Our flight to Osaka leaves at 7am');
+    assert.deepEqual(results[0]!.source_ids, ['d1']);
+    assert.ok(!results.some((result) => result.content.includes('another channel')));
+  });
+
+  test('search --queries runs every line and reports bad lines by number, exiting 1', async () => {
+    const queries = path.join(work, 'queries.jsonl');
+    writeFileSync(
+      queries,
+      [
+        JSON.stringify({ id: 'q1', channel: 'c1', query: 'rail passes', limit: 2 }),
+        '{ not json',
+        JSON.stringify({ id: 'q3', channel: 'c1', query: 'Osaka', limit: 50 }),
+        JSON.stringify({ id: 'q4', channel: 'c2', query: 'Osaka' }),
+      ].join('\n'),
+    );
+    const { code, stdout } = await magpie(['memory', 'search', '--data-dir', dataDir, '--queries', queries, '--json'], { cwd: work });
+    assert.equal(code, 1);
+    const lines = stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+    assert.equal(lines.length, 4);
+    assert.equal(lines[0]!.id, 'q1');
+    assert.deepEqual((lines[0]!.results as Array<{ source_ids: string[] }>)[0]!.source_ids, ['d2']);
+    assert.equal(lines[1]!.line, 2);
+    assert.match(String(lines[1]!.error), /line 2: not valid JSON/);
+    assert.equal(lines[2]!.id, 'q3');
+    assert.match(String(lines[2]!.error), /line 3: "limit" must be an integer from 1 to 20/);
+    assert.deepEqual((lines[3]!.results as Array<{ source_ids: string[] }>)[0]!.source_ids, ['e1']);
+  });
+
+  test('list, stats and forget', async () => {
+    const list = await magpie(['memory', 'list', '--data-dir', dataDir, '--channel', 'c1', '--kind', 'memory', '--json'], { cwd: work });
+    assert.equal(list.code, 0, list.stderr);
+    const records = list.stdout.trim().split('\n').map((line) => JSON.parse(line) as { id: string; content: string });
+    assert.equal(records.length, 1);
+    assert.equal(records[0]!.content, 'Jo is afraid of flying');
+
+    const stats = await magpie(['memory', 'stats', '--data-dir', dataDir, '--json'], { cwd: work });
+    assert.equal(stats.code, 0, stats.stderr);
+    const parsed = JSON.parse(stats.stdout) as { memories: number; transcriptEntries: number; embedder: string };
+    assert.deepEqual([parsed.memories, parsed.transcriptEntries, parsed.embedder], [1, 3, 'hash-v1']);
+
+    const forget = await magpie(['memory', 'forget', records[0]!.id, '--data-dir', dataDir], { cwd: work });
+    assert.equal(forget.code, 0, forget.stderr);
+    const again = await magpie(['memory', 'forget', records[0]!.id, '--data-dir', dataDir], { cwd: work });
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /no memory or transcript entry/);
+  });
+
+  test('a missing data dir is a clear error and is not created', async () => {
+    const missing = path.join(work, 'nowhere');
+    const { code, stderr } = await magpie(['memory', 'search', 'x', '--data-dir', missing, '--channel', 'c1'], { cwd: work });
+    assert.equal(code, 1);
+    assert.match(stderr, /no Magpie data in .*nowhere/);
+    assert.equal(existsSync(missing), false);
+  });
+
+  test('bad flags exit 2 with usage; --help exits 0', async () => {
+    const unknown = await magpie(['memory', 'search', 'x', '--bogus'], { cwd: work });
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /Usage: magpie memory search/);
+    const noChannel = await magpie(['memory', 'search', 'x', '--data-dir', dataDir], { cwd: work });
+    assert.equal(noChannel.code, 2);
+    assert.match(noChannel.stderr, /--channel/);
+    const badLimit = await magpie(['memory', 'search', 'x', '--data-dir', dataDir, '--channel', 'c1', '--limit', '99'], { cwd: work });
+    assert.equal(badLimit.code, 2);
+    for (const sub of ['search', 'list', 'forget', 'stats']) {
+      const help = await magpie(['memory', sub, '--help'], { cwd: work });
+      assert.equal(help.code, 0);
+      assert.match(help.stdout, new RegExp(`Usage: magpie memory ${sub}`));
+    }
+    const bare = await magpie(['memory'], { cwd: work });
+    assert.equal(bare.code, 2);
+  });
+});

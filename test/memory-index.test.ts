@@ -1,0 +1,183 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, readdirSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, describe, test } from 'node:test';
+import { EventStream, type MagpieEvent } from '../src/common/events.js';
+import { DEFAULTS } from '../src/config/defaults.js';
+import type { MemorySettings } from '../src/config/types.js';
+import { HashingEmbedder, openMemoryStore, type Embedder, type TranscriptEntryInput } from '../src/memory/index.js';
+import { openDatabase } from '../src/storage/database.js';
+import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+
+const directories: string[] = [];
+after(() => {
+  for (const dir of directories) rmSync(dir, { recursive: true, force: true });
+});
+
+function freshDir(): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
+  directories.push(dir);
+  return dir;
+}
+
+const TOPICS = ['sourdough starter', 'marathon training', 'kubernetes upgrade', 'birthday party', 'tax return', 'guitar lessons'];
+
+function conversation(channelId: string, count: number): TranscriptEntryInput[] {
+  return Array.from({ length: count }, (_, index) => ({
+    channelId,
+    messageId: `${channelId}-${index}`,
+    authorId: `u${index % 3}`,
+    authorName: ['Ann', 'Ben', 'Cat'][index % 3]!,
+    content: `message ${index} about the ${TOPICS[index % TOPICS.length]} number ${index * 7}`,
+    createdAt: 1_700_000_000_000 + index * 1000,
+  }));
+}
+
+/** Opens the store of `dir`, runs `work`, closes everything; returns the events seen. */
+async function withStore(
+  dir: string,
+  work: (store: Awaited<ReturnType<typeof openMemoryStore>>) => Promise<void>,
+  options: { settings?: Partial<MemorySettings>; embedder?: Embedder; maxLoadedIndexes?: number } = {},
+): Promise<MagpieEvent[]> {
+  const events = new EventStream();
+  const seen: MagpieEvent[] = [];
+  events.subscribe((event) => seen.push(event));
+  const db = openDatabase(dir, ALL_MIGRATIONS);
+  const store = await openMemoryStore({
+    db,
+    dataDir: dir,
+    settings: { ...DEFAULTS.memory, ...options.settings },
+    events,
+    ...(options.embedder ? { embedder: options.embedder } : {}),
+    ...(options.maxLoadedIndexes ? { maxLoadedIndexes: options.maxLoadedIndexes } : {}),
+  });
+  try {
+    await work(store);
+  } finally {
+    await store.close();
+    db.close();
+  }
+  return seen;
+}
+
+const location = { channelId: 'persist' };
+
+describe('vector index lifecycle', () => {
+  test('data and index survive a restart; a deleted or corrupt index file is rebuilt from SQLite', async () => {
+    const dir = freshDir();
+    await withStore(dir, async (store) => {
+      await store.archiveTranscript(conversation('persist', 300));
+      await store.save({ location, content: 'Ben keeps the spare office key', memoryType: 'fact' });
+      // Indexes load on the first search of their scope (writes alone only fill SQLite).
+      await store.search({ location, query: 'anything' });
+      await store.whenIndexed();
+    });
+    const indexDir = path.join(dir, 'index');
+    const files = readdirSync(indexDir).filter((name) => name.endsWith('.hnsw'));
+    assert.equal(files.length, 1);
+
+    const check = async (store: Awaited<ReturnType<typeof openMemoryStore>>): Promise<void> => {
+      const results = await store.search({ location, query: 'marathon training number 217' });
+      assert.deepEqual(results[0]!.source_ids, ['persist-31']);
+      const key = await store.search({ location, query: 'who has the spare key?' });
+      assert.equal(key[0]!.content, 'Ben keeps the spare office key');
+      const stats = store.stats(location);
+      assert.equal(stats.transcriptEntries, 300);
+      assert.equal(stats.memories, 1);
+    };
+
+    const reopened = await withStore(dir, check);
+    assert.ok(reopened.some((event) => event.type === 'memory_index_loaded' && event.points === 301));
+    assert.ok(!reopened.some((event) => event.type === 'memory_index_rebuild'));
+
+    rmSync(path.join(indexDir, files[0]!));
+    const afterDelete = await withStore(dir, check);
+    const rebuild = afterDelete.find((event) => event.type === 'memory_index_rebuild');
+    assert.equal(rebuild?.reason, 'index file missing');
+    assert.equal(rebuild?.points, 301);
+
+    writeFileSync(path.join(indexDir, files[0]!), 'this is not an index');
+    const afterCorrupt = await withStore(dir, check);
+    assert.equal(afterCorrupt.find((event) => event.type === 'memory_index_rebuild')?.reason, 'index file unreadable');
+
+    truncateSync(path.join(indexDir, files[0]!), 1000);
+    const afterTruncate = await withStore(dir, check);
+    assert.ok(afterTruncate.some((event) => event.type === 'memory_index_rebuild'));
+
+    // After the rebuild the file is trusted again.
+    const settled = await withStore(dir, check);
+    assert.ok(!settled.some((event) => event.type === 'memory_index_rebuild'));
+  });
+
+  test('a stale index file (older than SQLite) is caught up, and deletions made while it was unloaded apply', async () => {
+    const dir = freshDir();
+    await withStore(dir, async (store) => {
+      await store.archiveTranscript(conversation('persist', 50));
+      await store.search({ location, query: 'anything' });
+      await store.whenIndexed();
+    });
+    // Written and deleted with the index of this channel not loaded: the saved file lags behind.
+    await withStore(dir, async (store) => {
+      await store.archiveTranscript([
+        { channelId: 'persist', messageId: 'late', authorId: 'u9', authorName: 'Dee', content: 'the zeppelin lands at noon', createdAt: 1 },
+      ]);
+      await store.deleteTranscript('persist', ['persist-3']);
+    });
+    const events = await withStore(dir, async (store) => {
+      const late = await store.search({ location, query: 'zeppelin' });
+      assert.deepEqual(late[0]!.source_ids, ['late']);
+      const gone = await store.search({ location, query: 'message 3 kubernetes upgrade number 21', limit: 20 });
+      assert.ok(!gone.some((result) => result.source_ids.includes('persist-3')));
+      await store.whenIndexed();
+      assert.equal(store.stats(location).pendingVectors, 0);
+      assert.equal(store.stats(location).indexedVectors, 50);
+    });
+    assert.ok(events.some((event) => event.type === 'memory_index_loaded'), 'the saved file was used, not rebuilt');
+  });
+
+  test('a change of embedder rebuilds every vector from SQLite text', async () => {
+    const dir = freshDir();
+    await withStore(dir, async (store) => {
+      await store.archiveTranscript(conversation('persist', 40));
+      await store.whenIndexed();
+    });
+    const events = await withStore(
+      dir,
+      async (store) => {
+        const stats = store.stats(location);
+        assert.equal(stats.dimension, 64);
+        const results = await store.search({ location, query: 'guitar lessons number 35' });
+        assert.deepEqual(results[0]!.source_ids, ['persist-5']);
+      },
+      { embedder: new HashingEmbedder({ dimension: 64 }) },
+    );
+    const rebuilt = events.find((event) => event.type === 'memory_vectors_rebuilt');
+    assert.equal(rebuilt?.from, 'hash-v1/256');
+    assert.equal(rebuilt?.to, 'hash-v1/64');
+    assert.equal(rebuilt?.items, 40);
+  });
+
+  test('only a bounded number of indexes stay loaded; evicted ones are saved and reload', async () => {
+    const dir = freshDir();
+    const channels = Array.from({ length: 6 }, (_, index) => `room-${index}`);
+    const events = await withStore(
+      dir,
+      async (store) => {
+        for (const channelId of channels) await store.archiveTranscript(conversation(channelId, 20));
+        for (const channelId of channels) {
+          const results = await store.search({ location: { channelId }, query: 'sourdough starter number 42' });
+          assert.deepEqual(results[0]!.source_ids, [`${channelId}-6`]);
+        }
+        for (const channelId of channels) {
+          const results = await store.search({ location: { channelId }, query: 'tax return number 28' });
+          assert.deepEqual(results[0]!.source_ids, [`${channelId}-4`]);
+        }
+      },
+      { maxLoadedIndexes: 2 },
+    );
+    // Second pass: each channel's index had been evicted (saved) and was loaded back from its file.
+    assert.ok(events.filter((event) => event.type === 'memory_index_loaded').length >= 4);
+    assert.equal(readdirSync(path.join(dir, 'index')).filter((name) => name.endsWith('.hnsw')).length, 6);
+  });
+});

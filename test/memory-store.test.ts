@@ -1,0 +1,248 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { DEFAULTS } from '../src/config/defaults.js';
+import type { MemoryScope } from '../src/config/types.js';
+import { openMemoryStore, type SqliteMemoryStore, type TranscriptEntryInput } from '../src/memory/index.js';
+import { openDatabase, type SqliteDatabase } from '../src/storage/database.js';
+import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+
+interface Opened {
+  dir: string;
+  db: SqliteDatabase;
+  store: SqliteMemoryStore;
+  close(): Promise<void>;
+}
+
+async function openStore(options: { scope?: MemoryScope } = {}): Promise<Opened> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
+  const db = openDatabase(dir, ALL_MIGRATIONS);
+  const store = await openMemoryStore({ db, dataDir: dir, settings: { ...DEFAULTS.memory, scope: options.scope ?? 'channel' } });
+  return {
+    dir,
+    db,
+    store,
+    async close() {
+      await store.close();
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+function message(channelId: string, messageId: string, authorName: string, content: string, at = 1_700_000_000_000): TranscriptEntryInput {
+  return { channelId, messageId, authorId: `id-${authorName}`, authorName, content, createdAt: at };
+}
+
+describe('memory_save semantics', () => {
+  let opened: Opened;
+  before(async () => {
+    opened = await openStore();
+  });
+  after(async () => opened.close());
+
+  test('a new memory is saved with the default importance of its type', async () => {
+    const result = await opened.store.save({
+      location: { channelId: 'c1' },
+      content: 'Dana is allergic to peanuts',
+      memoryType: 'fact',
+      sourceIds: ['m1'],
+    });
+    assert.equal(result.status, 'saved');
+    const record = opened.store.list({ location: { channelId: 'c1' }, kind: 'memory' }).find((item) => item.id === result.id);
+    assert.ok(record);
+    assert.equal(record.importance, 0.6);
+    assert.equal(record.memoryType, 'fact');
+    assert.deepEqual(record.sourceIds, ['m1']);
+    assert.equal(record.scope, 'channel');
+  });
+
+  test('an exact duplicate in the same scope is idempotent: same id, nothing added', async () => {
+    const location = { channelId: 'c1' };
+    const first = await opened.store.save({ location, content: 'The team meets on Tuesdays at 10', memoryType: 'decision' });
+    const before = opened.store.stats(location).memories;
+    const again = await opened.store.save({ location, content: '  the team meets on Tuesdays at 10 ', memoryType: 'decision' });
+    assert.equal(again.id, first.id);
+    assert.equal(again.status, 'updated');
+    assert.equal(opened.store.stats(location).memories, before);
+  });
+
+  test('a near-duplicate of the same type updates the existing memory', async () => {
+    const location = { channelId: 'c1' };
+    const first = await opened.store.save({ location, content: 'Erin prefers dark mode in every editor she uses', memoryType: 'preference' });
+    const before = opened.store.stats(location).memories;
+    const near = await opened.store.save({
+      location,
+      content: 'Erin prefers dark mode in every editor she uses.',
+      memoryType: 'preference',
+      importance: 0.9,
+    });
+    assert.equal(near.id, first.id);
+    assert.equal(near.status, 'updated');
+    assert.equal(opened.store.stats(location).memories, before);
+    const record = opened.store.list({ location, kind: 'memory' }).find((item) => item.id === first.id)!;
+    assert.equal(record.content, 'Erin prefers dark mode in every editor she uses.');
+    assert.equal(record.importance, 0.9);
+  });
+
+  test('the same text as another type, or in another channel, is a separate memory', async () => {
+    const saved = await opened.store.save({ location: { channelId: 'c2' }, content: 'Erin prefers dark mode in every editor she uses', memoryType: 'preference' });
+    assert.equal(saved.status, 'saved');
+    const other = await opened.store.save({ location: { channelId: 'c1' }, content: 'Ship the release candidate on Friday', memoryType: 'todo' });
+    const otherType = await opened.store.save({ location: { channelId: 'c1' }, content: 'Ship the release candidate on Friday!', memoryType: 'goal' });
+    assert.notEqual(other.id, otherType.id);
+    assert.equal(otherType.status, 'saved');
+  });
+
+  test('the store refuses bad input with an InputError naming the field', async () => {
+    const location = { channelId: 'c1' };
+    await assert.rejects(opened.store.save({ location, content: '   ', memoryType: 'fact' }), /content must not be empty/);
+    await assert.rejects(opened.store.save({ location, content: 'x', memoryType: 'nonsense' as never }), /memory_type must be one of/);
+    await assert.rejects(opened.store.save({ location, content: 'x', memoryType: 'fact', importance: 1.5 }), /importance must be a number from 0 to 1/);
+    await assert.rejects(opened.store.save({ location, content: 'x'.repeat(5000), memoryType: 'fact' }), /limit is 4000/);
+    await assert.rejects(opened.store.search({ location, query: 'x', limit: 21 }), /limit must be an integer from 1 to 20/);
+    await assert.rejects(opened.store.search({ location, query: '' }), /query must not be empty/);
+  });
+});
+
+describe('scoping', () => {
+  test('a channel never sees another channel, DMs belong to their user, wider scopes only when configured', async () => {
+    for (const scope of ['channel', 'guild', 'global'] as const) {
+      const opened = await openStore({ scope });
+      try {
+        const { store } = opened;
+        await store.save({ location: { channelId: 'alpha', guildId: 'g1' }, content: 'The launch codeword is periwinkle', memoryType: 'fact' });
+        await store.save({ location: { channelId: 'dm-1', dmUserId: 'user-1' }, content: 'My favourite periwinkle scarf is blue', memoryType: 'preference' });
+        await store.archiveTranscript([
+          { ...message('alpha', 'a1', 'Fay', 'periwinkle is also the name of our transcript secret'), guildId: 'g1' },
+        ]);
+        const search = async (location: { channelId: string; guildId?: string; dmUserId?: string }) =>
+          (await store.search({ location, query: 'periwinkle', limit: 20 })).map((result) => result.content);
+
+        const inAlpha = await search({ channelId: 'alpha', guildId: 'g1' });
+        assert.ok(inAlpha.some((content) => content.includes('codeword')), `${scope}: own memory visible`);
+        assert.ok(inAlpha.some((content) => content.includes('transcript secret')), `${scope}: own transcript visible`);
+
+        const inBeta = await search({ channelId: 'beta', guildId: 'g1' });
+        const inOtherGuild = await search({ channelId: 'gamma', guildId: 'g2' });
+        const sameUserDm = await search({ channelId: 'dm-1', dmUserId: 'user-1' });
+        const otherUserDm = await search({ channelId: 'dm-2', dmUserId: 'user-2' });
+        // Transcripts never cross channels, whatever the scope.
+        for (const results of [inBeta, inOtherGuild, sameUserDm, otherUserDm]) {
+          assert.ok(!results.some((content) => content.includes('transcript secret')), `${scope}: transcript leaked`);
+        }
+        assert.ok(sameUserDm.some((content) => content.includes('scarf')), `${scope}: the DM user sees their memory`);
+        if (scope === 'channel') {
+          assert.deepEqual(inBeta, []);
+          assert.deepEqual(inOtherGuild, []);
+          assert.deepEqual(otherUserDm, []);
+          assert.ok(!sameUserDm.some((content) => content.includes('codeword')));
+          assert.ok(!inAlpha.some((content) => content.includes('scarf')));
+        } else if (scope === 'guild') {
+          assert.ok(inBeta.some((content) => content.includes('codeword')), 'guild scope: same guild sees it');
+          assert.deepEqual(inOtherGuild, []);
+          assert.ok(!otherUserDm.some((content) => content.includes('scarf')));
+        } else {
+          assert.ok(inOtherGuild.some((content) => content.includes('codeword')), 'global scope: everyone sees memories');
+          assert.ok(otherUserDm.some((content) => content.includes('scarf')));
+        }
+      } finally {
+        await opened.close();
+      }
+    }
+  });
+});
+
+describe('transcript archive and hybrid search', () => {
+  let opened: Opened;
+  before(async () => {
+    opened = await openStore();
+    await opened.store.archiveTranscript([
+      message('room', '100', 'Alice', 'Has anyone tried the new ramen place on Fifth Street?', 1_000),
+      message('room', '101', 'Bob', 'Yes! The tonkotsu broth was incredible, I went on Saturday', 2_000),
+      message('room', '102', 'Carol', 'I am flying to Reykjavik in March for the northern lights', 3_000),
+      message('room', '103', 'Dave', 'Reminder: the quarterly budget review moved to Thursday', 4_000),
+      message('room', '104', 'Alice', 'Can someone water my tomato plants while I am away?', 5_000),
+    ]);
+  });
+  after(async () => opened.close());
+  const location = { channelId: 'room' };
+
+  test('archiving is idempotent per (channel, message id)', async () => {
+    await opened.store.archiveTranscript([message('room', '101', 'Bob', 'Yes! The tonkotsu broth was incredible, I went on Saturday', 2_000)]);
+    assert.equal(opened.store.stats(location).transcriptEntries, 5);
+  });
+
+  test('the relevant entry ranks first and carries speaker, message id and time', async () => {
+    const results = await opened.store.search({ location, query: 'Who is travelling to Iceland to see the northern lights?' });
+    assert.ok(results.length > 0);
+    assert.equal(results[0]!.content, 'Carol: I am flying to Reykjavik in March for the northern lights');
+    assert.equal(results[0]!.kind, 'transcript');
+    assert.deepEqual(results[0]!.source_ids, ['102']);
+    assert.equal(results[0]!.created_at, new Date(3_000).toISOString());
+    assert.ok(results[0]!.score > 0.3, `score ${results[0]!.score}`);
+    for (const result of results) assert.ok(result.score >= 0 && result.score <= 1);
+  });
+
+  test('a speaker name finds what that person said', async () => {
+    const results = await opened.store.search({ location, query: 'What did Dave say?' });
+    assert.equal(results[0]!.source_ids[0], '103');
+  });
+
+  test('text sharing neither words nor meaning with the query scores near zero', async () => {
+    const results = await opened.store.search({ location, query: 'quantum chromodynamics lattice gauge', limit: 20 });
+    for (const result of results) assert.ok(result.score < 0.1, `${result.content} scored ${result.score}`);
+  });
+
+  test('any user text is a valid query (FTS5 syntax is quoted away)', async () => {
+    for (const query of ['"unbalanced', 'NEAR(a b) OR AND NOT', 'col:value*', '(((', '— … 🙂', 'ramen^2 -broth']) {
+      const results = await opened.store.search({ location, query });
+      assert.ok(Array.isArray(results));
+    }
+  });
+
+  test('a search right after an insert finds it, before the index catches up', async () => {
+    await opened.store.archiveTranscript([message('room', '105', 'Erin', 'The wifi password is now marmalade-42', 6_000)]);
+    const results = await opened.store.search({ location, query: 'wifi password' });
+    assert.equal(results[0]!.source_ids[0], '105');
+  });
+
+  test('an edited message is found by its new text only; a deleted one is gone', async () => {
+    await opened.store.updateTranscript('room', '104', 'Can someone feed my goldfish while I am away?');
+    const goldfish = await opened.store.search({ location, query: 'goldfish' });
+    assert.equal(goldfish[0]!.content, 'Alice: Can someone feed my goldfish while I am away?');
+    const tomato = await opened.store.search({ location, query: 'tomato plants' });
+    assert.ok(!tomato.some((result) => result.content.includes('tomato')));
+
+    await opened.store.whenIndexed();
+    await opened.store.deleteTranscript('room', ['101']);
+    const ramen = await opened.store.search({ location, query: 'tonkotsu broth Saturday', limit: 20 });
+    assert.ok(!ramen.some((result) => result.source_ids.includes('101')));
+    assert.equal(opened.store.stats(location).transcriptEntries, 5);
+  });
+
+  test('kind and memory_type filters apply before the top k is cut', async () => {
+    await opened.store.save({ location, content: 'Alice travels a lot and needs plant sitters', memoryType: 'observation' });
+    await opened.store.save({ location, content: 'Alice wants someone to feed her goldfish', memoryType: 'todo' });
+    const memories = await opened.store.search({ location, query: 'Alice goldfish', kind: 'memory', limit: 1 });
+    assert.equal(memories.length, 1);
+    assert.equal(memories[0]!.kind, 'memory');
+    const todos = await opened.store.search({ location, query: 'Alice', memoryType: 'todo', limit: 5 });
+    assert.ok(todos.length >= 1);
+    assert.ok(todos.every((result) => result.memory_type === 'todo'));
+    const transcripts = await opened.store.search({ location, query: 'Alice goldfish', kind: 'transcript', limit: 3 });
+    assert.ok(transcripts.every((result) => result.kind === 'transcript'));
+  });
+
+  test('forget removes an entry from every index', async () => {
+    const results = await opened.store.search({ location, query: 'quarterly budget review' });
+    const id = results[0]!.id;
+    assert.equal(opened.store.forget(id), true);
+    assert.equal(opened.store.forget(id), false);
+    assert.equal(opened.store.forget('not-an-id'), false);
+    const again = await opened.store.search({ location, query: 'quarterly budget review', limit: 20 });
+    assert.ok(!again.some((result) => result.id === id));
+  });
+});

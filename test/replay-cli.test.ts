@@ -1,0 +1,140 @@
+/** `magpie replay` as a real process: tiers, determinism, bad lines, kill -9 and re-run. */
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { HistoryStore } from '../src/channel/history-store.js';
+import { openDatabase } from '../src/storage/database.js';
+import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { assertConsistentHistory, generateTranscript, tempDir } from './compaction-support.js';
+
+const MAIN = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
+
+function replay(args: string[]): { code: number | null; stdout: string; stderr: string } {
+  const result = spawnSync(process.execPath, [MAIN, 'replay', ...args], { encoding: 'utf8', env: { ...process.env, MAGPIE_DATA_DIR: '' } });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+function jsonLines(stdout: string): Array<Record<string, unknown>> {
+  return stdout.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+/** Events without what legitimately differs between runs (measured durations and speeds). */
+function comparable(events: Array<Record<string, unknown>>): Array<Record<string, unknown>> {
+  return events.map(({ duration_ms: _duration, messages_per_second: _speed, ...rest }) => rest);
+}
+
+test('a small window with --worker-lag fires all three tiers, and two runs emit the same events', () => {
+  const dir = tempDir();
+  const transcript = join(dir.path, 'transcript.jsonl');
+  writeFileSync(transcript, generateTranscript(400));
+  const runs = [1, 2].map((run) =>
+    replay([transcript, '--data-dir', join(dir.path, `data-${run}`), '--context-window', '2000', '--worker-lag', '5', '--json']),
+  );
+  for (const run of runs) assert.equal(run.code, 0, run.stderr);
+  const [first, second] = runs.map((run) => jsonLines(run.stdout));
+  const summary = first!.at(-1)!;
+  assert.equal(summary.type, 'replay_summary');
+  assert.equal(summary.messages, 400);
+  assert.equal(summary.channels, 2);
+  const tiers = summary.tiers as Record<string, number>;
+  assert.ok(tiers.background! > 0 && tiers.aggressive! > 0 && tiers.emergency! > 0, JSON.stringify(tiers));
+  assert.ok(Number(summary.messages_per_second) > 0);
+  for (const type of ['compaction_triggered', 'compaction_completed', 'emergency_truncation']) {
+    assert.ok(first!.some((event) => event.type === type), type);
+  }
+  assert.deepEqual(comparable(first!), comparable(second!));
+  for (const event of first!) assert.equal(event.content, undefined, 'no message content in events');
+
+  const db = openDatabase(join(dir.path, 'data-1'), ALL_MIGRATIONS);
+  for (const channel of ['chan-0', 'chan-1']) assert.equal(assertConsistentHistory(db, channel).archived, 200);
+  db.close();
+  dir.remove();
+});
+
+test('a bad line stops the replay with exit 1, names line and field, and keeps what came before', () => {
+  const dir = tempDir();
+  const transcript = join(dir.path, 'bad.jsonl');
+  const good = generateTranscript(3, { channels: 1 }).trim().split('\n');
+  writeFileSync(transcript, `${good[0]}\n\n${good[1]}\n{"id":"x","channel":"chan-0","author":"ann"}\n${good[2]}\n`);
+  const result = replay([transcript, '--data-dir', join(dir.path, 'data')]);
+  assert.equal(result.code, 1);
+  assert.match(result.stderr, /line 4/);
+  assert.match(result.stderr, /"content"/);
+  const db = openDatabase(join(dir.path, 'data'), ALL_MIGRATIONS);
+  assert.deepEqual(new HistoryStore(db).archive('chan-0').map((entry) => entry.messageId), ['msg-0', 'msg-1']);
+  db.close();
+
+  writeFileSync(transcript, 'not json\n');
+  assert.match(replay([transcript, '--data-dir', join(dir.path, 'data')]).stderr, /line 1: is not valid JSON/);
+  dir.remove();
+});
+
+test('flags: --help, unknown flags, --summarizer llm without a model', () => {
+  assert.equal(replay(['--help']).code, 0);
+  assert.equal(replay(['x.jsonl', '--data-dir', '/tmp/x', '--bogus']).code, 2);
+  const dir = tempDir();
+  const transcript = join(dir.path, 't.jsonl');
+  writeFileSync(transcript, generateTranscript(2));
+  const result = replay([transcript, '--data-dir', join(dir.path, 'data'), '--summarizer', 'llm', '--config', join(dir.path, 'none.toml')]);
+  assert.notEqual(result.code, 0);
+  const llm = replay([transcript, '--data-dir', join(dir.path, 'data'), '--summarizer', 'llm']);
+  assert.notEqual(llm.code, 0);
+  assert.match(llm.stderr, /needs a model/);
+  dir.remove();
+});
+
+test('8. kill -9 mid-replay, then a re-run on the same data dir: consistent, nothing lost, nothing doubled', async () => {
+  const dir = tempDir();
+  const transcript = join(dir.path, 'big.jsonl');
+  const total = 4000;
+  writeFileSync(transcript, generateTranscript(total, { channels: 3 }));
+  const data = join(dir.path, 'data');
+  const child = spawn(process.execPath, [MAIN, 'replay', transcript, '--data-dir', data, '--context-window', '2000', '--worker-lag', '4', '--json'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let seen = 0;
+  let finished = false;
+  await new Promise<void>((resolve) => {
+    child.stdout.on('data', (chunk: Buffer) => {
+      seen += chunk.toString().split('\n').filter((line) => line.includes('"compaction_completed"')).length;
+      if (seen >= 15 && !child.killed) child.kill('SIGKILL');
+    });
+    child.on('exit', (_code, signal) => {
+      finished = signal !== 'SIGKILL';
+      resolve();
+    });
+  });
+  assert.equal(finished, false, 'the replay was killed mid-run (make the transcript longer if this fails)');
+
+  let db = openDatabase(data, ALL_MIGRATIONS);
+  const partial = ['chan-0', 'chan-1', 'chan-2'].map((channel) => assertConsistentHistory(db, channel).archived);
+  db.close();
+  const kept = partial.reduce((sum, count) => sum + count, 0);
+  assert.ok(kept > 0 && kept < total, `killed after ${kept} messages`);
+
+  const rerun = replay([transcript, '--data-dir', data, '--context-window', '2000', '--worker-lag', '4', '--json']);
+  assert.equal(rerun.code, 0, rerun.stderr);
+  const summary = jsonLines(rerun.stdout).at(-1)!;
+  assert.equal(Number(summary.messages) + Number(summary.duplicates), total);
+  assert.equal(summary.duplicates, kept);
+
+  db = openDatabase(data, ALL_MIGRATIONS);
+  const ids = new Set<string>();
+  for (const channel of ['chan-0', 'chan-1', 'chan-2']) {
+    assertConsistentHistory(db, channel);
+    for (const entry of new HistoryStore(db).archive(channel)) {
+      assert.equal(ids.has(entry.messageId), false, 'no message twice');
+      ids.add(entry.messageId);
+    }
+  }
+  assert.equal(ids.size, total);
+  const unarchived = db.prepare('SELECT COUNT(*) AS n FROM history_entries WHERE archived = 0').get() as { n: number };
+  assert.equal(unarchived.n, 0, 'every message reached the transcript index');
+  const transcriptRows = db.prepare("SELECT COUNT(*) AS n FROM memory_items WHERE kind = 'transcript'").get() as { n: number };
+  assert.equal(transcriptRows.n, total);
+  db.close();
+  dir.remove();
+});
