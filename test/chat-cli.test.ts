@@ -72,7 +72,7 @@ test('magpie chat without a model says how to configure one and still records', 
   try {
     const run = await runCli(['chat', '--data-dir', path.join(dir, 'data')], {
       cwd: dir,
-      input: 'remember that the boiler code is 4471\n/memory search boiler code\n/context\n',
+      input: 'remember that the boiler code is 4471\n/memory search boiler code\n/context\n/compact\n/memory forget nope\n',
     });
     assert.equal(run.code, 0, run.stderr);
     assert.match(run.stderr, /ANTHROPIC_API_KEY/);
@@ -80,6 +80,8 @@ test('magpie chat without a model says how to configure one and still records', 
     assert.match(run.stdout, /boiler code is 4471/);
     assert.match(run.stdout, /Live messages: 1/);
     assert.doesNotMatch(run.stdout, /magpie:/);
+    assert.match(run.stdout, /Compaction started on 1 live message /);
+    assert.match(run.stdout, /No memory with id nope/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -57,7 +57,8 @@ export function startCompaction(deps: CommandDeps, channelId: string): string {
   deps.runtime.compactNow(channelId).catch((error: unknown) => {
     deps.events.emit({ type: 'compact_command_failed', channel_id: channelId, error: errorMessage(error) });
   });
-  return `Compaction started on ${count(status.liveMessages)} live messages (${percent(status.usage)} of the window). It runs in the background; the channel keeps going.`;
+  const plural = status.liveMessages === 1 ? '' : 's';
+  return `Compaction started on ${count(status.liveMessages)} live message${plural} (${percent(status.usage)} of the window). It runs in the background; the channel keeps going.`;
 }
 
 /** `/memory search`: the top results as short lines, with ids for `/memory forget`. */

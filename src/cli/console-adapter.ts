@@ -38,7 +38,7 @@ export class ConsoleAdapter {
   }
 
   async run(): Promise<void> {
-    const { app, output, notices } = this.options;
+    const { app, notices } = this.options;
     const unsubscribe = app.events.subscribe((event) => {
       if (event.channel_id !== this.channelId) return;
       if (event.type === 'compaction_completed') notices.write(`(compacted older messages into a summary: ${String(event.tier ?? '')})\n`);
@@ -64,7 +64,6 @@ export class ConsoleAdapter {
       lines.close();
       unsubscribe();
     }
-    output.write('');
   }
 
   private showPrompt(): void {

@@ -53,6 +53,8 @@ const TYPING_REFRESH_MS = 8_000;
 export class DiscordAdapter {
   private readonly debouncer: Debouncer<PendingTrigger>;
   private accepting = false;
+  /** False once shutdown begins: messages are still recorded until disconnect, not answered. */
+  private replying = false;
   private readonly inFlight = new Set<Promise<unknown>>();
 
   constructor(private readonly options: DiscordAdapterOptions) {
@@ -72,6 +74,7 @@ export class DiscordAdapter {
     await ready;
     if (client.user) this.options.responder.setIdentity({ id: client.user.id, name: client.user.displayName });
     this.accepting = true;
+    this.replying = true;
     this.options.events.emit({ type: 'discord_ready', guilds: client.guilds.cache.size });
     const discord = config.current().discord;
     if (discord.registerCommands && client.isReady()) {
@@ -84,15 +87,16 @@ export class DiscordAdapter {
   }
 
   /**
-   * Stops taking messages, starts the turns of bursts already recorded, lets running turns
-   * finish within `graceMs`, then disconnects.
+   * Stops starting turns (bursts already waiting get theirs now), lets running turns finish
+   * within `graceMs` while messages that still arrive are recorded, then disconnects.
    */
   async stop(graceMs: number): Promise<void> {
-    this.accepting = false;
+    this.replying = false;
     this.debouncer.flushAll();
-    await Promise.allSettled([...this.inFlight]);
     await this.options.responder.drain(graceMs);
+    this.accepting = false;
     await this.options.client.destroy();
+    await Promise.allSettled([...this.inFlight]);
   }
 
   /** Resolves when every event handler started so far is done (tests, benchmarks). */
@@ -160,7 +164,7 @@ export class DiscordAdapter {
       repliesToBot: normalized.repliesToBot,
       isDm: normalized.incoming.guildId === undefined,
     };
-    if (!shouldReply(policy, trigger)) return;
+    if (!this.replying || !shouldReply(policy, trigger)) return;
     const discord = this.options.config.current().discord;
     this.debouncer.push(
       normalized.incoming.channelId,

@@ -61,7 +61,8 @@ export function normalizeMessage(message: Message, selfId: string): NormalizedMe
     incoming,
     authorIsBot: message.author.bot,
     roleIds: message.member ? [...message.member.roles.cache.keys()].filter((id) => id !== message.guildId) : [],
-    mentionsBot: message.mentions.users.has(selfId),
+    // People often mention the bot through its managed role rather than its user.
+    mentionsBot: message.mentions.users.has(selfId) || message.mentions.roles.some((role) => role.tags?.botId === selfId),
     repliesToBot: repliedUserId === selfId,
   };
   if (isThread && channel.parentId) normalized.parentId = channel.parentId;

@@ -25,6 +25,7 @@ Environment:
   DISCORD_TOKEN      the bot token (the name is set by [discord] token_env)
   ANTHROPIC_API_KEY  the model key (the name is set by [llm] api_key_env)
   LOG_LEVEL          overrides [logging] level
+  MAGPIE_DISCORD_API another Discord REST base URL, e.g. a proxy (default: Discord's own)
 `;
 
 export function missingTokenMessage(variable: string): string {
