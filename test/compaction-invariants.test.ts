@@ -295,3 +295,24 @@ test('compactNow compacts on request and reports busy while a worker runs', asyn
 });
 
 void (null as unknown as HistoryEntry);
+
+test('4. a worker started during a turn leaves the message being answered with its reply', async () => {
+  const pending = gate('Older talk.');
+  const summarizer = new ScriptedSummarizer().enqueue(pending.behaviour);
+  const harness = openHarness({ summarizer, configValue: testConfig({ compaction: { backgroundFraction: 0.99 } }) });
+  const { runtime } = harness;
+  let next = await fill(harness, 'c1', 0, () => runtime.status('c1').usage > 0.7);
+  const question = await runtime.ingest(userMessage('c1', next++));
+  await runtime.runSerial('c1', async () => {
+    // Others keep talking while the bot thinks; the window fills and a worker starts.
+    next = await fill(harness, 'c1', next, () => started(harness) === 1);
+    runtime.appendToTurn('c1', [{ kind: 'message', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: 'Answer.' }], question.turnId);
+  });
+  const taken = summarizer.requests[0]!.entries;
+  assert.ok(taken.every((entry) => entry.seq < question.seq), 'the question stays live with its reply');
+  pending.open();
+  await settle();
+  const live = runtime.liveContext('c1').entries;
+  assert.equal(live[0]!.seq, question.seq);
+  await harness.close();
+});

@@ -37,6 +37,8 @@ export class ChannelState {
   /** Transcript writes not yet confirmed by the memory store. */
   readonly pendingArchives = new Set<Promise<void>>();
   compaction: RunningCompaction | undefined;
+  /** While a turn runs: the seq of the newest entry when it began (what it answers) — not compacted. */
+  protectFromSeq: number | undefined;
   consecutiveFailures = 0;
   lastCompaction: LastCompaction | undefined;
   /** The system prompt last counted, and its estimate (recounted only when it changes). */

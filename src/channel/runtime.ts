@@ -142,13 +142,19 @@ export class ChannelRuntime {
     return appended;
   }
 
-  /** Runs work in the channel's serial turn queue; the Compactor checks when it is done. */
+  /**
+   * Runs work in the channel's serial turn queue; the Compactor checks when it is done. While it
+   * runs, workers leave the newest message (the one the turn answers) and what follows alone.
+   */
   runSerial<T>(channelId: string, work: () => Promise<T>): Promise<T> {
     return this.queue.run(channelId, async () => {
+      const state = this.channel(channelId);
+      state.protectFromSeq = state.entries.at(-1)?.seq;
       try {
         return await work();
       } finally {
-        this.coordinator.check(this.channel(channelId));
+        state.protectFromSeq = undefined;
+        this.coordinator.check(state);
       }
     });
   }

@@ -60,6 +60,9 @@ export class CompactionCoordinator {
     const action = decide(usage, settings.compaction, { compactionRunning: state.compaction !== undefined });
     if (action === 'none') return action;
     if (action === 'emergency' && state.entries.length === 0) return 'none';
+    // A worker tier with nothing it may take (a single turn in progress) is no action at all.
+    const plan = action === 'emergency' ? undefined : this.plan(state, action, settings);
+    if (action !== 'emergency' && !plan) return 'none';
     this.emit({
       type: 'compaction_triggered',
       channel_id: state.channelId,
@@ -71,7 +74,7 @@ export class CompactionCoordinator {
       live_messages: state.entries.length,
     });
     if (action === 'emergency') this.truncate(state, settings, tokens);
-    else this.start(state, action, settings);
+    else this.start(state, action, settings, plan!);
     return action;
   }
 
@@ -79,10 +82,9 @@ export class CompactionCoordinator {
   compactNow(state: ChannelState): Promise<CompactionOutcome> {
     if (state.compaction) return Promise.resolve({ status: 'busy', compactionId: state.compaction.compactionId });
     const settings = this.options.settingsFor(state.channelId);
-    return new Promise((resolve) => {
-      const started = this.start(state, 'manual', settings, resolve);
-      if (!started) resolve({ status: 'nothing_to_compact' });
-    });
+    const plan = this.plan(state, 'manual', settings);
+    if (!plan) return Promise.resolve({ status: 'nothing_to_compact' });
+    return new Promise((resolve) => this.start(state, 'manual', settings, plan, resolve));
   }
 
   /** Lands everything held by the scheduler. */
@@ -128,21 +130,26 @@ export class CompactionCoordinator {
     });
   }
 
-  private start(
-    state: ChannelState,
-    tier: Exclude<CompactionTier, 'emergency'>,
-    settings: ChannelSettings,
-    onLanded?: (outcome: CompactionOutcome) => void,
-  ): boolean {
+  private plan(state: ChannelState, tier: Exclude<CompactionTier, 'emergency'>, settings: ChannelSettings): CompactionPlan | undefined {
     const compaction = settings.compaction;
-    const plan = planCompaction({
+    return planCompaction({
       entries: state.entries,
       summaries: state.summaries,
       summaryTokens: state.summaryTokens,
       fraction: tier === 'background' ? compaction.backgroundFraction : compaction.aggressiveFraction,
       rollupTokens: compaction.rollupThreshold * settings.contextWindow,
+      ...(state.protectFromSeq !== undefined ? { protectFromSeq: state.protectFromSeq } : {}),
     });
-    if (!plan) return false;
+  }
+
+  private start(
+    state: ChannelState,
+    tier: Exclude<CompactionTier, 'emergency'>,
+    settings: ChannelSettings,
+    plan: CompactionPlan,
+    onLanded?: (outcome: CompactionOutcome) => void,
+  ): void {
+    const compaction = settings.compaction;
     this.sequence += 1;
     const compactionId = `${state.channelId}/${this.sequence}`;
     const useFallback = state.consecutiveFailures >= compaction.fallbackAfterFailures;
@@ -183,7 +190,6 @@ export class CompactionCoordinator {
         onLanded?.(landed);
       },
     });
-    return true;
   }
 
   /** Applies a worker's outcome. Whatever happens, the channel's lock is released here. */

@@ -16,11 +16,11 @@ export interface CompactionPlan {
 /**
  * How many of the oldest live entries to take so that the cut falls on a turn boundary: no turn
  * (a message, its tool calls and results, the reply) has entries on both sides. Prefers the
- * largest such cut not above `target`, else the smallest one above it. O(n), run only when a
- * compaction or truncation is planned.
+ * largest such cut not above `target`, else the smallest one above it, never above `maxCut`
+ * (0 when there is none). O(n), run only when a compaction or truncation is planned.
  */
-export function alignedCut(entries: readonly HistoryEntry[], target: number): number {
-  if (entries.length === 0) return 0;
+export function alignedCut(entries: readonly HistoryEntry[], target: number, maxCut = entries.length): number {
+  if (entries.length === 0 || maxCut <= 0) return 0;
   const lastIndex = new Map<number, number>();
   for (let index = 0; index < entries.length; index += 1) lastIndex.set(entries[index]!.turnId, index);
   let best = 0;
@@ -29,6 +29,7 @@ export function alignedCut(entries: readonly HistoryEntry[], target: number): nu
     reach = Math.max(reach, lastIndex.get(entries[index]!.turnId)!);
     if (reach !== index) continue;
     const cut = index + 1;
+    if (cut > maxCut) return best;
     if (cut <= target) best = cut;
     else return best > 0 ? best : cut;
   }
@@ -42,7 +43,8 @@ export function targetCount(liveEntries: number, fraction: number): number {
 
 /**
  * Plans a worker's range: the oldest `fraction` of live entries, turn-aligned. Never the whole
- * live history (the turn in progress stays with the channel). When the live summaries take more
+ * live history, nor the message a running turn is answering (its reply would be cut off from
+ * it). When the live summaries take more
  * than `rollupTokens`, they are folded in as well. Undefined when nothing can be compacted.
  */
 export function planCompaction(options: {
@@ -51,9 +53,16 @@ export function planCompaction(options: {
   summaryTokens: number;
   fraction: number;
   rollupTokens: number;
+  /** Entries from this seq on belong to a turn being answered right now: not taken. */
+  protectFromSeq?: number;
 }): CompactionPlan | undefined {
   const { entries } = options;
-  const cut = alignedCut(entries, targetCount(entries.length, options.fraction));
+  let maxCut = entries.length;
+  if (options.protectFromSeq !== undefined) {
+    maxCut = 0;
+    while (maxCut < entries.length && entries[maxCut]!.seq < options.protectFromSeq) maxCut += 1;
+  }
+  const cut = alignedCut(entries, targetCount(entries.length, options.fraction), maxCut);
   if (cut === 0 || cut >= entries.length) return undefined;
   const snapshot = entries.slice(0, cut);
   const priorSummaries = options.summaryTokens > options.rollupTokens ? [...options.summaries] : [];
