@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ToolDefinition } from '../src/llm/chat-model.js';
-import { openHarness, tempDir, userMessage } from './compaction-support.js';
+import { openHarness, tempDir, testConfig, userMessage } from './compaction-support.js';
 import { estimateTokens } from '../src/channel/token-estimate.js';
 
 test('ingest appends, archives, is idempotent, and restores after a restart', async () => {
@@ -90,5 +90,16 @@ test('runSerial runs one turn at a time per channel, channels in parallel', asyn
     harness.runtime.runSerial('b', slow('b1', 5)),
   ]);
   assert.deepEqual(order, ['b1', 'a1', 'a2']);
+  await harness.close();
+});
+
+test('a thread inherits its parent channel settings until it has its own', async () => {
+  const base = testConfig({ contextWindow: 2000 });
+  const parentSettings = { ...base.defaults, contextWindow: 900 };
+  const harness = openHarness({ configValue: { ...base, channels: { parent: parentSettings } } });
+  await harness.runtime.ingest({ ...userMessage('thread-1', 0), parentChannelId: 'parent' });
+  await harness.runtime.ingest(userMessage('other', 0));
+  assert.equal(harness.runtime.status('thread-1').contextWindow, 900);
+  assert.equal(harness.runtime.status('other').contextWindow, 2000);
   await harness.close();
 });

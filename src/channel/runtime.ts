@@ -70,6 +70,8 @@ export class ChannelRuntime {
   private archivedFlags: Array<{ channelId: string; seq: number }> = [];
   private flagFlush: NodeJS.Immediate | undefined;
   private toolTokens: number;
+  /** Thread id → parent channel id, learnt from ingested messages; threads inherit settings. */
+  private readonly parents = new Map<string, string>();
 
   constructor(private readonly options: ChannelRuntimeOptions) {
     this.store = new HistoryStore(options.db);
@@ -84,7 +86,7 @@ export class ChannelRuntime {
       summarizer: options.summarizer,
       fallbackSummarizer: options.fallbackSummarizer ?? createExtractiveSummarizer(),
       scheduler: this.scheduler,
-      settingsFor: (channelId) => options.config.settingsFor(channelId),
+      settingsFor: (channelId) => this.settings(channelId),
       estimate: (state, settings) => this.estimate(state, settings),
     });
   }
@@ -94,6 +96,7 @@ export class ChannelRuntime {
     const due = this.scheduler.beforeMessage(message.channelId);
     if (due) await due;
     const state = this.channel(message.channelId);
+    if (message.parentChannelId !== undefined) this.parents.set(message.channelId, message.parentChannelId);
     if (message.guildId !== undefined || message.dmUserId !== undefined) {
       state.location = { ...(message.guildId ? { guildId: message.guildId } : {}), ...(message.dmUserId ? { dmUserId: message.dmUserId } : {}) };
     }
@@ -275,7 +278,7 @@ export class ChannelRuntime {
   }
 
   private settings(channelId: string): ChannelSettings {
-    return this.options.config.settingsFor(channelId);
+    return this.options.config.settingsFor(channelId, this.parents.get(channelId));
   }
 
   /** O(1): running totals plus the prompt, recounted only when hot reload changed it. */

@@ -46,6 +46,8 @@ export interface IncomingMessage {
   guildId?: string;
   /** Set for DMs: the user the DM belongs to. */
   dmUserId?: string;
+  /** For a thread: the channel it hangs off, whose per-channel settings it inherits. */
+  parentChannelId?: string;
   authorId: string;
   authorName: string;
   /** 'assistant' for the bot's own messages seen in a transcript. */

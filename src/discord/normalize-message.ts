@@ -65,7 +65,10 @@ export function normalizeMessage(message: Message, selfId: string): NormalizedMe
     mentionsBot: message.mentions.users.has(selfId) || message.mentions.roles.some((role) => role.tags?.botId === selfId),
     repliesToBot: repliedUserId === selfId,
   };
-  if (isThread && channel.parentId) normalized.parentId = channel.parentId;
+  if (isThread && channel.parentId) {
+    normalized.parentId = channel.parentId;
+    incoming.parentChannelId = channel.parentId;
+  }
   return normalized;
 }
 
