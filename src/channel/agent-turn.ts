@@ -4,17 +4,11 @@ import type { ChatModel, ModelMessage, ModelRequest, ModelUsage, ToolDefinition 
 import { runToolLoop } from '../llm/index.js';
 import type { ToolContext, ToolHandler } from '../llm/tool.js';
 import { estimateTokens } from './token-estimate.js';
-import type { EntryKind, HistoryEntry } from './types.js';
+import type { TurnEntryInput } from './runtime.js';
+import type { HistoryEntry } from './types.js';
 
 /** One entry the agent adds to the turn it answers. */
-export interface AgentEntry {
-  kind: EntryKind;
-  role: 'user' | 'assistant';
-  authorId: string;
-  authorName: string;
-  content: string;
-  messageId?: string;
-}
+export type AgentEntry = TurnEntryInput;
 
 /** The part of the channel runtime a turn needs (`ChannelRuntime` satisfies it). */
 export interface AgentRuntime {
