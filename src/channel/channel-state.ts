@@ -9,7 +9,7 @@ export interface RunningCompaction {
 }
 
 export interface LastCompaction {
-  tier: 'background' | 'aggressive' | 'emergency';
+  tier: 'background' | 'aggressive' | 'emergency' | 'manual';
   at: number;
   messages: number;
 }

@@ -70,5 +70,6 @@ export interface ContextStatus {
   summaries: number;
   archivedMessages: number;
   compactionRunning: boolean;
-  lastCompaction?: { tier: 'background' | 'aggressive' | 'emergency'; at: number; messages: number };
+  /** `manual` is `/compact`. */
+  lastCompaction?: { tier: 'background' | 'aggressive' | 'emergency' | 'manual'; at: number; messages: number };
 }

@@ -246,7 +246,7 @@ export class CompactionCoordinator {
     state.consecutiveFailures = 0;
     const tokensAfter = this.options.estimate(state, settings);
     state.lastCompaction = {
-      tier: tier === 'manual' ? 'aggressive' : tier,
+      tier,
       at: this.options.clock.now(),
       messages: plan.entries.length,
     };
