@@ -5,7 +5,7 @@ import { median, p99, type BenchReport } from './harness.js';
 import { chatLines } from './memory-corpus.js';
 
 const ENTRIES = 100_000;
-const QUERIES = 200;
+const QUERIES = 100;
 const K = 10;
 
 /**

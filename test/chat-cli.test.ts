@@ -80,8 +80,30 @@ test('magpie chat without a model says how to configure one and still records', 
     assert.match(run.stdout, /boiler code is 4471/);
     assert.match(run.stdout, /Live messages: 1/);
     assert.doesNotMatch(run.stdout, /magpie:/);
-    assert.match(run.stdout, /Compaction started on 1 live message /);
+    // One message cannot be split: /compact says so rather than claiming a compaction started.
+    assert.match(run.stdout, /Nothing to compact yet/);
+    assert.doesNotMatch(run.stdout, /Compaction started/);
     assert.match(run.stdout, /No memory with id nope/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('magpie chat /compact reports what happened: a compaction that cannot free room is not "started"', async () => {
+  const dir = tempDir();
+  try {
+    const short = Array.from({ length: 6 }, (_, index) => `note ${index + 1}: code ALPHA-${index + 1}`).join('\n');
+    const long = Array.from({ length: 12 }, (_, index) => `note ${index + 1}: the launch code is ALPHA-${index + 1} and Bob owns it`).join('\n');
+    const tooShort = await runCli(['chat', '--data-dir', path.join(dir, 'short')], { cwd: dir, input: `${short}\n/compact\n/context\n` });
+    assert.equal(tooShort.code, 0, tooShort.stderr);
+    assert.match(tooShort.stdout, /Compaction did not apply \(the summary would not be shorter/);
+    assert.match(tooShort.stderr, /a compaction did not apply: summary_too_long/);
+    assert.match(tooShort.stdout, /summaries: 0/);
+    const enough = await runCli(['chat', '--data-dir', path.join(dir, 'long')], { cwd: dir, input: `${long}\n/compact\n/context\n` });
+    assert.equal(enough.code, 0, enough.stderr);
+    assert.doesNotMatch(enough.stdout, /did not apply/);
+    assert.match(enough.stdout, /Compacted the oldest \d+ messages into a summary\.|Compaction started on 12 live messages/);
+    assert.match(enough.stdout, /summaries: 1|a compaction is running now/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -108,4 +108,16 @@ describe('attachEventLogger', () => {
     assert.equal(lines[3]?.tokens, 300);
     assert.equal(lines[3]?.summary, undefined, 'content is not logged by default');
   });
+
+  it('keeps counts whose names could carry content (compaction_started messages: 13), drops the text', () => {
+    const out = capture();
+    const events = new EventStream();
+    attachEventLogger(events, createLogger({ destination: out.stream, level: 'info', env: {} }));
+    events.emit({ type: 'compaction_started', channel_id: '9', compaction_id: '9/1', messages: 13, summarizer: 'llm' });
+    events.emit({ type: 'turn_debug', channel_id: '9', messages: 'alice: my password is hunter2' });
+    const lines = out.json();
+    assert.equal(lines[0]?.messages, 13, 'the number of messages compacted is an operator number');
+    assert.equal(lines[1]?.messages, undefined, 'message text stays out of the log');
+    assert.doesNotMatch(out.lines().join('\n'), /hunter2/);
+  });
 });

@@ -49,8 +49,8 @@ describe('magpie memory (real process)', () => {
     const { code, stdout, stderr } = await magpie(['memory', 'search', 'flight to Osaka', '--data-dir', dataDir, '--channel', 'c1', '--json'], { cwd: work });
     assert.equal(code, 0, stderr);
     const results = JSON.parse(stdout) as Array<{ content: string; source_ids: string[]; kind: string; score: number }>;
-    assert.equal(results[0]!.content, 'Jo: Our flight to Osaka leaves at 7am');
-    assert.deepEqual(results[0]!.source_ids, ['d1']);
+    assert.equal(results[0]!.content, 'Jo: Our flight to Osaka leaves at 7am\nKim: I will bring the rail passes');
+    assert.deepEqual(results[0]!.source_ids, ['d1', 'd2']);
     assert.ok(!results.some((result) => result.content.includes('another channel')));
   });
 
@@ -70,7 +70,7 @@ describe('magpie memory (real process)', () => {
     const lines = stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
     assert.equal(lines.length, 4);
     assert.equal(lines[0]!.id, 'q1');
-    assert.deepEqual((lines[0]!.results as Array<{ source_ids: string[] }>)[0]!.source_ids, ['d2']);
+    assert.deepEqual((lines[0]!.results as Array<{ source_ids: string[] }>)[0]!.source_ids, ['d1', 'd2']);
     assert.equal(lines[1]!.line, 2);
     assert.match(String(lines[1]!.error), /line 2: not valid JSON/);
     assert.equal(lines[2]!.id, 'q3');

@@ -100,7 +100,7 @@ describe('HTTP embedder against an OpenAI-compatible endpoint on loopback', () =
       assert.equal(httpStore.stats().embedder, 'http:fake-embed');
       assert.ok(server.requests.length >= 1, 'existing text was re-embedded');
       const results = await httpStore.search({ location: { channelId: 'h' }, query: 'boiler servicing' });
-      assert.deepEqual(results[0]!.source_ids, ['1']);
+      assert.ok(results[0]!.source_ids.includes('1'));
       await httpStore.close();
     } finally {
       db.close();

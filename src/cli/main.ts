@@ -3,7 +3,12 @@
  * The `magpie` executable. Everything but process wiring lives in run-cli.ts so that the
  * dispatcher can be exercised without spawning.
  */
-import { reportError, runCli } from './run-cli.js';
+import { ignoreClosedPipe, reportError, runCli } from './run-cli.js';
+
+// `magpie replay --json | head` closes stdout early: the command finishes its work quietly
+// (the data dir stays complete) instead of dying on an unhandled EPIPE.
+ignoreClosedPipe(process.stdout);
+ignoreClosedPipe(process.stderr);
 
 const io = {
   stdout: process.stdout,

@@ -107,7 +107,31 @@ export function reportError(commandName: string, error: unknown, io: CliIo): num
     io.stderr.write(`${prefix}${error.render()}\n`);
     return error instanceof InputError ? EXIT.usage : EXIT.failure;
   }
+  if (isSystemError(error)) {
+    // The file system or the network said no (a data dir that is a file, no permission, a full
+    // disk): the message names the path and the reason; a stack trace would only hide them.
+    io.stderr.write(`${prefix}${error.message}\n`);
+    return EXIT.failure;
+  }
   const detail = error instanceof Error ? (error.stack ?? error.message) : String(error);
   io.stderr.write(`${prefix}unexpected error: ${detail}\n`);
   return EXIT.failure;
+}
+
+/** A Node.js system error (`EACCES`, `ENOTDIR`, `ENOSPC`...): it has a code and a syscall. */
+function isSystemError(error: unknown): error is NodeJS.ErrnoException {
+  if (!(error instanceof Error)) return false;
+  const candidate = error as NodeJS.ErrnoException;
+  return typeof candidate.code === 'string' && /^E[A-Z]+$/.test(candidate.code) && typeof candidate.syscall === 'string';
+}
+
+/**
+ * Lets a reader close the pipe early (`| head`): writes to a closed stdout or stderr are
+ * dropped instead of raising an unhandled 'error' event that would end the process mid-work.
+ */
+export function ignoreClosedPipe(stream: NodeJS.WritableStream): void {
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE' || error.code === 'ERR_STREAM_DESTROYED') return;
+    throw error;
+  });
 }

@@ -79,7 +79,7 @@ export async function handleSlashCommand(
         await reply('You need the Manage Messages permission to compact this channel.');
         return;
       }
-      await reply(startCompaction(deps, location.channelId));
+      await reply(await startCompaction(deps, location.channelId));
       return;
     case 'memory': {
       const subcommand = interaction.options.getSubcommand(false);

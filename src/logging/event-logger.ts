@@ -47,7 +47,8 @@ function eventFields(event: MagpieEvent, options: EventLoggerOptions): Record<st
   const { type, ...rest } = event;
   const fields: Record<string, unknown> = { event: type };
   for (const [key, value] of Object.entries(rest)) {
-    if (!options.includeContent && CONTENT_FIELDS.has(key)) continue;
+    // A number under such a name is a count (`messages: 13` on compaction_started), not text.
+    if (!options.includeContent && CONTENT_FIELDS.has(key) && typeof value !== 'number') continue;
     // `type` is taken by the event name; a long string is cut so one event stays one line.
     fields[key] = typeof value === 'string' && value.length > 500 ? `${value.slice(0, 500)}…` : value;
   }

@@ -4,12 +4,14 @@ import { fnv1a, STOP_WORDS, words } from './text.js';
 export interface HashingEmbedderOptions {
   /** Vector length; DEFAULTS.memory.hashDimension. */
   dimension: number;
+  /** Weight of a stop word relative to a content word (default 0.1: present, but barely). */
+  stopWordWeight?: number;
+  /** Weight of one character trigram (default 0.6): lets "paint" meet "painting" without drowning words. */
+  trigramWeight?: number;
 }
 
-/** Weight of a stop word relative to a content word: present, but barely. */
 const STOP_WORD_WEIGHT = 0.1;
-/** Character trigrams let "paint" meet "painting"; each counts less than a whole word. */
-const TRIGRAM_WEIGHT = 0.35;
+const TRIGRAM_WEIGHT = 0.6;
 
 /**
  * The default embedder: feature hashing, no weights to download, deterministic across runs and
@@ -19,14 +21,21 @@ const TRIGRAM_WEIGHT = 0.35;
  * 1 + log(tf), and the vector is L2-normalized so a dot product is a cosine.
  */
 export class HashingEmbedder implements Embedder {
-  readonly name = 'hash-v1';
+  readonly name: string;
   readonly dimension: number;
+  private readonly stopWordWeight: number;
+  private readonly trigramWeight: number;
 
   constructor(options: HashingEmbedderOptions) {
     if (!Number.isInteger(options.dimension) || options.dimension < 8) {
       throw new RangeError(`hash embedder dimension must be an integer ≥ 8, got ${options.dimension}`);
     }
     this.dimension = options.dimension;
+    this.stopWordWeight = options.stopWordWeight ?? STOP_WORD_WEIGHT;
+    this.trigramWeight = options.trigramWeight ?? TRIGRAM_WEIGHT;
+    // Other weights make other vectors: the name says so, and a change rebuilds the vectors.
+    const custom = this.stopWordWeight !== STOP_WORD_WEIGHT || this.trigramWeight !== TRIGRAM_WEIGHT;
+    this.name = custom ? `hash-v1-s${this.stopWordWeight}-t${this.trigramWeight}` : 'hash-v1';
   }
 
   async embed(texts: string[]): Promise<Float32Array[]> {
@@ -43,11 +52,11 @@ export class HashingEmbedder implements Embedder {
     };
     for (const word of words(text)) {
       const stop = STOP_WORDS.has(word);
-      add(`w:${word}`, stop ? STOP_WORD_WEIGHT : 1);
+      add(`w:${word}`, stop ? this.stopWordWeight : 1);
       if (stop) continue;
       const padded = `^${word}$`;
       for (let start = 0; start + 3 <= padded.length; start += 1) {
-        add(`g:${padded.slice(start, start + 3)}`, TRIGRAM_WEIGHT);
+        add(`g:${padded.slice(start, start + 3)}`, this.trigramWeight);
       }
     }
     const vector = new Float32Array(this.dimension);

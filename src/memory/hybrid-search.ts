@@ -1,7 +1,8 @@
 import type { SqliteDatabase } from '../storage/database.js';
 import { blobToVector, dot } from './embedder.js';
 import type { VectorIndexManager } from './index-manager.js';
-import type { Visibility } from './scope.js';
+import { StatementCache } from './statement-cache.js';
+import { KIND_MEMORY_TAG, KIND_TRANSCRIPT_TAG, typeTag, type Visibility } from './scope.js';
 import { ftsAnyOf, queryTerms } from './text.js';
 import type { MemoryKind, MemoryType, SearchResult } from './types.js';
 
@@ -21,12 +22,20 @@ export interface SearchTuning {
   semanticCeiling: number;
   /** BM25 strength (negated bm25()) at which full-text evidence counts one half. */
   lexicalHalf: number;
+  /**
+   * Most postings the full-text query may walk: BM25 costs time per matching row, so the rarest
+   * query terms are kept until their document counts reach this, and commoner ones are left to
+   * the vector side. The rarest term is always kept.
+   */
+  textPostingBudget: number;
   /** Vector neighbours less similar than this do not enter the fusion (noise of a hashed space). */
   vectorMinSimilarity: number;
   /** `rrf`: order by fused rank; `score`: order by the evidence score (which includes the rank). */
   order: 'rrf' | 'score';
   /** Weight of the fused rank inside the score (the rest is raw evidence). */
   rankShare: number;
+  /** Hits scoring below this carry no evidence worth a reader's attention and are left out. */
+  minScore: number;
 }
 
 export const DEFAULT_SEARCH_TUNING: Readonly<SearchTuning> = Object.freeze({
@@ -34,13 +43,15 @@ export const DEFAULT_SEARCH_TUNING: Readonly<SearchTuning> = Object.freeze({
   rrfK: 60,
   vectorWeight: 1,
   textWeight: 1,
-  neighbors: 0,
+  neighbors: 1,
   semanticFloor: 0.2,
   semanticCeiling: 0.8,
   lexicalHalf: 6,
   order: 'rrf',
   vectorMinSimilarity: 0,
+  textPostingBudget: 1000,
   rankShare: 0.5,
+  minScore: 0.02,
 });
 
 export interface HybridSearchRequest {
@@ -61,6 +72,8 @@ interface ItemRow {
   created_at: number;
   channel_id: string;
   message_id: string | null;
+  index_key: string;
+  guild_id: string | null;
 }
 
 interface Candidate {
@@ -70,7 +83,7 @@ interface Candidate {
   lexical?: number;
 }
 
-const ITEM_COLUMNS = 'rowid, kind, content, memory_type, source_ids, created_at, channel_id, message_id';
+const ITEM_COLUMNS = 'rowid, kind, content, memory_type, source_ids, created_at, channel_id, message_id, index_key, guild_id';
 
 /**
  * Vector neighbours and BM25 matches, each already restricted to what the caller may see and
@@ -79,11 +92,17 @@ const ITEM_COLUMNS = 'rowid, kind, content, memory_type, source_ids, created_at,
  * weighted by its fused rank, so text sharing neither words nor meaning with the query scores ~0.
  */
 export class HybridSearch {
+  /** Document counts of terms, refreshed after a while: only used to bound query cost. */
+  private readonly termCounts = new Map<string, { count: number; at: number }>();
+  private readonly statements: StatementCache;
+
   constructor(
-    private readonly db: SqliteDatabase,
+    db: SqliteDatabase,
     private readonly indexes: VectorIndexManager,
     private readonly tuning: SearchTuning,
-  ) {}
+  ) {
+    this.statements = new StatementCache(db);
+  }
 
   run(request: HybridSearchRequest): SearchResult[] {
     const tuning = this.tuning;
@@ -122,7 +141,7 @@ export class HybridSearch {
           ? right.entry.rrf - left.entry.rrf || right.score - left.score
           : right.score - left.score || right.entry.rrf - left.entry.rrf,
       );
-    return this.materialize(ranked, request.limit);
+    return this.materialize(ranked, request);
   }
 
   private score(entry: Candidate, bestRrf: number): number {
@@ -148,8 +167,8 @@ export class HybridSearch {
       if (request.kind === 'transcript') {
         const memoryLabels = new Set(
           (
-            this.db
-              .prepare(
+            this.statements
+      .get(
                 `SELECT rowid FROM memory_items WHERE index_key IN (${visibility.keys.map(() => '?').join(', ')}) AND kind = 'memory'`,
               )
               .all(...visibility.keys) as { rowid: number }[]
@@ -177,8 +196,8 @@ export class HybridSearch {
     scopeParams: unknown[],
   ): Array<{ label: number; similarity: number }> {
     const typeSql = request.memoryType ? ' AND i.memory_type = ?' : '';
-    const rows = this.db
-      .prepare(
+    const rows = this.statements
+      .get(
         `SELECT v.item_rowid AS label, v.vector FROM memory_vectors v JOIN memory_items i ON i.rowid = v.item_rowid
          WHERE ${scopeSql} AND i.kind = 'memory'${typeSql}`,
       )
@@ -187,48 +206,84 @@ export class HybridSearch {
   }
 
   private textCandidates(request: HybridSearchRequest, count: number): Array<{ label: number; strength: number }> {
-    const terms = ftsAnyOf(queryTerms(request.queryText));
+    const terms = ftsAnyOf(this.affordableTerms(queryTerms(request.queryText)));
     if (!terms) return [];
     const { visibility } = request;
-    const match = `fts_tags : (${visibility.ftsTags}) AND content : (${terms})`;
-    const kindSql = request.kind ? ' AND i.kind = ?' : '';
-    const typeSql = request.memoryType ? ' AND i.memory_type = ?' : '';
-    const rows = this.db
-      .prepare(
-        `SELECT f.rowid AS label, bm25(memory_fts, 1.0, 0.0) AS rank FROM memory_fts f
-         JOIN memory_items i ON i.rowid = f.rowid
-         WHERE memory_fts MATCH ? AND ${visibility.sql}${kindSql}${typeSql}
+    // Scope, kind and type are FTS tokens, so the whole filter runs inside the full-text match:
+    // no join per matching row, and nothing outside the scope competes for the top candidates.
+    const filters = [`fts_tags : (${visibility.ftsTags})`];
+    if (request.kind) filters.push(`fts_tags : ${request.kind === 'memory' ? KIND_MEMORY_TAG : KIND_TRANSCRIPT_TAG}`);
+    if (request.memoryType) filters.push(`fts_tags : ${typeTag(request.memoryType)}`);
+    const contentMatch = `content : (${terms})`;
+    // bm25() computes statistics for every phrase of its MATCH, the scope tag included, and a
+    // tag's doclist is as long as the whole channel. So bm25 ranks the content terms alone and
+    // the scoped match (cheap without bm25) restricts the rows before the top is taken.
+    const rows = this.statements
+      .get(
+        `SELECT rowid AS label, bm25(memory_fts, 1.0, 0.0) AS rank FROM memory_fts
+         WHERE memory_fts MATCH ? AND +rowid IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?)
          ORDER BY rank LIMIT ?`,
       )
-      .all(
-        match,
-        ...visibility.params,
-        ...(request.kind ? [request.kind] : []),
-        ...(request.memoryType ? [request.memoryType] : []),
-        count,
-      ) as Array<{ label: number; rank: number }>;
+      .all(contentMatch, `${filters.join(' AND ')} AND ${contentMatch}`, count) as Array<{ label: number; rank: number }>;
     return rows.map((row) => ({ label: row.label, strength: Math.max(0, -row.rank) }));
+  }
+
+  /** The rarest terms whose postings fit the budget; terms found nowhere are dropped. */
+  private affordableTerms(terms: string[]): string[] {
+    const counted = terms
+      .map((term) => ({ term, count: this.termCount(term) }))
+      .filter((entry) => entry.count > 0)
+      .sort((left, right) => left.count - right.count);
+    const chosen: string[] = [];
+    let postings = 0;
+    for (const entry of counted) {
+      if (chosen.length > 0 && postings + entry.count > this.tuning.textPostingBudget) break;
+      chosen.push(entry.term);
+      postings += entry.count;
+    }
+    return chosen;
+  }
+
+  private termCount(term: string): number {
+    const now = performance.now();
+    const cached = this.termCounts.get(term);
+    if (cached && now - cached.at < 30_000) return cached.count;
+    if (this.termCounts.size > 20_000) this.termCounts.clear();
+    const row = this.statements
+      .get('SELECT count(*) AS count FROM memory_fts WHERE memory_fts MATCH ?')
+      .get(`content : ${ftsAnyOf([term])!}`) as { count: number };
+    this.termCounts.set(term, { count: row.count, at: now });
+    return row.count;
   }
 
   /** Full-text-only candidates get their exact cosine too, so their evidence is complete. */
   private fillSimilarities(candidates: Map<number, Candidate>, queryVector: Float32Array): void {
     const missing = [...candidates.values()].filter((entry) => entry.similarity === undefined).map((entry) => entry.label);
     if (missing.length === 0) return;
-    const rows = this.db
-      .prepare(`SELECT item_rowid AS label, vector FROM memory_vectors WHERE item_rowid IN (${missing.map(() => '?').join(', ')})`)
+    const rows = this.statements
+      .get(`SELECT item_rowid AS label, vector FROM memory_vectors WHERE item_rowid IN (${missing.map(() => '?').join(', ')})`)
       .all(...missing) as Array<{ label: number; vector: Buffer }>;
     for (const row of rows) candidates.get(row.label)!.similarity = dot(queryVector, blobToVector(row.vector));
   }
 
-  private materialize(ranked: Array<{ entry: Candidate; score: number }>, limit: number): SearchResult[] {
+  private admits(row: ItemRow, request: HybridSearchRequest): boolean {
+    if (request.kind && row.kind !== request.kind) return false;
+    if (request.memoryType && row.memory_type !== request.memoryType) return false;
+    return request.visibility.allows(row);
+  }
+
+  private materialize(ranked: Array<{ entry: Candidate; score: number }>, request: HybridSearchRequest): SearchResult[] {
+    const limit = request.limit;
     const results: SearchResult[] = [];
     const covered = new Set<number>();
-    const load = this.db.prepare(`SELECT ${ITEM_COLUMNS} FROM memory_items WHERE rowid = ?`);
+    const load = this.statements.get(`SELECT ${ITEM_COLUMNS} FROM memory_items WHERE rowid = ?`);
     for (const { entry, score } of ranked) {
       if (results.length >= limit) break;
-      if (covered.has(entry.label)) continue;
+      if (covered.has(entry.label) || score < this.tuning.minScore) continue;
       const row = load.get(entry.label) as ItemRow | undefined;
       if (!row) continue; // Deleted after the index saw it.
+      // Tags are hashes: a collision may bring in a row from elsewhere, which is dropped here.
+      if (!this.admits(row, request)) continue;
       if (row.kind === 'transcript' && this.tuning.neighbors > 0) {
         const window = this.neighbourhood(row, this.tuning.neighbors).filter((item) => !covered.has(item.rowid));
         for (const item of window) covered.add(item.rowid);
@@ -250,14 +305,14 @@ export class HybridSearch {
 
   /** The hit with up to `radius` messages before and after it in its channel, in order. */
   private neighbourhood(row: ItemRow, radius: number): ItemRow[] {
-    const before = this.db
-      .prepare(
+    const before = this.statements
+      .get(
         `SELECT ${ITEM_COLUMNS} FROM memory_items WHERE channel_id = ? AND kind = 'transcript'
          AND (created_at, rowid) < (?, ?) ORDER BY created_at DESC, rowid DESC LIMIT ?`,
       )
       .all(row.channel_id, row.created_at, row.rowid, radius) as ItemRow[];
-    const after = this.db
-      .prepare(
+    const after = this.statements
+      .get(
         `SELECT ${ITEM_COLUMNS} FROM memory_items WHERE channel_id = ? AND kind = 'transcript'
          AND (created_at, rowid) > (?, ?) ORDER BY created_at, rowid LIMIT ?`,
       )

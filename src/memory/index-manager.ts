@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { EventStream } from '../common/events.js';
 import type { SqliteDatabase } from '../storage/database.js';
 import { blobToVector, dot } from './embedder.js';
+import { StatementCache } from './statement-cache.js';
 import { fnv1a } from './text.js';
 import { HnswVectorIndex, type HnswParams, type VectorHit } from './vector-index.js';
 
@@ -16,10 +17,17 @@ export interface IndexManagerOptions {
   params: HnswParams;
   /** Indexes kept in memory at once; the least recently used beyond this are saved and dropped. */
   maxLoaded?: number;
+  /** An index not searched for this long is saved and dropped at the next search (default 10 min). */
+  idleMs?: number;
   /** Longest stretch of index building done in one event-loop turn, in ms. */
   sliceMs?: number;
   /** Unsaved points after which a catching-up index is written to disk. */
   saveEvery?: number;
+  /**
+   * Most not-yet-indexed vectors scanned exactly per search (the newest ones). Only a large
+   * rebuild makes the tail longer; meanwhile older entries are still found by full text.
+   */
+  maxTailScan?: number;
   /** Receives `memory_index_loaded` and `memory_index_rebuild` events (no content, only ids and counts). */
   events?: EventStream;
 }
@@ -32,6 +40,7 @@ interface LoadedIndex {
   dirty: boolean;
   unsavedPoints: number;
   evicted: boolean;
+  lastUsed: number;
 }
 
 interface StateRow {
@@ -50,15 +59,21 @@ interface StateRow {
 export class VectorIndexManager {
   private readonly loaded = new Map<string, LoadedIndex>();
   private readonly maxLoaded: number;
+  private readonly idleMs: number;
   private readonly sliceMs: number;
   private readonly saveEvery: number;
   private readonly identity: string;
   private pending: Promise<void> | undefined;
   private scheduled = new Set<string>();
   private closed = false;
+  private readonly statements: StatementCache;
+  private readonly maxTailScan: number;
 
   constructor(private readonly options: IndexManagerOptions) {
+    this.statements = new StatementCache(options.db, 32);
+    this.maxTailScan = options.maxTailScan ?? 10_000;
     this.maxLoaded = options.maxLoaded ?? 64;
+    this.idleMs = options.idleMs ?? 10 * 60_000;
     this.sliceMs = options.sliceMs ?? 15;
     this.saveEvery = options.saveEvery ?? 20_000;
     const { m, efConstruction } = options.params;
@@ -74,9 +89,9 @@ export class VectorIndexManager {
     const entry = this.acquire(key);
     const hits = new Map<number, number>();
     for (const hit of entry.index.search(vector, k, filter)) hits.set(hit.label, hit.similarity);
-    const tail = this.options.db
-      .prepare('SELECT item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND seq > ?')
-      .all(key, entry.highWater) as Array<{ label: number; vector: Buffer }>;
+    const tail = this.statements
+      .get('SELECT item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND seq > ? ORDER BY seq DESC LIMIT ?')
+      .all(key, entry.highWater, this.maxTailScan) as Array<{ label: number; vector: Buffer }>;
     for (const row of tail) {
       if (filter && !filter(row.label)) continue;
       // The tail holds the newest vector of a label; it wins over an older one in the graph.
@@ -147,12 +162,17 @@ export class VectorIndexManager {
     mkdirSync(this.options.directory, { recursive: true });
   }
 
-  /** Brings every loaded index up to date and writes it to disk. */
-  async close(): Promise<void> {
-    await this.whenIdle();
+  /**
+   * Stops background work, brings loaded indexes up to date for at most `catchUpMs` in total
+   * (a short-lived CLI run should leave a complete index behind; a shutdown must not hang on a
+   * huge rebuild, whose remainder simply continues at the next start), and writes them to disk.
+   */
+  async close(options: { catchUpMs?: number } = {}): Promise<void> {
     this.closed = true;
+    await this.whenIdle();
+    const deadline = performance.now() + (options.catchUpMs ?? 30_000);
     for (const entry of this.loaded.values()) {
-      this.catchUp(entry, Number.POSITIVE_INFINITY);
+      this.catchUp(entry, Math.max(0, deadline - performance.now()));
       this.save(entry);
     }
     this.loaded.clear();
@@ -160,16 +180,19 @@ export class VectorIndexManager {
 
   /** The index of a key, loaded (or rebuilt) if needed; marks it most recently used. */
   private acquire(key: string): LoadedIndex {
-    const existing = this.loaded.get(key);
-    if (existing) {
+    const now = performance.now();
+    let entry = this.loaded.get(key);
+    if (entry) {
       this.loaded.delete(key);
-      this.loaded.set(key, existing);
-      return existing;
+    } else {
+      entry = this.load(key);
     }
-    const entry = this.load(key);
+    entry.lastUsed = now;
     this.loaded.set(key, entry);
-    while (this.loaded.size > this.maxLoaded) {
-      const [oldestKey, oldest] = this.loaded.entries().next().value as [string, LoadedIndex];
+    // The map is in least-recently-used order: evict from the front while over the cap or idle.
+    for (const [oldestKey, oldest] of this.loaded) {
+      if (oldest === entry) break;
+      if (this.loaded.size <= this.maxLoaded && now - oldest.lastUsed < this.idleMs) break;
       this.loaded.delete(oldestKey);
       oldest.evicted = true;
       this.save(oldest);
@@ -197,7 +220,7 @@ export class VectorIndexManager {
         const index = HnswVectorIndex.load({ dimension, params, file });
         // A file that does not hold exactly what SQLite says it holds is not trusted.
         if (index.pointCount === state.point_count) {
-          entry = { key, index, highWater: state.high_water, dirty: false, unsavedPoints: 0, evicted: false };
+          entry = { key, index, highWater: state.high_water, dirty: false, unsavedPoints: 0, evicted: false, lastUsed: 0 };
         } else {
           reason = `index file holds ${index.pointCount} points, database says ${state.point_count}`;
         }
@@ -223,6 +246,7 @@ export class VectorIndexManager {
         dirty: true,
         unsavedPoints: 0,
         evicted: false,
+        lastUsed: 0,
       };
       db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(key);
       this.options.events?.emit({ type: 'memory_index_rebuild', index_key: key, reason, points: total });
@@ -234,7 +258,7 @@ export class VectorIndexManager {
   /** Adds tail vectors to the index for at most `budgetMs`; returns true when it is up to date. */
   private catchUp(entry: LoadedIndex, budgetMs: number): boolean {
     const started = performance.now();
-    const select = this.options.db.prepare(
+    const select = this.statements.get(
       'SELECT seq, item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND seq > ? ORDER BY seq LIMIT 256',
     );
     for (;;) {

@@ -27,6 +27,8 @@ export interface OpenMemoryStoreOptions {
   events?: EventStream;
   /** Indexes kept loaded at once (least recently used beyond it are saved and dropped). */
   maxLoadedIndexes?: number;
+  /** An index unused this long is saved and dropped (default 10 minutes). */
+  idleIndexMs?: number;
 }
 
 /** The embedder `[memory]` asks for. */
@@ -52,6 +54,7 @@ export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<
     embedderIdentity: identity,
     params,
     ...(options.maxLoadedIndexes ? { maxLoaded: options.maxLoadedIndexes } : {}),
+    ...(options.idleIndexMs !== undefined ? { idleMs: options.idleIndexMs } : {}),
     ...(options.events ? { events: options.events } : {}),
   });
   const stored = options.db.prepare(`SELECT value FROM memory_meta WHERE key = 'embedder'`).get() as { value: string } | undefined;
@@ -68,9 +71,19 @@ export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<
     embedder,
     indexes,
     scope: options.settings.scope,
-    tuning: { ...DEFAULT_SEARCH_TUNING, ...options.tuning },
+    tuning: { ...DEFAULT_SEARCH_TUNING, vectorWeight: defaultVectorWeight(embedder), ...options.tuning },
     ...(options.clock ? { clock: options.clock } : {}),
   });
+}
+
+/**
+ * How much the vector list counts in the fusion. Measured on LoCoMo (evidence recall): the hashed
+ * bag of words and trigrams only adds noise when ranked as an equal of BM25 (recall@5 0.65 with
+ * weight 1, 0.73 with 0.1), so it mostly breaks ties and fills in when no word matches; a real
+ * embedding model behind the HTTP embedder gets an equal vote.
+ */
+function defaultVectorWeight(embedder: Embedder): number {
+  return embedder instanceof HashingEmbedder ? 0.1 : 1;
 }
 
 /** Recomputes every vector from SQLite content (the source of truth), in batches. */

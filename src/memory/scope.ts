@@ -22,9 +22,20 @@ export function memoryHome(location: MemoryLocation): { scope: MemoryScopeKind; 
 export const KIND_MEMORY_TAG = 'kindmemory';
 export const KIND_TRANSCRIPT_TAG = 'kindtranscript';
 
+/** The FTS token of a memory type (`typefact`, ...). */
+export function typeTag(memoryType: string): string {
+  return `type${memoryType}`;
+}
+
 /** The FTS tokens of an item: its index key, its guild, its kind. */
-export function ftsTags(options: { indexKey: string; guildId?: string; kind: 'memory' | 'transcript' }): string {
+export function ftsTags(options: {
+  indexKey: string;
+  guildId?: string | undefined;
+  kind: 'memory' | 'transcript';
+  memoryType?: string | undefined;
+}): string {
   const tags = [tagToken('key', options.indexKey)];
+  if (options.memoryType) tags.push(typeTag(options.memoryType));
   // Only memories may be seen across channels of a guild, so only they carry the guild tag.
   if (options.guildId && options.kind === 'memory') tags.push(tagToken('guild', options.guildId));
   tags.push(options.kind === 'memory' ? KIND_MEMORY_TAG : KIND_TRANSCRIPT_TAG);
@@ -44,6 +55,8 @@ export interface Visibility {
   sql: string;
   params: unknown[];
   ftsTags: string;
+  /** The same rule in code, for rows found through the index (a last check, never a filter that cuts results). */
+  allows(row: { index_key: string; kind: string; guild_id: string | null }): boolean;
 }
 
 export function visibility(location: MemoryLocation, scope: MemoryScope): Visibility {
@@ -63,5 +76,12 @@ export function visibility(location: MemoryLocation, scope: MemoryScope): Visibi
     params.push(location.guildId);
     tagTerms.push(tagToken('guild', location.guildId));
   }
-  return { keys, wider, sql: `(${clauses.join(' OR ')})`, params, ftsTags: tagTerms.join(' OR ') };
+  const keySet = new Set(keys);
+  const allows = (row: { index_key: string; kind: string; guild_id: string | null }): boolean => {
+    if (keySet.has(row.index_key)) return true;
+    if (row.kind !== 'memory') return false;
+    if (wider.kind === 'global') return true;
+    return wider.kind === 'guild' && row.guild_id === wider.guildId;
+  };
+  return { keys, wider, sql: `(${clauses.join(' OR ')})`, params, ftsTags: tagTerms.join(' OR '), allows };
 }

@@ -109,8 +109,8 @@ export class SqliteMemoryStore implements MemoryStore {
         .get(home.indexKey, contentHash) as { rowid: number } | undefined;
       if (exact) return { id: itemId({ rowid: exact.rowid, kind: 'memory' }), status: 'updated' };
 
-      const near = this.nearestMemory(home.indexKey, memoryType, vector!);
-      if (near && near.similarity >= NEAR_DUPLICATE_SIMILARITY) {
+      const near = this.nearestMemory(home.indexKey, memoryType, vector!, content);
+      if (near) {
         const merged = [...new Set([...parseSourceIds(near.sourceIds), ...sourceIds])];
         this.db
           .prepare(
@@ -136,7 +136,7 @@ export class SqliteMemoryStore implements MemoryStore {
         authorName: null,
         sourceIds: JSON.stringify(sourceIds),
         contentHash,
-        ftsTags: ftsTags({ indexKey: home.indexKey, guildId: location.guildId, kind: 'memory' }),
+        ftsTags: ftsTags({ indexKey: home.indexKey, guildId: location.guildId, kind: 'memory', memoryType }),
         createdAt: now,
         updatedAt: now,
       });
@@ -335,23 +335,31 @@ export class SqliteMemoryStore implements MemoryStore {
     if (this.closed) throw new InputError('the memory store is closed');
   }
 
+  /**
+   * The most similar memory of the same type and scope, if it is a near-duplicate: cosine at
+   * least NEAR_DUPLICATE_SIMILARITY and the same numbers (so "freeze starts December 15" and
+   * "... December 20" stay two memories rather than one silently replacing the other).
+   */
   private nearestMemory(
     indexKey: string,
     memoryType: MemoryType,
     vector: Float32Array,
+    content: string,
   ): { rowid: number; similarity: number; importance: number; sourceIds: string } | undefined {
     const rows = this.db
       .prepare(
-        `SELECT i.rowid, i.importance, i.source_ids, v.vector FROM memory_items i JOIN memory_vectors v ON v.item_rowid = i.rowid
+        `SELECT i.rowid, i.importance, i.source_ids, i.content, v.vector FROM memory_items i
+         JOIN memory_vectors v ON v.item_rowid = i.rowid
          WHERE i.index_key = ? AND i.kind = 'memory' AND i.memory_type = ?`,
       )
-      .all(indexKey, memoryType) as Array<{ rowid: number; importance: number; source_ids: string; vector: Buffer }>;
+      .all(indexKey, memoryType) as Array<{ rowid: number; importance: number; source_ids: string; content: string; vector: Buffer }>;
+    const numbers = numbersIn(content);
     let best: { rowid: number; similarity: number; importance: number; sourceIds: string } | undefined;
     for (const row of rows) {
       const similarity = dot(vector, blobToVector(row.vector));
-      if (!best || similarity > best.similarity) {
-        best = { rowid: row.rowid, similarity, importance: row.importance, sourceIds: row.source_ids };
-      }
+      if (similarity < NEAR_DUPLICATE_SIMILARITY || (best && similarity <= best.similarity)) continue;
+      if (numbersIn(row.content) !== numbers) continue;
+      best = { rowid: row.rowid, similarity, importance: row.importance, sourceIds: row.source_ids };
     }
     return best;
   }
@@ -366,6 +374,11 @@ export class SqliteMemoryStore implements MemoryStore {
 /** Transcript text carries the speaker, so a search for a name finds what that person said. */
 export function transcriptText(authorName: string, content: string): string {
   return authorName ? `${authorName}: ${content}` : content;
+}
+
+/** The numbers of a text, sorted, as one comparable string. */
+function numbersIn(text: string): string {
+  return [...new Set(text.match(/\d+(?:[.,:]\d+)*/g) ?? [])].sort().join(' ');
 }
 
 function hashContent(content: string): string {

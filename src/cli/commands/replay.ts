@@ -1,4 +1,4 @@
-import { createReadStream, existsSync } from 'node:fs';
+import { createReadStream, existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { ChannelRuntime } from '../../channel/runtime.js';
@@ -78,6 +78,7 @@ export const replayCommand: CliCommand = {
       throw new UsageError(`--summarizer must be 'extractive' or 'llm', got '${summarizerKind}'`, USAGE);
     }
     if (!existsSync(transcript)) throw new InputError(`transcript not found: ${transcript}`);
+    if (!statSync(transcript).isFile()) throw new InputError(`transcript is not a file: ${transcript}`);
     const loaded = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env }).config;
     const config = withContextWindow(loaded, contextWindow);
     return replay({ io, transcript, dataDir, config, summarizerKind, workerLag, json: parsed.values.json === true });
@@ -98,7 +99,9 @@ async function replay(options: {
   let memory: MemoryStore | undefined;
   let runtime: ChannelRuntime | undefined;
   try {
-    memory = await openMemoryStore({ db, dataDir: options.dataDir, settings: { ...config.memory, dataDir: options.dataDir }, env: io.env });
+    // Memories saved by workers carry the transcript's time too, so two runs write the same rows.
+    const clock = new TranscriptClock();
+    memory = await openMemoryStore({ db, dataDir: options.dataDir, settings: { ...config.memory, dataDir: options.dataDir }, env: io.env, clock });
     const summarizer = makeSummarizer(options.summarizerKind, config, memory, io.env);
     const events = new EventStream();
     const tally = new Tally();
@@ -106,7 +109,6 @@ async function replay(options: {
       tally.count(event);
       if (options.json && PRINTED_EVENTS.has(event.type)) io.stdout.write(`${JSON.stringify(event)}\n`);
     });
-    const clock = new TranscriptClock();
     runtime = new ChannelRuntime({
       db,
       memory,
@@ -127,7 +129,8 @@ async function replay(options: {
     if (options.json) io.stdout.write(`${JSON.stringify(summary)}\n`);
     else io.stdout.write(readable(summary));
     if (progress.error) {
-      io.stderr.write(`magpie replay: ${progress.error.render()}\n  (${progress.messages} earlier messages were kept in ${options.dataDir})\n`);
+      const kept = progress.messages + progress.duplicates;
+      io.stderr.write(`magpie replay: ${progress.error.render()}\n  (the ${kept} messages before it are in ${options.dataDir})\n`);
       return EXIT.failure;
     }
     return EXIT.ok;
