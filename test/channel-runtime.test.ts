@@ -82,14 +82,23 @@ test('edits change content and totals; deletions leave history and archive', asy
 test('runSerial runs one turn at a time per channel, channels in parallel', async () => {
   const harness = openHarness();
   const order: string[] = [];
-  const slow = (label: string, ms: number) => () =>
-    new Promise<string>((resolve) => setTimeout(() => (order.push(label), resolve(label)), ms));
+  // a1 is held open until b1 has run: that can only finish if channel b does not wait for a.
+  let releaseA1!: () => void;
+  const a1Held = new Promise<void>((resolve) => (releaseA1 = resolve));
+  const turn = (label: string, before: Promise<void> = Promise.resolve()) => async () => {
+    order.push(`${label} start`);
+    await before;
+    order.push(`${label} end`);
+    if (label === 'b1') releaseA1();
+    return label;
+  };
   await Promise.all([
-    harness.runtime.runSerial('a', slow('a1', 30)),
-    harness.runtime.runSerial('a', slow('a2', 1)),
-    harness.runtime.runSerial('b', slow('b1', 5)),
+    harness.runtime.runSerial('a', turn('a1', a1Held)),
+    harness.runtime.runSerial('a', turn('a2')),
+    harness.runtime.runSerial('b', turn('b1')),
   ]);
-  assert.deepEqual(order, ['b1', 'a1', 'a2']);
+  assert.ok(order.indexOf('b1 end') < order.indexOf('a1 end'), `b ran while a1 was running: ${order.join(', ')}`);
+  assert.ok(order.indexOf('a1 end') < order.indexOf('a2 start'), `a2 waited for a1: ${order.join(', ')}`);
   await harness.close();
 });
 

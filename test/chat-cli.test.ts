@@ -109,6 +109,70 @@ test('magpie chat /compact reports what happened: a compaction that cannot free 
   }
 });
 
+test('magpie chat tells the terminal user why the model did not answer (a rejected key)', async () => {
+  const model = await startFakeAnthropic();
+  const dir = tempDir();
+  try {
+    model.setDefault({ status: 401, message: 'invalid x-api-key' });
+    const configFile = path.join(dir, 'config.toml');
+    writeFileSync(configFile, `[llm]\nmodel = "claude-test"\nbase_url = "${model.baseUrl}"\nmax_retries = 0\n`);
+    const run = await runCli(['chat', '--config', configFile, '--data-dir', path.join(dir, 'data')], { cwd: dir, input: 'hello\n' });
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /magpie: Sorry/);
+    assert.match(run.stderr, /the model call failed: .*(401|invalid x-api-key|authentication)/i);
+  } finally {
+    await model.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('Ctrl-C in magpie chat cancels a slow reply and leaves cleanly (exit 0), like /quit', async () => {
+  const model = await startFakeAnthropic();
+  const dir = tempDir();
+  try {
+    model.setDefault({ delayMs: 60_000, then: { text: 'too late' } });
+    const configFile = path.join(dir, 'config.toml');
+    writeFileSync(configFile, `[llm]\nmodel = "claude-test"\nbase_url = "${model.baseUrl}"\nmax_retries = 0\n`);
+    const child = spawn(process.execPath, [MAIN, 'chat', '--config', configFile, '--data-dir', path.join(dir, 'data')], {
+      cwd: dir,
+      env: { PATH: process.env.PATH, HOME: dir, USER: 'tester' },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+    child.stdin.write('think about this for a long time\n');
+    const deadline = Date.now() + 15_000;
+    while (model.requests.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.equal(model.requests.length, 1, 'the reply is with the model');
+    child.kill('SIGINT');
+    assert.equal(await exited, 0, stderr);
+    assert.match(stderr, /leaving/);
+    assert.doesNotMatch(stdout, /too late/);
+    assert.doesNotMatch(stderr, /\n\s+at /);
+  } finally {
+    await model.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('magpie chat with a model named but no key says the key is missing, not that no model is configured', async () => {
+  const dir = tempDir();
+  try {
+    const configFile = path.join(dir, 'config.toml');
+    writeFileSync(configFile, '[llm]\nmodel = "claude-test"\n');
+    const run = await runCli(['chat', '--config', configFile, '--data-dir', path.join(dir, 'data')], { cwd: dir, input: 'hi\n' });
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stderr, /The model claude-test cannot be used/);
+    assert.match(run.stderr, /ANTHROPIC_API_KEY is not set/);
+    assert.doesNotMatch(run.stderr, /No model is configured/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('magpie chat refuses unknown flags with usage', async () => {
   const dir = tempDir();
   try {

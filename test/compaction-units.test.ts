@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import type { HistoryEntry } from '../src/channel/types.js';
 import { decide } from '../src/compaction/compactor.js';
 import { extractiveSummary } from '../src/compaction/extractive-summarizer.js';
+import { truncationCount } from '../src/compaction/emergency.js';
 import { alignedCut, planCompaction } from '../src/compaction/planner.js';
 import { LaggedScheduler } from '../src/compaction/scheduler.js';
 import { parseTranscriptLine } from '../src/compaction/transcript-line.js';
@@ -119,4 +120,14 @@ test('LaggedScheduler lands a result only after N more messages in its channel',
   scheduler.submit({ channelId: 'b', compactionId: 'b/1', settled: Promise.resolve(), land: () => landed.push('b/1') });
   await scheduler.drain();
   assert.deepEqual(landed, ['a/1', 'b/1']);
+});
+
+test('emergency cut: extended turn by turn until what it drops outweighs its marker', () => {
+  const small = (seq: number, turnId: number) => ({ ...entry(seq, turnId), tokens: 5 });
+  // Half of six entries is three small ones (15 tokens) — less than a 30-token marker.
+  const entries = [small(1, 1), small(2, 2), small(3, 3), { ...entry(4, 4), tokens: 5000 }, small(5, 4), small(6, 5)];
+  assert.equal(truncationCount(entries, 0.5), 3, 'without a marker cost: half by count');
+  assert.equal(truncationCount(entries, 0.5, () => 30), 5, 'the long message joins the cut, with the rest of its turn');
+  assert.equal(truncationCount(entries, 0.5, () => 10), 3, 'a cut that already frees room is kept');
+  assert.equal(truncationCount(entries.slice(0, 3), 0.5, () => 1_000), 3, 'at most everything');
 });

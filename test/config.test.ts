@@ -222,6 +222,16 @@ describe('validation reports every problem by key path', () => {
     assert.match(problem.message, /quoted strings/);
   });
 
+  it('a channel name or an empty string where a Discord id belongs is refused, not silently ignored', () => {
+    const named = findProblem(problemsOf('[discord]\nallowed_channels = ["general"]\n'), 'discord.allowed_channels');
+    assert.match(named.message, /item 1 is not a Discord id: ids are all digits/);
+    assert.equal(named.line, 2);
+    const empty = findProblem(problemsOf('[discord]\nallowed_guilds = ["123456789012345678", ""]\n'), 'discord.allowed_guilds');
+    assert.match(empty.message, /item 2 is empty/);
+    const valid = parseConfigText('[discord]\nallowed_users = ["123456789012345678"]\nallowed_roles = [" 42 "]\n');
+    assert.deepEqual(valid.discord.allowedRoles, ['42'], 'stray spaces are trimmed so the id still matches');
+  });
+
   it('parseConfigText throws a ConfigError that renders every problem', () => {
     assert.throws(
       () => parseConfigText('[defaults]\ncontext_window = -5\nbogus = 1\n', { source: 'mine.toml' }),

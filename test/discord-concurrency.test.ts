@@ -16,7 +16,10 @@ test('turns are serial within a channel and concurrent across channels', async (
       overall += 1;
       maxPerChannel = Math.max(maxPerChannel, active.get(channel)!);
       maxOverall = Math.max(maxOverall, overall);
-      await new Promise((resolve) => setTimeout(resolve, 150));
+      // Hold each call until two channels have been with the model at once (or 5 s pass), so
+      // that overlap is observed however slowly the machine delivers the other channel's turn.
+      const holdUntil = Date.now() + 5_000;
+      while (maxOverall < 2 && Date.now() < holdUntil) await new Promise((resolve) => setTimeout(resolve, 5));
       active.set(channel, active.get(channel)! - 1);
       overall -= 1;
       return { text: `answer for ${channel}` };

@@ -93,6 +93,8 @@ test('magpie start answers on Discord and SIGTERM lets the running reply finish'
     assert.equal(posted.content, 'a considered answer');
     assert.equal(await run.exited, 0, run.output.stderr);
     assert.match(run.output.stdout, /"event":"stopped"/);
+    const shutdownLog = run.output.stdout.slice(run.output.stdout.indexOf('"event":"stopping"'));
+    assert.doesNotMatch(shutdownLog, /discord_reconnecting/, 'a clean shutdown is not logged as a reconnect');
     assert.doesNotMatch(run.output.stdout, /think hard/, 'message content is not logged');
   } finally {
     await model.close();

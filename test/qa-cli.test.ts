@@ -69,12 +69,16 @@ test('a data dir that cannot be used is named in one line, without a stack trace
     for (const dataDir of ['a-file', path.join('a-file', 'sub')]) {
       const result = run(['replay', 't.jsonl', '--data-dir', dataDir], dir);
       assert.equal(result.status, 1, result.stderr);
-      assert.match(result.stderr, /^magpie replay: E[A-Z]+: .*a-file/);
+      assert.match(result.stderr, /^magpie replay: cannot open the data directory .*a-file.*: E[A-Z]+: /);
+      assert.match(result.stderr, /hint: point --data-dir, MAGPIE_DATA_DIR or \[memory\] data_dir at a directory/);
       assert.doesNotMatch(result.stderr, /unexpected error|\n\s+at /);
     }
     const chat = spawnSync(process.execPath, [MAIN, 'chat', '--data-dir', 'a-file'], { cwd: dir, encoding: 'utf8', input: 'hello\n' });
     assert.equal(chat.status, 1, chat.stderr);
-    assert.match(chat.stderr, /^magpie chat: E[A-Z]+: .*a-file/);
+    assert.match(chat.stderr, /^magpie chat: cannot open the data directory .*a-file/);
+    const memory = run(['memory', 'stats', '--data-dir', 'a-file'], dir);
+    assert.notEqual(memory.status, 0);
+    assert.doesNotMatch(memory.stderr, /unexpected error|\n\s+at /);
     assert.doesNotMatch(chat.stderr, /\n\s+at /);
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -150,6 +154,96 @@ test('replay --summarizer llm: memories saved by workers carry the transcript ti
     }
   } finally {
     await model.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('openApp passes its event stream to memory: a vector rebuild after an embedder change is an event (and a log line)', async () => {
+  const { openApp } = await import('../src/app/index.js');
+  const { EventStream } = await import('../src/common/events.js');
+  const { DEFAULTS } = await import('../src/config/defaults.js');
+  const dir = tempDir();
+  try {
+    const config = (hashDimension: number) => ({ ...DEFAULTS, memory: { ...DEFAULTS.memory, dataDir: dir, hashDimension } });
+    const first = await openApp({ config: config(256), env: {} });
+    await first.runtime.ingest({ messageId: 'm1', channelId: 'c1', authorId: 'a', authorName: 'ana', role: 'user', content: 'the boiler code is 4471', createdAt: Date.now() });
+    await first.close();
+    const events = new EventStream();
+    const seen: string[] = [];
+    events.subscribe((event) => seen.push(event.type));
+    const second = await openApp({ config: config(128), env: {}, events });
+    try {
+      await second.memory.search({ location: { channelId: 'c1' }, query: 'boiler code', limit: 3 });
+    } finally {
+      await second.close();
+    }
+    assert.ok(seen.some((type) => type.startsWith('memory_')), `memory events reach the app's stream: ${seen.join(', ')}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('replay --json: every compaction event carries the operator numbers (usage, tokens freed, duration)', () => {
+  const dir = tempDir();
+  try {
+    writeFileSync(path.join(dir, 't.jsonl'), transcript(300));
+    const result = run(['replay', 't.jsonl', '--data-dir', path.join(dir, 'data'), '--context-window', '1500', '--worker-lag', '30', '--json'], dir);
+    assert.equal(result.status, 0, result.stderr);
+    const events = result.stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+    const byType = (type: string) => events.filter((event) => event.type === type);
+    assert.ok(byType('emergency_truncation').length > 0, 'the lag forces emergencies');
+    for (const event of byType('emergency_truncation')) {
+      for (const key of ['channel_id', 'messages_dropped', 'tokens_freed', 'usage_before', 'usage_after', 'duration_ms']) {
+        assert.notEqual(event[key], undefined, `emergency_truncation.${key}`);
+      }
+    }
+    for (const event of byType('compaction_triggered')) assert.equal(typeof event.usage, 'number');
+    for (const event of byType('compaction_completed')) {
+      for (const key of ['messages_compacted', 'tokens_freed', 'duration_ms']) assert.equal(typeof event[key], 'number', key);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('replay takes a transcript saved with a byte-order mark and CRLF line ends', () => {
+  const dir = tempDir();
+  try {
+    const lines = [
+      { id: 'a', channel: 'c', author: 'x', content: 'hi' },
+      { id: 'b', channel: 'c', author: 'x', content: 'yo' },
+    ].map((line) => JSON.stringify(line));
+    writeFileSync(path.join(dir, 't.jsonl'), `\uFEFF${lines.join('\r\n')}\r\n`);
+    const result = run(['replay', 't.jsonl', '--data-dir', path.join(dir, 'data'), '--json'], dir);
+    assert.equal(result.status, 0, result.stderr);
+    const summary = JSON.parse(result.stdout.trim().split('\n').at(-1)!);
+    assert.equal(summary.messages, 2);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('replay: an emergency truncation never leaves the context larger than before (tokens_freed > 0)', () => {
+  const dir = tempDir();
+  try {
+    const lines = [];
+    for (let index = 0; index < 5; index += 1) lines.push({ id: `s${index}`, channel: 'c1', author: 'a', content: `small ${index}` });
+    lines.push({ id: 'big', channel: 'c1', author: 'a', content: 'word '.repeat(2_000) });
+    for (let index = 5; index < 10; index += 1) lines.push({ id: `s${index}`, channel: 'c1', author: 'a', content: `small ${index}` });
+    writeFileSync(path.join(dir, 't.jsonl'), lines.map((line) => JSON.stringify(line)).join('\n'));
+    const result = run(['replay', 't.jsonl', '--data-dir', path.join(dir, 'data'), '--context-window', '2000', '--json'], dir);
+    assert.equal(result.status, 0, result.stderr);
+    const truncations = result.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, number | string>)
+      .filter((event) => event.type === 'emergency_truncation');
+    assert.ok(truncations.length > 0, result.stdout);
+    for (const event of truncations) {
+      assert.ok(Number(event.tokens_freed) > 0, `frees room: ${JSON.stringify(event)}`);
+      assert.ok(Number(event.usage_after) < Number(event.usage_before));
+    }
+  } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -71,7 +71,8 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
   const db = openDatabase(dataDir, ALL_MIGRATIONS);
   let memory: MemoryStore;
   try {
-    memory = await openMemoryStore({ db, dataDir, settings: current.memory, env, clock });
+    // Index loads and rebuilds reach the log like every other event.
+    memory = await openMemoryStore({ db, dataDir, settings: current.memory, env, clock, events });
   } catch (error) {
     db.close();
     throw error;

@@ -21,7 +21,7 @@ const COMMAND_HELP = `Commands:
   /compact             compact the history now, in the background
   /memory search TEXT  search memories and past messages
   /memory forget ID    forget one memory
-  /quit                leave (Ctrl-D works too)
+  /quit                leave (Ctrl-D and Ctrl-C work too)
 `;
 
 /**
@@ -32,6 +32,8 @@ const COMMAND_HELP = `Commands:
 export class ConsoleAdapter {
   private readonly channelId: string;
   private sequence = 0;
+  private lines: ReturnType<typeof createInterface> | undefined;
+  private stopping = false;
 
   constructor(private readonly options: ConsoleAdapterOptions) {
     this.channelId = `console:${options.channelName}`;
@@ -42,29 +44,43 @@ export class ConsoleAdapter {
     const unsubscribe = app.events.subscribe((event) => {
       if (event.channel_id !== this.channelId) return;
       if (event.type === 'compaction_completed') notices.write(`(compacted older messages into a summary: ${String(event.tier ?? '')})\n`);
+      // In the terminal the user is the operator too: say why the model did not answer.
+      if (event.type === 'agent_turn_failed') notices.write(`(the model call failed: ${String(event.error ?? event.code ?? 'unknown error')})\n`);
       if (event.type === 'compaction_failed') notices.write(`(a compaction did not apply: ${String(event.reason ?? 'failed')}; the history is unchanged)\n`);
       if (event.type === 'emergency_truncation') notices.write('(context was full: the oldest messages were set aside; memory_search still finds them)\n');
     });
     notices.write(`Magpie in the terminal, channel ${this.channelId}. Type /help for commands.\n`);
     if (!app.model) {
+      const named = app.config.current().llm.model.trim();
+      // A model that is named but cannot be used (no key) needs its own fix, not "configure one".
       notices.write(
-        `No model is configured, so Magpie will not answer; it still records and indexes what you write, and the commands work.\n` +
-          `To get answers: ${MODEL_HINT}.\n` +
-          (app.modelProblem && app.config.current().llm.model.trim() !== '' ? `(${app.modelProblem.message})\n` : ''),
+        named !== '' && app.modelProblem
+          ? `The model ${named} cannot be used, so Magpie will not answer: ${app.modelProblem.render()}\n` +
+              'It still records and indexes what you write, and the commands work.\n'
+          : `No model is configured, so Magpie will not answer; it still records and indexes what you write, and the commands work.\n` +
+              `To get answers: ${MODEL_HINT}.\n`,
       );
     }
     const lines = createInterface({ input: this.options.input, terminal: false, crlfDelay: Infinity });
+    this.lines = lines;
     try {
       this.showPrompt();
       for await (const line of lines) {
+        if (this.stopping) break;
         const keepGoing = await this.handleLine(line.trim());
-        if (!keepGoing) break;
+        if (!keepGoing || this.stopping) break;
         this.showPrompt();
       }
     } finally {
       lines.close();
       unsubscribe();
     }
+  }
+
+  /** Stops reading input (Ctrl-C): the loop ends once the line being handled is done. */
+  stop(): void {
+    this.stopping = true;
+    this.lines?.close();
   }
 
   private showPrompt(): void {

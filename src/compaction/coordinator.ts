@@ -1,6 +1,6 @@
 import type { ChannelState } from '../channel/channel-state.js';
 import type { HistoryStore } from '../channel/history-store.js';
-import { estimateSummaryTokens } from '../channel/model-request.js';
+import { estimateSummaryTokens, SUMMARY_HEADER_TOKENS } from '../channel/model-request.js';
 import type { Clock } from '../common/clock.js';
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
@@ -101,7 +101,14 @@ export class CompactionCoordinator {
 
   /** Emergency: synchronous, in memory plus one small transaction; always frees room. */
   private truncate(state: ChannelState, settings: ChannelSettings, tokensBefore: number): void {
-    const count = truncationCount(state.entries, settings.compaction.emergencyFraction);
+    const startedAt = performance.now();
+    const entries = state.entries;
+    // The first summary also brings the header that introduces summaries in the system prompt.
+    const headerTokens = state.summaries.length === 0 ? SUMMARY_HEADER_TOKENS : 0;
+    const markerTokens = (dropped: number) =>
+      headerTokens +
+      estimateSummaryTokens({ kind: 'marker', fromSeq: entries[0]!.seq, toSeq: entries[dropped - 1]!.seq, content: markerText(dropped) });
+    const count = truncationCount(state.entries, settings.compaction.emergencyFraction, markerTokens);
     const dropped = state.entries.slice(0, count);
     const draft = {
       channelId: state.channelId,
@@ -127,6 +134,8 @@ export class CompactionCoordinator {
       usage_before: round(tokensBefore / settings.contextWindow),
       usage_after: round(tokensAfter / settings.contextWindow),
       preempted_worker: state.compaction !== undefined,
+      // Emergency work runs inside the turn: operators watch that it stays small.
+      duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000,
     });
   }
 

@@ -72,6 +72,8 @@ export interface EmergencyTruncationEvent extends ChannelEvent {
   usage_after: number;
   /** A worker was running and was pre-empted (not cancelled). */
   preempted_worker: boolean;
+  /** Time the truncation took inside the turn, in milliseconds (fractional). */
+  duration_ms: number;
 }
 
 export interface ArchiveFailedEvent extends ChannelEvent {

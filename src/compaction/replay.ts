@@ -39,8 +39,10 @@ export async function replayLines(options: {
 }): Promise<ReplayProgress> {
   const progress: ReplayProgress = { messages: 0, duplicates: 0, channels: new Set() };
   let lineNumber = 0;
-  for await (const text of options.lines) {
+  for await (const raw of options.lines) {
     lineNumber += 1;
+    // Editors on Windows start files with a byte-order mark, which JSON does not allow.
+    const text = lineNumber === 1 && raw.startsWith('\uFEFF') ? raw.slice(1) : raw;
     if (text.trim() === '') continue;
     let message;
     try {

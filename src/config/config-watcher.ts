@@ -155,7 +155,9 @@ export class ConfigWatcher {
         ...(restartNeeded.length > 0 ? { restart_needed: restartNeeded } : {}),
       },
       `config reloaded: ${changes.length} setting${changes.length === 1 ? '' : 's'} changed` +
-        (restartNeeded.length > 0 ? `; ${restartNeeded.join(', ')} take effect after a restart` : ''),
+        (restartNeeded.length > 0
+          ? `; ${restartNeeded.join(', ')} ${restartNeeded.length === 1 ? 'takes' : 'take'} effect after a restart`
+          : ''),
     );
     return { status: 'applied', changes, restartNeeded };
   }

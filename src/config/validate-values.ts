@@ -97,11 +97,18 @@ export function checkValue(value: unknown, spec: Exclude<FieldSpec, { kind: 'tab
               'since ids this long lose digits as numbers',
           );
         }
-        if (typeof item !== 'string' || item.trim() === '') {
-          return fail(`item ${index + 1} must be a non-empty string, got ${describeType(item)}`);
+        if (typeof item !== 'string') return fail(`item ${index + 1} must be a quoted Discord id, got ${describeType(item)}`);
+        if (item.trim() === '') return fail(`item ${index + 1} is empty; write a Discord id such as "123456789012345678"`);
+        // A name ("general", "@alice") never matches anything, so the bot would silently ignore everyone.
+        if (!/^\d+$/.test(item.trim())) {
+          return fail(
+            `item ${index + 1} is not a Discord id: ids are all digits (in Discord, turn on Developer Mode, ` +
+              'then right-click a server, channel, role or user and choose Copy ID); names do not work here',
+          );
         }
       }
-      return pass(Object.freeze([...value]));
+      // Stray spaces would make an id that never matches what Discord sends.
+      return pass(Object.freeze(value.map((item: string) => item.trim())));
     }
   }
 }

@@ -120,7 +120,10 @@ export class DiscordAdapter {
     // Without these listeners an 'error' event would throw and end the process.
     client.on(Events.Error, (error) => events.emit({ type: 'discord_error', error: errorMessage(error) }));
     client.on(Events.ShardError, (error) => events.emit({ type: 'discord_error', error: errorMessage(error) }));
-    client.on(Events.ShardReconnecting, () => events.emit({ type: 'discord_reconnecting' }));
+    // Closing the gateway on shutdown is not a reconnect worth telling the operator about.
+    client.on(Events.ShardReconnecting, () => {
+      if (this.accepting) events.emit({ type: 'discord_reconnecting' });
+    });
     client.on(Events.ShardResume, (_id, replayed) => events.emit({ type: 'discord_resumed', replayed }));
   }
 

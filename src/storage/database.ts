@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import { MagpieError } from '../common/errors.js';
 
 export type SqliteDatabase = Database.Database;
 
@@ -21,14 +22,34 @@ export const DATABASE_FILE = 'magpie.sqlite';
  * applies every migration not yet applied, each in its own transaction.
  */
 export function openDatabase(dataDir: string, migrations: readonly Migration[]): SqliteDatabase {
-  mkdirSync(dataDir, { recursive: true });
-  const db = new Database(join(dataDir, DATABASE_FILE));
-  db.pragma('journal_mode = WAL');
+  let db: SqliteDatabase;
+  try {
+    mkdirSync(dataDir, { recursive: true });
+    db = new Database(join(dataDir, DATABASE_FILE));
+  } catch (error) {
+    throw unusableDataDir(dataDir, error);
+  }
+  try {
+    db.pragma('journal_mode = WAL');
+  } catch (error) {
+    db.close();
+    throw unusableDataDir(dataDir, error);
+  }
   db.pragma('synchronous = NORMAL');
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 5000');
   applyMigrations(db, migrations);
   return db;
+}
+
+/** A data dir that is a file, not writable, or on a read-only disk: say which and what to do. */
+function unusableDataDir(dataDir: string, cause: unknown): MagpieError {
+  const reason = cause instanceof Error ? cause.message : String(cause);
+  return new MagpieError('data_dir_unusable', `cannot open the data directory ${dataDir}: ${reason}`, {
+    cause,
+    context: { dataDir },
+    hint: 'point --data-dir, MAGPIE_DATA_DIR or [memory] data_dir at a directory this user can write',
+  });
 }
 
 export function applyMigrations(db: SqliteDatabase, migrations: readonly Migration[]): void {

@@ -16,7 +16,7 @@ Commands inside the chat:
   /compact             compact the history now, in the background
   /memory search TEXT  search memories and past messages
   /memory forget ID    forget one memory
-  /quit                leave (Ctrl-D works too)
+  /quit                leave (Ctrl-D and Ctrl-C work too)
 
 Options:
   --channel NAME  channel name (default: local); history is kept per channel
@@ -56,8 +56,21 @@ export const chatCommand: CliCommand = {
         notices: io.stderr,
         prompt: (io.stdin as { isTTY?: boolean }).isTTY === true,
       });
-      await adapter.run();
-      await app.responder.drain(app.config.current().discord.shutdownGraceMs);
+      // Ctrl-C leaves like /quit, cancelling a reply still being thought about, so the data dir
+      // is closed cleanly; a second Ctrl-C quits at once.
+      const interrupted = () => {
+        io.stderr.write('\n(leaving; press Ctrl-C again to quit at once)\n');
+        process.once('SIGINT', () => process.exit(130));
+        adapter.stop();
+        void app.responder.drain(0);
+      };
+      process.once('SIGINT', interrupted);
+      try {
+        await adapter.run();
+        await app.responder.drain(app.config.current().discord.shutdownGraceMs);
+      } finally {
+        process.off('SIGINT', interrupted);
+      }
     } finally {
       await app.close();
     }
