@@ -316,3 +316,29 @@ test('4. a worker started during a turn leaves the message being answered with i
   assert.equal(live[0]!.seq, question.seq);
   await harness.close();
 });
+
+test('6b. back-to-back truncations grow one marker instead of stacking markers without bound', async () => {
+  const dir = tempDir().path;
+  // The system prompt alone is over the window: every message truncates.
+  const configValue = testConfig({ contextWindow: 200, systemPrompt: 'x'.repeat(1000) });
+  const first = openHarness({ dir, configValue, summarizer: new ScriptedSummarizer() });
+  for (let index = 0; index < 30; index += 1) await first.runtime.ingest(userMessage('c1', index));
+  const truncations = first.ofType('emergency_truncation');
+  assert.equal(truncations.length, 30);
+  assert.ok(truncations.slice(1).every((event) => event.merged_into_marker === true));
+  const { summaries, entries } = first.runtime.liveContext('c1');
+  assert.equal(summaries.length, 1);
+  assert.equal(entries.length, 0);
+  assert.match(summaries[0]!.content, /^30 older messages were truncated/);
+  const archived = first.db.prepare('SELECT COUNT(*) AS n FROM history_entries').get() as { n: number };
+  assert.equal(archived.n, 30, 'all 30 still in the archive');
+  const before = first.runtime.liveContext('c1');
+  await first.close({ keepDir: true });
+
+  const second = openHarness({ dir, configValue, summarizer: new ScriptedSummarizer() });
+  assert.deepEqual(second.runtime.liveContext('c1'), before, 'the grown marker survives a restart');
+  await second.runtime.ingest(userMessage('c1', 30));
+  assert.equal(second.runtime.liveContext('c1').summaries.length, 1);
+  assert.match(second.runtime.liveContext('c1').summaries[0]!.content, /^31 older messages/);
+  await second.close();
+});

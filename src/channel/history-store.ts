@@ -129,6 +129,7 @@ export class HistoryStore {
       ),
       retireSummary: db.prepare('UPDATE history_summaries SET live = 0 WHERE id = ?'),
       shrinkMarker: db.prepare('UPDATE history_summaries SET from_seq = ?, content = ?, tokens = ? WHERE id = ?'),
+      extendMarker: db.prepare('UPDATE history_summaries SET to_seq = ?, content = ?, tokens = ? WHERE id = ?'),
       insertSummary: db.prepare(
         `INSERT INTO history_summaries (channel_id, kind, from_seq, to_seq, content, tokens, created_at, summarizer)
          VALUES (@channelId, @kind, @fromSeq, @toSeq, @content, @tokens, @createdAt, @summarizer)`,
@@ -210,6 +211,17 @@ export class HistoryStore {
     return this.db.transaction(() => {
       this.statements.moveLiveStart.run(channelId, range.toSeq + 1);
       return Number(this.statements.insertSummary.run({ summarizer: null, ...marker }).lastInsertRowid);
+    })();
+  }
+
+  /**
+   * Emergency truncation folded into the newest marker instead of stacking another one: the
+   * marker's range grows to `toSeq`. Two single-row writes, like `truncate`.
+   */
+  extendMarker(channelId: string, marker: { id: number; toSeq: number; content: string; tokens: number }): void {
+    this.db.transaction(() => {
+      this.statements.moveLiveStart.run(channelId, marker.toSeq + 1);
+      this.statements.extendMarker.run(marker.toSeq, marker.content, marker.tokens, marker.id);
     })();
   }
 

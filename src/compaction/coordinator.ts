@@ -6,8 +6,7 @@ import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
 import { decide, type CompactionAction } from './compactor.js';
-import { markerText } from './emergency.js';
-import { truncationCount } from './emergency.js';
+import { markerCount, markerText, truncationCount } from './emergency.js';
 import type { CompactionEvent, CompactionTier } from './events.js';
 import { planCompaction, type CompactionPlan } from './planner.js';
 import type { CompactionScheduler } from './scheduler.js';
@@ -103,27 +102,44 @@ export class CompactionCoordinator {
   private truncate(state: ChannelState, settings: ChannelSettings, tokensBefore: number): void {
     const startedAt = performance.now();
     const entries = state.entries;
+    // Back-to-back truncations grow the newest marker instead of stacking markers without
+    // bound (a window too small for the prompt truncates on every message). Not while a worker
+    // is in flight: its summary must be able to land on a marker of exactly its own range.
+    const newest = state.summaries[state.summaries.length - 1];
+    const extended = newest?.kind === 'marker' && state.compaction === undefined ? newest : undefined;
+    const earlier = extended ? markerCount(extended.content) : 0;
+    const fromSeq = extended ? extended.fromSeq : entries[0]!.seq;
     // The first summary also brings the header that introduces summaries in the system prompt.
     const headerTokens = state.summaries.length === 0 ? SUMMARY_HEADER_TOKENS : 0;
     const markerTokens = (dropped: number) =>
-      headerTokens +
-      estimateSummaryTokens({ kind: 'marker', fromSeq: entries[0]!.seq, toSeq: entries[dropped - 1]!.seq, content: markerText(dropped) });
+      headerTokens -
+      (extended?.tokens ?? 0) +
+      estimateSummaryTokens({ kind: 'marker', fromSeq, toSeq: entries[dropped - 1]!.seq, content: markerText(earlier + dropped) });
     const count = truncationCount(state.entries, settings.compaction.emergencyFraction, markerTokens);
     const dropped = state.entries.slice(0, count);
     const draft = {
       channelId: state.channelId,
       kind: 'marker' as const,
-      fromSeq: dropped[0]!.seq,
+      fromSeq,
       toSeq: dropped[count - 1]!.seq,
-      content: markerText(count),
-      createdAt: this.options.clock.now(),
+      content: markerText(earlier + count),
+      createdAt: extended?.createdAt ?? this.options.clock.now(),
     };
     const marker = { ...draft, tokens: estimateSummaryTokens(draft) };
-    const id = this.options.store.truncate(state.channelId, { toSeq: marker.toSeq }, marker);
-    state.removeHead(count);
-    state.addSummary({ id, ...marker });
-    state.markerEntries.set(id, dropped);
-    state.lastCompaction = { tier: 'emergency', at: marker.createdAt, messages: count };
+    let id: number;
+    if (extended) {
+      id = extended.id;
+      this.options.store.extendMarker(state.channelId, { id, toSeq: marker.toSeq, content: marker.content, tokens: marker.tokens });
+      state.removeHead(count);
+      state.replaceSummary({ id, ...marker });
+      state.markerEntries.set(id, [...(state.markerEntries.get(id) ?? []), ...dropped]);
+    } else {
+      id = this.options.store.truncate(state.channelId, { toSeq: marker.toSeq }, marker);
+      state.removeHead(count);
+      state.addSummary({ id, ...marker });
+      state.markerEntries.set(id, dropped);
+    }
+    state.lastCompaction = { tier: 'emergency', at: this.options.clock.now(), messages: count };
     const tokensAfter = this.options.estimate(state, settings);
     this.emit({
       type: 'emergency_truncation',
@@ -134,6 +150,7 @@ export class CompactionCoordinator {
       usage_before: round(tokensBefore / settings.contextWindow),
       usage_after: round(tokensAfter / settings.contextWindow),
       preempted_worker: state.compaction !== undefined,
+      merged_into_marker: extended !== undefined,
       // Emergency work runs inside the turn: operators watch that it stays small.
       duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000,
     });

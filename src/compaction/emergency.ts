@@ -8,6 +8,12 @@ export function markerText(count: number): string {
   return `${count} older message${count === 1 ? ' was' : 's were'} truncated; ${MARKER_SUFFIX}`;
 }
 
+/** How many messages a marker stands for, read back from its text (it survives restarts). */
+export function markerCount(content: string): number {
+  const match = /^(\d+) older message/.exec(content);
+  return match ? Number(match[1]) : 0;
+}
+
 /**
  * How many of the oldest live entries an emergency truncation drops: `fraction` of them by
  * count, turn-aligned. May be all of them (emergency must free room whatever the shape of the

@@ -72,6 +72,8 @@ export interface EmergencyTruncationEvent extends ChannelEvent {
   usage_after: number;
   /** A worker was running and was pre-empted (not cancelled). */
   preempted_worker: boolean;
+  /** Folded into the newest marker (back-to-back truncations) rather than adding one. */
+  merged_into_marker: boolean;
   /** Time the truncation took inside the turn, in milliseconds (fractional). */
   duration_ms: number;
 }
