@@ -202,6 +202,15 @@ describe('transcript archive and hybrid search', () => {
     for (const result of results) assert.ok(result.score >= 0 && result.score <= 1);
   });
 
+  test('scores never rise down the list of results', async () => {
+    for (const query of ['Alice plants ramen', 'Saturday broth Thursday review', 'lights in March', 'who went where']) {
+      const results = await opened.store.search({ location, query, limit: 20 });
+      for (let index = 1; index < results.length; index += 1) {
+        assert.ok(results[index]!.score <= results[index - 1]!.score, `${query}: ${results.map((result) => result.score).join(', ')}`);
+      }
+    }
+  });
+
   test('a speaker name finds what that person said', async () => {
     const results = await opened.store.search({ location, query: 'What did Dave say?' });
     assert.ok(results[0]!.source_ids.includes('103'));

@@ -277,13 +277,18 @@ export class HybridSearch {
     const results: SearchResult[] = [];
     const covered = new Set<number>();
     const load = this.statements.get(`SELECT ${ITEM_COLUMNS} FROM memory_items WHERE rowid = ?`);
-    for (const { entry, score } of ranked) {
+    // Results come in fused-rank order (best for recall) while each score measures evidence;
+    // a running minimum keeps the scores a reader sees non-increasing down the list.
+    let ceiling = 1;
+    for (const { entry, score: evidence } of ranked) {
       if (results.length >= limit) break;
-      if (covered.has(entry.label) || score < this.tuning.minScore) continue;
+      if (covered.has(entry.label) || evidence < this.tuning.minScore) continue;
+      const score = Math.min(evidence, ceiling);
       const row = load.get(entry.label) as ItemRow | undefined;
       if (!row) continue; // Deleted after the index saw it.
       // Tags are hashes: a collision may bring in a row from elsewhere, which is dropped here.
       if (!this.admits(row, request)) continue;
+      ceiling = score;
       if (row.kind === 'transcript' && this.tuning.neighbors > 0) {
         const window = this.neighbourhood(row, this.tuning.neighbors).filter((item) => !covered.has(item.rowid));
         for (const item of window) covered.add(item.rowid);
