@@ -78,6 +78,23 @@ describe('magpie memory (real process)', () => {
     assert.deepEqual((lines[3]!.results as Array<{ source_ids: string[] }>)[0]!.source_ids, ['e1']);
   });
 
+  test('a queries file may start with a byte-order mark', async () => {
+    const queries = path.join(work, 'bom.jsonl');
+    writeFileSync(queries, '\uFEFF' + JSON.stringify({ id: 'q1', channel: 'c1', query: 'rail passes' }) + '\n');
+    const { code, stdout, stderr } = await magpie(['memory', 'search', '--data-dir', dataDir, '--queries', queries, '--json'], { cwd: work });
+    assert.equal(code, 0, stderr);
+    const line = JSON.parse(stdout.trim()) as { id: string; results: Array<{ source_ids: string[] }> };
+    assert.equal(line.id, 'q1');
+    assert.ok(line.results[0]!.source_ids.includes('d2'));
+  });
+
+  test('no results in a channel with no data names the channels that have some', async () => {
+    const { code, stdout, stderr } = await magpie(['memory', 'search', 'Osaka', '--data-dir', dataDir, '--channel', 'c9'], { cwd: work });
+    assert.equal(code, 0);
+    assert.match(stdout, /no results/);
+    assert.match(stderr, /nothing is stored for channel 'c9'; channels with data: c\d, c\d/);
+  });
+
   test('list, stats and forget', async () => {
     const list = await magpie(['memory', 'list', '--data-dir', dataDir, '--channel', 'c1', '--kind', 'memory', '--json'], { cwd: work });
     assert.equal(list.code, 0, list.stderr);

@@ -320,6 +320,14 @@ export class SqliteMemoryStore implements MemoryStore {
     return stats;
   }
 
+  /** Channels that have anything stored, most recently active first (for CLI hints). */
+  channelIds(limit: number): string[] {
+    const rows = this.db
+      .prepare('SELECT channel_id FROM memory_items GROUP BY channel_id ORDER BY MAX(rowid) DESC LIMIT ?')
+      .all(limit) as Array<{ channel_id: string }>;
+    return rows.map((row) => row.channel_id);
+  }
+
   /** Resolves when every index has caught up with SQLite (tests and benchmarks wait on it). */
   async whenIndexed(): Promise<void> {
     await this.indexes.whenIdle();

@@ -155,6 +155,7 @@ async function searchCommand(argv: string[], io: CliIo): Promise<number> {
     });
     if (values.json) io.stdout.write(`${JSON.stringify(results)}\n`);
     else io.stdout.write(formatResults(results));
+    if (results.length === 0) warnIfUnknownChannel(store, channelId, io);
     return EXIT.ok;
   });
 }
@@ -166,7 +167,8 @@ async function runBatch(
   io: CliIo,
 ): Promise<number> {
   let failed = 0;
-  const lines = text.split(/\r?\n/);
+  // A byte-order mark (Windows editors) is not part of the first line's JSON.
+  const lines = text.replace(/^\uFEFF/, '').split(/\r?\n/);
   for (let index = 0; index < lines.length; index += 1) {
     const line = lines[index]!.trim();
     if (line.length === 0) continue;
@@ -326,6 +328,17 @@ async function withStore(
     }
     db?.close();
   }
+}
+
+/** "No results" for a channel that has nothing stored is usually a mistyped channel id. */
+function warnIfUnknownChannel(store: SqliteMemoryStore, channelId: string, io: CliIo): void {
+  const stats = store.stats({ channelId });
+  if (stats.memories + stats.transcriptEntries > 0) return;
+  const known = store.channelIds(20);
+  io.stderr.write(
+    `note: nothing is stored for channel '${channelId}'` +
+      (known.length > 0 ? `; channels with data: ${known.join(', ')}\n` : ' (the data directory is empty)\n'),
+  );
 }
 
 function kindFlag(value: string | undefined, usage: string): MemoryKind | undefined {
