@@ -101,3 +101,35 @@ test('a long line inside a fence is cut and the fence still balances', () => {
 test('limits that are too small are refused', () => {
   assert.throws(() => chunkMessage('text', 10), RangeError);
 });
+
+test('a fence opened and closed on one line does not leak into later chunks', () => {
+  const prose = Array.from({ length: 60 }, (_, index) => `Sentence ${index} of the explanation.`).join('\n');
+  const text = `Run \`\`\`sh ls -la\`\`\` first.\n\`\`\`npm test\`\`\`\n${prose}`;
+  const chunks = chunkMessage(text, 400);
+  for (const chunk of chunks) {
+    assert.ok(chunk.length <= 400);
+    assert.equal((chunk.split('```').length - 1) % 2, 0, `unbalanced fence markers in:\n${chunk}`);
+  }
+  assert.ok(chunks.length >= 3);
+  // Nothing is repeated and nothing is wrapped in a code block that the text did not open.
+  assert.equal(chunks.join('\n'), text);
+  for (const chunk of chunks.slice(1)) assert.match(chunk, /^Sentence \d+/);
+});
+
+test('a fence closed at the end of a code line is closed for the chunker too', () => {
+  const prose = Array.from({ length: 60 }, (_, index) => `Remark ${index} after the code.`).join('\n');
+  const text = `\`\`\`js\nconst answer = 42;\nconsole.log(answer);\`\`\`\n${prose}`;
+  const chunks = chunkMessage(text, 300);
+  assert.ok(chunks.length >= 3);
+  assert.equal(chunks.join('\n'), text);
+  for (const chunk of chunks.slice(1)) assert.ok(!chunk.includes('```'), `no fence reopened in:\n${chunk}`);
+});
+
+test('a reopened fence repeats only its marker and language, not text from the opening line', () => {
+  const code = Array.from({ length: 80 }, (_, index) => `step ${index}`).join('\n');
+  const text = `\`\`\` shell session follows\n${code}\n\`\`\``;
+  const chunks = chunkMessage(text, 200);
+  assertValid(chunks, 200);
+  assert.equal(chunks.join('\n').split('shell session follows').length - 1, 1);
+  for (const chunk of chunks.slice(1)) assert.ok(chunk.startsWith('```\n'));
+});

@@ -2,6 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -99,6 +101,51 @@ test('magpie start answers on Discord and SIGTERM lets the running reply finish'
   } finally {
     await model.close();
     await discord.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('SIGTERM while the gateway connection is still pending stops magpie start cleanly', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-start-'));
+  // The gateway accepts TCP but never completes the WebSocket handshake, and drops the socket
+  // after a while: discord.js sits in "connecting" and would retry for ever.
+  const pending = new Set<Socket>();
+  const gateway = createNetServer((socket) => {
+    pending.add(socket);
+    socket.on('error', () => {});
+    setTimeout(() => socket.destroy(), 1_000).unref();
+  });
+  await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
+  const gatewayPort = (gateway.address() as AddressInfo).port;
+  const rest = createServer((request, response) => {
+    if (request.url?.endsWith('/gateway/bot')) {
+      response.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          url: `ws://127.0.0.1:${gatewayPort}`,
+          shards: 1,
+          session_start_limit: { total: 1000, remaining: 999, reset_after: 0, max_concurrency: 1 },
+        }),
+      );
+      return;
+    }
+    response.writeHead(404, { 'content-type': 'application/json' }).end('{"message":"no route","code":0}');
+  });
+  await new Promise<void>((resolve) => rest.listen(0, '127.0.0.1', resolve));
+  try {
+    writeFileSync(path.join(dir, 'config.toml'), `[memory]\ndata_dir = "${path.join(dir, 'data')}"\n`);
+    const restPort = (rest.address() as AddressInfo).port;
+    const run = start([], { cwd: dir, env: { DISCORD_TOKEN: 'test-token', MAGPIE_DISCORD_API: `http://127.0.0.1:${restPort}/api` } });
+    await waitUntil(() => pending.size > 0, 'the bot connecting to the gateway', 15_000);
+    run.child.kill('SIGTERM');
+    const code = await Promise.race([run.exited, new Promise<'hung'>((resolve) => setTimeout(resolve, 15_000, 'hung').unref())]);
+    if (code === 'hung') run.child.kill('SIGKILL');
+    assert.equal(code, 0, `exit after SIGTERM; stderr: ${run.output.stderr}`);
+    assert.match(run.output.stdout, /"event":"stopped"/);
+    assert.doesNotMatch(run.output.stderr, /Unhandled|Error/);
+  } finally {
+    rest.close();
+    for (const socket of pending) socket.destroy();
+    gateway.close();
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -103,11 +103,15 @@ export async function searchMemory(deps: CommandDeps, location: MemoryLocation, 
   return clip(lines.join('\n'), REPLY_LIMIT);
 }
 
-/** `/memory forget`: removes one memory by id. */
-export function forgetMemory(deps: CommandDeps, id: string): string {
+/**
+ * `/memory forget`: removes one memory by id, if it belongs to this channel (a DM: to its user).
+ * Ids are sequential, so without that check anyone allowed to forget in one channel could
+ * delete what any other channel or DM remembers.
+ */
+export function forgetMemory(deps: CommandDeps, location: MemoryLocation, id: string): string {
   const trimmed = id.trim();
   if (trimmed === '') return 'Which memory? Give its id (from /memory search).';
-  return deps.memory.forget(trimmed) ? `Forgot memory ${trimmed}.` : `No memory with id ${trimmed}.`;
+  return deps.memory.forget(trimmed, location) ? `Forgot memory ${trimmed}.` : `No memory with id ${trimmed} in this channel.`;
 }
 
 function clip(text: string, max: number): string {

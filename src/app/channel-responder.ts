@@ -135,15 +135,12 @@ export class ChannelResponder {
       return 'rate_limited';
     }
 
-    const budget = config.settingsFor(channelId, request.parentId).dailyTokenBudget;
-    if (this.budget.exhausted(channelId, budget)) {
-      events.emit({ type: 'turn_over_budget', channel_id: channelId, budget, spent: this.budget.spentToday(channelId) });
-      await this.safeSend(target, channelId, 'This channel has used up its model budget for today. I am still listening and will answer again after midnight UTC.');
-      return 'over_budget';
-    }
+    if (await this.overBudget(request)) return 'over_budget';
 
     return runtime.runSerial(channelId, async () => {
       if (this.abort.signal.aborted) return 'stopped';
+      // Checked again in the queue: the turns ahead of this one may have spent the budget.
+      if (await this.overBudget(request)) return 'over_budget';
       // Settings are read now, not at arrival: a hot reload applies to the next turn.
       const settings = config.settingsFor(channelId, request.parentId);
       const stopTyping = target.startTyping?.() ?? (() => {});
@@ -190,6 +187,16 @@ export class ChannelResponder {
         stopTyping();
       }
     });
+  }
+
+  /** True (after telling the channel) when its daily token budget is spent. */
+  private async overBudget(request: TurnRequest): Promise<boolean> {
+    const { channelId, target } = request;
+    const budget = this.options.config.settingsFor(channelId, request.parentId).dailyTokenBudget;
+    if (!this.budget.exhausted(channelId, budget)) return false;
+    this.options.events.emit({ type: 'turn_over_budget', channel_id: channelId, budget, spent: this.budget.spentToday(channelId) });
+    await this.safeSend(target, channelId, 'This channel has used up its model budget for today. I am still listening and will answer again after midnight UTC.');
+    return true;
   }
 
   /** Notices must never turn into unhandled rejections (Discord down, channel gone). */

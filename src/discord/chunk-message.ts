@@ -35,8 +35,7 @@ export function chunkMessage(text: string, limit: number = DISCORD_MESSAGE_LIMIT
     limit - length - (lines.length > 0 ? 1 : 0) - (fenceAfter === undefined ? 0 : FENCE_CLOSE.length + 1);
 
   for (const line of text.split('\n')) {
-    const isFence = line.trimStart().startsWith('```');
-    const fenceAfter = isFence ? (openFence === undefined ? line.trim() : undefined) : openFence;
+    const fenceAfter = fenceStateAfter(line, openFence);
     if (line.length <= roomFor(fenceAfter)) {
       append(line);
       hasContent = true;
@@ -69,6 +68,20 @@ export function chunkMessage(text: string, limit: number = DISCORD_MESSAGE_LIMIT
   // An unbalanced fence in the text itself is closed in its last chunk.
   flush();
   return chunks;
+}
+
+/**
+ * Whether a code fence is open after `line`, and how to reopen it. A line holding an even number
+ * of fence markers (```sh ls```) opens and closes on itself; an odd number toggles wherever the
+ * marker sits, so a code line that ends in the marker closes the fence too. Only the marker and
+ * its language are repeated when a fence is reopened, never text that followed them on that line.
+ */
+function fenceStateAfter(line: string, openFence: string | undefined): string | undefined {
+  const markers = line.split(FENCE_CLOSE).length - 1;
+  if (markers % 2 === 0) return openFence;
+  if (openFence !== undefined) return undefined;
+  const language = /^[\w+#.-]*$/.exec(line.slice(line.lastIndexOf(FENCE_CLOSE) + FENCE_CLOSE.length).trim());
+  return `${FENCE_CLOSE}${language?.[0] ?? ''}`;
 }
 
 /** Where to cut a too-long line so the first part fits in `room` characters. */

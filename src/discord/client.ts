@@ -36,3 +36,36 @@ export function createDiscordClient(options: DiscordClientOptions = {}): Client 
     allowedMentions: { parse: ['users'], repliedUser: true },
   });
 }
+
+/** The part of a gateway socket this module touches. */
+interface ListenableSocket {
+  on(event: 'error', listener: (error: unknown) => void): unknown;
+}
+
+/**
+ * Destroys the client without the crash discord.js 14 (@discordjs/ws 1.2) has when a gateway
+ * socket is still connecting: destroying a shard drops that socket's only error listener, so
+ * the refused or dropped connection then throws an unhandled 'error' event and ends the
+ * process (SIGTERM during a Discord outage or a reconnect). Such sockets get a listener first.
+ */
+export async function destroyClient(client: Client): Promise<void> {
+  for (const socket of gatewaySockets(client)) {
+    socket.on('error', () => {
+      // The shard is being destroyed; its connection failing is expected.
+    });
+  }
+  await client.destroy();
+}
+
+/** The shards' current sockets, found defensively: these are library internals. */
+function gatewaySockets(client: Client): ListenableSocket[] {
+  const internal = client.ws as unknown as { _ws?: { strategy?: { shards?: unknown } } } | undefined;
+  const shards = internal?._ws?.strategy?.shards;
+  if (!(shards instanceof Map)) return [];
+  const sockets: ListenableSocket[] = [];
+  for (const shard of shards.values()) {
+    const connection = (shard as { connection?: unknown } | undefined)?.connection;
+    if (connection && typeof (connection as { on?: unknown }).on === 'function') sockets.push(connection as ListenableSocket);
+  }
+  return sockets;
+}

@@ -14,6 +14,7 @@ import type { ChannelResponder, ReplyTarget, ResponderRuntime } from '../app/cha
 import type { CommandRuntime } from '../app/channel-commands.js';
 import { decideAccess, shouldReply } from './access-policy.js';
 import { chunkMessage } from './chunk-message.js';
+import { destroyClient } from './client.js';
 import { Debouncer } from './debouncer.js';
 import { normalizeMessage, type NormalizedMessage } from './normalize-message.js';
 import { handleSlashCommand, registerCommands } from './slash-commands.js';
@@ -56,6 +57,8 @@ export class DiscordAdapter {
   /** False once shutdown begins: messages are still recorded until disconnect, not answered. */
   private replying = false;
   private readonly inFlight = new Set<Promise<unknown>>();
+  /** Set by `stop`, which may come while `start` is still connecting. */
+  private stopped = false;
 
   constructor(private readonly options: DiscordAdapterOptions) {
     this.debouncer = new Debouncer((channelId, burst) => this.fireTurn(channelId, burst));
@@ -72,6 +75,7 @@ export class DiscordAdapter {
     const ready = new Promise<void>((resolve) => client.once(Events.ClientReady, () => resolve()));
     await client.login(token);
     await ready;
+    if (this.stopped) return;
     if (client.user) this.options.responder.setIdentity({ id: client.user.id, name: client.user.displayName });
     this.accepting = true;
     this.replying = true;
@@ -91,11 +95,12 @@ export class DiscordAdapter {
    * within `graceMs` while messages that still arrive are recorded, then disconnects.
    */
   async stop(graceMs: number): Promise<void> {
+    this.stopped = true;
     this.replying = false;
     this.debouncer.flushAll();
     await this.options.responder.drain(graceMs);
     this.accepting = false;
-    await this.options.client.destroy();
+    await destroyClient(this.options.client);
     await Promise.allSettled([...this.inFlight]);
   }
 

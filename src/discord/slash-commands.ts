@@ -13,6 +13,7 @@ import {
   startCompaction,
   type CommandDeps,
 } from '../app/channel-commands.js';
+import { errorMessage, InputError } from '../common/errors.js';
 import type { MemoryLocation } from '../memory/types.js';
 
 const MANAGE_MESSAGES = PermissionFlagsBits.ManageMessages.toString();
@@ -68,6 +69,29 @@ export async function handleSlashCommand(
 ): Promise<void> {
   const reply = (content: string) =>
     interaction.reply({ content, flags: MessageFlags.Ephemeral, allowedMentions: { parse: [] } });
+  try {
+    await answerCommand(interaction, deps, location, reply);
+  } catch (error) {
+    // Unanswered, Discord shows the user "The application did not respond" and nothing else.
+    deps.events.emit({
+      type: 'slash_command_failed',
+      channel_id: location.channelId,
+      command: interaction.commandName,
+      error: errorMessage(error),
+    });
+    if (interaction.replied || interaction.deferred) return;
+    const text =
+      error instanceof InputError ? `That did not work: ${clip(error.message, 300)}` : 'That did not work just now; please try again in a moment.';
+    await reply(text);
+  }
+}
+
+async function answerCommand(
+  interaction: ChatInputCommandInteraction,
+  deps: CommandDeps,
+  location: MemoryLocation,
+  reply: (content: string) => Promise<unknown>,
+): Promise<void> {
   // In a DM the user is the only member; in a guild the permission is the member's.
   const canManage = interaction.inGuild() ? (interaction.memberPermissions?.has(PermissionFlagsBits.ManageMessages) ?? false) : true;
   switch (interaction.commandName) {
@@ -92,7 +116,7 @@ export async function handleSlashCommand(
           await reply('You need the Manage Messages permission to forget memories.');
           return;
         }
-        await reply(forgetMemory(deps, interaction.options.getString('id', true)));
+        await reply(forgetMemory(deps, location, interaction.options.getString('id', true)));
         return;
       }
       await reply('Use /memory search or /memory forget.');
@@ -101,4 +125,8 @@ export async function handleSlashCommand(
     default:
       await reply(`I do not know the command /${interaction.commandName}.`);
   }
+}
+
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
 }

@@ -271,13 +271,15 @@ export class SqliteMemoryStore implements MemoryStore {
     return rows.map(toRecord);
   }
 
-  forget(id: string): boolean {
+  forget(id: string, within?: MemoryLocation): boolean {
     const rowid = parseItemId(id);
     if (rowid === undefined) return false;
     const row = this.db.prepare('SELECT rowid, index_key FROM memory_items WHERE rowid = ?').get(rowid) as
       | { rowid: number; index_key: string }
       | undefined;
     if (!row) return false;
+    // Only what belongs here: a memory another channel merely sees through a wider scope is not ours to delete.
+    if (within && !visibility(checkLocation(within), 'channel').keys.includes(row.index_key)) return false;
     this.db.transaction(() => {
       this.db.prepare('DELETE FROM memory_items WHERE rowid = ?').run(rowid);
       this.indexes.noteDeleted(row.index_key, [rowid]);

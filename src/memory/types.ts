@@ -111,8 +111,11 @@ export interface MemoryStore {
   deleteTranscript(channelId: string, messageIds: string[]): Promise<void>;
   search(query: SearchQuery): Promise<SearchResult[]>;
   list(options: { location?: MemoryLocation; kind?: MemoryKind; limit?: number }): MemoryRecord[];
-  /** Returns false when no such memory exists. */
-  forget(id: string): boolean;
+  /**
+   * Returns false when no such memory exists. With `within`, only an item that belongs to that
+   * channel (or, in a DM, to that user) is forgotten: chat commands cannot reach other channels.
+   */
+  forget(id: string, within?: MemoryLocation): boolean;
   stats(location?: MemoryLocation): MemoryStats;
   close(): Promise<void>;
 }

@@ -2,7 +2,7 @@ import { MODEL_HINT, openApp } from '../../app/index.js';
 import { errorMessage, MagpieError } from '../../common/errors.js';
 import { EventStream } from '../../common/events.js';
 import { loadConfig, watchConfigFile, type ConfigWatcher } from '../../config/index.js';
-import { createDiscordClient, DiscordAdapter } from '../../discord/index.js';
+import { createDiscordClient, destroyClient, DiscordAdapter } from '../../discord/index.js';
 import { attachEventLogger, createLogger, followConfigLevel } from '../../logging/index.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { parseFlags } from '../parse-flags.js';
@@ -92,15 +92,26 @@ export const startCommand: CliCommand = {
       process.once('SIGINT', () => resolve('SIGINT'));
       process.once('SIGTERM', () => resolve('SIGTERM'));
     });
+    // discord.js retries an unreachable gateway forever, and these handlers replace the default
+    // exit on a signal: without the race, SIGTERM while connecting would be ignored for good.
+    let stoppedEarly: string | undefined;
     try {
-      await adapter.start(token);
+      stoppedEarly = await Promise.race([adapter.start(token).then(() => undefined), signalled]);
     } catch (error) {
       watcher?.close();
-      await client.destroy().catch(() => {});
+      await destroyClient(client).catch(() => {});
       await app.close();
       const message = error instanceof MagpieError ? error.render() : errorMessage(error);
       io.stderr.write(`magpie start: could not connect to Discord: ${message}\n`);
       return EXIT.failure;
+    }
+    if (stoppedEarly !== undefined) {
+      logger.info({ event: 'stopping', signal: stoppedEarly }, 'stopping before the connection to Discord was ready');
+      watcher?.close();
+      await adapter.stop(0);
+      await app.close();
+      logger.info({ event: 'stopped' }, 'stopped');
+      return EXIT.ok;
     }
     logger.info({ event: 'started', user: client.user?.tag, guilds: client.guilds.cache.size, data_dir: app.dataDir }, 'magpie is running');
 
