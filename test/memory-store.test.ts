@@ -153,8 +153,12 @@ describe('scoping', () => {
           assert.deepEqual(inOtherGuild, []);
           assert.ok(!otherUserDm.some((content) => content.includes('scarf')));
         } else {
-          assert.ok(inOtherGuild.some((content) => content.includes('codeword')), 'global scope: everyone sees memories');
-          assert.ok(otherUserDm.some((content) => content.includes('scarf')));
+          assert.ok(inOtherGuild.some((content) => content.includes('codeword')), 'global scope: everyone sees channel memories');
+          assert.ok(otherUserDm.some((content) => content.includes('codeword')));
+          // What a user said in DMs stays theirs, even under the global scope.
+          for (const results of [inAlpha, inBeta, inOtherGuild, otherUserDm]) {
+            assert.ok(!results.some((content) => content.includes('scarf')), 'global scope: a DM memory leaked');
+          }
         }
       } finally {
         await opened.close();

@@ -182,7 +182,7 @@ export class HybridSearch {
         const widerSql =
           visibility.wider.kind === 'guild'
             ? `(i.kind = 'memory' AND i.guild_id = ? AND i.index_key NOT IN (${keyList}))`
-            : `(i.kind = 'memory' AND i.index_key NOT IN (${keyList}))`;
+            : `(i.kind = 'memory' AND i.scope <> 'user' AND i.index_key NOT IN (${keyList}))`;
         const widerParams = visibility.wider.kind === 'guild' ? [visibility.wider.guildId, ...visibility.keys] : [...visibility.keys];
         hits.push(...this.exactMemoryScan(request, widerSql, widerParams));
       }

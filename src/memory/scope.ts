@@ -20,6 +20,8 @@ export function memoryHome(location: MemoryLocation): { scope: MemoryScopeKind; 
 }
 
 export const KIND_MEMORY_TAG = 'kindmemory';
+/** Memories that a wider scope may show elsewhere: every memory but a DM user's own. */
+export const SHARED_MEMORY_TAG = 'sharedmemory';
 export const KIND_TRANSCRIPT_TAG = 'kindtranscript';
 
 /** The FTS token of a memory type (`typefact`, ...). */
@@ -39,13 +41,14 @@ export function ftsTags(options: {
   // Only memories may be seen across channels of a guild, so only they carry the guild tag.
   if (options.guildId && options.kind === 'memory') tags.push(tagToken('guild', options.guildId));
   tags.push(options.kind === 'memory' ? KIND_MEMORY_TAG : KIND_TRANSCRIPT_TAG);
+  if (options.kind === 'memory' && !options.indexKey.startsWith(userKey(''))) tags.push(SHARED_MEMORY_TAG);
   return tags.join(' ');
 }
 
 /**
  * What a search at a location may see, as SQL over `memory_items` (alias `i`) and as an FTS5
  * expression over `fts_tags`. Transcripts never leave their channel; typed memories reach as far
- * as the configured scope.
+ * as the configured scope, except what a user said in DMs, which stays theirs under any scope.
  */
 export interface Visibility {
   /** Index keys searched through their HNSW index. */
@@ -68,8 +71,8 @@ export function visibility(location: MemoryLocation, scope: MemoryScope): Visibi
   let wider: Visibility['wider'] = { kind: 'none' };
   if (scope === 'global') {
     wider = { kind: 'global' };
-    clauses.push(`i.kind = 'memory'`);
-    tagTerms.push(KIND_MEMORY_TAG);
+    clauses.push(`(i.kind = 'memory' AND i.scope <> 'user')`);
+    tagTerms.push(SHARED_MEMORY_TAG);
   } else if (scope === 'guild' && location.guildId && !location.dmUserId) {
     wider = { kind: 'guild', guildId: location.guildId };
     clauses.push(`(i.kind = 'memory' AND i.guild_id = ?)`);
@@ -80,7 +83,7 @@ export function visibility(location: MemoryLocation, scope: MemoryScope): Visibi
   const allows = (row: { index_key: string; kind: string; guild_id: string | null }): boolean => {
     if (keySet.has(row.index_key)) return true;
     if (row.kind !== 'memory') return false;
-    if (wider.kind === 'global') return true;
+    if (wider.kind === 'global') return !row.index_key.startsWith(userKey(''));
     return wider.kind === 'guild' && row.guild_id === wider.guildId;
   };
   return { keys, wider, sql: `(${clauses.join(' OR ')})`, params, ftsTags: tagTerms.join(' OR '), allows };
