@@ -34,7 +34,7 @@ interface Setup {
   close(): Promise<void>;
 }
 
-async function setup(): Promise<Setup> {
+async function setup(options: { messages?: number } = {}): Promise<Setup> {
   fake.reset();
   const dir = tempDir();
   const db = openDatabase(dir.path, ALL_MIGRATIONS);
@@ -51,7 +51,7 @@ async function setup(): Promise<Setup> {
     summarizer: createLlmSummarizer({ model, memoryTools: createMemoryTools(memory) }),
     clock: new TickingClock(),
   });
-  for (let index = 0; index < 10; index += 1) await runtime.ingest(userMessage('c1', index));
+  for (let index = 0; index < (options.messages ?? 10); index += 1) await runtime.ingest(userMessage('c1', index));
   return {
     runtime,
     memory,
@@ -143,5 +143,39 @@ test('an empty summary from the model is a failure', async () => {
   assert.equal(outcome.status, 'failed');
   assert.equal(outcome.reason, 'empty_summary');
   assert.deepEqual(runtime.liveContext('c1'), before);
+  await close();
+});
+
+test('memories saved by a worker carry the message ids of the range, not the ids of tool traffic', async () => {
+  const { runtime, memory, close } = await setup({ messages: 0 });
+  // A turn with tool traffic inside the range that will be compacted (the oldest half).
+  const question = await runtime.ingest(userMessage('c1', 0));
+  runtime.appendToTurn(
+    'c1',
+    [
+      { kind: 'tool_call', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: JSON.stringify({ type: 'tool_use', id: 'tu1', name: 'memory_search', input: { query: 'x' } }), messageId: 'tool-call-1' },
+      { kind: 'tool_result', role: 'user', authorId: 'bot', authorName: 'Magpie', content: JSON.stringify({ type: 'tool_result', tool_use_id: 'tu1', content: '[]' }), messageId: 'tool-result-1' },
+      { kind: 'message', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: 'Found nothing.', messageId: 'reply-1' },
+    ],
+    question.turnId,
+  );
+  for (let index = 1; index < 6; index += 1) await runtime.ingest(userMessage('c1', index));
+  fake.enqueue(
+    { toolUse: [{ name: 'memory_save', input: { content: 'Alice counts words in every message', memory_type: 'observation' } }] },
+    { text: 'Alice counted words; a search found nothing.' },
+  );
+  const outcome = await runtime.compactNow('c1');
+  assert.equal(outcome.status, 'completed', JSON.stringify(outcome));
+  const [saved] = memory.list({ kind: 'memory' });
+  assert.ok(saved, 'one memory saved');
+  const compacted = runtime.liveContext('c1').summaries[0]!;
+  assert.ok(saved.sourceIds.length > 0);
+  assert.ok(saved.sourceIds.includes('m0'), JSON.stringify(saved.sourceIds));
+  assert.ok(!saved.sourceIds.some((id) => id.startsWith('tool-')), `no tool ids: ${JSON.stringify(saved.sourceIds)}`);
+  assert.ok(compacted.toSeq >= 4, 'the range took the whole tool turn');
+  // Every source id is a message the transcript archive knows.
+  const transcript = await memory.search({ location: { channelId: 'c1', guildId: 'g1' }, query: 'Message', kind: 'transcript', limit: 20 });
+  const archived = new Set(transcript.flatMap((result) => result.source_ids));
+  for (const id of saved.sourceIds.filter((id) => id !== 'reply-1')) assert.ok(archived.has(id), id);
   await close();
 });

@@ -52,8 +52,11 @@ export class FakeMemoryStore implements MemoryStore {
     this.saved.push(input);
     return { id: `m${this.saved.length}`, status: 'saved' };
   }
+  /** Archive writes fail while set (an embedder that is down). */
+  failArchives = false;
   async archiveTranscript(entries: TranscriptEntryInput[]): Promise<void> {
     if (this.holdArchives) await new Promise<void>((resolve) => this.held.push(resolve));
+    if (this.failArchives) throw new Error('embedder unreachable');
     for (const entry of entries) this.transcript.set(`${entry.channelId}|${entry.messageId}`, entry);
   }
   releaseArchives(): void {

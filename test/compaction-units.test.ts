@@ -127,7 +127,13 @@ test('emergency cut: extended turn by turn until what it drops outweighs its mar
   // Half of six entries is three small ones (15 tokens) — less than a 30-token marker.
   const entries = [small(1, 1), small(2, 2), small(3, 3), { ...entry(4, 4), tokens: 5000 }, small(5, 4), small(6, 5)];
   assert.equal(truncationCount(entries, 0.5), 3, 'without a marker cost: half by count');
-  assert.equal(truncationCount(entries, 0.5, () => 30), 5, 'the long message joins the cut, with the rest of its turn');
-  assert.equal(truncationCount(entries, 0.5, () => 10), 3, 'a cut that already frees room is kept');
-  assert.equal(truncationCount(entries.slice(0, 3), 0.5, () => 1_000), 3, 'at most everything');
+  assert.equal(truncationCount(entries, 0.5, { markerTokens: () => 30 }), 5, 'the long message joins the cut, with the rest of its turn');
+  assert.equal(truncationCount(entries, 0.5, { markerTokens: () => 10 }), 3, 'a cut that already frees room is kept');
+  assert.equal(truncationCount(entries.slice(0, 3), 0.5, { markerTokens: () => 1_000 }), 3, 'at most everything');
+  assert.equal(truncationCount(entries, 0.5, { markerTokens: () => 10, mustFree: 100 }), 5, 'extended until it frees what it must');
+  assert.equal(truncationCount(entries, 0.5, { markerTokens: () => 10, mustFree: 1e6 }), 6, 'everything when nothing less will do');
+  // A turn is answering entry 3 (index 2): cuts stop before it while one of them frees room.
+  assert.equal(truncationCount(entries, 0.5, { markerTokens: () => 8, protectFrom: 2 }), 2, 'the message being answered stays');
+  assert.equal(truncationCount(entries, 0.5, { markerTokens: () => 8, mustFree: 1e6, protectFrom: 2 }), 2, 'even when short of mustFree');
+  assert.equal(truncationCount(entries, 0.5, { markerTokens: () => 30, protectFrom: 2 }), 5, 'unless nothing before it frees room');
 });

@@ -254,4 +254,69 @@ describe('runToolLoop with the real SDK against the fake', () => {
       (error: unknown) => error instanceof ModelError && (error.reason === 'timeout' || error.reason === 'aborted'),
     );
   });
+
+  it('does not run a tool call cut off by max_tokens; the model is told and may call it again', async () => {
+    const note = notebookTool();
+    fake.enqueue(
+      {
+        raw: {
+          id: 'msg_cut',
+          type: 'message',
+          role: 'assistant',
+          model: 'claude-test',
+          content: [
+            { type: 'text', text: 'Saving.' },
+            { type: 'tool_use', id: 'tu_whole', name: 'note', input: { text: 'Ana likes tea' } },
+            { type: 'tool_use', id: 'tu_cut', name: 'note', input: { text: 'Ana was born on' } },
+          ],
+          stop_reason: 'max_tokens',
+          stop_sequence: null,
+          usage: { input_tokens: 10, output_tokens: 100 },
+        },
+      },
+      { toolUse: [{ name: 'note', input: { text: 'Ana was born on 1990-04-01' }, id: 'tu_again' }] },
+      { text: 'Noted.' },
+    );
+    const result = await runToolLoop({
+      model,
+      system: 'sys',
+      messages: [{ role: 'user', content: 'remember' }],
+      tools: [note],
+      context: CONTEXT,
+      maxSteps: 4,
+      maxTokens: 100,
+    });
+    assert.deepEqual(
+      note.calls.map((call) => call.input),
+      [{ text: 'Ana likes tea' }, { text: 'Ana was born on 1990-04-01' }],
+      'the truncated call never ran',
+    );
+    const results = result.newMessages[1]!.content as Array<{ type: string; tool_use_id: string; is_error?: boolean; content: string }>;
+    assert.deepEqual(results.map((block) => [block.tool_use_id, block.is_error === true]), [['tu_whole', false], ['tu_cut', true]]);
+    assert.match(results[1]!.content, /max_tokens|cut off/);
+    assert.equal(result.text, 'Noted.');
+  });
+
+  it('never sends a whitespace-only text block back (the API refuses them)', async () => {
+    const note = notebookTool();
+    fake.enqueue({ text: '\n\n', toolUse: [{ name: 'note', input: { text: 'x' }, id: 'tu_ws' }] }, { text: 'Done.' });
+    const result = await runToolLoop({
+      model,
+      system: 'sys',
+      messages: [{ role: 'user', content: 'go' }],
+      tools: [note],
+      context: CONTEXT,
+      maxSteps: 3,
+      maxTokens: 100,
+    });
+    assert.equal(result.text, 'Done.');
+    const sent = fake.requests[1]!.body.messages as Array<{ role: string; content: Array<{ type: string; text?: string }> }>;
+    for (const message of sent) {
+      if (typeof message.content === 'string') continue;
+      for (const block of message.content) {
+        if (block.type === 'text') assert.notEqual(block.text!.trim(), '', `whitespace-only text in a ${message.role} message`);
+      }
+    }
+    assert.deepEqual(sent[1]!.content.map((block) => block.type), ['tool_use']);
+  });
 });

@@ -36,6 +36,8 @@ export class ChannelState {
   readonly markerEntries = new Map<number, HistoryEntry[]>();
   /** Transcript writes not yet confirmed by the memory store. */
   readonly pendingArchives = new Set<Promise<void>>();
+  /** Seqs whose transcript write failed in this process (retried before they are compacted). */
+  readonly failedArchives = new Set<number>();
   compaction: RunningCompaction | undefined;
   /** While a turn runs: the seq of the newest entry when it began (what it answers) — not compacted. */
   protectFromSeq: number | undefined;

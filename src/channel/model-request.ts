@@ -1,4 +1,4 @@
-import type { ContentBlock, ModelMessage, ModelRequest, TextBlock, ToolDefinition } from '../llm/chat-model.js';
+import type { ContentBlock, ModelMessage, ModelRequest, TextBlock, ToolDefinition, ToolResultBlock } from '../llm/chat-model.js';
 import { estimateTokens } from './token-estimate.js';
 import type { HistoryEntry, SummaryEntry } from './types.js';
 
@@ -9,6 +9,8 @@ export const SUMMARY_HEADER_TOKENS = estimateTokens(SUMMARY_HEADER);
 
 /** Sent in place of a first message when the live history opens with the assistant. */
 const CONTINUATION_TEXT = '(the conversation continues)';
+/** Stands in for the result of a tool call that never got one. */
+const INTERRUPTED_RESULT = 'no result: the call was interrupted before it finished';
 
 export function renderSummary(summary: Pick<SummaryEntry, 'kind' | 'fromSeq' | 'toSeq' | 'content'>): string {
   return `[${summary.kind} of messages ${summary.fromSeq}-${summary.toSeq}]\n${summary.content}`;
@@ -41,7 +43,7 @@ export function buildMessages(entries: readonly HistoryEntry[]): ModelMessage[] 
   const flush = () => {
     if (role === undefined || blocks.length === 0) return;
     // The API wants tool results first in the user message that answers the tool calls.
-    const ordered = role === 'user' ? [...blocks.filter(isToolResult), ...blocks.filter((b) => !isToolResult(b))] : blocks;
+    const ordered = role === 'user' ? orderedUserBlocks(blocks) : blocks;
     messages.push({ role, content: ordered });
   };
   for (const entry of entries) {
@@ -53,10 +55,59 @@ export function buildMessages(entries: readonly HistoryEntry[]): ModelMessage[] 
     blocks.push(toBlock(entry));
   }
   flush();
-  if (messages.length > 0 && messages[0]!.role === 'assistant') {
+  pairToolBlocks(messages);
+  // The API wants a user message first, and at least one (a truncation may leave none live).
+  if (messages.length === 0 || messages[0]!.role === 'assistant') {
     messages.unshift({ role: 'user', content: [{ type: 'text', text: CONTINUATION_TEXT }] });
   }
   return messages;
+}
+
+/**
+ * The API refuses a tool_use not answered by a tool_result at the start of the very next
+ * message, and a tool_result that answers no tool_use of the message before. History can hold
+ * either (a turn cut short after its call was stored, a call that left the live context), and
+ * one such entry must not make every later request of the channel fail: an unanswered call
+ * gets an error result, a result without its call goes as text. Alternation is untouched.
+ */
+function pairToolBlocks(messages: ModelMessage[]): void {
+  for (let index = 0; index < messages.length; index += 1) {
+    const message = messages[index]!;
+    if (message.role !== 'user' || typeof message.content === 'string') continue;
+    const previous = messages[index - 1];
+    const asked = new Set(toolUseIds(previous));
+    if (!message.content.some((block) => block.type === 'tool_result' && !asked.has(block.tool_use_id))) continue;
+    message.content = orderedUserBlocks(
+      message.content.map((block) =>
+        block.type === 'tool_result' && !asked.has(block.tool_use_id) ? { type: 'text' as const, text: `(tool result) ${block.content}` } : block,
+      ),
+    );
+  }
+  for (let index = 0; index < messages.length; index += 1) {
+    const ids = messages[index]!.role === 'assistant' ? toolUseIds(messages[index]) : [];
+    if (ids.length === 0) continue;
+    let next = messages[index + 1];
+    if (!next) {
+      next = { role: 'user', content: [] };
+      messages.push(next);
+    }
+    const blocks = typeof next.content === 'string' ? [{ type: 'text' as const, text: next.content }] : next.content;
+    const answered = new Set(blocks.flatMap((block) => (block.type === 'tool_result' ? [block.tool_use_id] : [])));
+    const missing = ids.filter((id) => !answered.has(id));
+    if (missing.length === 0) continue;
+    const filler: ToolResultBlock[] = missing.map((id) => ({ type: 'tool_result', tool_use_id: id, content: INTERRUPTED_RESULT, is_error: true }));
+    next.content = orderedUserBlocks([...filler, ...blocks]);
+  }
+}
+
+function toolUseIds(message: ModelMessage | undefined): string[] {
+  if (!message || message.role !== 'assistant' || typeof message.content === 'string') return [];
+  return message.content.flatMap((block) => (block.type === 'tool_use' ? [block.id] : []));
+}
+
+/** Tool results first in a user message, as the API wants. */
+function orderedUserBlocks(blocks: ContentBlock[]): ContentBlock[] {
+  return [...blocks.filter(isToolResult), ...blocks.filter((block) => !isToolResult(block))];
 }
 
 export function buildRequest(options: {
@@ -91,7 +142,8 @@ function toBlock(entry: HistoryEntry): ContentBlock {
 }
 
 function textBlock(entry: HistoryEntry): TextBlock {
-  const content = entry.content === '' ? '(empty message)' : entry.content;
+  // The API refuses blank text blocks.
+  const content = entry.content.trim() === '' ? '(empty message)' : entry.content;
   // The bot's own words go back unlabelled; people are named so the model knows who spoke.
   const text = entry.role === 'assistant' && entry.kind === 'message' ? content : `${entry.authorName}: ${content}`;
   return { type: 'text', text };

@@ -88,6 +88,7 @@ export class ChannelRuntime {
       scheduler: this.scheduler,
       settingsFor: (channelId) => this.settings(channelId),
       estimate: (state, settings) => this.estimate(state, settings),
+      retryFailedArchives: (state, entries) => this.retryFailedArchives(state, entries),
     });
   }
 
@@ -135,10 +136,23 @@ export class ChannelRuntime {
     const state = this.channel(channelId);
     const appended: HistoryEntry[] = [];
     const fresh: HistoryEntry[] = [];
-    for (const input of entries) {
-      const result = this.append(state, { ...input, createdAt: this.clock.now(), turnId });
-      appended.push(result.entry);
-      if (result.fresh && result.entry.kind === 'message') fresh.push(result.entry);
+    // All or nothing: a tool call stored without its result (a crash or a failed write midway)
+    // would stay in every later request of the channel.
+    const saved = { nextSeq: state.nextSeq, nextTurnId: state.nextTurnId, archivedCount: state.archivedCount, live: state.entries.length };
+    try {
+      this.options.db.transaction(() => {
+        for (const input of entries) {
+          const result = this.append(state, { ...input, createdAt: this.clock.now(), turnId });
+          appended.push(result.entry);
+          if (result.fresh && result.entry.kind === 'message') fresh.push(result.entry);
+        }
+      })();
+    } catch (error) {
+      while (state.entries.length > saved.live) state.removeEntryAt(state.entries.length - 1);
+      state.nextSeq = saved.nextSeq;
+      state.nextTurnId = saved.nextTurnId;
+      state.archivedCount = saved.archivedCount;
+      throw error;
     }
     if (fresh.length > 0) void this.archive(state, fresh);
     this.coordinator.check(state);
@@ -200,8 +214,12 @@ export class ChannelRuntime {
       const at = dropped.findIndex((entry) => entry.seq === row.seq);
       if (at >= 0) dropped[at] = edited;
     }
-    if (row.kind === 'message') await this.options.memory.updateTranscript(channelId, messageId, content);
     this.coordinator.check(state);
+    if (row.kind === 'message') {
+      // A transcript write still in flight carries the old text: let it land, then correct it.
+      await this.archivesSettled(state);
+      await this.options.memory.updateTranscript(channelId, messageId, content);
+    }
     return true;
   }
 
@@ -218,6 +236,7 @@ export class ChannelRuntime {
       for (const seq of seqs) {
         const index = state.indexOfSeq(seq);
         if (index >= 0) state.removeEntryAt(index);
+        state.failedArchives.delete(seq);
         for (const dropped of state.markerEntries.values()) {
           const at = dropped.findIndex((entry) => entry.seq === seq);
           if (at >= 0) dropped.splice(at, 1);
@@ -225,7 +244,10 @@ export class ChannelRuntime {
       }
       state.archivedCount -= seqs.length;
     }
-    if (messageIds.length > 0) await this.options.memory.deleteTranscript(channelId, messageIds);
+    if (messageIds.length === 0) return seqs.length;
+    // A transcript write still in flight would bring a deleted message back: let it land first.
+    await this.archivesSettled(state);
+    await this.options.memory.deleteTranscript(channelId, messageIds);
     return seqs.length;
   }
 
@@ -275,6 +297,28 @@ export class ChannelRuntime {
     await this.coordinator.close(this.states.values());
     for (const state of this.states.values()) await Promise.all([...state.pendingArchives]);
     this.flushArchivedFlags();
+  }
+
+  /**
+   * Waits for the channel's transcript writes started so far (they never reject); later ones
+   * cannot carry a message that is already in history, so a busy channel does not hold it up.
+   */
+  private async archivesSettled(state: ChannelState): Promise<void> {
+    if (state.pendingArchives.size > 0) await Promise.all([...state.pendingArchives]);
+  }
+
+  /**
+   * Before a worker reads its snapshot (once the writes in flight have landed): entries whose
+   * write failed are sent again, with their current text. False when one still fails: compacting
+   * it would take it out of the context before `memory_search` can find it. Synchronously true
+   * when nothing failed, the usual case.
+   */
+  private retryFailedArchives(state: ChannelState, entries: readonly HistoryEntry[]): true | Promise<boolean> {
+    if (state.failedArchives.size === 0) return true;
+    const missing = entries.filter((entry) => entry.kind === 'message' && state.failedArchives.has(entry.seq));
+    if (missing.length === 0) return true;
+    const current = missing.map((entry) => state.entries[state.indexOfSeq(entry.seq)] ?? entry);
+    return this.archive(state, current).then(() => missing.every((entry) => !state.failedArchives.has(entry.seq)));
   }
 
   private settings(channelId: string): ChannelSettings {
@@ -366,8 +410,12 @@ export class ChannelRuntime {
           createdAt: entry.createdAt,
         })),
       )
-      .then(() => this.queueArchivedFlags(state.channelId, entries))
+      .then(() => {
+        for (const entry of entries) state.failedArchives.delete(entry.seq);
+        this.queueArchivedFlags(state.channelId, entries);
+      })
       .catch((error: unknown) => {
+        for (const entry of entries) state.failedArchives.add(entry.seq);
         this.options.events.emit({
           type: 'archive_failed',
           channel_id: state.channelId,

@@ -1,5 +1,6 @@
 import type { ChannelState } from '../channel/channel-state.js';
 import type { HistoryStore } from '../channel/history-store.js';
+import type { HistoryEntry } from '../channel/types.js';
 import { estimateSummaryTokens, SUMMARY_HEADER_TOKENS } from '../channel/model-request.js';
 import type { Clock } from '../common/clock.js';
 import { errorMessage } from '../common/errors.js';
@@ -8,7 +9,7 @@ import type { ChannelSettings } from '../config/types.js';
 import { decide, type CompactionAction } from './compactor.js';
 import { markerCount, markerText, truncationCount } from './emergency.js';
 import type { CompactionEvent, CompactionTier } from './events.js';
-import { planCompaction, type CompactionPlan } from './planner.js';
+import { planCompaction, planRollUp, type CompactionPlan } from './planner.js';
 import type { CompactionScheduler } from './scheduler.js';
 import { applySplice, matchSnapshot } from './splice.js';
 import type { Summarizer } from './summarizer.js';
@@ -16,6 +17,10 @@ import { runWorker, type WorkerOutcome } from './worker.js';
 
 /** Appended to a meta-summary that folded a truncation marker, so the hint is not lost. */
 const FOLDED_MARKER_NOTE = '(Some older messages were truncated without a summary; recall them with memory_search.)';
+
+/** Which Compactor decisions a check may act on (constants: the check allocates nothing). */
+const EVERY_TIER = { emergencyOnly: false } as const;
+const EMERGENCY_ONLY = { emergencyOnly: true } as const;
 
 /** How `compactNow` ended. */
 export interface CompactionOutcome {
@@ -35,6 +40,11 @@ export interface CompactionCoordinatorOptions {
   scheduler: CompactionScheduler;
   /** The channel's settings now (hot reload applies at the next check). */
   settingsFor(channelId: string): ChannelSettings;
+  /**
+   * Sends again the entries whose memory archive write failed; true (synchronously when none
+   * had) once all are archived, false when one still cannot be: it must not leave the context.
+   */
+  retryFailedArchives(state: ChannelState, entries: readonly HistoryEntry[]): true | Promise<boolean>;
   /** Estimated tokens of what the model would be sent now for this channel. */
   estimate(state: ChannelState, settings: ChannelSettings): number;
 }
@@ -52,12 +62,16 @@ export class CompactionCoordinator {
 
   /** The Compactor check: O(1) unless it acts. Returns what it decided. */
   check(state: ChannelState): CompactionAction {
+    return this.act(state, EVERY_TIER);
+  }
+
+  private act(state: ChannelState, scope: { emergencyOnly: boolean }): CompactionAction {
     if (this.closed) return 'none';
     const settings = this.options.settingsFor(state.channelId);
     const tokens = this.options.estimate(state, settings);
     const usage = tokens / settings.contextWindow;
     const action = decide(usage, settings.compaction, { compactionRunning: state.compaction !== undefined });
-    if (action === 'none') return action;
+    if (action === 'none' || (scope.emergencyOnly && action !== 'emergency')) return 'none';
     if (action === 'emergency' && state.entries.length === 0) return 'none';
     // A worker tier with nothing it may take (a single turn in progress) is no action at all.
     const plan = action === 'emergency' ? undefined : this.plan(state, action, settings);
@@ -72,8 +86,12 @@ export class CompactionCoordinator {
       context_window: settings.contextWindow,
       live_messages: state.entries.length,
     });
-    if (action === 'emergency') this.truncate(state, settings, tokens);
-    else this.start(state, action, settings, plan!);
+    if (action === 'emergency') {
+      this.truncate(state, settings, tokens);
+      this.rollUpIfStuck(state, settings);
+    } else {
+      this.start(state, action, settings, plan!);
+    }
     return action;
   }
 
@@ -115,7 +133,14 @@ export class CompactionCoordinator {
       headerTokens -
       (extended?.tokens ?? 0) +
       estimateSummaryTokens({ kind: 'marker', fromSeq, toSeq: entries[dropped - 1]!.seq, content: markerText(earlier + dropped) });
-    const count = truncationCount(state.entries, settings.compaction.emergencyFraction, markerTokens);
+    // Below the emergency threshold afterwards, or the very next request could overflow the window.
+    const mustFree = Math.max(0, tokensBefore - settings.compaction.emergencyThreshold * settings.contextWindow);
+    const protectFrom = state.protectFromSeq === undefined ? undefined : firstIndexFrom(state.entries, state.protectFromSeq);
+    const count = truncationCount(state.entries, settings.compaction.emergencyFraction, {
+      markerTokens,
+      mustFree,
+      ...(protectFrom === undefined ? {} : { protectFrom }),
+    });
     const dropped = state.entries.slice(0, count);
     const draft = {
       channelId: state.channelId,
@@ -154,6 +179,24 @@ export class CompactionCoordinator {
       // Emergency work runs inside the turn: operators watch that it stays small.
       duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000,
     });
+  }
+
+  /**
+   * When a truncation had to drop every live entry and the context is still over the emergency
+   * threshold, the summaries are what fills it (the window shrank on reload). Every message would
+   * be truncated and no worker tier would ever be reached, so a roll-up of the summaries starts
+   * here, under the aggressive tier.
+   */
+  private rollUpIfStuck(state: ChannelState, settings: ChannelSettings): void {
+    if (state.compaction !== undefined || state.entries.length > 0) return;
+    const tokens = this.options.estimate(state, settings);
+    if (tokens / settings.contextWindow < settings.compaction.emergencyThreshold) return;
+    const plan = planRollUp({
+      summaries: state.summaries,
+      summaryTokens: state.summaryTokens,
+      rollupTokens: settings.compaction.rollupThreshold * settings.contextWindow,
+    });
+    if (plan) this.start(state, 'aggressive', settings, plan);
   }
 
   private plan(state: ChannelState, tier: Exclude<CompactionTier, 'emergency'>, settings: ChannelSettings): CompactionPlan | undefined {
@@ -201,6 +244,7 @@ export class CompactionCoordinator {
       settings: compaction,
       location: { channelId: state.channelId, ...state.location },
       pendingArchives: [...state.pendingArchives],
+      retryFailedArchives: () => this.options.retryFailedArchives(state, plan.entries),
       abort,
     }).then((result) => {
       outcome = result;
@@ -290,6 +334,11 @@ export class CompactionCoordinator {
       duration_ms: duration,
       summarizer: job.summarizer,
     });
+    // A summary that lands in place of a truncation marker adds to the context (the marker's
+    // entries had already left it), and the window may have shrunk on reload meanwhile: if the
+    // context is over the emergency threshold now, truncate at once rather than let the next
+    // request overflow the window. Worker tiers wait for the next check.
+    this.act(state, EMERGENCY_ONLY);
     return {
       status: 'completed',
       compactionId,
@@ -301,6 +350,18 @@ export class CompactionCoordinator {
   private emit(event: CompactionEvent): void {
     this.options.events.emit(event);
   }
+}
+
+/** Index of the first entry with a seq at or after `seq` (entries ascend by seq). */
+function firstIndexFrom(entries: readonly HistoryEntry[], seq: number): number {
+  let low = 0;
+  let high = entries.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (entries[middle]!.seq < seq) low = middle + 1;
+    else high = middle;
+  }
+  return low;
 }
 
 function round(value: number): number {

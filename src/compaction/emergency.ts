@@ -14,35 +14,63 @@ export function markerCount(content: string): number {
   return match ? Number(match[1]) : 0;
 }
 
+/** What shapes an emergency cut besides the fraction. */
+export interface TruncationOptions {
+  /** What the marker for a cut of n entries costs, in tokens (header and merged marker included). */
+  markerTokens?: (count: number) => number;
+  /** Tokens the cut must free beyond its marker's cost (to get under the emergency threshold). */
+  mustFree?: number;
+  /** Index of the first entry of a turn being answered now: kept live when any cut before it frees room. */
+  protectFrom?: number;
+}
+
 /**
  * How many of the oldest live entries an emergency truncation drops: `fraction` of them by
  * count, turn-aligned. May be all of them (emergency must free room whatever the shape of the
  * history); 0 only when there is nothing live.
  *
- * With `markerTokens` (what the marker for a cut of n entries costs), the cut is extended turn
- * by turn until what it drops outweighs the marker: otherwise a cut of a few short messages
- * ahead of a long one would leave the context larger than before, and the next message would
- * truncate again.
+ * With `markerTokens`, the cut is extended turn by turn until what it drops outweighs the
+ * marker by more than `mustFree` tokens: otherwise a cut of a few short messages ahead of a long
+ * one would leave the context larger than before, and a half that is not enough (the window
+ * shrank on reload, one huge paste) would leave the next request over the window; either way
+ * the next message would truncate again.
+ *
+ * With `protectFrom`, the message a running turn answers stays live with the reply still to
+ * come, as long as some cut before it frees room at all; short of `mustFree`, the check after
+ * the turn truncates again, once the turn is whole.
  */
-export function truncationCount(
-  entries: readonly HistoryEntry[],
-  fraction: number,
-  markerTokens?: (count: number) => number,
-): number {
+export function truncationCount(entries: readonly HistoryEntry[], fraction: number, options: TruncationOptions = {}): number {
   if (entries.length === 0) return 0;
-  const count = alignedCut(entries, targetCount(entries.length, fraction));
-  if (markerTokens === undefined) return count;
+  const protectFrom = options.protectFrom ?? entries.length;
+  if (protectFrom > 0 && protectFrom < entries.length) {
+    const count = cutWithin(entries, fraction, options, protectFrom);
+    if (count > 0) return count;
+  }
+  return cutWithin(entries, fraction, options, entries.length);
+}
+
+/** The cut of `truncationCount` among the first `limit` entries; 0 when none there frees room. */
+function cutWithin(entries: readonly HistoryEntry[], fraction: number, options: TruncationOptions, limit: number): number {
+  const count = alignedCut(entries, targetCount(entries.length, fraction), limit);
+  const { markerTokens } = options;
+  if (count === 0 || markerTokens === undefined) return count;
+  const mustFree = options.mustFree ?? 0;
   let dropped = 0;
   for (let index = 0; index < count; index += 1) dropped += entries[index]!.tokens;
-  if (dropped > markerTokens(count)) return count;
+  if (dropped - markerTokens(count) > mustFree) return count;
   const lastIndex = new Map<number, number>();
   for (let index = 0; index < entries.length; index += 1) lastIndex.set(entries[index]!.turnId, index);
+  // The largest turn boundary so far whose cut frees room at all.
+  let freeing = dropped > markerTokens(count) ? count : 0;
   // `count` is a turn boundary, so every turn before it ends before it.
   let reach = count - 1;
-  for (let index = count; index < entries.length; index += 1) {
+  for (let index = count; index < limit; index += 1) {
     dropped += entries[index]!.tokens;
     reach = Math.max(reach, lastIndex.get(entries[index]!.turnId)!);
-    if (reach === index && dropped > markerTokens(index + 1)) return index + 1;
+    if (reach !== index) continue;
+    const net = dropped - markerTokens(index + 1);
+    if (net > mustFree) return index + 1;
+    if (net > 0) freeing = index + 1;
   }
-  return entries.length;
+  return limit === entries.length ? entries.length : freeing;
 }

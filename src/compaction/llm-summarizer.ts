@@ -38,7 +38,8 @@ export function createLlmSummarizer(options: LlmSummarizerOptions): Summarizer {
       channelId: request.location.channelId,
       ...(request.location.guildId !== undefined ? { guildId: request.location.guildId } : {}),
       ...(request.location.dmUserId !== undefined ? { dmUserId: request.location.dmUserId } : {}),
-      sourceMessageIds: request.entries.map((entry) => entry.messageId),
+      // Memories point back at what people and the bot said; tool traffic is not in the transcript.
+      sourceMessageIds: request.entries.filter((entry) => entry.kind === 'message').map((entry) => entry.messageId),
       signal,
     };
     const messages: ModelMessage[] = [

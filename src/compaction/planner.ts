@@ -77,3 +77,20 @@ export function planCompaction(options: {
     tokens,
   };
 }
+
+/**
+ * A roll-up of the live summaries alone, with no entries: for when the summaries themselves
+ * keep the context over the emergency threshold (the window shrank on reload), which no cut of
+ * live entries can fix. Undefined unless they take more than `rollupTokens`.
+ */
+export function planRollUp(options: { summaries: readonly SummaryEntry[]; summaryTokens: number; rollupTokens: number }): CompactionPlan | undefined {
+  const { summaries } = options;
+  if (summaries.length === 0 || options.summaryTokens <= options.rollupTokens) return undefined;
+  return {
+    entries: [],
+    priorSummaries: [...summaries],
+    fromSeq: summaries[0]!.fromSeq,
+    toSeq: summaries[summaries.length - 1]!.toSeq,
+    tokens: options.summaryTokens,
+  };
+}

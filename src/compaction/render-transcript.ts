@@ -2,7 +2,10 @@ import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
 
 /** `2026-11-22 14:05` in UTC: enough for the reader to place events in time. */
 export function formatTimestamp(ms: number): string {
-  return new Date(ms).toISOString().slice(0, 16).replace('T', ' ');
+  const date = new Date(ms);
+  // One odd time in stored history must not make every compaction of the channel fail.
+  if (Number.isNaN(date.getTime())) return 'unknown time';
+  return date.toISOString().slice(0, 16).replace('T', ' ');
 }
 
 /**

@@ -72,7 +72,8 @@ export function applySplice(options: {
   };
   let shrunk: SummaryEntry | undefined;
   if (match.place === 'head') {
-    change.entryRange = { toSeq: plan.toSeq };
+    // A roll-up of summaries alone leaves the live start where it is (a marker may have moved it on).
+    if (plan.entries.length > 0) change.entryRange = { toSeq: plan.toSeq };
   } else if (match.remaining === 0) {
     change.retiredSummaryIds.push(match.marker.id);
   } else {

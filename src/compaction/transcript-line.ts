@@ -1,6 +1,9 @@
 import type { IncomingMessage } from '../channel/types.js';
 import { InputError } from '../common/errors.js';
 
+/** The largest time a JavaScript Date can hold, in milliseconds either side of the epoch. */
+const MAX_TIME_MS = 8.64e15;
+
 /**
  * One line of a replay transcript: `{ "id", "channel", "author", "content", "ts"?, "role"? }`.
  * `ts` is an ISO 8601 time or milliseconds since the epoch; `role` is "user" (default) or
@@ -42,7 +45,8 @@ export function parseTranscriptLine(text: string, lineNumber: number, fallbackTi
   let createdAt = fallbackTime;
   if (line.ts !== undefined && line.ts !== null) {
     createdAt = typeof line.ts === 'number' ? line.ts : typeof line.ts === 'string' ? Date.parse(line.ts) : Number.NaN;
-    if (!Number.isFinite(createdAt)) {
+    // Date cannot represent times beyond ±8.64e15 ms; they would break summaries later.
+    if (!Number.isFinite(createdAt) || Math.abs(createdAt) > MAX_TIME_MS) {
       throw lineError(lineNumber, `field "ts" must be an ISO 8601 time or epoch milliseconds, got ${JSON.stringify(line.ts)}`);
     }
   }

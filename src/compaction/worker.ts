@@ -19,6 +19,8 @@ export async function runWorker(options: {
   settings: CompactionSettings;
   location: MemoryLocation;
   pendingArchives: Promise<void>[];
+  /** After those: true once every entry of the plan is in the memory archive, false if one cannot be. */
+  retryFailedArchives: () => true | Promise<boolean>;
   abort: AbortController;
 }): Promise<WorkerOutcome> {
   const { abort } = options;
@@ -32,6 +34,8 @@ export async function runWorker(options: {
   try {
     // Nothing leaves the live context before it is searchable.
     await Promise.race([Promise.all(options.pendingArchives), aborted]);
+    const archived = options.retryFailedArchives();
+    if (archived !== true && !(await Promise.race([archived, aborted]))) return { ok: false, reason: 'archive_failed' };
     const result = await Promise.race([
       options.summarizer.summarize({
         channelId: options.location.channelId,

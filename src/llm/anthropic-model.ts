@@ -114,8 +114,8 @@ function toSdkMessage(message: ModelMessage): MessageParam {
   const blocks: ContentBlockParam[] = [];
   for (const block of message.content) {
     if (block.type === 'text') {
-      // The API rejects empty text blocks.
-      if (block.text !== '') blocks.push({ type: 'text', text: block.text });
+      // The API rejects empty and whitespace-only text blocks.
+      if (block.text.trim() !== '') blocks.push({ type: 'text', text: block.text });
     } else if (block.type === 'tool_use') {
       blocks.push({ type: 'tool_use', id: block.id, name: block.name, input: block.input });
     } else {

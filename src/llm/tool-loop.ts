@@ -92,12 +92,17 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
       return { text, newMessages, steps: step, usage, stopReason: response.stopReason };
     }
 
+    // Output cut off by max_tokens while the model was writing a call leaves that call's input
+    // incomplete: running it (a memory saved half-written) would be worse than not. It gets an
+    // error result instead, so the history stays valid and the model can call again.
+    const lastBlock = response.content[response.content.length - 1];
+    const cutOff = response.stopReason === 'max_tokens' && lastBlock?.type === 'tool_use' ? lastBlock : undefined;
     // Tools run one after another, in the order asked: saves and searches may depend on
     // each other, and their results must line up with the calls.
     const results: ToolResultBlock[] = [];
     for (const call of toolUses) {
       if (signal?.aborted) throw abortedModelError(signal);
-      const outcome = await runOneTool(handlers, call, context);
+      const outcome = call === cutOff ? CUT_OFF_OUTCOME : await runOneTool(handlers, call, context);
       results.push({
         type: 'tool_result',
         tool_use_id: call.id,
@@ -117,6 +122,11 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
   }
 }
 
+const CUT_OFF_OUTCOME: ToolOutcome = {
+  isError: true,
+  content: 'not run: this call was cut off by the output limit (max_tokens) before its input was complete; call it again, with shorter input if needed',
+};
+
 function choiceForStep(choice: ToolChoice | undefined, step: number): ToolChoice | undefined {
   if (!choice) return undefined;
   if (choice.type === 'any' || choice.type === 'tool') return step === 1 ? choice : undefined;
@@ -124,15 +134,16 @@ function choiceForStep(choice: ToolChoice | undefined, step: number): ToolChoice
 }
 
 /**
- * What goes back to the model as its own turn: non-empty text, and tool calls whose input is
- * an object (the API refuses anything else in a tool_use block, so odd input is replaced by
+ * What goes back to the model as its own turn: text that is not blank, and tool calls whose
+ * input is an object (the API refuses anything else in a tool_use block, so odd input is replaced by
  * `{}` here and reported to the model through the tool's error result).
  */
 function assistantBlocks(content: readonly ContentBlock[]): ContentBlock[] {
   const blocks: ContentBlock[] = [];
   for (const block of content) {
     if (block.type === 'text') {
-      if (block.text !== '') blocks.push(block);
+      // The API refuses empty and whitespace-only text blocks (some servers emit "\n\n" before a call).
+      if (block.text.trim() !== '') blocks.push(block);
     } else if (block.type === 'tool_use') {
       const parsed = parseToolInput(block.input);
       blocks.push({ ...block, input: parsed.ok ? parsed.value : {} });
