@@ -15,6 +15,7 @@ import { ChannelState } from './channel-state.js';
 import { HistoryStore } from './history-store.js';
 import { buildRequest, estimateToolTokens, SUMMARY_HEADER_TOKENS } from './model-request.js';
 import { SerialQueue } from './serial-queue.js';
+import { TranscriptArchiver } from './transcript-archiver.js';
 import { estimateEntryTokens, estimateTokens } from './token-estimate.js';
 import type { ContextStatus, EntryKind, HistoryEntry, IncomingMessage, SummaryEntry } from './types.js';
 
@@ -66,15 +67,14 @@ export class ChannelRuntime {
   private readonly scheduler: CompactionScheduler;
   private readonly clock: Clock;
   private countedTools: readonly ToolDefinition[];
-  /** Archived flags waiting to be written in one transaction (see `archive`). */
-  private archivedFlags: Array<{ channelId: string; seq: number }> = [];
-  private flagFlush: NodeJS.Immediate | undefined;
+  private readonly archiver: TranscriptArchiver;
   private toolTokens: number;
   /** Thread id → parent channel id, learnt from ingested messages; threads inherit settings. */
   private readonly parents = new Map<string, string>();
 
   constructor(private readonly options: ChannelRuntimeOptions) {
     this.store = new HistoryStore(options.db);
+    this.archiver = new TranscriptArchiver({ store: this.store, memory: options.memory, events: options.events });
     this.clock = options.clock ?? systemClock;
     this.scheduler = options.scheduler ?? new ImmediateScheduler();
     this.countedTools = options.toolDefinitions ?? [];
@@ -88,7 +88,7 @@ export class ChannelRuntime {
       scheduler: this.scheduler,
       settingsFor: (channelId) => this.settings(channelId),
       estimate: (state, settings) => this.estimate(state, settings),
-      retryFailedArchives: (state, entries) => this.retryFailedArchives(state, entries),
+      retryFailedArchives: (state, entries) => this.archiver.retryFailed(state, entries),
     });
   }
 
@@ -116,7 +116,7 @@ export class ChannelRuntime {
     });
     if (!entry.fresh) return entry.entry;
     this.scheduler.afterMessage(message.channelId);
-    const archived = this.archive(state, [entry.entry]);
+    const archived = this.archiver.archive(state, [entry.entry]);
     this.coordinator.check(state);
     await archived;
     return entry.entry;
@@ -154,7 +154,7 @@ export class ChannelRuntime {
       state.archivedCount = saved.archivedCount;
       throw error;
     }
-    if (fresh.length > 0) void this.archive(state, fresh);
+    if (fresh.length > 0) void this.archiver.archive(state, fresh);
     this.coordinator.check(state);
     return appended;
   }
@@ -217,7 +217,7 @@ export class ChannelRuntime {
     this.coordinator.check(state);
     if (row.kind === 'message') {
       // A transcript write still in flight carries the old text: let it land, then correct it.
-      await this.archivesSettled(state);
+      await this.archiver.settled(state);
       await this.options.memory.updateTranscript(channelId, messageId, content);
     }
     return true;
@@ -246,7 +246,7 @@ export class ChannelRuntime {
     }
     if (messageIds.length === 0) return seqs.length;
     // A transcript write still in flight would bring a deleted message back: let it land first.
-    await this.archivesSettled(state);
+    await this.archiver.settled(state);
     await this.options.memory.deleteTranscript(channelId, messageIds);
     return seqs.length;
   }
@@ -295,30 +295,8 @@ export class ChannelRuntime {
    */
   async close(): Promise<void> {
     await this.coordinator.close(this.states.values());
-    for (const state of this.states.values()) await Promise.all([...state.pendingArchives]);
-    this.flushArchivedFlags();
-  }
-
-  /**
-   * Waits for the channel's transcript writes started so far (they never reject); later ones
-   * cannot carry a message that is already in history, so a busy channel does not hold it up.
-   */
-  private async archivesSettled(state: ChannelState): Promise<void> {
-    if (state.pendingArchives.size > 0) await Promise.all([...state.pendingArchives]);
-  }
-
-  /**
-   * Before a worker reads its snapshot (once the writes in flight have landed): entries whose
-   * write failed are sent again, with their current text. False when one still fails: compacting
-   * it would take it out of the context before `memory_search` can find it. Synchronously true
-   * when nothing failed, the usual case.
-   */
-  private retryFailedArchives(state: ChannelState, entries: readonly HistoryEntry[]): true | Promise<boolean> {
-    if (state.failedArchives.size === 0) return true;
-    const missing = entries.filter((entry) => entry.kind === 'message' && state.failedArchives.has(entry.seq));
-    if (missing.length === 0) return true;
-    const current = missing.map((entry) => state.entries[state.indexOfSeq(entry.seq)] ?? entry);
-    return this.archive(state, current).then(() => missing.every((entry) => !state.failedArchives.has(entry.seq)));
+    for (const state of this.states.values()) await this.archiver.settled(state);
+    this.archiver.flushFlags();
   }
 
   private settings(channelId: string): ChannelSettings {
@@ -342,7 +320,7 @@ export class ChannelRuntime {
     this.states.set(channelId, state);
     // Repairs a crash between the history write and the transcript index write.
     const missing = this.store.unarchived(channelId);
-    if (missing.length > 0) void this.archive(state, missing);
+    if (missing.length > 0) void this.archiver.archive(state, missing);
     return state;
   }
 
@@ -372,59 +350,5 @@ export class ChannelRuntime {
     state.archivedCount += 1;
     state.appendEntry(entry);
     return { entry, fresh: true };
-  }
-
-  /**
-   * The archived flags only save work after a crash (a flag still 0 means "send it again", and
-   * the transcript write is idempotent), so they are written in batches, off the message path.
-   */
-  private queueArchivedFlags(channelId: string, entries: readonly HistoryEntry[]): void {
-    for (const entry of entries) this.archivedFlags.push({ channelId, seq: entry.seq });
-    this.flagFlush ??= setImmediate(() => this.flushArchivedFlags());
-  }
-
-  private flushArchivedFlags(): void {
-    if (this.flagFlush) clearImmediate(this.flagFlush);
-    this.flagFlush = undefined;
-    const flags = this.archivedFlags;
-    this.archivedFlags = [];
-    if (flags.length === 0) return;
-    try {
-      this.store.markArchived(flags);
-    } catch {
-      // Only a saving is lost: unflagged rows are sent to the (idempotent) archive again on load.
-    }
-  }
-
-  /** Sends entries to the memory transcript; never rejects (a failure is retried on next load). */
-  private archive(state: ChannelState, entries: HistoryEntry[]): Promise<void> {
-    const promise: Promise<void> = this.options.memory
-      .archiveTranscript(
-        entries.map((entry) => ({
-          messageId: entry.messageId,
-          channelId: entry.channelId,
-          ...state.location,
-          authorId: entry.authorId,
-          authorName: entry.authorName,
-          content: entry.content,
-          createdAt: entry.createdAt,
-        })),
-      )
-      .then(() => {
-        for (const entry of entries) state.failedArchives.delete(entry.seq);
-        this.queueArchivedFlags(state.channelId, entries);
-      })
-      .catch((error: unknown) => {
-        for (const entry of entries) state.failedArchives.add(entry.seq);
-        this.options.events.emit({
-          type: 'archive_failed',
-          channel_id: state.channelId,
-          messages: entries.length,
-          reason: errorMessage(error),
-        });
-      })
-      .finally(() => state.pendingArchives.delete(promise));
-    state.pendingArchives.add(promise);
-    return promise;
   }
 }

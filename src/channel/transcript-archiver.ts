@@ -1,0 +1,95 @@
+import { errorMessage } from '../common/errors.js';
+import type { EventStream } from '../common/events.js';
+import type { MemoryStore } from '../memory/types.js';
+import type { ChannelState } from './channel-state.js';
+import type { HistoryStore } from './history-store.js';
+import type { HistoryEntry } from './types.js';
+
+/**
+ * Sends every appended message to the memory transcript (so `memory_search` finds it before
+ * any compaction can touch it) and keeps track of writes in flight and writes that failed.
+ */
+export class TranscriptArchiver {
+  /** Archived flags waiting to be written in one transaction. */
+  private archivedFlags: Array<{ channelId: string; seq: number }> = [];
+  private flagFlush: NodeJS.Immediate | undefined;
+
+  constructor(private readonly options: { store: HistoryStore; memory: MemoryStore; events: EventStream }) {}
+
+  /** Sends entries to the memory transcript; never rejects (a failure is retried later). */
+  archive(state: ChannelState, entries: HistoryEntry[]): Promise<void> {
+    const promise: Promise<void> = this.options.memory
+      .archiveTranscript(
+        entries.map((entry) => ({
+          messageId: entry.messageId,
+          channelId: entry.channelId,
+          ...state.location,
+          authorId: entry.authorId,
+          authorName: entry.authorName,
+          content: entry.content,
+          createdAt: entry.createdAt,
+        })),
+      )
+      .then(() => {
+        for (const entry of entries) state.failedArchives.delete(entry.seq);
+        this.queueArchivedFlags(state.channelId, entries);
+      })
+      .catch((error: unknown) => {
+        for (const entry of entries) state.failedArchives.add(entry.seq);
+        this.options.events.emit({
+          type: 'archive_failed',
+          channel_id: state.channelId,
+          messages: entries.length,
+          reason: errorMessage(error),
+        });
+      })
+      .finally(() => state.pendingArchives.delete(promise));
+    state.pendingArchives.add(promise);
+    return promise;
+  }
+
+  /**
+   * Waits for the channel's transcript writes started so far (they never reject); later ones
+   * cannot carry a message that is already in history, so a busy channel does not hold it up.
+   */
+  async settled(state: ChannelState): Promise<void> {
+    if (state.pendingArchives.size > 0) await Promise.all([...state.pendingArchives]);
+  }
+
+  /**
+   * Before a worker reads its snapshot (once the writes in flight have landed): entries whose
+   * write failed are sent again, with their current text. False when one still fails: compacting
+   * it would take it out of the context before `memory_search` can find it. Synchronously true
+   * when nothing failed, the usual case.
+   */
+  retryFailed(state: ChannelState, entries: readonly HistoryEntry[]): true | Promise<boolean> {
+    if (state.failedArchives.size === 0) return true;
+    const missing = entries.filter((entry) => entry.kind === 'message' && state.failedArchives.has(entry.seq));
+    if (missing.length === 0) return true;
+    const current = missing.map((entry) => state.entries[state.indexOfSeq(entry.seq)] ?? entry);
+    return this.archive(state, current).then(() => missing.every((entry) => !state.failedArchives.has(entry.seq)));
+  }
+
+  /** Writes the archived flags still queued (on close). */
+  flushFlags(): void {
+    if (this.flagFlush) clearImmediate(this.flagFlush);
+    this.flagFlush = undefined;
+    const flags = this.archivedFlags;
+    this.archivedFlags = [];
+    if (flags.length === 0) return;
+    try {
+      this.options.store.markArchived(flags);
+    } catch {
+      // Only a saving is lost: unflagged rows are sent to the (idempotent) archive again on load.
+    }
+  }
+
+  /**
+   * The archived flags only save work after a crash (a flag still 0 means "send it again", and
+   * the transcript write is idempotent), so they are written in batches, off the message path.
+   */
+  private queueArchivedFlags(channelId: string, entries: readonly HistoryEntry[]): void {
+    for (const entry of entries) this.archivedFlags.push({ channelId, seq: entry.seq });
+    this.flagFlush ??= setImmediate(() => this.flushFlags());
+  }
+}
