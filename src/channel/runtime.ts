@@ -1,5 +1,4 @@
 import { systemClock, type Clock } from '../common/clock.js';
-import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 import type { LiveConfig } from '../config/live-config.js';
 import type { ChannelSettings } from '../config/types.js';
