@@ -108,3 +108,40 @@ test('a turn that spends every step on tools still answers', async () => {
     assert.equal(last.content, NO_ANSWER_REPLY);
   });
 });
+
+test('shutdown stays bounded when an aborted turn is stuck delivering its reply', { timeout: 20_000 }, async () => {
+  await withApp(async ({ app, model }) => {
+    const channelId = 'c-stuck';
+    await app.runtime.ingest({
+      messageId: 'm1',
+      channelId,
+      authorId: 'u1',
+      authorName: 'Eli',
+      role: 'user',
+      content: 'hello',
+      createdAt: Date.now(),
+    });
+    model.enqueue({ text: 'Hi Eli.' });
+    let sendStarted!: () => void;
+    const sending = new Promise<void>((resolve) => (sendStarted = resolve));
+    const abandoned: unknown[] = [];
+    app.events.subscribe((event) => {
+      if (event.type === 'shutdown_turns_abandoned') abandoned.push(event);
+    });
+    // Like a Discord send stuck in REST retries: it never settles, and ignores the abort.
+    void app.responder.respond({
+      channelId,
+      userId: 'u1',
+      context: { channelId },
+      target: {
+        send: () => {
+          sendStarted();
+          return new Promise<string | undefined>(() => {});
+        },
+      },
+    });
+    await sending;
+    await app.responder.drain(10);
+    assert.equal(abandoned.length, 1, 'the stuck turn is reported, and drain returned');
+  });
+});

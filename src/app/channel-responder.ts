@@ -47,6 +47,9 @@ export interface ChannelResponderOptions {
   self?: AgentIdentity;
 }
 
+/** How long shutdown waits for turns after aborting them. */
+const ABORTED_TURN_WAIT_MS = 2000;
+
 export const APOLOGY_REPLY = 'Sorry, I could not come up with an answer just now. Please try again in a moment.';
 
 /**
@@ -111,7 +114,18 @@ export class ChannelResponder {
     clearTimeout(timer);
     if (finished === 'timeout') {
       this.abort.abort(new MagpieError('shutdown', 'shutting down'));
-      await Promise.allSettled([...this.running]);
+      // An aborted turn may still sit in a REST retry to Discord: give it a moment, no more,
+      // so that shutdown stays bounded whatever the network does.
+      const settled = await Promise.race([
+        Promise.allSettled([...this.running]).then(() => true),
+        new Promise<false>((resolve) => {
+          timer = setTimeout(() => resolve(false), ABORTED_TURN_WAIT_MS);
+        }),
+      ]);
+      clearTimeout(timer);
+      if (!settled) {
+        this.options.events.emit({ type: 'shutdown_turns_abandoned', turns: this.running.size });
+      }
     }
   }
 
