@@ -81,7 +81,12 @@ export function parseFlags<const Options extends FlagOptions>(
   try {
     parsed = parseArgs(config);
   } catch (error) {
-    throw new UsageError(cleanParseError(error), spec.usage);
+    let message = cleanParseError(error);
+    if (message.startsWith('unknown option') && (spec.positionals?.max ?? 0) > 0) {
+      // A query or file name may start with a dash ("-5 degrees"): say how to pass it.
+      message += "; to pass an argument that starts with '-', put it last, after '--'";
+    }
+    throw new UsageError(message, spec.usage);
   }
   const help = (parsed.values as { help?: boolean }).help === true;
   if (!help) {

@@ -1,6 +1,7 @@
 import { MagpieError, InputError } from '../common/errors.js';
 import { closestMatch } from '../config/edit-distance.js';
 import { ConfigError } from '../config/problems.js';
+import { scrubSecrets, secretValuesFrom } from '../logging/scrub-secrets.js';
 import { EXIT, type CliCommand, type CliIo } from './command.js';
 import { UsageError } from './parse-flags.js';
 import { readPackageVersion } from './package-version.js';
@@ -63,6 +64,10 @@ export function topLevelUsage(commands: readonly CliCommand[]): string {
  */
 export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
   const [name, ...rest] = argv;
+  if (name === 'help' && rest[0] !== undefined && !COMMAND_LOADERS.has(rest[0])) {
+    // `magpie help frobnicate`: the same answer as `magpie frobnicate`, not a silent success.
+    return runCli(rest, io);
+  }
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     // `magpie help config` is a friendly alias for `magpie config --help`.
     const topic = name === 'help' && rest[0] !== undefined && COMMAND_LOADERS.has(rest[0]) ? rest[0] : undefined;
@@ -95,26 +100,30 @@ async function runCommand(command: CliCommand, argv: string[], io: CliIo): Promi
 /** The one error boundary of the CLI; exported so long-running commands can reuse it. */
 export function reportError(commandName: string, error: unknown, io: CliIo): number {
   const prefix = commandName === '' ? 'magpie: ' : `magpie ${commandName}: `;
+  // stderr ends up in service logs: a library error that quotes the bot token or the API key
+  // must not carry it there.
+  const secrets = secretValuesFrom(io.env);
+  const write = (text: string) => io.stderr.write(scrubSecrets(`${prefix}${text}\n`, secrets));
   if (error instanceof UsageError) {
-    io.stderr.write(`${prefix}${error.render()}\n`);
+    write(error.render());
     return EXIT.usage;
   }
   if (error instanceof ConfigError) {
-    io.stderr.write(`${prefix}${error.render()}\n`);
+    write(error.render());
     return EXIT.config;
   }
   if (error instanceof MagpieError) {
-    io.stderr.write(`${prefix}${error.render()}\n`);
+    write(error.render());
     return error instanceof InputError ? EXIT.usage : EXIT.failure;
   }
   if (isSystemError(error)) {
     // The file system or the network said no (a data dir that is a file, no permission, a full
     // disk): the message names the path and the reason; a stack trace would only hide them.
-    io.stderr.write(`${prefix}${error.message}\n`);
+    write(error.message);
     return EXIT.failure;
   }
   const detail = error instanceof Error ? (error.stack ?? error.message) : String(error);
-  io.stderr.write(`${prefix}unexpected error: ${detail}\n`);
+  write(`unexpected error: ${detail}`);
   return EXIT.failure;
 }
 

@@ -1,6 +1,6 @@
 import { DEFAULTS } from './defaults.js';
 import { checkDiscordTiming, checkThresholdOrder } from './cross-checks.js';
-import { CHANNEL_SPEC, CONFIG_SPEC, type TableSpec } from './schema.js';
+import { CHANNEL_SPEC, CONFIG_SPEC, snakeToCamel, type TableSpec } from './schema.js';
 import type { ChannelSettings, CompactionSettings, MagpieConfig } from './types.js';
 import { isTable, report, validateTable, type PartialSettings, type ValidationSink } from './validate-table.js';
 
@@ -19,8 +19,12 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
   const partial = validateTable(rest, TOP_LEVEL_SPEC, [], '', sink);
 
   const defaults = mergeChannel(base.defaults, sectionOf(partial, 'defaults'));
-  const compactionKeys = new Set(Object.keys(sectionOf(sectionOf(partial, 'defaults'), 'compaction')));
-  checkThresholdOrder(defaults.compaction, compactionKeys, ['defaults', 'compaction'], sink, { isOverride: false });
+  const defaultsCompaction = sectionOf(sectionOf(partial, 'defaults'), 'compaction');
+  const compactionKeys = new Set(Object.keys(defaultsCompaction));
+  checkThresholdOrder(defaults.compaction, compactionKeys, ['defaults', 'compaction'], sink, {
+    isOverride: false,
+    refused: refusedKeys(rawSection(rawSection(document, 'defaults'), 'compaction'), defaultsCompaction),
+  });
 
   const channels: Record<string, ChannelSettings> = {};
   if (rawChannels !== undefined) {
@@ -29,14 +33,23 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
     } else {
       for (const [channelId, rawOverride] of Object.entries(rawChannels)) {
         const filePath = ['channels', channelId];
+        if (channelId === '__proto__') {
+          // Assigning it would replace the prototype of the channel map instead of adding a channel.
+          report(sink, filePath, 'is not a channel id; write the Discord id of the channel, e.g. [channels."123456789012345678"]');
+          continue;
+        }
         if (!isTable(rawOverride)) {
           report(sink, filePath, `must be a table ([channels."${channelId}"]) of [defaults] keys`);
           continue;
         }
         const override = validateTable(rawOverride, CHANNEL_SPEC, filePath, 'defaults', sink);
         const merged = mergeChannel(defaults, override);
-        const ownKeys = new Set(Object.keys(sectionOf(override, 'compaction')));
-        checkThresholdOrder(merged.compaction, ownKeys, [...filePath, 'compaction'], sink, { isOverride: true });
+        const ownCompaction = sectionOf(override, 'compaction');
+        const ownKeys = new Set(Object.keys(ownCompaction));
+        checkThresholdOrder(merged.compaction, ownKeys, [...filePath, 'compaction'], sink, {
+          isOverride: true,
+          refused: refusedKeys(rawSection(rawOverride, 'compaction'), ownCompaction),
+        });
         channels[channelId] = merged;
       }
     }
@@ -49,8 +62,9 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
     ...memorySection,
     http: { ...base.memory.http, ...sectionOf(memorySection, 'http') },
   };
-  const discord = { ...base.discord, ...sectionOf(partial, 'discord') };
-  checkDiscordTiming(discord, sink);
+  const discordSection = sectionOf(partial, 'discord');
+  const discord = { ...base.discord, ...discordSection };
+  checkDiscordTiming(discord, sink, refusedKeys(rawSection(document, 'discord'), discordSection));
   const logging = { ...base.logging, ...sectionOf(partial, 'logging') };
 
   return { defaults, channels, llm, memory, discord, logging } as MagpieConfig;
@@ -60,6 +74,25 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
 function mergeChannel(base: ChannelSettings, override: PartialSettings): ChannelSettings {
   const compaction: CompactionSettings = { ...base.compaction, ...sectionOf(override, 'compaction') };
   return { ...base, ...override, compaction } as ChannelSettings;
+}
+
+/** The raw TOML table under `key`, or nothing when it is absent or not a table. */
+function rawSection(raw: unknown, key: string): Record<string, unknown> {
+  if (!isTable(raw)) return {};
+  const value = raw[key];
+  return isTable(value) ? value : {};
+}
+
+/**
+ * Keys written in the file whose value was refused (camelCase). A cross-check over such a key
+ * would compare against the default standing in for it and report a value nobody wrote.
+ */
+function refusedKeys(raw: Record<string, unknown>, validated: PartialSettings): ReadonlySet<string> {
+  return new Set(
+    Object.keys(raw)
+      .map(snakeToCamel)
+      .filter((key) => !Object.hasOwn(validated, key)),
+  );
 }
 
 function sectionOf(partial: PartialSettings, key: string): PartialSettings {

@@ -58,6 +58,17 @@ export class ConfigWatcher {
     this.lastText = readText(this.file);
     this.lastSignature = signature(this.file);
     this.startWatching();
+    // The running config was loaded earlier (start opens the database and indexes in between);
+    // an edit made meanwhile raised no event we could see, so compare once now.
+    if (this.lastText !== undefined && this.differsFromRunning(this.lastText)) {
+      this.lastText = undefined;
+      this.schedule();
+    }
+  }
+
+  private differsFromRunning(text: string): boolean {
+    const result = checkConfigText(text, { source: this.file, env: this.options.env ?? process.env });
+    return !result.ok || diffConfig(this.options.live.current(), result.config).length > 0;
   }
 
   /** Reads and applies the file now (what a file event does after the debounce). */
@@ -116,7 +127,16 @@ export class ConfigWatcher {
     if (this.debounceTimer) clearTimeout(this.debounceTimer);
     this.debounceTimer = setTimeout(() => {
       this.debounceTimer = undefined;
-      if (!this.closed) this.reload();
+      if (this.closed) return;
+      try {
+        this.reload();
+      } catch (error) {
+        // This runs on a timer: an exception here would end the whole bot over a config edit.
+        this.options.logger?.warn(
+          { event: 'config_reload_error', file: this.file, error: (error as Error)?.message ?? String(error) },
+          'config reload failed; running values kept',
+        );
+      }
     }, this.options.debounceMs ?? 250);
     this.debounceTimer.unref();
   }
@@ -125,6 +145,17 @@ export class ConfigWatcher {
     const logger = this.options.logger;
     this.lastSignature = signature(this.file);
     const text = readText(this.file);
+    const unreadable = text === undefined ? unreadableReason(this.file) : undefined;
+    if (unreadable !== undefined) {
+      // There but not readable (a directory now, permissions): say so, not "gone".
+      const problems: ConfigProblem[] = [{ path: '', message: `cannot read config file: ${unreadable}` }];
+      logger?.warn(
+        { event: 'config_refused', file: this.file, problems: problems.map(formatProblem) },
+        'config change refused (the file cannot be read); running values kept',
+      );
+      this.lastText = undefined;
+      return { status: 'refused', problems };
+    }
     if (text === undefined) {
       // Mid-rename, or deleted: a vanished file is not a request to fall back to defaults.
       if (this.lastText !== undefined) {
@@ -145,7 +176,15 @@ export class ConfigWatcher {
     }
     const changes = diffConfig(this.options.live.current(), result.config);
     if (changes.length === 0) return { status: 'unchanged' };
-    this.options.live.replace(result.config);
+    try {
+      this.options.live.replace(result.config);
+    } catch (error) {
+      // The new config is in force; a subscriber that failed to follow it is its own problem.
+      logger?.warn(
+        { event: 'config_listener_error', file: this.file, error: (error as Error)?.message ?? String(error) },
+        'a config subscriber failed while applying the reload',
+      );
+    }
     const restartNeeded = changes.map((change) => change.path).filter(needsRestart);
     logger?.info(
       {
@@ -173,6 +212,17 @@ function readText(file: string): string | undefined {
     return readFileSync(file, 'utf8');
   } catch {
     return undefined;
+  }
+}
+
+/** Why an existing path cannot be read as text, or undefined when it is simply absent (or fine). */
+function unreadableReason(file: string): string | undefined {
+  try {
+    readFileSync(file, 'utf8');
+    return undefined;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' ? undefined : (error as Error).message;
   }
 }
 

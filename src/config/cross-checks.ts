@@ -18,11 +18,13 @@ export function checkThresholdOrder(
   ownKeys: ReadonlySet<string>,
   filePath: readonly string[],
   sink: ValidationSink,
-  options: { isOverride: boolean },
+  options: { isOverride: boolean; refused?: ReadonlySet<string> },
 ): void {
   for (let index = 0; index + 1 < THRESHOLD_ORDER.length; index++) {
     const [lowKey, lowName] = THRESHOLD_ORDER[index]!;
     const [highKey, highName] = THRESHOLD_ORDER[index + 1]!;
+    // A refused value is reported on its own; the default standing in for it proves nothing.
+    if (options.refused?.has(lowKey) || options.refused?.has(highKey)) continue;
     const low = merged[lowKey];
     const high = merged[highKey];
     if (low < high) continue;
@@ -40,7 +42,12 @@ export function checkThresholdOrder(
 }
 
 /** The burst window cannot close before the quiet period it caps. */
-export function checkDiscordTiming(discord: DiscordSettings, sink: ValidationSink): void {
+export function checkDiscordTiming(
+  discord: DiscordSettings,
+  sink: ValidationSink,
+  refused: ReadonlySet<string> = new Set(),
+): void {
+  if (refused.has('debounceMs') || refused.has('debounceMaxMs')) return;
   if (discord.debounceMaxMs < discord.debounceMs) {
     report(
       sink,

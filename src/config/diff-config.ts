@@ -14,9 +14,9 @@ export interface ConfigChange {
  */
 export const RESTART_ONLY_PATHS: readonly string[] = [
   'memory.',
-  'llm.base_url',
-  'llm.api_key_env',
-  'llm.max_concurrent_calls',
+  // The model client is built once at start from the whole [llm] table (model id, endpoint,
+  // key, timeout, retries, concurrency), so none of it changes a running bot.
+  'llm.',
   'discord.token_env',
   'discord.register_commands',
 ];

@@ -21,17 +21,28 @@ export class LiveConfig {
 
   /** Per-channel overrides already merged over `[defaults]`; threads may pass their parent too. */
   settingsFor(channelId: string, parentId?: string): ChannelSettings {
-    return (
-      this.config.channels[channelId] ??
-      (parentId === undefined ? undefined : this.config.channels[parentId]) ??
-      this.config.defaults
-    );
+    // Own keys only: a channel named `constructor` must not find Object.prototype's.
+    const channels = this.config.channels;
+    if (Object.hasOwn(channels, channelId)) return channels[channelId]!;
+    if (parentId !== undefined && Object.hasOwn(channels, parentId)) return channels[parentId]!;
+    return this.config.defaults;
   }
 
   replace(next: MagpieConfig): void {
     const previous = this.config;
     this.config = next;
-    for (const listener of this.listeners) listener(next, previous);
+    // Every listener hears about the new config even if one throws; the failures are then
+    // reported to the caller (the watcher logs them).
+    const failures: unknown[] = [];
+    for (const listener of this.listeners) {
+      try {
+        listener(next, previous);
+      } catch (error) {
+        failures.push(error);
+      }
+    }
+    if (failures.length === 1) throw failures[0];
+    if (failures.length > 1) throw new AggregateError(failures, `${failures.length} config listeners failed`);
   }
 
   subscribe(listener: ConfigListener): () => void {

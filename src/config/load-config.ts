@@ -119,7 +119,12 @@ export interface LoadedConfig {
 
 /** What commands call: resolves `--config` or `./config.toml`, then loads it. */
 export function loadConfig(options: LoadConfigOptions = {}): LoadedConfig {
-  const explicit = options.path !== undefined && options.path !== '';
+  const explicit = options.path !== undefined;
+  if (explicit && options.path!.trim() === '') {
+    // `--config "$UNSET"`: the caller asked for a file; quietly reading ./config.toml (or
+    // nothing) instead would run with settings nobody chose.
+    throw new ConfigError('--config', [{ path: '', message: 'the config file path is empty' }]);
+  }
   const file = path.resolve(options.cwd ?? process.cwd(), explicit ? options.path! : DEFAULT_CONFIG_FILE);
   const found = existsSync(file);
   const config = loadConfigFile(file, { mustExist: explicit, env: options.env ?? process.env });

@@ -20,7 +20,13 @@ export type TableSpec = Readonly<Record<string, FieldSpec>>;
 
 const positive = { kind: 'integer', min: 1 } as const;
 const nonNegative = { kind: 'integer', min: 0 } as const;
-const milliseconds = { kind: 'integer', min: 1 } as const;
+/**
+ * Node timers hold at most 2^31 - 1 ms (about 24.8 days); a longer delay silently fires after
+ * 1 ms (and AbortSignal.timeout throws), so a "very long" timeout would act as none at all.
+ */
+export const MAX_TIMER_MS = 2_147_483_647;
+const milliseconds = { kind: 'integer', min: 1, max: MAX_TIMER_MS, meaning: 'milliseconds' } as const;
+const nonNegativeMilliseconds = { kind: 'integer', min: 0, max: MAX_TIMER_MS, meaning: 'milliseconds' } as const;
 
 export const COMPACTION_SPEC: TableSpec = {
   background_threshold: { kind: 'fraction' },
@@ -92,10 +98,10 @@ export const CONFIG_SPEC: TableSpec = {
       blocked_users: { kind: 'idList' },
       dm_users: { kind: 'idList' },
       allowed_bots: { kind: 'idList' },
-      debounce_ms: nonNegative,
-      debounce_max_ms: nonNegative,
+      debounce_ms: nonNegativeMilliseconds,
+      debounce_max_ms: nonNegativeMilliseconds,
       user_turns_per_minute: nonNegative,
-      shutdown_grace_ms: nonNegative,
+      shutdown_grace_ms: nonNegativeMilliseconds,
       register_commands: { kind: 'boolean' },
     },
   },

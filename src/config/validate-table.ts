@@ -50,9 +50,10 @@ export function validateTable(
   const result: PartialSettings = {};
   for (const [key, value] of Object.entries(raw)) {
     const segments = [...filePath, key];
-    const field = spec[key];
+    // Own keys only: `constructor` or `toString` in the file must not find Object.prototype's.
+    const field = Object.hasOwn(spec, key) ? spec[key] : undefined;
     if (field === undefined) {
-      report(sink, segments, unknownKeyMessage(key, spec, specPath));
+      report(sink, segments, unknownKeyMessage(key, spec, specPath, filePath));
       continue;
     }
     if (field.kind === 'table') {
@@ -71,7 +72,15 @@ export function validateTable(
   return result;
 }
 
-function unknownKeyMessage(key: string, spec: TableSpec, specPath: string): string {
+function unknownKeyMessage(key: string, spec: TableSpec, specPath: string, filePath: readonly string[]): string {
+  // Inside [channels."<id>"] the [defaults] tables are spelled with the channel's own path.
+  const channel = filePath[0] === 'channels' && filePath.length >= 2 ? filePath.slice(0, 2) : undefined;
+  const tableName = (tablePath: string): string => {
+    if (tablePath === '') return 'the top level';
+    const [head, ...tail] = tablePath.split('.');
+    if (channel !== undefined && head === 'defaults') return `[${formatPath([...channel, ...tail])}]`;
+    return `[${tablePath}]`;
+  };
   if (SECRET_KEY_PATTERN.test(key)) {
     const replacement = SECRET_REPLACEMENTS[specPath];
     const advice = replacement
@@ -85,15 +94,14 @@ function unknownKeyMessage(key: string, spec: TableSpec, specPath: string): stri
   // A right key in the wrong table is a common slip: say where it belongs.
   const elsewhere = allTablePaths(CONFIG_SPEC)
     .filter((table) => table.path !== specPath && table.keys.includes(key))
-    .map((table) => (table.path === '' ? 'the top level' : `[${table.path}]`));
+    .map((table) => tableName(table.path));
   if (elsewhere.length > 0) return `unknown key here; \`${key}\` belongs in ${elsewhere.join(' or ')}`;
   const fuzzy = allTablePaths(CONFIG_SPEC)
     .filter((table) => table.path !== specPath)
     .map((table) => ({ table, match: closestMatch(key, table.keys) }))
     .find((candidate) => candidate.match !== undefined);
   if (fuzzy?.match !== undefined) {
-    const where = fuzzy.table.path === '' ? 'the top level' : `[${fuzzy.table.path}]`;
-    return `unknown key; did you mean \`${fuzzy.match}\` in ${where}?`;
+    return `unknown key; did you mean \`${fuzzy.match}\` in ${tableName(fuzzy.table.path)}?`;
   }
   return `unknown key (known keys here: ${here.join(', ')})`;
 }

@@ -24,9 +24,14 @@ export function describeType(value: unknown): string {
 export function checkValue(value: unknown, spec: Exclude<FieldSpec, { kind: 'table' }>): ValueCheck {
   switch (spec.kind) {
     case 'integer': {
-      if (typeof value === 'bigint') return fail(`must be ${integerBounds(spec)}, got ${value}`);
-      if (typeof value !== 'number') return fail(`must be a whole number, got ${describeType(value)}`);
+      // Past 2^53 a number no longer holds every whole value (the parser hands those over as
+      // BigInt, and 1e300 is a float that merely looks whole): too large for any setting.
       const bounds = integerBounds(spec);
+      if (typeof value === 'bigint' || (typeof value === 'number' && Number.isFinite(value) && Number.isInteger(value) && !Number.isSafeInteger(value))) {
+        if (value < 0) return fail(`must be ${bounds}, got ${value}`);
+        return fail(`must be at most ${spec.max ?? Number.MAX_SAFE_INTEGER}, got ${value}`);
+      }
+      if (typeof value !== 'number') return fail(`must be a whole number, got ${describeType(value)}`);
       if (!Number.isInteger(value)) return fail(`must be a whole number ${bounds}, got ${value}`);
       if (value < spec.min || (spec.max !== undefined && value > spec.max)) {
         return fail(`must be ${bounds}, got ${value}`);
@@ -113,8 +118,9 @@ export function checkValue(value: unknown, spec: Exclude<FieldSpec, { kind: 'tab
   }
 }
 
-function integerBounds(spec: { min: number; max?: number }): string {
-  return spec.max === undefined ? `at least ${spec.min}` : `between ${spec.min} and ${spec.max}`;
+function integerBounds(spec: { min: number; max?: number; meaning?: string }): string {
+  const unit = spec.meaning === undefined ? '' : ` (${spec.meaning})`;
+  return spec.max === undefined ? `at least ${spec.min}${unit}` : `between ${spec.min} and ${spec.max}${unit}`;
 }
 
 function pass(value: unknown): ValueCheck {

@@ -1,6 +1,7 @@
 import pino, { type DestinationStream, type Logger } from 'pino';
 import pretty from 'pino-pretty';
 import type { LogLevel } from '../config/types.js';
+import { scrubbingDestination, secretValuesFrom } from './scrub-secrets.js';
 
 export type { Logger } from 'pino';
 
@@ -50,6 +51,17 @@ export interface CreateLoggerOptions {
   destination?: NodeJS.WritableStream | DestinationStream;
   /** Extra fields on every line (e.g. `{ component: 'discord' }`). */
   base?: Record<string, unknown>;
+  /**
+   * More environment variables whose values must never be written (the config's `token_env`,
+   * `api_key_env`). DISCORD_TOKEN, ANTHROPIC_API_KEY, EMBEDDINGS_API_KEY and any variable named
+   * like a token, key, secret or password are always scrubbed.
+   */
+  secretEnv?: readonly string[];
+}
+
+/** True for a pino level name this config accepts (`info`, `debug`...). */
+export function isLogLevel(value: string | undefined): value is LogLevel {
+  return value !== undefined && (LEVELS as readonly string[]).includes(value);
 }
 
 /** The effective level: a valid `LOG_LEVEL` wins over the config's level. */
@@ -65,7 +77,7 @@ export function createLogger(options: CreateLoggerOptions = {}): Logger {
   const level = resolveLogLevel(options.level, env);
   const toStdout = options.destination === undefined || options.destination === process.stdout;
   const usePretty = options.pretty ?? (toStdout && process.stdout.isTTY === true);
-  const destination: DestinationStream = usePretty
+  const output: DestinationStream = usePretty
     ? pretty({
         colorize: toStdout && process.stdout.isTTY === true,
         sync: true,
@@ -74,6 +86,9 @@ export function createLogger(options: CreateLoggerOptions = {}): Logger {
         ignore: 'pid,hostname',
       })
     : ((options.destination as DestinationStream | undefined) ?? pino.destination({ dest: 1, sync: true }));
+  // Scrubbed before pretty-printing too, so a secret never reaches any output form.
+  const secrets = secretValuesFrom(env, options.secretEnv);
+  const destination: DestinationStream = secrets.length === 0 ? output : scrubbingDestination(output, secrets);
   const logger = pino(
     {
       level,

@@ -1,5 +1,5 @@
 import type { LiveConfig } from '../config/live-config.js';
-import { LOG_LEVEL_ENV } from './create-logger.js';
+import { isLogLevel, LOG_LEVEL_ENV } from './create-logger.js';
 
 /**
  * Applies `[logging] level` changes from hot reload to a running logger, unless `LOG_LEVEL`
@@ -11,7 +11,8 @@ export function followConfigLevel(
   env: NodeJS.ProcessEnv = process.env,
 ): () => void {
   return live.subscribe((next, previous) => {
-    if (env[LOG_LEVEL_ENV]?.trim()) return;
+    // Only a valid LOG_LEVEL pins the level; an invalid one was ignored at start, so it is here too.
+    if (isLogLevel(env[LOG_LEVEL_ENV]?.trim().toLowerCase())) return;
     if (next.logging.level !== previous.logging.level) logger.level = next.logging.level;
   });
 }

@@ -9,3 +9,4 @@ export {
 } from './create-logger.js';
 export { WARN_EVENTS, attachEventLogger, isWarning, type EventLogSink, type EventLoggerOptions } from './event-logger.js';
 export { followConfigLevel } from './follow-config-level.js';
+export { SECRET_ENV_NAMES, scrubSecrets, secretValuesFrom } from './scrub-secrets.js';

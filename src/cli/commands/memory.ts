@@ -32,7 +32,7 @@ const SEARCH_USAGE = `Usage: magpie memory search QUERY --channel ID [--data-dir
 Hybrid search (vectors + full text) over what the channel may see.
 
 Options:
-  --data-dir DIR     data directory (default: [memory] data_dir of the config, or $MAGPIE_DATA_DIR)
+  --data-dir DIR     data directory (default: $MAGPIE_DATA_DIR, else [memory] data_dir of the config)
   --channel ID       channel whose memory is searched (required for a single query)
   --limit K          results, 1 to ${MAX_SEARCH_LIMIT} (default 5)
   --kind KIND        only memory or only transcript results
@@ -50,7 +50,7 @@ const LIST_USAGE = `Usage: magpie memory list [--data-dir DIR] [--channel ID] [-
 Lists the newest entries, optionally only what one channel may see.
 
 Options:
-  --data-dir DIR   data directory (default: [memory] data_dir of the config)
+  --data-dir DIR   data directory (default: $MAGPIE_DATA_DIR, else [memory] data_dir of the config)
   --channel ID     only what this channel may see
   --kind KIND      memory or transcript
   --limit N        entries to show (default 50)
@@ -64,7 +64,7 @@ const FORGET_USAGE = `Usage: magpie memory forget ID [--data-dir DIR]
 Deletes one memory or transcript entry (ids as shown by list and search, e.g. mem-12, msg-40).
 
 Options:
-  --data-dir DIR   data directory (default: [memory] data_dir of the config)
+  --data-dir DIR   data directory (default: $MAGPIE_DATA_DIR, else [memory] data_dir of the config)
   --config FILE    config file (default ./config.toml if present)
   -h, --help       show this help
 `;
@@ -74,7 +74,7 @@ const STATS_USAGE = `Usage: magpie memory stats [--data-dir DIR] [--channel ID] 
 Counts of memories by type and transcript entries, the embedder, and how many vectors are indexed.
 
 Options:
-  --data-dir DIR   data directory (default: [memory] data_dir of the config)
+  --data-dir DIR   data directory (default: $MAGPIE_DATA_DIR, else [memory] data_dir of the config)
   --channel ID     only what this channel may see
   --json           JSON output
   --config FILE    config file (default ./config.toml if present)

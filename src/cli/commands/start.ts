@@ -25,6 +25,7 @@ Environment:
   DISCORD_TOKEN      the bot token (the name is set by [discord] token_env)
   ANTHROPIC_API_KEY  the model key (the name is set by [llm] api_key_env)
   LOG_LEVEL          overrides [logging] level
+  MAGPIE_DATA_DIR    overrides [memory] data_dir (where magpie.sqlite lives)
   MAGPIE_DISCORD_API another Discord REST base URL, e.g. a proxy (default: Discord's own)
 `;
 
@@ -60,7 +61,13 @@ export const startCommand: CliCommand = {
       return EXIT.config;
     }
 
-    const logger = createLogger({ level: config.logging.level, env: io.env, destination: io.stdout });
+    const logger = createLogger({
+      level: config.logging.level,
+      env: io.env,
+      destination: io.stdout,
+      // The variables the config names hold secrets whatever they are called.
+      secretEnv: [config.discord.tokenEnv, config.llm.apiKeyEnv, config.memory.http.apiKeyEnv],
+    });
     const events = new EventStream();
     attachEventLogger(events, logger);
     const app = await openApp({ config, env: io.env, cwd: io.cwd, events });

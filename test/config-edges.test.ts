@@ -1,0 +1,139 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { checkConfigText, type ConfigProblem } from '../src/config/index.js';
+
+function problemsOf(text: string): ConfigProblem[] {
+  const result = checkConfigText(text);
+  assert.equal(result.ok, false, `expected the config to be refused: ${text}`);
+  return result.problems;
+}
+
+function findProblem(problems: ConfigProblem[], keyPath: string): ConfigProblem {
+  const found = problems.find((problem) => problem.path === keyPath);
+  assert.ok(found, `no problem for ${keyPath}; got ${JSON.stringify(problems)}`);
+  return found;
+}
+
+describe('config edge cases', () => {
+  it('keys named like Object.prototype members are unknown keys, not a crash', () => {
+    for (const key of ['constructor', 'toString', 'hasOwnProperty', 'valueOf', '__proto__']) {
+      for (const table of ['', '[defaults]\n', '[defaults.compaction]\n', '[memory.http]\n', '[channels."1"]\n']) {
+        const text = key === '__proto__' ? `${table}${key}.x = 1\n` : `${table}${key} = 1\n`;
+        const problems = problemsOf(text);
+        assert.ok(
+          problems.some((problem) => problem.path.endsWith(key) && /unknown key/.test(problem.message)),
+          `${JSON.stringify(text)}: ${JSON.stringify(problems)}`,
+        );
+      }
+    }
+  });
+
+  it('a [channels."__proto__"] table is refused instead of replacing the channel map prototype', () => {
+    const problems = problemsOf('[channels."__proto__"]\ncontext_window = 5\n');
+    assert.match(findProblem(problems, 'channels.__proto__').message, /not a channel id/);
+  });
+
+  it('millisecond settings above what a Node timer holds are refused (they would fire after 1 ms)', () => {
+    const over = 2_147_483_648;
+    const cases = [
+      ['defaults.compaction', 'worker_timeout_ms'],
+      ['llm', 'timeout_ms'],
+      ['memory.http', 'timeout_ms'],
+      ['discord', 'debounce_ms'],
+      ['discord', 'debounce_max_ms'],
+      ['discord', 'shutdown_grace_ms'],
+    ] as const;
+    for (const [table, key] of cases) {
+      const problems = problemsOf(`[${table}]\n${key} = ${over}\n`);
+      assert.match(findProblem(problems, `${table}.${key}`).message, /2147483647/);
+      // The largest timer value is still fine.
+      const extra = key === 'debounce_ms' ? 'debounce_max_ms = 2147483647\n' : '';
+      assert.equal(checkConfigText(`[${table}]\n${key} = 2147483647\n${extra}`).ok, true, `${table}.${key}`);
+    }
+  });
+
+  it('integers too large to hold exactly are refused, with a message that says they are too large', () => {
+    for (const value of ['99999999999999999999', '9007199254740993', '1e300']) {
+      const problem = findProblem(problemsOf(`[defaults]\ncontext_window = ${value}\n`), 'defaults.context_window');
+      assert.match(problem.message, /at most 9007199254740991/, problem.message);
+      assert.doesNotMatch(problem.message, /at least/);
+    }
+    assert.match(
+      findProblem(problemsOf('[defaults]\ncontext_window = -99999999999999999999\n'), 'defaults.context_window').message,
+      /at least 1/,
+    );
+  });
+
+  it('TOML dates, NaN and infinity are refused as values of the wrong type or range', () => {
+    assert.match(findProblem(problemsOf('[defaults]\ncontext_window = 1979-05-27\n'), 'defaults.context_window').message, /a date/);
+    assert.match(findProblem(problemsOf('[llm]\nmodel = 07:32:00\n'), 'llm.model').message, /a date/);
+    assert.ok(findProblem(problemsOf('[defaults.compaction]\nbackground_threshold = nan\n'), 'defaults.compaction.background_threshold'));
+    assert.ok(findProblem(problemsOf('[defaults.compaction]\nemergency_threshold = inf\n'), 'defaults.compaction.emergency_threshold'));
+    assert.ok(findProblem(problemsOf('[defaults]\ncontext_window = inf\n'), 'defaults.context_window'));
+  });
+});
+
+describe('"did you mean" inside a channel override points into that channel', () => {
+  it('a right key in the wrong table names the channel table, not [defaults]', () => {
+    assert.match(
+      findProblem(problemsOf('[channels."1"]\nbackground_threshold = 0.5\n'), 'channels.1.background_threshold').message,
+      /belongs in \[channels\.1\.compaction\]/,
+    );
+    assert.match(
+      findProblem(problemsOf('[channels."1".compaction]\ncontext_window = 5\n'), 'channels.1.compaction.context_window').message,
+      /belongs in \[channels\.1\]/,
+    );
+    assert.match(
+      findProblem(problemsOf('[channels."1".compaction]\ncontext_windw = 5\n'), 'channels.1.compaction.context_windw').message,
+      /did you mean `context_window` in \[channels\.1\]/,
+    );
+    // Outside channels the [defaults] names stay.
+    assert.match(
+      findProblem(problemsOf('[defaults]\nbackground_treshold = 0.5\n'), 'defaults.background_treshold').message,
+      /in \[defaults\.compaction\]/,
+    );
+    // A key no channel may set still points at its own table.
+    assert.match(findProblem(problemsOf('[channels."1"]\nlevel = "info"\n'), 'channels.1.level').message, /belongs in \[logging\]/);
+  });
+});
+
+describe('a refused value is reported once, not again by a cross-check against the default standing in for it', () => {
+  it('thresholds, in [defaults.compaction] and in a channel', () => {
+    const problems = problemsOf('[defaults.compaction]\nbackground_threshold = 2\naggressive_threshold = 0.5\n');
+    assert.deepEqual(problems.map((problem) => problem.path), ['defaults.compaction.background_threshold']);
+    assert.match(problems[0]!.message, /got 2/);
+    const channel = problemsOf('[channels."1".compaction]\nbackground_threshold = "x"\naggressive_threshold = 0.5\n');
+    assert.deepEqual(channel.map((problem) => problem.path), ['channels.1.compaction.background_threshold']);
+    // Both valid but out of order: still reported.
+    assert.ok(findProblem(problemsOf('[defaults.compaction]\nbackground_threshold = 0.9\naggressive_threshold = 0.5\n'), 'defaults.compaction.background_threshold'));
+  });
+
+  it('Discord debounce timing', () => {
+    const problems = problemsOf('[discord]\ndebounce_ms = -1\ndebounce_max_ms = 500\n');
+    assert.deepEqual(problems.map((problem) => problem.path), ['discord.debounce_ms']);
+    assert.ok(findProblem(problemsOf('[discord]\ndebounce_ms = 600\ndebounce_max_ms = 500\n'), 'discord.debounce_max_ms'));
+  });
+});
+
+describe('loadConfig', () => {
+  it('an empty --config value is an error, not a silent fall back to ./config.toml', async () => {
+    const { loadConfig, ConfigError } = await import('../src/config/index.js');
+    const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
+    const os = await import('node:os');
+    const path = await import('node:path');
+    const directory = mkdtempSync(path.join(os.tmpdir(), 'magpie-empty-config-'));
+    try {
+      writeFileSync(path.join(directory, 'config.toml'), '[defaults]\ncontext_window = 1234\n');
+      assert.equal(loadConfig({ cwd: directory, env: {} }).config.defaults.contextWindow, 1234);
+      for (const empty of ['', '  ']) {
+        assert.throws(() => loadConfig({ cwd: directory, path: empty, env: {} }), (error: unknown) => {
+          assert.ok(error instanceof ConfigError);
+          assert.match(error.render(), /config file path is empty/);
+          return true;
+        });
+      }
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
+});
