@@ -15,19 +15,10 @@ import {
   tempDir,
   testConfig,
   userMessage,
-  type Harness,
+  fill,
+  started,
 } from './compaction-support.js';
 
-async function fill(harness: Harness, channelId: string, from: number, until: () => boolean, limit = 500): Promise<number> {
-  let index = from;
-  while (!until() && index < from + limit) {
-    await harness.runtime.ingest(userMessage(channelId, index));
-    index += 1;
-  }
-  assert.ok(until(), 'fill condition reached');
-  return index;
-}
-const started = (harness: Harness) => harness.ofType('compaction_started').length;
 
 test('a message edited inside a running worker snapshot makes it re-plan instead of splicing stale text', async () => {
   const pending = gate('Stale summary of the old text.');

@@ -16,22 +16,12 @@ import {
   tempDir,
   testConfig,
   userMessage,
-  type Harness,
+  fill,
+  started,
 } from './compaction-support.js';
 import { LiveConfig } from '../src/config/live-config.js';
 
-/** Ingests messages until `until` holds (or `limit` messages), returns the next index. */
-async function fill(harness: Harness, channelId: string, from: number, until: () => boolean, limit = 500): Promise<number> {
-  let index = from;
-  while (!until() && index < from + limit) {
-    await harness.runtime.ingest(userMessage(channelId, index));
-    index += 1;
-  }
-  assert.ok(until(), 'fill condition reached');
-  return index;
-}
 
-const started = (harness: Harness) => harness.ofType('compaction_started').length;
 
 test('1. the channel never blocks: a turn completes while a worker hangs', async () => {
   const summarizer = new ScriptedSummarizer().enqueue(never);

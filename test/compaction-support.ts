@@ -1,4 +1,5 @@
 /** Shared helpers of the channel, compaction and replay tests: temp dirs, config, fakes. */
+import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -253,3 +254,17 @@ export function assertConsistentHistory(db: SqliteDatabase, channelId: string): 
   }
   return { archived: archive.length, live: loaded.entries.length, summaries: loaded.summaries.length };
 }
+
+/** Ingests messages until `until` holds (or `limit` messages), returns the next index. */
+export async function fill(harness: Harness, channelId: string, from: number, until: () => boolean, limit = 500): Promise<number> {
+  let index = from;
+  while (!until() && index < from + limit) {
+    await harness.runtime.ingest(userMessage(channelId, index));
+    index += 1;
+  }
+  assert.ok(until(), 'fill condition reached');
+  return index;
+}
+
+/** How many workers have started in the harness so far. */
+export const started = (harness: Harness): number => harness.ofType('compaction_started').length;
