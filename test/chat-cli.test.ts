@@ -72,7 +72,7 @@ test('magpie chat without a model says how to configure one and still records', 
   try {
     const run = await runCli(['chat', '--data-dir', path.join(dir, 'data')], {
       cwd: dir,
-      input: 'remember that the boiler code is 4471\n/memory search boiler code\n/context\n/compact\n/memory forget nope\n',
+      input: 'remember that the boiler code is 4471\n/memory search boiler code\n/context\n/compact\n/memory forget nope\n/memory forget msg-1\n/memory search boiler code\n',
     });
     assert.equal(run.code, 0, run.stderr);
     assert.match(run.stderr, /ANTHROPIC_API_KEY/);
@@ -84,6 +84,8 @@ test('magpie chat without a model says how to configure one and still records', 
     assert.match(run.stdout, /Nothing to compact yet/);
     assert.doesNotMatch(run.stdout, /Compaction started/);
     assert.match(run.stdout, /No memory with id nope/);
+    assert.match(run.stdout, /Forgot archived message msg-1\./);
+    assert.equal(run.stdout.match(/boiler code is 4471/g)?.length, 1, 'forgotten: the second search no longer finds it');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

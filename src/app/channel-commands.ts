@@ -111,7 +111,9 @@ export async function searchMemory(deps: CommandDeps, location: MemoryLocation, 
 export function forgetMemory(deps: CommandDeps, location: MemoryLocation, id: string): string {
   const trimmed = id.trim();
   if (trimmed === '') return 'Which memory? Give its id (from /memory search).';
-  return deps.memory.forget(trimmed, location) ? `Forgot memory ${trimmed}.` : `No memory with id ${trimmed} in this channel.`;
+  // Ids of archived messages start with `msg-`, typed memories with `mem-`.
+  const what = trimmed.startsWith('msg-') ? 'archived message' : 'memory';
+  return deps.memory.forget(trimmed, location) ? `Forgot ${what} ${trimmed}.` : `No ${what} with id ${trimmed} in this channel.`;
 }
 
 function clip(text: string, max: number): string {
