@@ -4,32 +4,12 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { startFakeAnthropic } from './fakes/fake-anthropic.js';
+import { MAGPIE_MAIN, runMagpie, type MagpieRun } from './support/magpie-process.js';
 
-const MAIN = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function runCli(args: string[], options: { input?: string; env?: NodeJS.ProcessEnv; cwd: string }): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, ...args], {
-      cwd: options.cwd,
-      env: { PATH: process.env.PATH, HOME: options.cwd, USER: 'tester', ...options.env },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(options.input ?? '');
-  });
+function runCli(args: string[], options: { input?: string; env?: NodeJS.ProcessEnv; cwd: string }): Promise<MagpieRun> {
+  const env = { PATH: process.env.PATH, HOME: options.cwd, USER: 'tester', ...options.env };
+  return runMagpie(args, { cwd: options.cwd, env, ...(options.input === undefined ? {} : { input: options.input }) });
 }
 
 function tempDir(): string {
@@ -135,7 +115,7 @@ test('Ctrl-C in magpie chat cancels a slow reply and leaves cleanly (exit 0), li
     model.setDefault({ delayMs: 60_000, then: { text: 'too late' } });
     const configFile = path.join(dir, 'config.toml');
     writeFileSync(configFile, `[llm]\nmodel = "claude-test"\nbase_url = "${model.baseUrl}"\nmax_retries = 0\n`);
-    const child = spawn(process.execPath, [MAIN, 'chat', '--config', configFile, '--data-dir', path.join(dir, 'data')], {
+    const child = spawn(process.execPath, [MAGPIE_MAIN, 'chat', '--config', configFile, '--data-dir', path.join(dir, 'data')], {
       cwd: dir,
       env: { PATH: process.env.PATH, HOME: dir, USER: 'tester' },
       stdio: ['pipe', 'pipe', 'pipe'],

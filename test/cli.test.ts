@@ -1,44 +1,13 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
-
-const MAIN = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
-
-function projectRoot(): string {
-  let directory = path.dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(path.join(directory, 'config.toml')) || !existsSync(path.join(directory, 'package.json'))) {
-    const parent = path.dirname(directory);
-    if (parent === directory) throw new Error('project root not found');
-    directory = parent;
-  }
-  return directory;
-}
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+import { projectRoot, runMagpie, type MagpieRun } from './support/magpie-process.js';
 
 /** Runs the real `magpie` executable in a child process. */
-function magpie(args: string[], options: { cwd?: string } = {}): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, ...args], {
-      cwd: options.cwd ?? temp,
-      env: { ...process.env, LOG_LEVEL: 'silent', MAGPIE_DATA_DIR: '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+function magpie(args: string[], options: { cwd?: string } = {}): Promise<MagpieRun> {
+  return runMagpie(args, { cwd: options.cwd ?? temp, env: { ...process.env, LOG_LEVEL: 'silent', MAGPIE_DATA_DIR: '' } });
 }
 
 const temp = mkdtempSync(path.join(os.tmpdir(), 'magpie-cli-'));

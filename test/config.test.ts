@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import {
   ConfigError,
   DEFAULTS,
@@ -14,17 +13,8 @@ import {
   type ConfigProblem,
 } from '../src/config/index.js';
 import { CONFIG_SPEC, camelToSnake, type TableSpec } from '../src/config/schema.js';
+import { projectRoot } from './support/magpie-process.js';
 
-/** The project root: the first directory above this compiled file holding Magpie's package.json. */
-function projectRoot(): string {
-  let directory = path.dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(path.join(directory, 'config.toml')) || !existsSync(path.join(directory, 'package.json'))) {
-    const parent = path.dirname(directory);
-    if (parent === directory) throw new Error('project root not found');
-    directory = parent;
-  }
-  return directory;
-}
 
 function problemsOf(text: string): ConfigProblem[] {
   const result = checkConfigText(text);

@@ -1,28 +1,18 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { openMemoryStore } from '../src/memory/index.js';
 import { openDatabase } from '../src/storage/database.js';
 import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { runMagpie, type MagpieRun } from './support/magpie-process.js';
 
-const MAIN = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
 
-function magpie(args: string[], options: { cwd: string; stdin?: string }): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, ...args], { cwd: options.cwd, env: { ...process.env, MAGPIE_DATA_DIR: '' } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-    child.stdin.end(options.stdin ?? '');
-  });
+function magpie(args: string[], options: { cwd: string; stdin?: string }): Promise<MagpieRun> {
+  const env = { ...process.env, MAGPIE_DATA_DIR: '' };
+  return runMagpie(args, { cwd: options.cwd, env, ...(options.stdin === undefined ? {} : { input: options.stdin }) });
 }
 
 describe('magpie memory (real process)', () => {
