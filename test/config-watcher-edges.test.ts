@@ -3,41 +3,16 @@ import { mkdirSync, mkdtempSync, rmSync, rmdirSync, unlinkSync, writeFileSync } 
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { LiveConfig, loadConfigFile, watchConfigFile, type ReloadOutcome } from '../src/config/index.js';
+import { LiveConfig, loadConfigFile, watchConfigFile } from '../src/config/index.js';
+import { waitFor, watchTestConfig } from './support/config-watch.js';
 
 const temp = mkdtempSync(path.join(os.tmpdir(), 'magpie-watch-edges-'));
 after(() => rmSync(temp, { recursive: true, force: true }));
 
-async function waitFor(condition: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 const windowOf = (size: number) => `[defaults]\ncontext_window = ${size}\n`;
 
-function setUp(name: string, initial: string) {
-  const file = path.join(temp, name);
-  writeFileSync(file, initial);
-  const live = new LiveConfig(loadConfigFile(file, { env: {} }));
-  const outcomes: ReloadOutcome[] = [];
-  const logs: Array<{ level: string; fields: Record<string, unknown>; message: string }> = [];
-  const watcher = watchConfigFile({
-    path: file,
-    live,
-    env: {},
-    debounceMs: 20,
-    pollIntervalMs: 50,
-    onReload: (outcome) => outcomes.push(outcome),
-    logger: {
-      info: (fields, message) => logs.push({ level: 'info', fields: fields as Record<string, unknown>, message }),
-      warn: (fields, message) => logs.push({ level: 'warn', fields: fields as Record<string, unknown>, message }),
-    },
-  });
-  return { file, live, outcomes, logs, watcher };
-}
+const setUp = (name: string, initial: string) => watchTestConfig(temp, name, initial);
 
 describe('config hot reload, edge cases', () => {
   it('a key named like an Object.prototype member is refused on reload instead of crashing the process', async (t) => {

@@ -3,50 +3,19 @@ import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { LiveConfig, loadConfigFile, watchConfigFile, type ReloadOutcome } from '../src/config/index.js';
+import { LiveConfig, loadConfigFile, watchConfigFile } from '../src/config/index.js';
+import { waitFor, watchTestConfig } from './support/config-watch.js';
 
 const temp = mkdtempSync(path.join(os.tmpdir(), 'magpie-watch-'));
 after(() => rmSync(temp, { recursive: true, force: true }));
 
-/** Polls `condition` until it holds or the deadline passes (no fixed sleeps). */
-async function waitFor(condition: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 function thresholds(background: number, aggressive: number): string {
   return `[defaults.compaction]\nbackground_threshold = ${background}\naggressive_threshold = ${aggressive}\n`;
 }
 
-interface LogLine {
-  level: 'info' | 'warn';
-  fields: Record<string, unknown>;
-  message: string;
-}
 
-function setUp(name: string, initial: string) {
-  const file = path.join(temp, name);
-  writeFileSync(file, initial);
-  const live = new LiveConfig(loadConfigFile(file, { env: {} }));
-  const outcomes: ReloadOutcome[] = [];
-  const logs: LogLine[] = [];
-  const watcher = watchConfigFile({
-    path: file,
-    live,
-    env: {},
-    debounceMs: 20,
-    pollIntervalMs: 50,
-    onReload: (outcome) => outcomes.push(outcome),
-    logger: {
-      info: (fields, message) => logs.push({ level: 'info', fields: fields as Record<string, unknown>, message }),
-      warn: (fields, message) => logs.push({ level: 'warn', fields: fields as Record<string, unknown>, message }),
-    },
-  });
-  return { file, live, outcomes, logs, watcher };
-}
+const setUp = (name: string, initial: string) => watchTestConfig(temp, name, initial);
 
 describe('config hot reload', () => {
   it('applies a valid change, refuses an invalid one keeping old values, then applies a later valid one', async (t) => {

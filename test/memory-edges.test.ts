@@ -8,38 +8,16 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DEFAULTS } from '../src/config/defaults.js';
-import type { MemoryScope } from '../src/config/types.js';
-import { createMemoryTools, openMemoryStore, type SqliteMemoryStore } from '../src/memory/index.js';
-import { openDatabase, type SqliteDatabase } from '../src/storage/database.js';
+import { createMemoryTools, openMemoryStore } from '../src/memory/index.js';
+import { openDatabase } from '../src/storage/database.js';
 import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { openTestStore, type OpenedStore } from './support/memory-store.js';
 
-interface Opened {
-  dir: string;
-  db: SqliteDatabase;
-  store: SqliteMemoryStore;
-  close(): Promise<void>;
-}
-
-async function openStore(options: { scope?: MemoryScope; dir?: string } = {}): Promise<Opened> {
-  const dir = options.dir ?? mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
-  const db = openDatabase(dir, ALL_MIGRATIONS);
-  const store = await openMemoryStore({ db, dataDir: dir, settings: { ...DEFAULTS.memory, scope: options.scope ?? 'channel' } });
-  return {
-    dir,
-    db,
-    store,
-    async close() {
-      await store.close();
-      if (db.open) db.close();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
 
 describe('memory tools with garbage input', () => {
-  let opened: Opened;
+  let opened: OpenedStore;
   before(async () => {
-    opened = await openStore();
+    opened = await openTestStore();
     await opened.store.archiveTranscript([
       { channelId: 'c1', messageId: 'm1', authorId: 'a', authorName: 'Ann', content: 'the deploy key rotates on fridays', createdAt: 1 },
     ]);
@@ -111,9 +89,9 @@ describe('memory tools with garbage input', () => {
 });
 
 describe('forget within a location', () => {
-  let opened: Opened;
+  let opened: OpenedStore;
   before(async () => {
-    opened = await openStore({ scope: 'guild' });
+    opened = await openTestStore({ scope: 'guild' });
   });
   after(async () => opened.close());
 
@@ -135,9 +113,9 @@ describe('forget within a location', () => {
 });
 
 describe('near-duplicates stay within their scope', () => {
-  let opened: Opened;
+  let opened: OpenedStore;
   before(async () => {
-    opened = await openStore({ scope: 'guild' });
+    opened = await openTestStore({ scope: 'guild' });
   });
   after(async () => opened.close());
 
@@ -197,7 +175,7 @@ describe('many channels, few loaded indexes', () => {
 
 describe('calls after close', () => {
   test('a late archive, update, delete, save or search is refused cleanly, never half-written', async () => {
-    const opened = await openStore();
+    const opened = await openTestStore();
     const { store, db } = opened;
     await store.archiveTranscript([{ channelId: 'c1', messageId: 'm1', authorId: 'a', authorName: 'Ann', content: 'before close', createdAt: 1 }]);
     await store.close();

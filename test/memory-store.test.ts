@@ -1,45 +1,16 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { DEFAULTS } from '../src/config/defaults.js';
-import type { MemoryScope } from '../src/config/types.js';
-import { openMemoryStore, type SqliteMemoryStore, type TranscriptEntryInput } from '../src/memory/index.js';
-import { openDatabase, type SqliteDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
-
-interface Opened {
-  dir: string;
-  db: SqliteDatabase;
-  store: SqliteMemoryStore;
-  close(): Promise<void>;
-}
-
-async function openStore(options: { scope?: MemoryScope } = {}): Promise<Opened> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
-  const db = openDatabase(dir, ALL_MIGRATIONS);
-  const store = await openMemoryStore({ db, dataDir: dir, settings: { ...DEFAULTS.memory, scope: options.scope ?? 'channel' } });
-  return {
-    dir,
-    db,
-    store,
-    async close() {
-      await store.close();
-      db.close();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
+import type { TranscriptEntryInput } from '../src/memory/index.js';
+import { openTestStore, type OpenedStore } from './support/memory-store.js';
 
 function message(channelId: string, messageId: string, authorName: string, content: string, at = 1_700_000_000_000): TranscriptEntryInput {
   return { channelId, messageId, authorId: `id-${authorName}`, authorName, content, createdAt: at };
 }
 
 describe('memory_save semantics', () => {
-  let opened: Opened;
+  let opened: OpenedStore;
   before(async () => {
-    opened = await openStore();
+    opened = await openTestStore();
   });
   after(async () => opened.close());
 
@@ -118,7 +89,7 @@ describe('memory_save semantics', () => {
 describe('scoping', () => {
   test('a channel never sees another channel, DMs belong to their user, wider scopes only when configured', async () => {
     for (const scope of ['channel', 'guild', 'global'] as const) {
-      const opened = await openStore({ scope });
+      const opened = await openTestStore({ scope });
       try {
         const { store } = opened;
         await store.save({ location: { channelId: 'alpha', guildId: 'g1' }, content: 'The launch codeword is periwinkle', memoryType: 'fact' });
@@ -168,9 +139,9 @@ describe('scoping', () => {
 });
 
 describe('transcript archive and hybrid search', () => {
-  let opened: Opened;
+  let opened: OpenedStore;
   before(async () => {
-    opened = await openStore();
+    opened = await openTestStore();
     await opened.store.archiveTranscript([
       message('room', '100', 'Alice', 'Has anyone tried the new ramen place on Fifth Street?', 1_000),
       message('room', '101', 'Bob', 'Yes! The tonkotsu broth was incredible, I went on Saturday', 2_000),

@@ -1,0 +1,33 @@
+/** A real memory store on a real SQLite file in a temp dir, for the memory tests. */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { DEFAULTS } from '../../src/config/defaults.js';
+import type { MemoryScope } from '../../src/config/types.js';
+import { openMemoryStore, type SqliteMemoryStore } from '../../src/memory/index.js';
+import { openDatabase, type SqliteDatabase } from '../../src/storage/database.js';
+import { ALL_MIGRATIONS } from '../../src/storage/migrations.js';
+
+export interface OpenedStore {
+  dir: string;
+  db: SqliteDatabase;
+  store: SqliteMemoryStore;
+  /** Closes store and database (if still open) and removes the directory. */
+  close(): Promise<void>;
+}
+
+export async function openTestStore(options: { scope?: MemoryScope; dir?: string } = {}): Promise<OpenedStore> {
+  const dir = options.dir ?? mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
+  const db = openDatabase(dir, ALL_MIGRATIONS);
+  const store = await openMemoryStore({ db, dataDir: dir, settings: { ...DEFAULTS.memory, scope: options.scope ?? 'channel' } });
+  return {
+    dir,
+    db,
+    store,
+    async close() {
+      await store.close();
+      if (db.open) db.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
