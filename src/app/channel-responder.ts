@@ -13,7 +13,25 @@ export interface ReplyTarget {
   send(text: string): Promise<string | undefined>;
   /** Shows that the bot is working; returns a function that stops showing it. */
   startTyping?(): () => void;
+  /** A reply shown while it is written; targets that cannot edit what they posted leave it out. */
+  stream?(): ReplyStream;
 }
+
+/** A reply that appears as it is generated (see `StreamedReply` for Discord). */
+export interface ReplyStream {
+  /** The whole text so far; cheap, may be called for every delta. */
+  update(text: string): void;
+  /** Shows exactly `text` and returns the id of the first message. */
+  finish(text: string): Promise<string | undefined>;
+  /**
+   * The answer broke off: ends what is shown with `note`. False when nothing was shown (the
+   * caller then says sorry the usual way).
+   */
+  fail(note: string): Promise<boolean>;
+}
+
+/** Ends a streamed reply whose model call failed midway, instead of a dangling half-sentence. */
+export const STREAM_BROKEN_NOTE = '*(the answer was cut off here: the model stopped responding; please ask again)*';
 
 /** The runtime as the responder needs it: an agent turn plus the per-channel serial queue. */
 export interface ResponderRuntime extends AgentRuntime {
@@ -157,7 +175,8 @@ export class ChannelResponder {
       if (await this.overBudget(request)) return 'over_budget';
       // Settings are read now, not at arrival: a hot reload applies to the next turn.
       const settings = config.settingsFor(channelId, request.parentId);
-      const stopTyping = target.startTyping?.() ?? (() => {});
+      let stopTyping = target.startTyping?.() ?? (() => {});
+      const stream = settings.streamReplies ? target.stream?.() : undefined;
       const startedAt = Date.now();
       try {
         const result = await runAgentTurn({
@@ -171,9 +190,25 @@ export class ChannelResponder {
           ...(this.self ? { self: this.self } : {}),
           deliver: (reply) => {
             stopTyping();
-            return target.send(reply);
+            return stream ? stream.finish(reply) : target.send(reply);
           },
           signal: this.abort.signal,
+          ...(stream
+            ? {
+                stream: {
+                  update: (shown: string) => {
+                    stopTyping();
+                    stopTyping = () => {};
+                    stream.update(shown);
+                  },
+                  // Text on screen stopped the indicator; tools may take a while, so it comes back.
+                  toolsRunning: () => {
+                    stopTyping();
+                    stopTyping = target.startTyping?.() ?? (() => {});
+                  },
+                },
+              }
+            : {}),
         });
         this.budget.record(channelId, result.spentTokens);
         events.emit({
@@ -194,8 +229,11 @@ export class ChannelResponder {
           code: error instanceof MagpieError ? error.code : 'unexpected',
           duration_ms: Date.now() - startedAt,
         });
+        stopTyping();
+        // A reply already on screen ends with a note; nothing else is posted after it.
+        const ended = stream ? await stream.fail(STREAM_BROKEN_NOTE).catch(() => true) : false;
         if (this.abort.signal.aborted) return 'stopped';
-        await this.safeSend(target, channelId, APOLOGY_REPLY);
+        if (!ended) await this.safeSend(target, channelId, APOLOGY_REPLY);
         return 'failed';
       } finally {
         stopTyping();

@@ -40,6 +40,21 @@ export interface AgentTurnOptions {
    */
   deliver?: (reply: string) => Promise<string | undefined>;
   signal?: AbortSignal;
+  /**
+   * Shows the answer while it is generated. With it, what people see is everything the model
+   * wrote in the turn, the words it wrote before a tool call included (they were on screen
+   * already), and `deliver` gets that whole text; history keeps those words as notes and the
+   * answer as the reply, each once.
+   */
+  stream?: AgentStream;
+}
+
+/** Where a streamed answer goes while it is being written. */
+export interface AgentStream {
+  /** The whole text shown so far (not a delta). */
+  update(shown: string): void;
+  /** The model asked for tools, which run now. */
+  toolsRunning?(names: string[]): void;
 }
 
 export interface AgentTurnResult {
@@ -79,11 +94,13 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
     maxSteps: settings.maxAgentSteps,
     maxTokens: settings.maxResponseTokens,
     ...(options.signal ? { signal: options.signal } : {}),
+    ...(options.stream ? streamHooks(options.stream) : {}),
   });
 
   const reply = result.stopReason === 'max_steps' || result.text.trim() === '' ? NO_ANSWER_REPLY : result.text.trim();
   const workEntries = entriesOf(result.newMessages, self);
-  const replyMessageId = (await options.deliver?.(reply)) ?? `magpie-reply-${randomUUID()}`;
+  const shown = options.stream ? shownText([...notesOf(workEntries), reply]) : reply;
+  const replyMessageId = (await options.deliver?.(shown)) ?? `magpie-reply-${randomUUID()}`;
   await runtime.appendToTurn(
     channelId,
     [
@@ -96,6 +113,31 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
   const reported = result.usage.inputTokens + result.usage.outputTokens;
   const estimated = estimateTokens(request.system) + estimateTokens(JSON.stringify(request.messages)) + estimateTokens(reply);
   return { reply, usage: result.usage, steps: result.steps, stopReason: result.stopReason, spentTokens: reported > 0 ? reported : estimated };
+}
+
+/** Texts of the steps, as one message: blank ones left out, a blank line between the others. */
+function shownText(parts: readonly string[]): string {
+  return parts
+    .map((part) => part.trim())
+    .filter((part) => part !== '')
+    .join('\n\n');
+}
+
+function notesOf(entries: readonly AgentEntry[]): string[] {
+  return entries.filter((entry) => entry.kind === 'message').map((entry) => entry.content);
+}
+
+/** Collects the deltas of every step and shows their text so far as one message. */
+function streamHooks(stream: AgentStream): { onText: (delta: string, step: number) => void; onToolCalls: (names: string[]) => void } {
+  const steps: string[] = [];
+  return {
+    onText: (delta, step) => {
+      steps[step - 1] = (steps[step - 1] ?? '') + delta;
+      const shown = shownText(steps.map((text) => text ?? ''));
+      if (shown !== '') stream.update(shown);
+    },
+    onToolCalls: (names) => stream.toolsRunning?.(names),
+  };
 }
 
 /**

@@ -15,6 +15,10 @@ export const DEFAULTS: MagpieConfig = {
     maxAgentSteps: 6,
     replyPolicy: 'mention',
     dailyTokenBudget: 0,
+    streamReplies: true,
+    vision: true,
+    maxImagesPerMessage: 4,
+    maxAttachmentChars: 20_000,
     compaction: {
       backgroundThreshold: 0.8,
       aggressiveThreshold: 0.85,

@@ -50,6 +50,10 @@ export const CHANNEL_SPEC: TableSpec = {
   max_agent_steps: positive,
   reply_policy: { kind: 'enum', values: ['mention', 'always', 'listen'] },
   daily_token_budget: nonNegative,
+  stream_replies: { kind: 'boolean' },
+  vision: { kind: 'boolean' },
+  max_images_per_message: { kind: 'integer', min: 0, max: 20 },
+  max_attachment_chars: { kind: 'integer', min: 0, max: 1_000_000 },
   compaction: { kind: 'table', fields: COMPACTION_SPEC },
 };
 

@@ -44,6 +44,14 @@ export interface ChannelSettings {
   replyPolicy: ReplyPolicy;
   /** Estimated tokens a channel may spend on the model per UTC day; 0 = unlimited. */
   dailyTokenBudget: number;
+  /** Show replies while they are generated (posted, then edited); false posts them when complete. */
+  streamReplies: boolean;
+  /** Images attached to a message the bot answers reach the model as images. */
+  vision: boolean;
+  /** Images of one message the model sees at most; the rest stay placeholders. */
+  maxImagesPerMessage: number;
+  /** Text files attached to a message the bot answers are inlined up to this many characters. */
+  maxAttachmentChars: number;
   compaction: CompactionSettings;
 }
 

@@ -17,6 +17,7 @@ import { chunkMessage } from './chunk-message.js';
 import { destroyClient } from './client.js';
 import { Debouncer } from './debouncer.js';
 import { normalizeMessage, type NormalizedMessage } from './normalize-message.js';
+import { StreamedReply } from './streamed-reply.js';
 import { handleSlashCommand, registerCommands } from './slash-commands.js';
 
 /** Everything the adapter asks of the channel runtime (`ChannelRuntime` satisfies it). */
@@ -210,7 +211,29 @@ export class DiscordAdapter {
   /** Replies to the triggering message; later chunks follow as plain messages. */
   private replyTarget(trigger: Message): ReplyTarget {
     const channel = trigger.channel;
+    // Users may be pinged by name; @everyone, @here and roles never.
+    const allowedMentions = { parse: ['users' as const], repliedUser: true };
     return {
+      stream: () =>
+        new StreamedReply({
+          poster: {
+            post: async (content, index) => {
+              if (!channel.isSendable()) throw new Error('the channel no longer accepts messages');
+              const posted = await channel.send({
+                content,
+                allowedMentions,
+                ...(index === 0 ? { reply: { messageReference: trigger.id, failIfNotExists: false } } : {}),
+              });
+              return posted.id;
+            },
+            edit: async (id, content) => {
+              await channel.messages.edit(id, { content, allowedMentions });
+            },
+            remove: async (id) => {
+              await channel.messages.delete(id);
+            },
+          },
+        }),
       send: async (text) => {
         if (!channel.isSendable()) return undefined;
         let firstId: string | undefined;

@@ -75,11 +75,26 @@ export function createAnthropicModel(settings: LlmSettings, options: AnthropicMo
     async createMessage(request: ModelRequest, callOptions: ModelCallOptions = {}): Promise<ModelResponse> {
       if (callOptions.signal?.aborted) throw abortedModelError(callOptions.signal);
       let message: Message;
+      const requestOptions = {
+        ...(callOptions.signal ? { signal: callOptions.signal } : {}),
+        ...(callOptions.timeoutMs !== undefined ? { timeout: callOptions.timeoutMs } : {}),
+      };
       try {
-        message = await client.messages.create(toSdkParams(settings.model, request), {
-          ...(callOptions.signal ? { signal: callOptions.signal } : {}),
-          ...(callOptions.timeoutMs !== undefined ? { timeout: callOptions.timeoutMs } : {}),
-        });
+        const onText = callOptions.onText;
+        if (onText) {
+          const stream = client.messages.stream(toSdkParams(settings.model, request), requestOptions);
+          stream.on('text', (delta) => {
+            // Whoever shows the text must not be able to break the call.
+            try {
+              onText(delta);
+            } catch {
+              // ignored on purpose
+            }
+          });
+          message = await stream.finalMessage();
+        } else {
+          message = await client.messages.create(toSdkParams(settings.model, request), requestOptions);
+        }
       } catch (error) {
         if (callOptions.signal?.aborted) throw abortedModelError(callOptions.signal);
         throw toModelError(error, { secrets: configuredKey === '' ? [] : [configuredKey] });
@@ -118,6 +133,8 @@ function toSdkMessage(message: ModelMessage): MessageParam {
       if (block.text.trim() !== '') blocks.push({ type: 'text', text: block.text });
     } else if (block.type === 'tool_use') {
       blocks.push({ type: 'tool_use', id: block.id, name: block.name, input: block.input });
+    } else if (block.type === 'image') {
+      blocks.push({ type: 'image', source: { ...block.source } });
     } else {
       blocks.push({
         type: 'tool_result',

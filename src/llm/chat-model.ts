@@ -23,7 +23,19 @@ export interface ToolResultBlock {
   is_error?: boolean;
 }
 
-export type ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock;
+/** Image formats the Messages API accepts. */
+export type ImageMediaType = 'image/png' | 'image/jpeg' | 'image/gif' | 'image/webp';
+
+/**
+ * An image the model sees. Only users' messages carry them; the bytes travel base64-encoded
+ * (a URL source would be fetched by the provider, and chat platforms' file URLs expire).
+ */
+export interface ImageBlock {
+  type: 'image';
+  source: { type: 'base64'; media_type: ImageMediaType; data: string };
+}
+
+export type ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock | ImageBlock;
 
 export interface ModelMessage {
   role: 'user' | 'assistant';
@@ -72,6 +84,12 @@ export interface ModelCallOptions {
   signal?: AbortSignal;
   /** Overrides the client's default timeout for this call. */
   timeoutMs?: number;
+  /**
+   * Asks for the answer as a stream: called with each piece of text as it is generated. The
+   * promise still resolves with the whole response. A model that cannot stream ignores it, and
+   * the caller then sees the text only in the response.
+   */
+  onText?: (delta: string) => void;
 }
 
 export interface ChatModel {

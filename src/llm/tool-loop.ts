@@ -30,6 +30,10 @@ export interface ToolLoopOptions {
    * forcing a tool on every call would never let the model give its final answer.
    */
   toolChoice?: ToolChoice;
+  /** Streams each call's text as it is generated (`step` is 1-based); see `ModelCallOptions.onText`. */
+  onText?: (delta: string, step: number) => void;
+  /** Called before the tools a response asked for run (to show that work is going on). */
+  onToolCalls?: (names: string[], step: number) => void;
 }
 
 export interface ToolLoopResult {
@@ -72,7 +76,10 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
         ...(definitions.length > 0 ? { tools: definitions } : {}),
         ...(toolChoice && definitions.length > 0 ? { toolChoice } : {}),
       },
-      signal ? { signal } : {},
+      {
+        ...(signal ? { signal } : {}),
+        ...(options.onText ? { onText: (delta: string) => options.onText!(delta, step) } : {}),
+      },
     );
     usage.inputTokens += response.usage.inputTokens;
     usage.outputTokens += response.usage.outputTokens;
@@ -99,6 +106,7 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
     const cutOff = response.stopReason === 'max_tokens' && lastBlock?.type === 'tool_use' ? lastBlock : undefined;
     // Tools run one after another, in the order asked: saves and searches may depend on
     // each other, and their results must line up with the calls.
+    options.onToolCalls?.(toolUses.map((call) => call.name), step);
     const results: ToolResultBlock[] = [];
     for (const call of toolUses) {
       if (signal?.aborted) throw abortedModelError(signal);

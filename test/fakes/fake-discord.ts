@@ -83,8 +83,23 @@ export interface SendMessageOptions {
   mentionUserIds?: string[];
   mentionRoleIds?: string[];
   replyToMessageId?: string;
-  attachments?: Array<{ filename: string; size?: number }>;
+  /**
+   * Files on the message. With `data`, the file is served by the fake's CDN route (its URL
+   * points at this server) with `contentType`; without, the URL points nowhere.
+   */
+  attachments?: Array<{ filename: string; size?: number; data?: Buffer | string; contentType?: string; width?: number; height?: number }>;
   embeds?: Array<{ title?: string; description?: string }>;
+}
+
+/** An edit (PATCH) or removal (DELETE) the bot made to one of its messages. */
+export interface MessageEdit {
+  channelId: string;
+  messageId: string;
+  /** The new content; undefined for a removal. */
+  content?: string;
+  kind: 'edit' | 'delete';
+  /** When the fake received it (ms since the epoch). */
+  at: number;
 }
 
 export interface SendInteractionOptions {
@@ -108,6 +123,14 @@ export class FakeDiscord {
   readonly requests: RecordedRequest[] = [];
   readonly posted: PostedMessage[] = [];
   readonly typing: string[] = [];
+  /** When each typing request came (ms since the epoch), parallel to `typing`. */
+  readonly typingAt: number[] = [];
+  /** The bot's PATCH and DELETE requests on its messages, in order, with timestamps. */
+  readonly edits: MessageEdit[] = [];
+  /** Files served by the CDN route, by path. */
+  private readonly files = new Map<string, { data: Buffer; contentType: string }>();
+  /** How many times each CDN file was downloaded, by file name. */
+  readonly downloads = new Map<string, number>();
   readonly interactionReplies: InteractionReply[] = [];
   readonly registeredCommands: Array<{ scope: string; commands: unknown[] }> = [];
   /** IDENTIFY and RESUME payloads received, in order. */
@@ -164,6 +187,25 @@ export class FakeDiscord {
 
   get connected(): boolean {
     return this.socket !== undefined && this.authenticated;
+  }
+
+  /**
+   * What a bot message shows now: its content after the bot's edits, or undefined once the bot
+   * removed it.
+   */
+  contentOf(messageId: string): string | undefined {
+    const message = this.messages.get(messageId);
+    return message ? String(message.content ?? '') : undefined;
+  }
+
+  /**
+   * The bot's messages in a channel as they stand now (after edits, without removed ones), in
+   * the order they were posted.
+   */
+  visibleReplies(channelId: string): Array<{ id: string; content: string }> {
+    return this.posted
+      .filter((message) => message.channelId === channelId && this.messages.has(message.id))
+      .map((message) => ({ id: message.id, content: this.contentOf(message.id)! }));
   }
 
   addUser(user: FakeUser): void {
@@ -234,13 +276,27 @@ export class FakeDiscord {
       mention_everyone: false,
       mentions: mentionIds.map((userId) => this.mentionPayload(this.requireUser(userId), guildId)),
       mention_roles: options.mentionRoleIds ?? [],
-      attachments: (options.attachments ?? []).map((attachment) => ({
-        id: this.nextId(),
-        filename: attachment.filename,
-        size: attachment.size ?? 1024,
-        url: `https://cdn.invalid/${attachment.filename}`,
-        proxy_url: `https://cdn.invalid/${attachment.filename}`,
-      })),
+      attachments: (options.attachments ?? []).map((attachment) => {
+        const attachmentId = this.nextId();
+        let url = `https://cdn.invalid/${attachment.filename}`;
+        let size = attachment.size ?? 1024;
+        if (attachment.data !== undefined) {
+          const data = Buffer.isBuffer(attachment.data) ? attachment.data : Buffer.from(attachment.data, 'utf8');
+          const filePath = `/cdn/attachments/${attachmentId}/${encodeURIComponent(attachment.filename)}`;
+          this.files.set(filePath, { data, contentType: attachment.contentType ?? 'application/octet-stream' });
+          url = `http://127.0.0.1:${this.port}${filePath}`;
+          size = attachment.size ?? data.length;
+        }
+        return {
+          id: attachmentId,
+          filename: attachment.filename,
+          size,
+          url,
+          proxy_url: url,
+          ...(attachment.contentType ? { content_type: attachment.contentType } : {}),
+          ...(attachment.width !== undefined ? { width: attachment.width, height: attachment.height ?? attachment.width } : {}),
+        };
+      }),
       embeds: (options.embeds ?? []).map((embed) => ({ type: 'rich', ...embed })),
       pinned: false,
       type: 0,
@@ -499,8 +555,31 @@ export class FakeDiscord {
     if (method === 'GET' && path === '/users/@me') {
       return reply(200, this.userPayload(this.requireUser(FAKE_BOT_ID)));
     }
+    if (method === 'GET' && url.pathname.startsWith('/cdn/')) {
+      const file = this.files.get(url.pathname);
+      if (!file) return reply(404, { message: 'no such file' });
+      const name = decodeURIComponent(url.pathname.split('/').at(-1) ?? '');
+      this.downloads.set(name, (this.downloads.get(name) ?? 0) + 1);
+      response.writeHead(200, { 'content-type': file.contentType, 'content-length': file.data.length }).end(file.data);
+      return;
+    }
+    if ((method === 'PATCH' || method === 'DELETE') && (match = path.match(/^\/channels\/(\d+)\/messages\/(\d+)$/))) {
+      const existing = this.messages.get(match[2]!);
+      if (!existing) return reply(404, { message: 'Unknown Message', code: 10008 });
+      const payload = (body ?? {}) as { content?: string };
+      if (method === 'DELETE') {
+        this.edits.push({ channelId: match[1]!, messageId: match[2]!, kind: 'delete', at: Date.now() });
+        this.messages.delete(match[2]!);
+        return reply(204);
+      }
+      const updated = { ...existing, content: payload.content ?? existing.content, edited_timestamp: new Date().toISOString() };
+      this.messages.set(match[2]!, updated);
+      this.edits.push({ channelId: match[1]!, messageId: match[2]!, content: payload.content, kind: 'edit', at: Date.now() });
+      return reply(200, updated);
+    }
     if (method === 'POST' && (match = path.match(/^\/channels\/(\d+)\/typing$/))) {
       this.typing.push(match[1]!);
+      this.typingAt.push(Date.now());
       return reply(204);
     }
     if (method === 'POST' && (match = path.match(/^\/channels\/(\d+)\/messages$/))) {
