@@ -61,6 +61,8 @@ export interface PostedMessage {
   messageReference?: { message_id: string };
   allowedMentions?: { parse?: string[]; replied_user?: boolean; users?: string[]; roles?: string[] };
   flags?: number;
+  /** When the fake received it (ms since the epoch). */
+  at?: number;
 }
 
 /** An answer to an interaction (callback, follow-up or edit of the original). */
@@ -646,6 +648,7 @@ export class FakeDiscord {
       messageReference: body?.message_reference,
       allowedMentions: body?.allowed_mentions,
       flags: body?.flags,
+      at: Date.now(),
     };
     const payload = this.messagePayload({
       id,
