@@ -36,7 +36,7 @@ export function buildSystemPrompt(systemPrompt: string, summaries: readonly Summ
  * merge into one message; people's messages carry their speaker, tool calls and results go
  * back as the blocks they were (their content is the block's JSON, see `appendToTurn`).
  */
-export function buildMessages(entries: readonly HistoryEntry[]): ModelMessage[] {
+export function buildMessages(entries: readonly HistoryEntry[], decorate?: EntryDecorator): ModelMessage[] {
   const messages: ModelMessage[] = [];
   let role: 'user' | 'assistant' | undefined;
   let blocks: ContentBlock[] = [];
@@ -52,7 +52,9 @@ export function buildMessages(entries: readonly HistoryEntry[]): ModelMessage[] 
       role = entry.role;
       blocks = [];
     }
-    blocks.push(toBlock(entry));
+    const block = toBlock(entry);
+    if (decorate) blocks.push(...decorate(entry, block));
+    else blocks.push(block);
   }
   flush();
   pairToolBlocks(messages);
@@ -110,16 +112,23 @@ function orderedUserBlocks(blocks: ContentBlock[]): ContentBlock[] {
   return [...blocks.filter(isToolResult), ...blocks.filter((block) => !isToolResult(block))];
 }
 
+/**
+ * Adds what travels with an entry besides its text (images, inlined files, the archived message
+ * it replies to): returns the blocks that stand for it, its own among them.
+ */
+export type EntryDecorator = (entry: HistoryEntry, block: ContentBlock) => ContentBlock[];
+
 export function buildRequest(options: {
   systemPrompt: string;
   summaries: readonly SummaryEntry[];
   entries: readonly HistoryEntry[];
   tools: ToolDefinition[];
   maxTokens: number;
+  decorate?: EntryDecorator;
 }): ModelRequest {
   const request: ModelRequest = {
     system: buildSystemPrompt(options.systemPrompt, options.summaries),
-    messages: buildMessages(options.entries),
+    messages: buildMessages(options.entries, options.decorate),
     maxTokens: options.maxTokens,
   };
   if (options.tools.length > 0) request.tools = options.tools;

@@ -10,7 +10,11 @@ import type { CompactionAction } from '../compaction/compactor.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { ImmediateScheduler, type CompactionScheduler } from '../compaction/scheduler.js';
 import type { Summarizer } from '../compaction/summarizer.js';
+import { placeholderOf, type ResolvedAttachment } from '../attachments/resolve-attachments.js';
+import { withAttachmentNote } from '../attachments/summary-note.js';
+import { PersonaStore } from '../persona/persona-store.js';
 import { ChannelState } from './channel-state.js';
+import { EntryExtras } from './entry-extras.js';
 import { HistoryStore } from './history-store.js';
 import { buildRequest, estimateToolTokens, SUMMARY_HEADER_TOKENS } from './model-request.js';
 import { SerialQueue } from './serial-queue.js';
@@ -44,6 +48,8 @@ export interface TurnEntryInput {
   content: string;
   /** The platform id of a posted reply; generated when absent. */
   messageId?: string;
+  /** Tokens of what travels with the entry besides its text (reply context); counted once. */
+  extraTokens?: number;
 }
 
 /** What the model would be sent now, in parts. */
@@ -70,9 +76,14 @@ export class ChannelRuntime {
   private toolTokens: number;
   /** Thread id → parent channel id, learnt from ingested messages; threads inherit settings. */
   private readonly parents = new Map<string, string>();
+  private readonly extras: EntryExtras;
+  /** Per-channel personas set with `/persona`; they replace the configured system prompt. */
+  readonly personas: PersonaStore;
 
   constructor(private readonly options: ChannelRuntimeOptions) {
     this.store = new HistoryStore(options.db);
+    this.extras = new EntryExtras(options.db, this.store);
+    this.personas = new PersonaStore(options.db);
     this.archiver = new TranscriptArchiver({ store: this.store, memory: options.memory, events: options.events });
     this.clock = options.clock ?? systemClock;
     this.scheduler = options.scheduler ?? new ImmediateScheduler();
@@ -82,8 +93,8 @@ export class ChannelRuntime {
       store: this.store,
       events: options.events,
       clock: this.clock,
-      summarizer: options.summarizer,
-      fallbackSummarizer: options.fallbackSummarizer ?? createExtractiveSummarizer(),
+      summarizer: withAttachmentNote(options.summarizer),
+      fallbackSummarizer: withAttachmentNote(options.fallbackSummarizer ?? createExtractiveSummarizer()),
       scheduler: this.scheduler,
       settingsFor: (channelId) => this.settings(channelId),
       estimate: (state, settings) => this.estimate(state, settings),
@@ -103,6 +114,8 @@ export class ChannelRuntime {
     const last = state.entries[state.entries.length - 1];
     // A reply seen in a transcript belongs to the turn of the message it answers.
     const joinsTurn = message.role === 'assistant' && last !== undefined && last.role === 'user' && last.kind === 'message';
+    const liveFrom = state.entries[0]?.seq ?? state.nextSeq;
+    const replyTokens = message.replyToMessageId ? this.extras.replies.estimate(state.channelId, message.replyToMessageId, liveFrom) : 0;
     const entry = this.append(state, {
       kind: 'message',
       role: message.role,
@@ -112,8 +125,10 @@ export class ChannelRuntime {
       messageId: message.messageId,
       createdAt: message.createdAt,
       turnId: joinsTurn ? last.turnId : state.nextTurnId,
+      extraTokens: replyTokens,
     });
     if (!entry.fresh) return entry.entry;
+    if (message.replyToMessageId) this.extras.replies.record(state.channelId, entry.entry, message.replyToMessageId, replyTokens);
     this.scheduler.afterMessage(message.channelId);
     const archived = this.archiver.archive(state, [entry.entry]);
     this.coordinator.check(state);
@@ -191,13 +206,43 @@ export class ChannelRuntime {
       this.countedTools = options.tools;
       this.toolTokens = estimateToolTokens(options.tools);
     }
+    const decorate = this.extras.decorator(channelId, state.entries[0]?.seq ?? state.nextSeq);
     return buildRequest({
       systemPrompt: this.settings(channelId).systemPrompt,
       summaries: state.summaries,
       entries: state.entries,
       tools: options.tools,
       maxTokens: options.maxTokens,
+      ...(decorate ? { decorate } : {}),
     });
+  }
+
+  /**
+   * Gives the model a message's files: images and text are kept with the message (and counted
+   * into its estimate), and its placeholders say what each file is, with its size. False when
+   * the message is not in history (deleted meanwhile).
+   */
+  async attachFiles(channelId: string, messageId: string, files: readonly ResolvedAttachment[]): Promise<boolean> {
+    const row = this.store.findByMessageId(channelId, messageId);
+    if (!row || files.length === 0) return row !== undefined;
+    this.extras.attachments.replace(
+      channelId,
+      row.seq,
+      messageId,
+      files.filter((file): file is Extract<ResolvedAttachment, { kind: 'image' | 'text' }> => file.kind !== 'file'),
+    );
+    let content = row.content;
+    for (const file of files) {
+      if (file.kind === 'file' && file.failed) continue;
+      const bare = `[attachment: ${file.name}]`;
+      content = content.includes(bare) ? content.replace(bare, placeholderOf(file)) : `${content}\n${placeholderOf(file)}`.trim();
+    }
+    return this.editMessage(channelId, messageId, content);
+  }
+
+  /** Who wrote a message, as history knows it (undefined when it is not, or no longer, there). */
+  authorOf(channelId: string, messageId: string): string | undefined {
+    return this.store.findByMessageId(channelId, messageId)?.authorId;
   }
 
   /** A message edited on the platform: its text changes in history, context and archive. */
@@ -205,7 +250,8 @@ export class ChannelRuntime {
     const state = this.channel(channelId);
     const row = this.store.findByMessageId(channelId, messageId);
     if (!row) return false;
-    const edited: HistoryEntry = { ...row, content, tokens: estimateEntryTokens({ ...row, content }) };
+    const tokens = estimateEntryTokens({ ...row, content }) + this.extras.tokensOf(channelId, row.seq);
+    const edited: HistoryEntry = { ...row, content, tokens };
     this.store.updateContent(channelId, row.seq, content, edited.tokens);
     const index = state.indexOfSeq(row.seq);
     if (index >= 0) state.replaceEntry(index, edited);
@@ -232,6 +278,7 @@ export class ChannelRuntime {
     }
     if (seqs.length > 0) {
       this.store.deleteEntries(channelId, seqs);
+      this.extras.delete(channelId, seqs);
       for (const seq of seqs) {
         const index = state.indexOfSeq(seq);
         if (index >= 0) state.removeEntryAt(index);
@@ -299,7 +346,15 @@ export class ChannelRuntime {
   }
 
   private settings(channelId: string): ChannelSettings {
-    return this.options.config.settingsFor(channelId, this.parents.get(channelId));
+    const parent = this.parents.get(channelId);
+    const settings = this.options.config.settingsFor(channelId, parent);
+    const persona = this.personas.get(channelId) ?? (parent === undefined ? undefined : this.personas.get(parent));
+    return persona ? { ...settings, systemPrompt: persona.prompt } : settings;
+  }
+
+  /** The system prompt a channel's model gets now: its persona, else the configured one. */
+  systemPromptOf(channelId: string): string {
+    return this.settings(channelId).systemPrompt;
   }
 
   /** O(1): running totals plus the prompt, recounted only when hot reload changed it. */
@@ -338,7 +393,7 @@ export class ChannelRuntime {
       authorName: input.authorName,
       content: input.content,
       createdAt: input.createdAt,
-      tokens: estimateEntryTokens(input),
+      tokens: estimateEntryTokens(input) + (input.extraTokens ?? 0),
       turnId: input.turnId,
     };
     if (!this.store.insert(entry, state.location)) {

@@ -54,6 +54,8 @@ export interface IncomingMessage {
   role: 'user' | 'assistant';
   /** Text as the model should read it (mentions resolved, attachments as placeholders). */
   content: string;
+  /** The platform id of the message this one replies to (its text is looked up, not copied). */
+  replyToMessageId?: string;
   /** Milliseconds since the epoch. */
   createdAt: number;
 }

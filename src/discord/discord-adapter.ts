@@ -12,6 +12,7 @@ import type { HistoryEntry, IncomingMessage } from '../channel/types.js';
 import type { MemoryLocation, MemoryStore } from '../memory/types.js';
 import type { ChannelResponder, ReplyTarget, ResponderRuntime } from '../app/channel-responder.js';
 import type { CommandRuntime } from '../app/channel-commands.js';
+import { resolveAttachments, type ResolvedAttachment } from '../attachments/resolve-attachments.js';
 import { decideAccess, shouldReply } from './access-policy.js';
 import { chunkMessage } from './chunk-message.js';
 import { destroyClient } from './client.js';
@@ -25,6 +26,8 @@ export interface DiscordRuntime extends ResponderRuntime, CommandRuntime {
   ingest(message: IncomingMessage): Promise<HistoryEntry>;
   editMessage(channelId: string, messageId: string, content: string): unknown;
   deleteMessages(channelId: string, messageIds: string[]): unknown;
+  /** Gives the model the files of a message it will answer (absent: files stay placeholders). */
+  attachFiles?(channelId: string, messageId: string, files: readonly ResolvedAttachment[]): unknown;
 }
 
 export interface DiscordAdapterOptions {
@@ -174,12 +177,32 @@ export class DiscordAdapter {
       isDm: normalized.incoming.guildId === undefined,
     };
     if (!this.replying || !shouldReply(policy, trigger)) return;
+    // Files of a message the bot answers are downloaded once, before its turn.
+    if (message.attachments.size > 0 && this.options.runtime.attachFiles) await this.attachFiles(message, normalized);
     const discord = this.options.config.current().discord;
     this.debouncer.push(
       normalized.incoming.channelId,
       { message, normalized, entry },
       { quietMs: discord.debounceMs, maxWaitMs: discord.debounceMaxMs },
     );
+  }
+
+  private async attachFiles(message: Message, normalized: NormalizedMessage): Promise<void> {
+    const { channelId } = normalized.incoming;
+    const settings = this.options.config.settingsFor(channelId, normalized.parentId);
+    const files = await resolveAttachments(
+      [...message.attachments.values()].map((attachment) => ({
+        name: attachment.name,
+        size: attachment.size,
+        url: attachment.url,
+        ...(attachment.contentType ? { contentType: attachment.contentType } : {}),
+        ...(attachment.width ? { width: attachment.width } : {}),
+        ...(attachment.height ? { height: attachment.height } : {}),
+      })),
+      { vision: settings.vision, maxImages: settings.maxImagesPerMessage, maxChars: settings.maxAttachmentChars },
+    );
+    await this.options.runtime.attachFiles?.(channelId, message.id, files);
+    this.options.events.emit(attachmentEvent(channelId, files));
   }
 
   private fireTurn(channelId: string, burst: PendingTrigger[]): void {
@@ -311,6 +334,19 @@ export class DiscordAdapter {
       },
     );
   }
+}
+
+/** One log line per message with files: what the model got, and what it costs. */
+export function attachmentEvent(channelId: string, files: readonly ResolvedAttachment[]): { type: string; channel_id: string; [key: string]: unknown } {
+  return {
+    type: 'attachments_resolved',
+    channel_id: channelId,
+    images: files.filter((file) => file.kind === 'image').length,
+    text_files: files.filter((file) => file.kind === 'text').length,
+    placeholders: files.filter((file) => file.kind === 'file').length,
+    failed: files.filter((file) => file.kind === 'file' && file.failed).length,
+    tokens: files.reduce((sum, file) => sum + (file.kind === 'file' ? 0 : file.tokens), 0),
+  };
 }
 
 function rawRoles(interaction: Interaction): string[] {

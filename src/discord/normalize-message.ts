@@ -55,6 +55,10 @@ export function normalizeMessage(message: Message, selfId: string): NormalizedMe
     content: parts.join('\n'),
     createdAt: message.createdTimestamp,
   };
+  // Resolved from the archive when a request is built (see channel/reply-context.ts).
+  if (message.reference?.messageId && (message.reference.channelId ?? message.channelId) === message.channelId) {
+    incoming.replyToMessageId = message.reference.messageId;
+  }
   if (message.guildId) incoming.guildId = message.guildId;
   if (isDm) incoming.dmUserId = message.author.id;
   const normalized: NormalizedMessage = {

@@ -1,6 +1,15 @@
+import { ATTACHMENT_MIGRATIONS } from '../attachments/attachment-store.js';
 import { HISTORY_MIGRATIONS } from '../channel/schema.js';
+import { REPLY_MIGRATIONS } from '../channel/reply-context.js';
 import { MEMORY_MIGRATIONS } from '../memory/schema.js';
+import { PERSONA_MIGRATIONS } from '../persona/persona-store.js';
 import type { Migration } from './database.js';
 
 /** Every schema step of the one database, in the order they apply. */
-export const ALL_MIGRATIONS: readonly Migration[] = [...HISTORY_MIGRATIONS, ...MEMORY_MIGRATIONS];
+export const ALL_MIGRATIONS: readonly Migration[] = [
+  ...HISTORY_MIGRATIONS,
+  ...MEMORY_MIGRATIONS,
+  ...ATTACHMENT_MIGRATIONS,
+  ...REPLY_MIGRATIONS,
+  ...PERSONA_MIGRATIONS,
+];

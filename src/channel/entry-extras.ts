@@ -1,0 +1,50 @@
+import { AttachmentStore, type StoredAttachment } from '../attachments/attachment-store.js';
+import type { ContentBlock } from '../llm/chat-model.js';
+import { renderTextFile } from '../attachments/resolve-attachments.js';
+import type { SqliteDatabase } from '../storage/database.js';
+import type { HistoryStore } from './history-store.js';
+import type { EntryDecorator } from './model-request.js';
+import { ReplyContext } from './reply-context.js';
+
+/**
+ * What goes to the model with a message besides its text: its images and text files, and the
+ * archived message it replies to. Each is counted once, into the message's own estimate, so
+ * that the running totals (and the Compactor's O(1) check) include them.
+ */
+export class EntryExtras {
+  readonly attachments: AttachmentStore;
+  readonly replies: ReplyContext;
+
+  constructor(db: SqliteDatabase, history: HistoryStore) {
+    this.attachments = new AttachmentStore(db);
+    this.replies = new ReplyContext(db, history);
+  }
+
+  /** Tokens a message's extras add to its estimate. */
+  tokensOf(channelId: string, seq: number): number {
+    return this.attachments.tokensOf(channelId, seq) + this.replies.tokensOf(channelId, seq);
+  }
+
+  /** Two indexed range reads per request, over the live messages only. */
+  decorator(channelId: string, liveFromSeq: number): EntryDecorator | undefined {
+    const files = this.attachments.liveFrom(channelId, liveFromSeq);
+    const replies = this.replies.liveFrom(channelId, liveFromSeq);
+    if (files.size === 0 && replies.size === 0) return undefined;
+    return (entry, block) => {
+      const reply = replies.get(entry.seq);
+      const attached = files.get(entry.seq) ?? [];
+      if (!reply && attached.length === 0) return [block];
+      return [...(reply ? [reply] : []), block, ...attached.map(toBlock)];
+    };
+  }
+
+  delete(channelId: string, seqs: readonly number[]): void {
+    this.attachments.delete(channelId, seqs);
+    this.replies.delete(channelId, seqs);
+  }
+}
+
+function toBlock(file: StoredAttachment): ContentBlock {
+  if (file.kind === 'image') return { type: 'image', source: { type: 'base64', media_type: file.mediaType, data: file.data } };
+  return { type: 'text', text: renderTextFile(file) };
+}

@@ -1,0 +1,100 @@
+import { InputError } from '../common/errors.js';
+import type { Migration, SqliteDatabase } from '../storage/database.js';
+
+/**
+ * Per-channel personas set from chat with `/persona`. They live in the data directory's
+ * database, never in config.toml: the operator's file is not rewritten behind their back, and
+ * `listPersonas` shows every override (for `magpie status` and `/context`). A persona replaces
+ * the channel's `system_prompt` until it is cleared.
+ */
+export const PERSONA_MIGRATIONS: readonly Migration[] = [
+  {
+    name: 'personas-001-init',
+    up(db) {
+      db.exec(`
+        CREATE TABLE channel_personas (
+          channel_id TEXT PRIMARY KEY,
+          prompt TEXT NOT NULL,
+          set_by TEXT NOT NULL,
+          set_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+      `);
+    },
+  },
+];
+
+/** Longest persona accepted (characters): the prompt goes with every request of the channel. */
+export const MAX_PERSONA_CHARS = 4000;
+
+export interface Persona {
+  channelId: string;
+  prompt: string;
+  /** Who set it (platform user id). */
+  setBy: string;
+  /** Milliseconds since the epoch. */
+  setAt: number;
+}
+
+interface PersonaRow {
+  channel_id: string;
+  prompt: string;
+  set_by: string;
+  set_at: number;
+}
+
+function toPersona(row: PersonaRow): Persona {
+  return { channelId: row.channel_id, prompt: row.prompt, setBy: row.set_by, setAt: row.set_at };
+}
+
+/** Every persona override of a data directory's database, for operators. */
+export function listPersonas(db: SqliteDatabase): Persona[] {
+  const exists = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'channel_personas'").get();
+  if (!exists) return [];
+  return (db.prepare('SELECT * FROM channel_personas ORDER BY channel_id').all() as PersonaRow[]).map(toPersona);
+}
+
+/** Checks a persona someone typed; the error says what to change. */
+export function validatePersona(prompt: unknown): string {
+  if (typeof prompt !== 'string') throw new InputError('the persona must be text', { context: { key: 'persona' } });
+  const trimmed = prompt.trim();
+  if (trimmed === '') throw new InputError('the persona is empty; write who the bot should be in this channel', { context: { key: 'persona' } });
+  if (trimmed.length > MAX_PERSONA_CHARS) {
+    throw new InputError(`the persona is ${trimmed.length} characters; at most ${MAX_PERSONA_CHARS} are accepted`, { context: { key: 'persona' } });
+  }
+  return trimmed;
+}
+
+/** Reads are served from memory (every request asks); writes go straight to SQLite. */
+export class PersonaStore {
+  private readonly cache = new Map<string, Persona>();
+  private readonly statements;
+
+  constructor(db: SqliteDatabase) {
+    this.statements = {
+      upsert: db.prepare(
+        `INSERT INTO channel_personas (channel_id, prompt, set_by, set_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (channel_id) DO UPDATE SET prompt = excluded.prompt, set_by = excluded.set_by, set_at = excluded.set_at`,
+      ),
+      remove: db.prepare('DELETE FROM channel_personas WHERE channel_id = ?'),
+    };
+    for (const persona of listPersonas(db)) this.cache.set(persona.channelId, persona);
+  }
+
+  get(channelId: string): Persona | undefined {
+    return this.cache.get(channelId);
+  }
+
+  set(channelId: string, prompt: string, setBy: string, now: number = Date.now()): Persona {
+    const persona: Persona = { channelId, prompt: validatePersona(prompt), setBy, setAt: now };
+    this.statements.upsert.run(channelId, persona.prompt, setBy, now);
+    this.cache.set(channelId, persona);
+    return persona;
+  }
+
+  /** True when there was one to clear. */
+  clear(channelId: string): boolean {
+    const removed = this.statements.remove.run(channelId).changes > 0;
+    this.cache.delete(channelId);
+    return removed;
+  }
+}
