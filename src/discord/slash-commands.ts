@@ -13,7 +13,17 @@ import {
   startCompaction,
   type CommandDeps,
 } from '../app/channel-commands.js';
+import {
+  clearPersona,
+  describeMyMemories,
+  describePersona,
+  hasUserCommands,
+  mayForgetOwn,
+  personaLine,
+  setPersona,
+} from '../app/user-commands.js';
 import { errorMessage, InputError } from '../common/errors.js';
+import { MAX_PERSONA_CHARS } from '../persona/persona-store.js';
 import type { MemoryLocation } from '../memory/types.js';
 
 const MANAGE_MESSAGES = PermissionFlagsBits.ManageMessages.toString();
@@ -38,10 +48,37 @@ export const SLASH_COMMANDS: RESTPostAPIChatInputApplicationCommandsJSONBody[] =
       },
       {
         type: ApplicationCommandOptionType.Subcommand,
+        name: 'mine',
+        description: 'What Magpie remembers from your own messages in this channel (only you see it)',
+      },
+      {
+        type: ApplicationCommandOptionType.Subcommand,
         name: 'forget',
-        description: 'Forget one memory (needs Manage Messages)',
+        description: 'Forget one memory (one of yours, or any with Manage Messages)',
         options: [{ type: ApplicationCommandOptionType.String, name: 'id', description: 'Memory id from /memory search', required: true }],
       },
+    ],
+  },
+  {
+    name: 'persona',
+    description: 'Show or change who Magpie is in this channel',
+    options: [
+      { type: ApplicationCommandOptionType.Subcommand, name: 'show', description: 'Show this channel’s persona' },
+      {
+        type: ApplicationCommandOptionType.Subcommand,
+        name: 'set',
+        description: 'Give this channel its own persona (needs Manage Channels)',
+        options: [
+          {
+            type: ApplicationCommandOptionType.String,
+            name: 'text',
+            description: 'Who Magpie should be here, as instructions',
+            required: true,
+            max_length: MAX_PERSONA_CHARS,
+          },
+        ],
+      },
+      { type: ApplicationCommandOptionType.Subcommand, name: 'clear', description: 'Go back to the configured persona (needs Manage Channels)' },
     ],
   },
 ];
@@ -94,10 +131,42 @@ async function answerCommand(
 ): Promise<void> {
   // In a DM the user is the only member; in a guild the permission is the member's.
   const canManage = interaction.inGuild() ? (interaction.memberPermissions?.has(PermissionFlagsBits.ManageMessages) ?? false) : true;
+  const canManageChannel = interaction.inGuild() ? (interaction.memberPermissions?.has(PermissionFlagsBits.ManageChannels) ?? false) : true;
+  const userRuntime = hasUserCommands(deps.runtime) ? deps.runtime : undefined;
+  const userId = interaction.user.id;
   switch (interaction.commandName) {
-    case 'context':
-      await reply(describeContext(deps.runtime.status(location.channelId)));
+    case 'context': {
+      const persona = userRuntime ? `\n${personaLine(userRuntime, location.channelId)}` : '';
+      await reply(describeContext(deps.runtime.status(location.channelId)) + persona);
       return;
+    }
+    case 'persona': {
+      if (!userRuntime) {
+        await reply('Personas are not available here.');
+        return;
+      }
+      const subcommand = interaction.options.getSubcommand(false) ?? 'show';
+      if (subcommand === 'show') {
+        await reply(describePersona(userRuntime, location.channelId));
+        return;
+      }
+      if (!canManageChannel) {
+        await reply('You need the Manage Channels permission to change this channel’s persona.');
+        return;
+      }
+      if (subcommand === 'set') {
+        await reply(setPersona(userRuntime, location.channelId, interaction.options.getString('text', true), userId));
+        deps.events.emit({ type: 'persona_changed', channel_id: location.channelId, user_id: userId, action: 'set' });
+        return;
+      }
+      if (subcommand === 'clear') {
+        await reply(clearPersona(userRuntime, location.channelId));
+        deps.events.emit({ type: 'persona_changed', channel_id: location.channelId, user_id: userId, action: 'clear' });
+        return;
+      }
+      await reply('Use /persona show, /persona set or /persona clear.');
+      return;
+    }
     case 'compact':
       if (!canManage) {
         await reply('You need the Manage Messages permission to compact this channel.');
@@ -111,15 +180,26 @@ async function answerCommand(
         await reply(await searchMemory(deps, location, interaction.options.getString('query', true)));
         return;
       }
+      if (subcommand === 'mine') {
+        if (!userRuntime) {
+          await reply('That is not available here.');
+          return;
+        }
+        await reply(describeMyMemories(deps, userRuntime, location, userId));
+        return;
+      }
       if (subcommand === 'forget') {
-        if (!canManage) {
-          await reply('You need the Manage Messages permission to forget memories.');
+        const id = interaction.options.getString('id', true);
+        // A user may always forget what was drawn from their own messages alone.
+        const own = userRuntime !== undefined && mayForgetOwn(deps, userRuntime, location, userId, id);
+        if (!canManage && !own) {
+          await reply('You need the Manage Messages permission to forget memories that are not yours alone (see /memory mine).');
           return;
         }
         await reply(forgetMemory(deps, location, interaction.options.getString('id', true)));
         return;
       }
-      await reply('Use /memory search or /memory forget.');
+      await reply('Use /memory search, /memory mine or /memory forget.');
       return;
     }
     default:
