@@ -12,3 +12,4 @@ export {
   type ResolveOptions,
   type ResolvedAttachment,
 } from './resolve-attachments.js';
+export { attachmentEvent } from './attachment-event.js';

@@ -1,7 +1,13 @@
+import { readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import { describeContext, forgetMemory, MODEL_HINT, searchMemory, startCompaction, type MagpieApp } from '../app/index.js';
+import type { ReplyStream } from '../app/channel-responder.js';
+import { clearPersona, describeMyMemories, describePersona, setPersona } from '../app/user-commands.js';
+import { resolveAttachments } from '../attachments/resolve-attachments.js';
 import { errorMessage } from '../common/errors.js';
+import { attachmentEvent } from '../attachments/attachment-event.js';
 
 export interface ConsoleAdapterOptions {
   app: MagpieApp;
@@ -20,7 +26,12 @@ const COMMAND_HELP = `Commands:
   /context             how full the context window is, and the last compaction
   /compact             compact the history now, in the background
   /memory search TEXT  search memories and past messages
+  /memory mine         what Magpie remembers from your own messages
   /memory forget ID    forget one memory
+  /attach PATH [TEXT]  send an image (PNG, JPEG, GIF, WebP) or a text file, with an optional message
+  /persona             show this channel's persona
+  /persona set TEXT    give this channel its own persona (stored in the data directory)
+  /persona clear       go back to the configured persona
   /quit                leave (Ctrl-D and Ctrl-C work too)
 `;
 
@@ -120,28 +131,85 @@ export class ConsoleAdapter {
         const [sub, ...words] = rest;
         const text = words.join(' ');
         if (sub === 'search') output.write(`${await searchMemory(deps, { channelId: this.channelId }, text)}\n`);
+        else if (sub === 'mine') output.write(`${describeMyMemories(deps, app.runtime, { channelId: this.channelId }, CONSOLE_USER)}\n`);
         else if (sub === 'forget') output.write(`${forgetMemory(deps, { channelId: this.channelId }, text)}\n`);
-        else output.write('Use /memory search TEXT or /memory forget ID.\n');
+        else output.write('Use /memory search TEXT, /memory mine or /memory forget ID.\n');
         return true;
       }
+      case '/persona': {
+        const [sub, ...words] = rest;
+        if (sub === undefined || sub === 'show') output.write(`${describePersona(app.runtime, this.channelId)}\n`);
+        else if (sub === 'set') output.write(`${setPersona(app.runtime, this.channelId, words.join(' '), CONSOLE_USER)}\n`);
+        else if (sub === 'clear') output.write(`${clearPersona(app.runtime, this.channelId)}\n`);
+        else output.write('Use /persona, /persona set TEXT or /persona clear.\n');
+        return true;
+      }
+      case '/attach':
+        await this.handleAttach(line.slice(command!.length).trim());
+        return true;
       default:
         output.write(`Unknown command ${command}. ${COMMAND_HELP}`);
         return true;
     }
   }
 
-  private async handleMessage(content: string): Promise<void> {
+  /**
+   * `/attach PATH [TEXT]`: the file goes with a message, as a Discord attachment would (the
+   * same limits and placeholders). A path with spaces can be quoted.
+   */
+  private async handleAttach(argument: string): Promise<void> {
+    const { app, notices } = this.options;
+    const quoted = /^"([^"]+)"\s*(.*)$/.exec(argument) ?? /^'([^']+)'\s*(.*)$/.exec(argument);
+    const [filePath, text] = quoted ? [quoted[1]!, quoted[2]!] : [argument.split(/\s+/)[0] ?? '', argument.split(/\s+/).slice(1).join(' ')];
+    if (filePath === '') {
+      notices.write('Usage: /attach PATH [message]  (an image: PNG, JPEG, GIF, WebP; or a text file)\n');
+      return;
+    }
+    const resolvedPath = path.resolve(filePath);
+    let data: Buffer;
+    try {
+      const info = await stat(resolvedPath);
+      if (!info.isFile()) {
+        notices.write(`cannot attach ${filePath}: not a file\n`);
+        return;
+      }
+      if (info.size > MAX_ATTACH_BYTES) {
+        notices.write(`cannot attach ${filePath}: ${info.size} bytes is more than the ${MAX_ATTACH_BYTES} accepted\n`);
+        return;
+      }
+      data = await readFile(resolvedPath);
+    } catch (error) {
+      notices.write(`cannot attach ${filePath}: ${(error as NodeJS.ErrnoException).code ?? errorMessage(error)}\n`);
+      return;
+    }
+    const name = path.basename(resolvedPath);
+    const settings = app.config.settingsFor(this.channelId);
+    const files = await resolveAttachments([{ name, size: data.length, data }], {
+      vision: settings.vision,
+      maxImages: settings.maxImagesPerMessage,
+      maxChars: settings.maxAttachmentChars,
+    });
+    await this.handleMessage(text.trim() === '' ? `[attachment: ${name}]` : `${text.trim()}\n[attachment: ${name}]`, async (messageId) => {
+      await app.runtime.attachFiles(this.channelId, messageId, files);
+      app.events.emit(attachmentEvent(this.channelId, files));
+      const file = files[0]!;
+      notices.write(file.kind === 'file' ? `(attached ${name} as a placeholder${file.note ? `: ${file.note}` : ''})\n` : `(attached ${name}: the model sees it, about ${file.tokens} tokens)\n`);
+    });
+  }
+
+  private async handleMessage(content: string, beforeTurn?: (messageId: string) => Promise<void>): Promise<void> {
     const { app, output } = this.options;
     this.sequence += 1;
     const entry = await app.runtime.ingest({
       messageId: `console-${Date.now()}-${this.sequence}`,
       channelId: this.channelId,
-      authorId: 'console-user',
+      authorId: CONSOLE_USER,
       authorName: this.options.userName,
       role: 'user',
       content,
       createdAt: Date.now(),
     });
+    await beforeTurn?.(entry.messageId);
     if (!app.responder.hasModel) return;
     let replyCount = 0;
     await app.responder.respond({
@@ -156,7 +224,60 @@ export class ConsoleAdapter {
           output.write(`magpie: ${text}\n`);
           return `console-reply-${Date.now()}-${this.sequence}-${replyCount}`;
         },
+        stream: () => {
+          replyCount += 1;
+          return new ConsoleStream(output, `console-reply-${Date.now()}-${this.sequence}-${replyCount}`);
+        },
       },
     });
+  }
+}
+
+const CONSOLE_USER = 'console-user';
+/** Files larger than this are refused before reading (the model takes far less anyway). */
+const MAX_ATTACH_BYTES = 20 * 1024 * 1024;
+
+/**
+ * A streamed reply in the terminal: text is printed as it arrives. A terminal cannot take back
+ * what it printed, so only what extends the text is written; a final text that is not an
+ * extension of what was shown (rare) is printed whole on a new line.
+ */
+class ConsoleStream implements ReplyStream {
+  private printed = '';
+  private done = false;
+
+  constructor(
+    private readonly output: Writable,
+    private readonly id: string,
+  ) {}
+
+  update(text: string): void {
+    if (this.done) return;
+    this.extend(text);
+  }
+
+  async finish(text: string): Promise<string | undefined> {
+    if (this.done) return this.id;
+    this.done = true;
+    if (this.printed === '' || text.startsWith(this.printed)) this.extend(text);
+    else this.output.write(`\nmagpie: ${text}`);
+    this.output.write('\n');
+    return this.id;
+  }
+
+  async fail(note: string): Promise<boolean> {
+    if (this.done) return false;
+    this.done = true;
+    if (this.printed === '') return false;
+    this.output.write(`\n${note}\n`);
+    return true;
+  }
+
+  private extend(text: string): void {
+    if (!text.startsWith(this.printed)) return;
+    const rest = text.slice(this.printed.length);
+    if (rest === '') return;
+    this.output.write(this.printed === '' ? `magpie: ${rest}` : rest);
+    this.printed = text;
   }
 }

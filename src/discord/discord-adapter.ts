@@ -12,6 +12,7 @@ import type { HistoryEntry, IncomingMessage } from '../channel/types.js';
 import type { MemoryLocation, MemoryStore } from '../memory/types.js';
 import type { ChannelResponder, ReplyTarget, ResponderRuntime } from '../app/channel-responder.js';
 import type { CommandRuntime } from '../app/channel-commands.js';
+import { attachmentEvent } from '../attachments/attachment-event.js';
 import { resolveAttachments, type ResolvedAttachment } from '../attachments/resolve-attachments.js';
 import { decideAccess, shouldReply } from './access-policy.js';
 import { chunkMessage } from './chunk-message.js';
@@ -334,19 +335,6 @@ export class DiscordAdapter {
       },
     );
   }
-}
-
-/** One log line per message with files: what the model got, and what it costs. */
-export function attachmentEvent(channelId: string, files: readonly ResolvedAttachment[]): { type: string; channel_id: string; [key: string]: unknown } {
-  return {
-    type: 'attachments_resolved',
-    channel_id: channelId,
-    images: files.filter((file) => file.kind === 'image').length,
-    text_files: files.filter((file) => file.kind === 'text').length,
-    placeholders: files.filter((file) => file.kind === 'file').length,
-    failed: files.filter((file) => file.kind === 'file' && file.failed).length,
-    tokens: files.reduce((sum, file) => sum + (file.kind === 'file' ? 0 : file.tokens), 0),
-  };
 }
 
 function rawRoles(interaction: Interaction): string[] {

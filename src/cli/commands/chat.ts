@@ -9,13 +9,17 @@ import { parseFlags } from '../parse-flags.js';
 const USAGE = `Usage: magpie chat [--channel NAME] [--config FILE] [--data-dir DIR]
 
 Talks to Magpie in the terminal: the same channel runtime, memory and compaction as the bot,
-in the channel console:NAME. Every line you type is a message; input may be piped.
+in the channel console:NAME. Every line you type is a message; input may be piped. Replies
+are printed as they are written ([defaults] stream_replies = false prints them when complete).
 
 Commands inside the chat:
   /context             how full the context window is, and the last compaction
   /compact             compact the history now, in the background
   /memory search TEXT  search memories and past messages
+  /memory mine         what Magpie remembers from your own messages
   /memory forget ID    forget one memory
+  /attach PATH [TEXT]  send an image (PNG, JPEG, GIF, WebP) or a text file with a message
+  /persona [set TEXT | clear]  show or change this channel's persona (kept in the data dir)
   /quit                leave (Ctrl-D and Ctrl-C work too)
 
 Options:
