@@ -10,6 +10,7 @@ const BENCHMARKS: Record<string, () => Promise<{ run: Benchmark }>> = {
   'compaction-turn-latency': () => import('./compaction-turn-latency.js'),
   'compaction-replay': () => import('./compaction-replay.js'),
   discord: () => import('./discord-latency.js'),
+  'chat-extras': () => import('./chat-extras.js'),
   'memory-vector': () => import('./memory-vector.js'),
   'memory-search': () => import('./memory-search.js'),
 };
