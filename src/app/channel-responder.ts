@@ -218,6 +218,7 @@ export class ChannelResponder {
           input_tokens: result.usage.inputTokens,
           output_tokens: result.usage.outputTokens,
           reply_chars: result.reply.length,
+          streamed: stream !== undefined,
           duration_ms: Date.now() - startedAt,
         });
         return 'replied';
@@ -227,6 +228,7 @@ export class ChannelResponder {
           channel_id: channelId,
           error: errorMessage(error),
           code: error instanceof MagpieError ? error.code : 'unexpected',
+          streamed: stream !== undefined,
           duration_ms: Date.now() - startedAt,
         });
         stopTyping();
