@@ -143,6 +143,12 @@ test('an attached image raises the estimate by exactly its token count, once, su
     assert.deepEqual(blocks.map((block) => block.type), ['text', 'image']);
     assert.equal(blocks[1]!.source!.media_type, 'image/png');
     assert.equal(blocks[1]!.source!.data, png.toString('base64'));
+    // With vision turned off afterwards (say, a model that cannot read images), none are sent.
+    const seeing = app.config.current();
+    app.config.replace({ ...seeing, defaults: { ...seeing.defaults, vision: false } });
+    const blind = runtime.buildModelRequest('c-files', { tools: [], maxTokens: 100 });
+    assert.deepEqual((blind.messages[0]!.content as Array<{ type: string }>).map((block) => block.type), ['text']);
+    app.config.replace(seeing);
     // The archive holds the placeholder, searchable, not the bytes.
     const archived = app.memory.list({ location: { channelId: 'c-files' }, kind: 'transcript' });
     assert.match(archived[0]!.content, /\[image: plan\.png/);

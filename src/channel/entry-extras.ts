@@ -25,9 +25,20 @@ export class EntryExtras {
     return this.attachments.tokensOf(channelId, seq) + this.replies.tokensOf(channelId, seq);
   }
 
-  /** Two indexed range reads per request, over the live messages only. */
-  decorator(channelId: string, liveFromSeq: number): EntryDecorator | undefined {
+  /**
+   * Two indexed range reads per request, over the live messages only. Without `images` (the
+   * channel's `vision` turned off, e.g. for a model that cannot read them) stored images are
+   * left out; their estimate stays, erring on the side of compacting early.
+   */
+  decorator(channelId: string, liveFromSeq: number, options: { images: boolean }): EntryDecorator | undefined {
     const files = this.attachments.liveFrom(channelId, liveFromSeq);
+    if (!options.images) {
+      for (const [seq, list] of files) {
+        const kept = list.filter((file) => file.kind !== 'image');
+        if (kept.length > 0) files.set(seq, kept);
+        else files.delete(seq);
+      }
+    }
     const replies = this.replies.liveFrom(channelId, liveFromSeq);
     if (files.size === 0 && replies.size === 0) return undefined;
     return (entry, block) => {

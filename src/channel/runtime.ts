@@ -206,9 +206,10 @@ export class ChannelRuntime {
       this.countedTools = options.tools;
       this.toolTokens = estimateToolTokens(options.tools);
     }
-    const decorate = this.extras.decorator(channelId, state.entries[0]?.seq ?? state.nextSeq);
+    const settings = this.settings(channelId);
+    const decorate = this.extras.decorator(channelId, state.entries[0]?.seq ?? state.nextSeq, { images: settings.vision });
     return buildRequest({
-      systemPrompt: this.settings(channelId).systemPrompt,
+      systemPrompt: settings.systemPrompt,
       summaries: state.summaries,
       entries: state.entries,
       tools: options.tools,
