@@ -1,9 +1,10 @@
 import { AttachmentStore, type StoredAttachment } from '../attachments/attachment-store.js';
 import type { ContentBlock } from '../llm/chat-model.js';
-import { renderTextFile } from '../attachments/resolve-attachments.js';
+import { placeholderOf, renderTextFile, type ResolvedAttachment } from '../attachments/resolve-attachments.js';
 import type { SqliteDatabase } from '../storage/database.js';
 import type { HistoryStore } from './history-store.js';
 import type { EntryDecorator } from './model-request.js';
+import type { HistoryEntry } from './types.js';
 import { ReplyContext } from './reply-context.js';
 
 /**
@@ -47,6 +48,27 @@ export class EntryExtras {
       if (!reply && attached.length === 0) return [block];
       return [...(reply ? [reply] : []), block, ...attached.map(toBlock)];
     };
+  }
+
+  /**
+   * Keeps what the model can see of a message's files and returns the message's new text, each
+   * `[attachment: NAME]` replaced by what the file became (a file that could not be downloaded
+   * keeps its placeholder as it was).
+   */
+  attach(channelId: string, entry: Pick<HistoryEntry, 'seq' | 'messageId' | 'content'>, files: readonly ResolvedAttachment[]): string {
+    this.attachments.replace(
+      channelId,
+      entry.seq,
+      entry.messageId,
+      files.filter((file): file is StoredAttachment => file.kind !== 'file'),
+    );
+    let content = entry.content;
+    for (const file of files) {
+      if (file.kind === 'file' && file.failed) continue;
+      const bare = `[attachment: ${file.name}]`;
+      content = content.includes(bare) ? content.replace(bare, placeholderOf(file)) : `${content}\n${placeholderOf(file)}`.trim();
+    }
+    return content;
   }
 
   delete(channelId: string, seqs: readonly number[]): void {

@@ -10,7 +10,7 @@ import type { CompactionAction } from '../compaction/compactor.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { ImmediateScheduler, type CompactionScheduler } from '../compaction/scheduler.js';
 import type { Summarizer } from '../compaction/summarizer.js';
-import { placeholderOf, type ResolvedAttachment } from '../attachments/resolve-attachments.js';
+import type { ResolvedAttachment } from '../attachments/resolve-attachments.js';
 import { withAttachmentNote } from '../attachments/summary-note.js';
 import { PersonaStore } from '../persona/persona-store.js';
 import { ChannelState } from './channel-state.js';
@@ -226,19 +226,7 @@ export class ChannelRuntime {
   async attachFiles(channelId: string, messageId: string, files: readonly ResolvedAttachment[]): Promise<boolean> {
     const row = this.store.findByMessageId(channelId, messageId);
     if (!row || files.length === 0) return row !== undefined;
-    this.extras.attachments.replace(
-      channelId,
-      row.seq,
-      messageId,
-      files.filter((file): file is Extract<ResolvedAttachment, { kind: 'image' | 'text' }> => file.kind !== 'file'),
-    );
-    let content = row.content;
-    for (const file of files) {
-      if (file.kind === 'file' && file.failed) continue;
-      const bare = `[attachment: ${file.name}]`;
-      content = content.includes(bare) ? content.replace(bare, placeholderOf(file)) : `${content}\n${placeholderOf(file)}`.trim();
-    }
-    return this.editMessage(channelId, messageId, content);
+    return this.editMessage(channelId, messageId, this.extras.attach(channelId, row, files));
   }
 
   /** Who wrote a message, as history knows it (undefined when it is not, or no longer, there). */
