@@ -45,7 +45,7 @@ export function describeContext(status: ContextStatus, now: number = Date.now())
     ? 'not calibrated yet (factor 1)'
     : `× ${status.calibration.factor.toFixed(2)} from ${count(status.calibration.observations)} model count${status.calibration.observations === 1 ? '' : 's'}`;
   return [
-    `Context: ${percent(status.usage)} of ${count(status.usableWindow)} tokens (${count(status.calibratedTokens)} counted; window ${count(status.contextWindow)} less the answer's room)`,
+    `Context: ${percent(status.usage)} of ${count(status.contextWindow)} tokens less ${count(status.contextWindow - status.usableWindow)} kept for the answer (${count(status.calibratedTokens)} counted)`,
     `Estimate: ${count(status.estimatedTokens)} tokens at 4 characters per token, calibrated ${calibration}`,
     `Thresholds: background ${percent(thresholds.background)} · aggressive ${percent(thresholds.aggressive)} · emergency ${percent(thresholds.emergency)}`,
     `Live messages: ${count(status.liveMessages)} · summaries: ${count(status.summaries)} · archived: ${count(status.archivedMessages)}`,

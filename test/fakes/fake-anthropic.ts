@@ -349,6 +349,7 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
       requests.length = 0;
       maxInFlight = inFlight;
       defaultReply = initialDefault;
+      refused = 0;
     },
     async close() {
       for (const timer of timers) clearTimeout(timer);
