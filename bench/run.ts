@@ -10,6 +10,8 @@ const BENCHMARKS: Record<string, () => Promise<{ run: Benchmark }>> = {
   'compaction-turn-latency': () => import('./compaction-turn-latency.js'),
   'compaction-replay': () => import('./compaction-replay.js'),
   discord: () => import('./discord-latency.js'),
+  'chunk-message': () => import('./chunk-message.js'),
+  'token-calibration': () => import('./token-calibration.js'),
   'memory-vector': () => import('./memory-vector.js'),
   'memory-search': () => import('./memory-search.js'),
 };
