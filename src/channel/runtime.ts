@@ -10,7 +10,8 @@ import type { CompactionAction } from '../compaction/compactor.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { ImmediateScheduler, type CompactionScheduler } from '../compaction/scheduler.js';
 import type { Summarizer } from '../compaction/summarizer.js';
-import { CalibrationStore, observe, observeOverflow, usableWindow, usageOf } from './calibration.js';
+import { usableWindow, usageOf } from './calibration.js';
+import { CalibrationKeeper } from './calibration-keeper.js';
 import { ChannelState } from './channel-state.js';
 import { HistoryStore } from './history-store.js';
 import { buildRequest, estimateToolTokens, SUMMARY_HEADER_TOKENS } from './model-request.js';
@@ -85,13 +86,13 @@ export class ChannelRuntime {
   private toolTokens: number;
   /** Thread id → parent channel id, learnt from ingested messages; threads inherit settings. */
   private readonly parents = new Map<string, string>();
-  private readonly calibrations: CalibrationStore;
+  private readonly calibrations: CalibrationKeeper;
   private readonly unsubscribe: () => void;
   private readonly repairTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: ChannelRuntimeOptions) {
     this.store = new HistoryStore(options.db);
-    this.calibrations = new CalibrationStore(options.db);
+    this.calibrations = new CalibrationKeeper({ db: options.db, events: options.events, clock: options.clock ?? systemClock });
     this.archiver = new TranscriptArchiver({ store: this.store, memory: options.memory, events: options.events });
     this.clock = options.clock ?? systemClock;
     this.scheduler = options.scheduler ?? new ImmediateScheduler();
@@ -126,27 +127,9 @@ export class ChannelRuntime {
     }
   }
 
-  /** Sends again every transcript write that failed, in every loaded channel. */
+  /** Sends again every transcript write that failed, in every loaded channel (runs every 30 s by default). */
   repairArchives(): Promise<void> {
-    const writes: Promise<unknown>[] = [];
-    for (const state of this.states.values()) {
-      if (state.failedArchives.size === 0) continue;
-      const retried = this.archiver.retryFailed(state, state.entries.length > 0 ? this.failedEntries(state) : []);
-      if (retried !== true) writes.push(retried);
-    }
-    return Promise.all(writes).then(() => undefined);
-  }
-
-  /** The entries (live or truncated) whose transcript write failed. */
-  private failedEntries(state: ChannelState): HistoryEntry[] {
-    const failed: HistoryEntry[] = [];
-    for (const seq of state.failedArchives) {
-      const live = state.entries[state.indexOfSeq(seq)];
-      const entry = live ?? this.store.findBySeq(state.channelId, seq);
-      if (entry) failed.push(entry);
-      else state.failedArchives.delete(seq);
-    }
-    return failed;
+    return this.archiver.repair(this.states.values());
   }
 
   /** Appends a platform message (idempotent per message id), archives it, then checks usage. */
@@ -395,52 +378,26 @@ export class ChannelRuntime {
    * channel's factor learns from it (smoothed, bounded) and is saved with the channel.
    */
   recordUsage(channelId: string, estimatedTokens: number, inputTokens: number): void {
-    const state = this.channel(channelId);
-    const next = observe(state.calibration, estimatedTokens, inputTokens);
-    if (!next) return;
-    this.setCalibration(state, next, { estimated_tokens: estimatedTokens, input_tokens: inputTokens });
+    this.calibrations.record(this.channel(channelId), estimatedTokens, inputTokens);
   }
 
   /**
    * The model refused a request estimated at `estimatedTokens` as too long (`tokens` > `maximum`
    * when the server said): the factor takes the server's count, and the live context is truncated
    * as an emergency would, below the emergency threshold (and below what the server accepts).
-   * True when the context changed, so a retry can fit.
+   * True when something changed, so a retry can fit.
    */
   recoverFromOverflow(channelId: string, overflow: { estimatedTokens: number; tokens?: number; maximum?: number }): boolean {
     const state = this.channel(channelId);
     const settings = this.settings(channelId);
     const before = state.calibration.factor;
-    const next = observeOverflow(state.calibration, overflow.estimatedTokens, overflow.tokens);
-    this.setCalibration(state, next, {
-      estimated_tokens: overflow.estimatedTokens,
-      ...(overflow.tokens !== undefined ? { input_tokens: overflow.tokens } : {}),
-      reason: 'context_overflow',
-    });
+    const next = this.calibrations.overflow(state, overflow.estimatedTokens, overflow.tokens);
     // The server's maximum may be below the configured window: the answer's room comes off it too.
     const serverRoom = overflow.maximum === undefined ? Infinity : overflow.maximum - settings.maxResponseTokens;
     const room = Math.min(usableWindow(settings), Math.max(1, serverRoom));
     const ceiling = (settings.compaction.emergencyThreshold * room) / next.factor;
     const truncated = this.coordinator.truncateNow(state, { ceilingTokens: ceiling, reason: 'context_overflow' });
     return truncated || next.factor > before;
-  }
-
-  private setCalibration(state: ChannelState, next: { factor: number; observations: number }, fields: Record<string, unknown>): void {
-    const previous = state.calibration.factor;
-    state.calibration = next;
-    try {
-      this.calibrations.save(state.channelId, next, this.clock.now());
-    } catch {
-      // Only the saving is lost: the factor is relearnt from the next responses after a restart.
-    }
-    this.options.events.emit({
-      type: 'calibration_updated',
-      channel_id: state.channelId,
-      factor_before: previous,
-      factor: next.factor,
-      observations: next.observations,
-      ...fields,
-    });
   }
 
   /** The most a single message may cost in this channel's requests (see `oversized-message.ts`). */
