@@ -121,9 +121,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
   let reply = result.stopReason === 'max_steps' || result.text.trim() === '' ? NO_ANSWER_REPLY : result.text.trim();
   // The message this turn answers went to the model cut short: the asker is told, whatever the model wrote.
   const asked = live.findLast((entry) => entry.turnId === turnId && entry.role === 'user' && entry.kind === 'message');
-  if (asked && isCapped(asked)) reply = `${truncatedNotice(shownLength(asked), asked.content.length)}
-
-${reply}`;
+  if (asked && isCapped(asked)) reply = `${truncatedNotice(shownLength(asked), asked.content.length)}\n\n${reply}`;
   const workEntries = entriesOf(result.newMessages, self);
   const replyMessageId = (await options.deliver?.(reply)) ?? `magpie-reply-${randomUUID()}`;
   await runtime.appendToTurn(
