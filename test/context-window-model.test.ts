@@ -185,3 +185,47 @@ test('the apology comes only when the retry fails too', async () => {
     assert.equal(fake.refusedTooLong, 2, 'one retry, no more');
   });
 });
+
+test('the fake refuses an over-long prompt with the Anthropic error shape, and the SDK error says context overflow', async () => {
+  const fake = await startFakeAnthropic({ countTokens: characterTokenCounter(), maxInputTokens: 10 });
+  try {
+    fake.enqueue({ text: 'kept for later' });
+    const response = await fetch(`${fake.baseUrl}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: '这是一条很长很长的中文消息，超过了十个词元的限制。' }] }),
+    });
+    assert.equal(response.status, 400);
+    const body = (await response.json()) as { type: string; error: { type: string; message: string } };
+    assert.equal(body.type, 'error');
+    assert.equal(body.error.type, 'invalid_request_error');
+    assert.match(body.error.message, /^prompt is too long: \d+ tokens > 10 maximum$/);
+    assert.equal(fake.pending, 1, 'the queued reply was not consumed');
+    assert.equal(fake.refusedTooLong, 1);
+    assert.ok(fake.requests[0]!.inputTokens! > 10);
+  } finally {
+    await fake.close();
+  }
+});
+
+test('agent turns pass the same tool definitions every turn (counted once per configuration)', async () => {
+  await withModel({ countTokens: characterTokenCounter() }, { contextWindow: 50_000 }, async ({ app, fake }) => {
+    fake.setDefault({ text: 'ok' });
+    const seen: unknown[] = [];
+    const runtime = app.runtime;
+    const spy = Object.create(runtime) as typeof runtime;
+    spy.buildModelRequest = (channelId, options) => {
+      seen.push(options.tools);
+      return runtime.buildModelRequest(channelId, options);
+    };
+    for (let index = 0; index < 3; index += 1) {
+      await runtime.ingest(message('defs', index, `hello ${index}`));
+      await runAgentTurn({ runtime: spy, channelId: 'defs', model: app.model!, tools: app.tools, settings: app.config.settingsFor('defs'), context: { channelId: 'defs' } });
+    }
+    assert.equal(seen.length, 3);
+    assert.ok(seen.every((tools) => tools === seen[0]), 'one definitions array for every turn');
+    assert.equal(seen[0], definitionsOf(app.tools));
+    // The usage reported by the fake is its own count: the calibration saw it.
+    assert.ok(app.runtime.status('defs').calibration.observations >= 1);
+  });
+});

@@ -20,7 +20,7 @@ const MIN_CAP_TOKENS = 64;
 export function oversizeNote(shown: number, total: number): string {
   return (
     `\n[This message is ${total.toLocaleString('en-US')} characters long, too long to read whole: only the first ` +
-    `${shown.toLocaleString('en-US')} are shown here. Say so in your answer. The full text is archived and memory_search finds it.]`
+    `${shown.toLocaleString('en-US')} are shown here. The full text is archived and memory_search finds any part of it.]`
   );
 }
 /** The note is sized for the largest numbers it can hold. */
