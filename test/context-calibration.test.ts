@@ -133,3 +133,30 @@ test('tool definitions are built once per tool list, so they are counted once pe
   assert.equal(definitionsOf(tools), definitionsOf(tools));
   assert.notEqual(definitionsOf(tools), definitionsOf([...tools]));
 });
+
+test('an oversized message is carried cut to its cap, with a note, never between surrogate halves', async () => {
+  const { cappedEntryTokens, isCapped, messageCap, requestContent, shownLength } = await import('../src/channel/oversized-message.js');
+  const { estimateTokens } = await import('../src/channel/token-estimate.js');
+  const settings = testConfig({ contextWindow: 4000 }).defaults;
+  const cap = messageCap(settings, 1);
+  assert.equal(cap, Math.floor((0.95 * (4000 - 16)) / 2));
+  assert.ok(messageCap(settings, 4) < cap, 'a higher factor leaves a message fewer estimated tokens');
+  const content = `a${'😀'.repeat(20_000)}`;
+  const entry = { kind: 'message' as const, authorName: 'ana', content, tokens: 0 };
+  entry.tokens = cappedEntryTokens(entry, cap);
+  assert.equal(entry.tokens, cap);
+  assert.ok(isCapped(entry));
+  const sent = requestContent(entry);
+  assert.match(sent, /too long to read whole/);
+  assert.ok(estimateTokens(sent) + estimateTokens('ana') + 4 <= cap, 'what is sent fits the cap');
+  const shown = shownLength(entry);
+  const last = content.charCodeAt(shown - 1);
+  assert.ok(!(last >= 0xd800 && last <= 0xdbff), 'whole astral characters only');
+  assert.equal(sent.slice(0, shown), content.slice(0, shown));
+  // A message within the cap, and tool traffic, are never cut.
+  const small = { kind: 'message' as const, authorName: 'ana', content: 'hello', tokens: 0 };
+  small.tokens = cappedEntryTokens(small, cap);
+  assert.equal(isCapped(small), false);
+  assert.equal(requestContent(small), 'hello');
+  assert.equal(cappedEntryTokens({ kind: 'tool_result', authorName: 'x', content: 'y'.repeat(100_000) }, cap) > cap, true);
+});
