@@ -97,7 +97,12 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
       ...(options.signal ? { signal: options.signal } : {}),
       ...(estimate
         ? {
-            budget: { startTokens: estimate.estimatedTokens, maxTokens: estimate.usableWindow / estimate.factor, estimate: estimateMessageTokens },
+            // The Compactor's own line: an estimate is an estimate, the window's edge is not where to aim.
+            budget: {
+              startTokens: estimate.estimatedTokens,
+              maxTokens: (settings.compaction.emergencyThreshold * estimate.usableWindow) / estimate.factor,
+              estimate: estimateMessageTokens,
+            },
             onRequest: ({ estimatedTokens }) => {
               failedEstimate = estimatedTokens;
             },
