@@ -11,6 +11,8 @@ const BENCHMARKS: Record<string, () => Promise<{ run: Benchmark }>> = {
   'compaction-replay': () => import('./compaction-replay.js'),
   discord: () => import('./discord-latency.js'),
   'chat-extras': () => import('./chat-extras.js'),
+  'chunk-message': () => import('./chunk-message.js'),
+  'token-calibration': () => import('./token-calibration.js'),
   'memory-vector': () => import('./memory-vector.js'),
   'memory-search': () => import('./memory-search.js'),
 };

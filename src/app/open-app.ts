@@ -7,7 +7,7 @@ import type { MagpieConfig } from '../config/types.js';
 import { ChannelRuntime } from '../channel/index.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { createLlmSummarizer } from '../compaction/llm-summarizer.js';
-import { createAnthropicModel, limitConcurrency, type ChatModel } from '../llm/index.js';
+import { createAnthropicModel, definitionsOf, limitConcurrency, type ChatModel } from '../llm/index.js';
 import type { ToolHandler } from '../llm/tool.js';
 import { createMemoryTools, openMemoryStore } from '../memory/index.js';
 import type { MemoryStore } from '../memory/types.js';
@@ -86,7 +86,8 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     events,
     clock,
     summarizer: model ? createLlmSummarizer({ model, memoryTools }) : createExtractiveSummarizer(),
-    toolDefinitions: tools.map((tool) => tool.definition),
+    // The same array the agent turns pass: the definitions are counted once per configuration.
+    toolDefinitions: definitionsOf(tools),
   });
   const responder = new ChannelResponder({ runtime, model, tools, config, events, clock });
   let closed = false;

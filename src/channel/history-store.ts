@@ -102,6 +102,7 @@ export class HistoryStore {
          VALUES (@channelId, @seq, @messageId, @kind, @role, @authorId, @authorName, @content, @createdAt, @tokens, @turnId, @archived, @guildId, @dmUserId)`,
       ),
       byMessageId: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? AND message_id = ?'),
+      bySeq: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? AND seq = ?'),
       liveEntries: db.prepare(
         `SELECT * FROM history_entries
           WHERE channel_id = @channelId
@@ -180,6 +181,11 @@ export class HistoryStore {
 
   findByMessageId(channelId: string, messageId: string): HistoryEntry | undefined {
     const row = this.statements.byMessageId.get(channelId, messageId) as EntryRow | undefined;
+    return row ? toEntry(row) : undefined;
+  }
+
+  findBySeq(channelId: string, seq: number): HistoryEntry | undefined {
+    const row = this.statements.bySeq.get(channelId, seq) as EntryRow | undefined;
     return row ? toEntry(row) : undefined;
   }
 

@@ -66,7 +66,7 @@ export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<
       .prepare(`INSERT INTO memory_meta (key, value) VALUES ('embedder', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`)
       .run(identity);
   }
-  return new SqliteMemoryStore({
+  const store = new SqliteMemoryStore({
     db: options.db,
     embedder,
     indexes,
@@ -74,6 +74,9 @@ export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<
     tuning: { ...DEFAULT_SEARCH_TUNING, vectorWeight: defaultVectorWeight(embedder), ...options.tuning },
     ...(options.clock ? { clock: options.clock } : {}),
   });
+  // Text stored while the embedder was down (before a restart) gets its vectors in the background.
+  if (store.missingVectors() > 0) store.scheduleBackfill();
+  return store;
 }
 
 /**

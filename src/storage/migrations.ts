@@ -1,4 +1,5 @@
 import { ATTACHMENT_MIGRATIONS } from '../attachments/attachment-store.js';
+import { CALIBRATION_MIGRATIONS } from '../channel/calibration.js';
 import { HISTORY_MIGRATIONS } from '../channel/schema.js';
 import { REPLY_MIGRATIONS } from '../channel/reply-context.js';
 import { MEMORY_MIGRATIONS } from '../memory/schema.js';
@@ -8,6 +9,7 @@ import type { Migration } from './database.js';
 /** Every schema step of the one database, in the order they apply. */
 export const ALL_MIGRATIONS: readonly Migration[] = [
   ...HISTORY_MIGRATIONS,
+  ...CALIBRATION_MIGRATIONS,
   ...MEMORY_MIGRATIONS,
   ...ATTACHMENT_MIGRATIONS,
   ...REPLY_MIGRATIONS,
