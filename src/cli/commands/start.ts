@@ -70,7 +70,7 @@ export const startCommand: CliCommand = {
     });
     const events = new EventStream();
     attachEventLogger(events, logger);
-    const app = await openApp({ config, env: io.env, cwd: io.cwd, events });
+    const app = await openApp({ config, env: io.env, cwd: io.cwd, events, command: 'magpie start' });
     if (app.modelProblem && config.llm.model.trim() !== '') {
       // A model was asked for but cannot be used: refuse now rather than at the first message.
       await app.close();
