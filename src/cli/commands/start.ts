@@ -4,6 +4,7 @@ import { EventStream } from '../../common/events.js';
 import { loadConfig, watchConfigFile, type ConfigWatcher } from '../../config/index.js';
 import { createDiscordClient, destroyClient, DiscordAdapter } from '../../discord/index.js';
 import { attachEventLogger, createLogger, followConfigLevel } from '../../logging/index.js';
+import { CatchUpPoints } from '../../channel/catch-up-points.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { parseFlags } from '../parse-flags.js';
 
@@ -93,6 +94,9 @@ export const startCommand: CliCommand = {
       memory: app.memory,
       config: app.config,
       events,
+      storage: app.storage,
+      dataDir: app.dataDir,
+      catchUp: new CatchUpPoints(app.db),
     });
 
     const signalled = new Promise<string>((resolve) => {
