@@ -54,7 +54,7 @@ describe('replay input checks', { timeout: 120_000 }, () => {
     const dataDir = path.join(root, 'strict');
     const run = await runMagpie(['replay', file(invalid), '--data-dir', dataDir, '--json'], { cwd: projectRoot(), env });
     assert.equal(run.code, 1);
-    assert.match(run.stderr, /transcript line 2: is not valid UTF-8 \(byte 52 of the line\)/);
+    assert.match(run.stderr, /transcript line 2: is not valid UTF-8 \(byte 56 of the line\)/);
     assert.match(run.stderr, /--accept-invalid-utf8/);
     assert.deepEqual(stored(dataDir).map((row) => row.message_id), ['m1']);
   });
