@@ -163,3 +163,27 @@ describe('damaged index files', { timeout: 300_000 }, () => {
     assert.ok(readdirSync(notDirectory).some((name) => name.startsWith('index.moved-')), 'the file was moved aside');
   });
 });
+
+describe('the structure walk (a second line of defence that needs no sidecar)', () => {
+  test('names what is wrong with a garbled graph, garbled vectors, a short file or another dimension', () => {
+    const [file] = indexFiles(pristine);
+    const sound = readFileSync(file!);
+    assert.equal(validateHnswBytes(sound, 256), undefined);
+    assert.match(validateHnswBytes(sound, 128) ?? '', /layout does not match the dimension/);
+    assert.match(validateHnswBytes(sound.subarray(0, sound.length - 10), 256) ?? '', /truncated|trailing/);
+    assert.match(validateHnswBytes(sound.subarray(0, 50), 256) ?? '', /shorter than its header/);
+
+    const copy = path.join(root, 'walk.hnsw');
+    for (const [part, expected] of [
+      ['graph', /point 0: (too many neighbours|neighbour out of range)/],
+      ['vectors', /point 0: vector is not normalized/],
+    ] as const) {
+      writeFileSync(copy, sound);
+      garble(copy, part);
+      assert.match(validateHnswBytes(readFileSync(copy), 256) ?? '', expected);
+    }
+    const badLevel = Buffer.from(sound);
+    badLevel.writeInt32LE(70, 48);
+    assert.match(validateHnswBytes(badLevel, 256) ?? '', /bad entry point/);
+  });
+});
