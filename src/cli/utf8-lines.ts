@@ -15,7 +15,6 @@ export interface Utf8LinesOptions {
 export async function* utf8Lines(input: AsyncIterable<Buffer | string>, options: Utf8LinesOptions = {}): AsyncGenerator<string> {
   const strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
   const lenient = new TextDecoder('utf-8', { ignoreBOM: true });
-  let pending: Buffer = Buffer.alloc(0);
   let lineNumber = 0;
   const decode = (bytes: Buffer): string => {
     lineNumber += 1;
@@ -33,18 +32,22 @@ export async function* utf8Lines(input: AsyncIterable<Buffer | string>, options:
       return lenient.decode(line);
     }
   };
+  // Pieces of the line still open; joined once its end arrives, so a long line costs O(length).
+  let open: Buffer[] = [];
   for await (const chunk of input) {
     const bytes = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
-    let buffer = pending.length > 0 ? Buffer.concat([pending, bytes]) : bytes;
-    let newline = buffer.indexOf(0x0a);
+    let start = 0;
+    let newline = bytes.indexOf(0x0a);
     while (newline >= 0) {
-      yield decode(buffer.subarray(0, newline));
-      buffer = buffer.subarray(newline + 1);
-      newline = buffer.indexOf(0x0a);
+      const piece = bytes.subarray(start, newline);
+      yield decode(open.length > 0 ? Buffer.concat([...open, piece]) : piece);
+      open = [];
+      start = newline + 1;
+      newline = bytes.indexOf(0x0a, start);
     }
-    pending = Buffer.from(buffer);
+    if (start < bytes.length) open.push(bytes.subarray(start));
   }
-  if (pending.length > 0) yield decode(pending);
+  if (open.length > 0) yield decode(Buffer.concat(open));
 }
 
 /** Position (0-based) of the first byte that starts an invalid UTF-8 sequence. */
