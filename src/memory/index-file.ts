@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 
 /**
  * What an index file was built from, written next to it (`<file>.meta.json`). A file is loaded
@@ -86,6 +86,48 @@ export function checkIndexFile(file: string, expected: IndexExpectation): IndexF
   if (structure) return { ok: false, reason: `index file malformed: ${structure}` };
   if (hnswPointCount(bytes) !== expected.pointCount) return { ok: false, reason: 'index file point count differs' };
   return { ok: true };
+}
+
+/**
+ * Makes sure the index directory is a directory: anything else there is moved aside (a writer)
+ * or makes the directory unusable for this run (a reader, which never writes).
+ */
+export function prepareIndexDirectory(directory: string, options: { readOnly: boolean }): { usable: boolean; problem?: string; movedTo?: string } {
+  let stats;
+  try {
+    stats = lstatSync(directory);
+  } catch {
+    stats = undefined;
+  }
+  if (stats && !stats.isDirectory()) {
+    const movedTo = options.readOnly ? undefined : moveAside(directory);
+    if (!movedTo) return { usable: false, problem: 'not a directory' };
+    mkdirSync(directory, { recursive: true });
+    return { usable: true, problem: 'not a directory', movedTo };
+  }
+  if (!options.readOnly) mkdirSync(directory, { recursive: true });
+  return { usable: true };
+}
+
+/**
+ * Writes an index file and its sidecar under temporary names, then renames both into place
+ * (the index first: a crash between leaves a checksum mismatch, which is detected). Throws when
+ * anything fails (a full disk), leaving no temporary file behind.
+ */
+export function saveIndexFile(file: string, write: (path: string) => void, info: Omit<IndexSidecar, 'format' | 'bytes' | 'sha256' | 'saved_at'>): void {
+  const temporary = `${file}.tmp`;
+  const sidecarTemporary = `${sidecarPath(file)}.tmp`;
+  try {
+    write(temporary);
+    writeSidecar(file, temporary, info);
+    if (existsSync(file) && !lstatSync(file).isFile()) moveAside(file);
+    renameSync(temporary, file);
+    renameSync(sidecarTemporary, sidecarPath(file));
+  } catch (error) {
+    rmSync(temporary, { force: true });
+    rmSync(sidecarTemporary, { force: true });
+    throw error;
+  }
 }
 
 /** Records what a freshly written index file holds; written to a temporary name first. */

@@ -1,9 +1,9 @@
-import { existsSync, lstatSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { EventStream } from '../common/events.js';
 import type { SqliteDatabase } from '../storage/database.js';
 import { blobToVector, dot } from './embedder.js';
-import { checkIndexFile, moveAside, removeIndexFile, writeSidecar } from './index-file.js';
+import { checkIndexFile, moveAside, prepareIndexDirectory, removeIndexFile, saveIndexFile } from './index-file.js';
 import { StatementCache } from './statement-cache.js';
 import { fnv1a } from './text.js';
 import { HnswVectorIndex, type HnswParams, type VectorHit } from './vector-index.js';
@@ -93,29 +93,12 @@ export class VectorIndexManager {
 
   /** A file (or anything but a directory) where the index directory belongs is moved aside. */
   private prepareDirectory(): void {
-    const directory = this.options.directory;
-    let stats;
-    try {
-      stats = lstatSync(directory);
-    } catch {
-      stats = undefined;
+    const prepared = prepareIndexDirectory(this.options.directory, { readOnly: this.readOnly });
+    this.directoryUsable = prepared.usable;
+    if (prepared.problem) {
+      this.options.events?.emit({ type: 'memory_index_path_moved', path: this.options.directory, moved_to: prepared.movedTo ?? null, reason: prepared.problem });
     }
-    if (stats && !stats.isDirectory()) {
-      const movedTo = this.readOnly ? undefined : moveAside(directory);
-      this.options.events?.emit({
-        type: 'memory_index_path_moved',
-        path: directory,
-        moved_to: movedTo ?? null,
-        reason: 'not a directory',
-      });
-      if (!movedTo) {
-        this.directoryUsable = false;
-        return;
-      }
-    }
-    if (!this.readOnly) mkdirSync(directory, { recursive: true });
   }
-
 
   /**
    * The nearest vectors of one index key: HNSW over what is indexed plus an exact scan of the
@@ -383,22 +366,15 @@ export class VectorIndexManager {
   private save(entry: LoadedIndex): void {
     if (!entry.dirty || this.readOnly || !this.directoryUsable) return;
     const file = this.fileFor(entry.key);
-    const temporary = `${file}.tmp`;
     try {
-      entry.index.save(temporary);
-      const sidecar = writeSidecar(file, temporary, {
+      saveIndexFile(file, (path) => entry.index.save(path), {
         index_key: entry.key,
         identity: this.identity,
         dimension: this.options.dimension,
         point_count: entry.index.pointCount,
         high_water: entry.highWater,
       });
-      if (existsSync(file) && !lstatSync(file).isFile()) moveAside(file);
-      renameSync(temporary, file);
-      renameSync(sidecar, `${file}.meta.json`);
     } catch (error) {
-      rmSync(temporary, { force: true });
-      rmSync(`${file}.meta.json.tmp`, { force: true });
       this.reportSaveFailure(entry, error);
       return;
     }
