@@ -3,7 +3,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -150,6 +150,27 @@ describe('one writer per data dir', { timeout: 180_000 }, () => {
       assert.doesNotMatch(write.stderr, /unexpected error|\n\s+at /);
     } finally {
       spawnSync('umount', [mountPoint]);
+    }
+  });
+
+  test('garbage or a directory at writer.lock is moved aside; a damaged magpie.sqlite is named as such', async () => {
+    const transcript = transcriptFile([{ id: 'g1', channel: 'c1', content: 'hello' }]);
+    for (const plant of [(file: string) => writeFileSync(file, 'x'.repeat(200)), (file: string) => mkdirSync(file)]) {
+      const dataDir = freshDir();
+      mkdirSync(dataDir);
+      plant(path.join(dataDir, 'writer.lock'));
+      const run = await runMagpie(['replay', transcript, '--data-dir', dataDir, '--json'], { cwd: root, env });
+      assert.equal(run.code, 0, run.stderr);
+      assert.ok(readdirSync(dataDir).some((name) => name.startsWith('writer.lock.moved-')));
+    }
+    const damaged = freshDir();
+    mkdirSync(damaged);
+    writeFileSync(path.join(damaged, 'magpie.sqlite'), Buffer.alloc(20_000, 7));
+    for (const args of [['replay', transcript], ['memory', 'search', 'hello', '--channel', 'c1']]) {
+      const run = await runMagpie([...args, '--data-dir', damaged], { cwd: root, env });
+      assert.equal(run.code, 1);
+      assert.match(run.stderr, /holds a damaged database \(SQLITE_NOTADB/);
+      assert.match(run.stderr, /hint: stop Magpie, keep a copy of the data dir/);
     }
   });
 

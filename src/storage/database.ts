@@ -2,6 +2,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { MagpieError } from '../common/errors.js';
+import { storageError } from './storage-error.js';
 
 export type SqliteDatabase = Database.Database;
 
@@ -100,6 +101,9 @@ function openReadOnly(dataDir: string, migrations: readonly Migration[]): Sqlite
 
 /** A data dir that is a file, not writable, or on a read-only disk: say which and what to do. */
 function unusableDataDir(dataDir: string, cause: unknown, mode: 'read' | 'write' = 'write'): MagpieError {
+  // A damaged database (or garbage in magpie.sqlite) is not a permissions problem.
+  const damaged = storageError(dataDir, cause);
+  if (damaged?.code === 'storage_corrupt') return damaged;
   const reason = cause instanceof Error ? cause.message : String(cause);
   return new MagpieError('data_dir_unusable', `cannot open the data directory ${dataDir}: ${reason}`, {
     cause,

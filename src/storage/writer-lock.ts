@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -32,15 +32,21 @@ export class WriterLock {
 
   /** Takes the lock at once or throws a `data_dir_locked` error naming the holder. */
   static acquire(dataDir: string, options: { command: string }): WriterLock {
-    const handle = new Database(join(dataDir, WRITER_LOCK_FILE), { timeout: 0 });
+    let handle: Database.Database;
     try {
-      handle.exec('BEGIN EXCLUSIVE');
+      handle = lockHandle(dataDir);
     } catch (error) {
-      handle.close();
-      if ((error as { code?: string }).code?.startsWith('SQLITE_BUSY') || (error as { code?: string }).code?.startsWith('SQLITE_LOCKED')) {
-        throw lockedError(dataDir, readOwner(dataDir));
+      const code = (error as { code?: string }).code ?? '';
+      if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) throw lockedError(dataDir, readOwner(dataDir));
+      // Something else sits at writer.lock (garbage, a directory): it holds no lock, so it is
+      // moved aside and the lock taken on a fresh file.
+      const path = join(dataDir, WRITER_LOCK_FILE);
+      try {
+        renameSync(path, `${path}.moved-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+      } catch {
+        throw error;
       }
-      throw error;
+      handle = lockHandle(dataDir);
     }
     const owner: WriterOwner = { pid: process.pid, host: os.hostname(), command: options.command, started_at: new Date().toISOString() };
     try {
@@ -62,6 +68,18 @@ export class WriterLock {
     } finally {
       this.handle.close();
     }
+  }
+}
+
+/** An exclusive transaction on the lock file, or the error that refused it. */
+function lockHandle(dataDir: string): Database.Database {
+  const handle = new Database(join(dataDir, WRITER_LOCK_FILE), { timeout: 0 });
+  try {
+    handle.exec('BEGIN EXCLUSIVE');
+    return handle;
+  } catch (error) {
+    handle.close();
+    throw error;
   }
 }
 
