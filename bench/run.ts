@@ -15,6 +15,7 @@ const BENCHMARKS: Record<string, () => Promise<{ run: Benchmark }>> = {
   'token-calibration': () => import('./token-calibration.js'),
   'memory-vector': () => import('./memory-vector.js'),
   'memory-search': () => import('./memory-search.js'),
+  'index-validation': () => import('./index-validation.js'),
 };
 
 async function main(): Promise<void> {

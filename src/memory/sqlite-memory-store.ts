@@ -414,6 +414,14 @@ export class SqliteMemoryStore implements MemoryStore {
     return rows.map((row) => row.channel_id);
   }
 
+  /**
+   * Loads the vector index of each channel now, so that closing the store leaves complete index
+   * files behind (a replay does this, so readers beside it need not rebuild them).
+   */
+  warmIndexes(channelIds: readonly string[]): void {
+    for (const channelId of channelIds) this.indexes.warm(channelKey(channelId));
+  }
+
   /** Resolves when every index has caught up with SQLite (tests and benchmarks wait on it). */
   async whenIndexed(): Promise<void> {
     await this.indexes.whenIdle();
