@@ -183,7 +183,8 @@ describe('createAnthropicModel against the fake Messages API', () => {
   });
 
   it('reports a dropped connection as retryable', async () => {
-    fake.enqueue({ hangUp: true });
+    // The default, not a queued reply: a late request of the aborted test before cannot take it.
+    fake.setDefault({ hangUp: true });
     const model = createAnthropicModel(settingsFor(fake), { env: ENV });
     const error = await rejection(model.createMessage(HELLO));
     assert.ok(error instanceof ModelError);
