@@ -2,6 +2,7 @@ import type {
   ChatModel,
   ContentBlock,
   ModelMessage,
+  ModelPurpose,
   ModelResponse,
   ModelUsage,
   TextBlock,
@@ -30,6 +31,8 @@ export interface ToolLoopOptions {
    * forcing a tool on every call would never let the model give its final answer.
    */
   toolChoice?: ToolChoice;
+  /** Tags every model call of the loop (metrics per purpose). */
+  purpose?: ModelPurpose;
 }
 
 export interface ToolLoopResult {
@@ -72,7 +75,7 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
         ...(definitions.length > 0 ? { tools: definitions } : {}),
         ...(toolChoice && definitions.length > 0 ? { toolChoice } : {}),
       },
-      signal ? { signal } : {},
+      { ...(signal ? { signal } : {}), ...(options.purpose ? { purpose: options.purpose } : {}) },
     );
     usage.inputTokens += response.usage.inputTokens;
     usage.outputTokens += response.usage.outputTokens;
