@@ -13,7 +13,10 @@ import { createMemoryTools, openMemoryStore } from '../memory/index.js';
 import type { MemoryStore } from '../memory/types.js';
 import { openDatabase, type SqliteDatabase } from '../storage/database.js';
 import { ALL_MIGRATIONS } from '../storage/migrations.js';
+import { createBranchTool } from '../branch/index.js';
+import { createChannelHistoryTool, createSpawnWorkerTool, WorkerManager } from '../worker/index.js';
 import { ChannelResponder } from './channel-responder.js';
+import { DailyTokenBudget } from './cost-guards.js';
 
 export interface OpenAppOptions {
   config: LiveConfig | MagpieConfig;
@@ -38,6 +41,8 @@ export interface MagpieApp {
   tools: ToolHandler[];
   runtime: ChannelRuntime;
   responder: ChannelResponder;
+  /** Background workers (`spawn_worker`, `/tasks`). */
+  workers: WorkerManager;
   /** Stops the runtime (in-flight compactions are not applied), then memory, then the database. */
   close(): Promise<void>;
 }
@@ -78,7 +83,25 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     throw error;
   }
   const memoryTools = createMemoryTools(memory);
-  const tools = [memoryTools.memorySearch, memoryTools.memorySave];
+  const tools: ToolHandler[] = [memoryTools.memorySearch, memoryTools.memorySave];
+  const budget = new DailyTokenBudget(clock);
+  const settingsFor = (channelId: string) => config.settingsFor(channelId);
+  // Branches and workers exist only with a model; they count against the same budget and
+  // share the model's concurrency cap.
+  let workers: WorkerManager | undefined;
+  if (model) {
+    tools.push(
+      createBranchTool({
+        model,
+        liveContext: (channelId) => runtime.liveContext(channelId),
+        settingsFor,
+        tools: [memoryTools.memorySearch, memoryTools.memorySave],
+        budget,
+        events,
+      }),
+      createSpawnWorkerTool({ spawn: (request) => workers!.spawn(request) }),
+    );
+  }
   const runtime = new ChannelRuntime({
     db,
     memory,
@@ -88,7 +111,21 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     summarizer: model ? createLlmSummarizer({ model, memoryTools }) : createExtractiveSummarizer(),
     toolDefinitions: tools.map((tool) => tool.definition),
   });
-  const responder = new ChannelResponder({ runtime, model, tools, config, events, clock });
+  const responder = new ChannelResponder({ runtime, model, tools, config, events, clock, budget });
+  workers = new WorkerManager({
+    db,
+    runtime,
+    model,
+    tools: [memoryTools.memorySearch, memoryTools.memorySave, createChannelHistoryTool(db)],
+    settingsFor,
+    budget,
+    events,
+    identity: () => responder.identity,
+    clock,
+  });
+  // Workers that were running when the process stopped are reported as interrupted, once.
+  workers.recoverInterrupted();
+  const workerManager = workers;
   let closed = false;
   return {
     config,
@@ -101,10 +138,12 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     tools,
     runtime,
     responder,
+    workers: workerManager,
     async close() {
       if (closed) return;
       closed = true;
       try {
+        await workerManager.close();
         await runtime.close();
         await memory.close();
       } finally {

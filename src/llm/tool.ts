@@ -15,6 +15,11 @@ export interface ToolContext {
   /** Message ids the current work is about (the compaction range, the triggering message). */
   sourceMessageIds?: string[];
   signal?: AbortSignal;
+  /**
+   * Posts a message where the current work was asked for (on Discord, a reply to that
+   * message) and returns its platform id: how a background worker reports back later.
+   */
+  postToChannel?: (text: string) => Promise<string | undefined>;
 }
 
 /**

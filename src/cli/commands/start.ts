@@ -93,6 +93,7 @@ export const startCommand: CliCommand = {
       memory: app.memory,
       config: app.config,
       events,
+      workers: app.workers,
     });
 
     const signalled = new Promise<string>((resolve) => {
