@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { openApp, type MagpieApp } from '../src/app/index.js';
 import { EventStream, type MagpieEvent } from '../src/common/events.js';
-import type { ChannelSettings } from '../src/config/types.js';
+import type { ChannelSettings, LlmSettings } from '../src/config/types.js';
 import type { ToolContext, ToolHandler } from '../src/llm/tool.js';
 import { BRANCH_SYSTEM_PROMPT } from '../src/branch/index.js';
 import { WORKER_SYSTEM_PROMPT } from '../src/worker/index.js';
@@ -22,14 +22,17 @@ export interface AgentsHarness {
   close(): Promise<void>;
 }
 
-export async function startAgents(options: { defaults?: Partial<ChannelSettings>; dataDir?: string } = {}): Promise<AgentsHarness> {
+export async function startAgents(
+  options: { defaults?: Partial<ChannelSettings>; llm?: Partial<LlmSettings>; dataDir?: string } = {},
+): Promise<AgentsHarness> {
   const model = await startFakeAnthropic();
   const dataDir = options.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'magpie-agents-'));
   const events: MagpieEvent[] = [];
   const open = async (): Promise<MagpieApp> => {
     const stream = new EventStream();
     stream.subscribe((event) => events.push(event));
-    const config = testConfig({ baseUrl: model.baseUrl, dataDir, ...(options.defaults ? { defaults: options.defaults } : {}) });
+    const base = testConfig({ baseUrl: model.baseUrl, dataDir, ...(options.defaults ? { defaults: options.defaults } : {}) });
+    const config = { ...base, llm: { ...base.llm, ...options.llm } };
     return openApp({ config, env: {}, events: stream });
   };
   const harness: AgentsHarness = {

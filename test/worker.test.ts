@@ -282,3 +282,22 @@ test('a cancelled worker reports it stopped and leaves history valid', async () 
     await agents.close();
   }
 });
+
+test('branches and workers share the model concurrency cap with the channel', async () => {
+  const agents = await startAgents({ llm: { maxConcurrentCalls: 1 } });
+  try {
+    agents.model.setDefault({ delayMs: 50, then: { text: 'done' } });
+    const posted: string[] = [];
+    await say(agents.app, 'cap-a', 1, () => 'hello');
+    await spawn(agents, 'cap-a', 'Task one.', posted);
+    await spawn(agents, 'cap-b', 'Task two.', posted);
+    const branch = await agents.tool('branch').run({ question: 'anything?' }, contextFor('cap-a'));
+    await agents.app.workers.idle();
+    assert.deepEqual(branch, { isError: false, content: 'done' });
+    assert.equal(posted.length, 2);
+    assert.equal(agents.model.requests.length, 3);
+    assert.equal(agents.model.maxInFlight, 1, 'never more than [llm] max_concurrent_calls at once');
+  } finally {
+    await agents.close();
+  }
+});
