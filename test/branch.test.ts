@@ -11,8 +11,10 @@ import {
   say,
   startAgents,
   toolPairingProblems,
+  waitFor,
   type AgentsHarness,
 } from './branch-worker-support.js';
+import type { FakeReply } from './fakes/fake-anthropic.js';
 
 const WINDOW = 8000;
 const RESPONSE = 512;
@@ -143,9 +145,16 @@ describe('branch limits', () => {
     });
     try {
       await say(agents.app, 'limits', 2, (index) => `hello ${index}`);
-      agents.model.enqueue({ delayMs: 300, then: { text: 'first done', usage: { inputTokens: 10, outputTokens: 5 } } });
+      // The first branch's answer is held until the checks below are done.
+      let release: (() => void) | undefined;
+      agents.model.enqueue(
+        () =>
+          new Promise<FakeReply>((resolve) => {
+            release = () => resolve({ text: 'first done', usage: { inputTokens: 10, outputTokens: 5 } });
+          }),
+      );
       const first = agents.tool('branch').run({ question: 'one?' }, contextFor('limits'));
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await waitFor(() => release !== undefined, 'the first branch to call the model');
       const second = await agents.tool('branch').run({ question: 'two?' }, contextFor('limits'));
       assert.equal(second.isError, true);
       assert.match(second.content, /1 branch is already running in this channel/);
@@ -153,6 +162,7 @@ describe('branch limits', () => {
       agents.model.enqueue({ text: 'other channel', usage: { inputTokens: 10, outputTokens: 5 } });
       await say(agents.app, 'elsewhere', 1, () => 'hi');
       assert.deepEqual(await agents.tool('branch').run({ question: 'three?' }, contextFor('elsewhere')), { isError: false, content: 'other channel' });
+      release!();
       assert.deepEqual(await first, { isError: false, content: 'first done' });
 
       // Branch tokens count against the channel's daily budget.
@@ -167,12 +177,12 @@ describe('branch limits', () => {
   });
 
   test('a branch out of time answers with what it has, never an exception', async () => {
-    const agents = await startAgents({ defaults: { branch: { ...DEFAULTS.defaults.branch, timeoutMs: 400 } } });
+    const agents = await startAgents({ defaults: { branch: { ...DEFAULTS.defaults.branch, timeoutMs: 3_000 } } });
     try {
       await say(agents.app, 'slow', 1, () => 'hello');
       agents.model.enqueue(
         { toolUse: [{ name: 'memory_search', input: { query: 'hello' } }], text: 'Halfway there.' },
-        { delayMs: 10_000, then: { text: 'too late' } },
+        { delayMs: 60_000, then: { text: 'too late' } },
       );
       const outcome = await agents.tool('branch').run({ question: 'anything?' }, contextFor('slow'));
       assert.equal(outcome.isError, false);

@@ -1,6 +1,5 @@
 import type { ContentBlock, ModelMessage } from '../llm/chat-model.js';
-import { buildMessages, buildSystemPrompt } from '../channel/model-request.js';
-import { estimateSummaryTokens } from '../channel/model-request.js';
+import { buildMessages, buildSystemPrompt, estimateSummaryTokens } from '../channel/model-request.js';
 import { estimateTokens } from '../channel/token-estimate.js';
 import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
 import { BRANCH_QUESTION_PREFIX, setAsideNote } from './branch-prompt.js';
