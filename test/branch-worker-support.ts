@@ -23,7 +23,7 @@ export interface AgentsHarness {
 }
 
 export async function startAgents(
-  options: { defaults?: Partial<ChannelSettings>; llm?: Partial<LlmSettings>; dataDir?: string } = {},
+  options: { defaults?: Partial<ChannelSettings>; channels?: Record<string, Partial<ChannelSettings>>; llm?: Partial<LlmSettings>; dataDir?: string } = {},
 ): Promise<AgentsHarness> {
   const model = await startFakeAnthropic();
   const dataDir = options.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'magpie-agents-'));
@@ -31,7 +31,12 @@ export async function startAgents(
   const open = async (): Promise<MagpieApp> => {
     const stream = new EventStream();
     stream.subscribe((event) => events.push(event));
-    const base = testConfig({ baseUrl: model.baseUrl, dataDir, ...(options.defaults ? { defaults: options.defaults } : {}) });
+    const base = testConfig({
+      baseUrl: model.baseUrl,
+      dataDir,
+      ...(options.defaults ? { defaults: options.defaults } : {}),
+      ...(options.channels ? { channels: options.channels } : {}),
+    });
     const config = { ...base, llm: { ...base.llm, ...options.llm } };
     return openApp({ config, env: {}, events: stream });
   };

@@ -301,3 +301,21 @@ test('branches and workers share the model concurrency cap with the channel', as
     await agents.close();
   }
 });
+
+test('a thread without settings of its own follows its parent channel\'s worker limit', async () => {
+  const agents = await startAgents({
+    channels: { parent: { worker: { ...workerDefaults, maxConcurrent: 1 } } },
+  });
+  try {
+    agents.model.setDefault({ delayMs: 30_000, then: { text: 'never' } });
+    const inThread = { channelId: 'thread-1', parentChannelId: 'parent' };
+    assert.equal((await agents.tool('spawn_worker').run({ task: 'one' }, inThread)).isError, false);
+    const second = await agents.tool('spawn_worker').run({ task: 'two' }, inThread);
+    assert.match(second.content, /1 worker is already running/);
+    // Elsewhere the default of 2 applies.
+    assert.equal((await agents.tool('spawn_worker').run({ task: 'one' }, { channelId: 'other' })).isError, false);
+    assert.equal((await agents.tool('spawn_worker').run({ task: 'two' }, { channelId: 'other' })).isError, false);
+  } finally {
+    await agents.close();
+  }
+});

@@ -174,7 +174,11 @@ export class ChannelResponder {
           tools: this.options.tools,
           settings,
           // A worker started in this turn reports back where it was asked.
-          context: { ...request.context, postToChannel: request.context.postToChannel ?? ((text) => target.send(text)) },
+          context: {
+            ...request.context,
+            ...(request.parentId ? { parentChannelId: request.parentId } : {}),
+            postToChannel: request.context.postToChannel ?? ((text) => target.send(text)),
+          },
           ...(request.turnId === undefined ? {} : { turnId: request.turnId }),
           ...(this.self ? { self: this.self } : {}),
           deliver: (reply) => {

@@ -85,7 +85,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
   const memoryTools = createMemoryTools(memory);
   const tools: ToolHandler[] = [memoryTools.memorySearch, memoryTools.memorySave];
   const budget = new DailyTokenBudget(clock);
-  const settingsFor = (channelId: string) => config.settingsFor(channelId);
+  const settingsFor = (channelId: string, parentId?: string) => config.settingsFor(channelId, parentId);
   // Branches and workers exist only with a model; they count against the same budget and
   // share the model's concurrency cap.
   let workers: WorkerManager | undefined;

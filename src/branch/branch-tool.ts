@@ -31,7 +31,7 @@ export interface BranchToolOptions {
   model: ChatModel;
   /** The channel's live context, read at the moment of the call. */
   liveContext: (channelId: string) => { summaries: readonly SummaryEntry[]; entries: readonly HistoryEntry[] };
-  settingsFor: (channelId: string) => ChannelSettings;
+  settingsFor: (channelId: string, parentId?: string) => ChannelSettings;
   /** memory_search and memory_save: a branch has no other tool. */
   tools: ToolHandler[];
   budget: TokenAccount;
@@ -51,7 +51,7 @@ export function createBranchTool(options: BranchToolOptions): ToolHandler {
       const question = checkQuestion(input);
       if (typeof question !== 'string') return question;
       const channelId = context.channelId;
-      const settings = options.settingsFor(channelId);
+      const settings = options.settingsFor(channelId, context.parentChannelId);
       if (options.budget.exhausted(channelId, settings.dailyTokenBudget)) {
         return { isError: true, content: 'branch not started: this channel has used up its model budget for today' };
       }

@@ -12,6 +12,8 @@ export interface ToolContext {
   guildId?: string;
   /** For DMs: the user the DM belongs to. */
   dmUserId?: string;
+  /** For threads: the channel it hangs off, whose settings apply when the thread has none. */
+  parentChannelId?: string;
   /** Message ids the current work is about (the compaction range, the triggering message). */
   sourceMessageIds?: string[];
   signal?: AbortSignal;

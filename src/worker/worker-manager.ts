@@ -25,7 +25,7 @@ export interface WorkerManagerOptions {
   model: ChatModel | undefined;
   /** memory_search, memory_save and channel_history: a worker has no other tool. */
   tools: ToolHandler[];
-  settingsFor: (channelId: string) => ChannelSettings;
+  settingsFor: (channelId: string, parentId?: string) => ChannelSettings;
   budget: TokenAccount;
   events: EventStream;
   /** Who the bot is, for the report's entry in history. */
@@ -87,7 +87,7 @@ export class WorkerManager {
     if (this.closed) return { refused: 'Magpie is shutting down; no new workers start' };
     const model = this.options.model;
     if (!model) return { refused: 'no model is configured' };
-    const settings = this.options.settingsFor(channelId);
+    const settings = this.options.settingsFor(channelId, request.context.parentChannelId);
     if (this.options.budget.exhausted(channelId, settings.dailyTokenBudget)) {
       return { refused: 'this channel has used up its model budget for today' };
     }
