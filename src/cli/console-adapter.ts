@@ -11,6 +11,7 @@ import {
   type MagpieApp,
 } from '../app/index.js';
 import { errorMessage } from '../common/errors.js';
+import { storageError } from '../storage/storage-error.js';
 
 export interface ConsoleAdapterOptions {
   app: MagpieApp;
@@ -112,7 +113,10 @@ export class ConsoleAdapter {
       if (line.startsWith('/')) return await this.handleCommand(line);
       await this.handleMessage(line);
     } catch (error) {
-      this.options.notices.write(`error: ${errorMessage(error)}\n`);
+      // A message that could not be stored is not answered; say what is wrong with the data dir.
+      const problem = storageError(this.options.app.dataDir, error);
+      if (problem) this.options.app.storage.reportFailure(problem);
+      this.options.notices.write(`error: ${problem ? `${problem.render()}\n  (this message was not stored; send it again)` : errorMessage(error)}\n`);
     }
     return true;
   }
