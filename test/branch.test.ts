@@ -193,3 +193,25 @@ describe('branch limits', () => {
     }
   });
 });
+
+test('the pre-flight check counts real tokens: a channel calibrated at 2 real tokens per estimated one compacts sooner', async () => {
+  const agents = await startAgents({ defaults: { contextWindow: WINDOW, maxResponseTokens: RESPONSE } });
+  try {
+    const threshold = DEFAULTS.defaults.branch.precompactThreshold * (WINDOW - RESPONSE);
+    for (const channel of ['plain', 'dense']) await say(agents.app, channel, 28, filler);
+    // About 45% of the window by the estimate: under the threshold until calibration says otherwise.
+    assert.ok(agents.app.runtime.liveContext('dense').estimatedTokens < threshold);
+    agents.app.runtime.recordUsage('dense', 1_000, 2_000);
+    assert.equal(agents.app.runtime.requestEstimate('dense').factor, 2);
+    agents.model.setDefault({ text: 'ok' });
+
+    for (const channel of ['plain', 'dense']) await agents.tool('branch').run({ question: 'anything?' }, contextFor(channel));
+    const started = agents.events.filter((event) => event.type === 'branch_started');
+    assert.equal(started[0]!.set_aside_entries, 0, 'uncalibrated: the fork fits as it is');
+    assert.ok((started[1]!.set_aside_entries as number) > 0, 'calibrated at 2: set aside first');
+    const dense = agents.model.requests[1]!;
+    assert.ok(2 * requestTokens(dense) < threshold, `real size of the request (${2 * requestTokens(dense)}) under ${threshold}`);
+  } finally {
+    await agents.close();
+  }
+});

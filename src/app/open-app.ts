@@ -106,6 +106,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
         tools: [memoryTools.memorySearch, memoryTools.memorySave],
         budget,
         events,
+        calibration: (channelId) => runtime.requestEstimate(channelId).factor,
       }),
       createSpawnWorkerTool({ spawn: (request) => workers!.spawn(request) }),
     );
@@ -130,6 +131,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     budget,
     events,
     identity: () => responder.identity,
+    calibration: (channelId) => runtime.requestEstimate(channelId).factor,
     clock,
   });
   // Workers that were running when the process stopped are reported as interrupted, once.

@@ -36,6 +36,11 @@ export interface BranchToolOptions {
   tools: ToolHandler[];
   budget: TokenAccount;
   events: EventStream;
+  /**
+   * The channel's calibration (real tokens per estimated token, 1 until the model has answered):
+   * thresholds compare the real count, as the Compactor's do.
+   */
+  calibration?: (channelId: string) => number;
 }
 
 /**
@@ -75,7 +80,7 @@ export function createBranchTool(options: BranchToolOptions): ToolHandler {
           tools: options.tools,
           context: { ...context, signal },
           settings: settings.branch,
-          windowTokens: Math.max(1, settings.contextWindow - settings.maxResponseTokens),
+          windowTokens: calibratedWindow(settings, options.calibration?.(channelId)),
           maxTokens: settings.maxResponseTokens,
           signal,
           onStart: (info) =>
@@ -115,6 +120,15 @@ export function createBranchTool(options: BranchToolOptions): ToolHandler {
       }
     },
   };
+}
+
+/**
+ * The window in estimated tokens: `factor × estimate ≤ share × window` is the same test as
+ * `estimate ≤ share × window / factor`, so dividing once keeps the estimates uncorrected.
+ */
+export function calibratedWindow(settings: Pick<ChannelSettings, 'contextWindow' | 'maxResponseTokens'>, factor = 1): number {
+  const usable = Math.max(1, settings.contextWindow - settings.maxResponseTokens);
+  return Number.isFinite(factor) && factor > 0 ? usable / factor : usable;
 }
 
 function checkQuestion(input: unknown): string | ToolOutcome {

@@ -8,6 +8,7 @@ import type { ChatModel, ModelUsage } from '../llm/chat-model.js';
 import type { ToolContext, ToolHandler } from '../llm/tool.js';
 import type { SqliteDatabase } from '../storage/database.js';
 import type { TurnEntryInput } from '../channel/runtime.js';
+import { calibratedWindow } from '../branch/branch-tool.js';
 import { runWorker, type WorkerResult } from './run-worker.js';
 import { WorkerStore, type WorkerStatus } from './worker-store.js';
 
@@ -28,6 +29,8 @@ export interface WorkerManagerOptions {
   settingsFor: (channelId: string, parentId?: string) => ChannelSettings;
   budget: TokenAccount;
   events: EventStream;
+  /** The channel's calibration factor (see `calibratedWindow`). */
+  calibration?: (channelId: string) => number;
   /** Who the bot is, for the report's entry in history. */
   identity?: () => { id: string; name: string } | undefined;
   clock?: Clock;
@@ -201,7 +204,7 @@ export class WorkerManager {
         tools: this.options.tools,
         context,
         settings: settings.worker,
-        windowTokens: Math.max(1, settings.contextWindow - settings.maxResponseTokens),
+        windowTokens: calibratedWindow(settings, this.options.calibration?.(channelId)),
         maxTokens: settings.maxResponseTokens,
         signal,
         mayContinue: () => !budget.exhausted(channelId, settings.dailyTokenBudget),
