@@ -109,6 +109,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
       context: options.context,
       maxSteps: settings.maxAgentSteps,
       maxTokens: settings.maxResponseTokens,
+      purpose: 'channel',
       ...(options.signal ? { signal: options.signal } : {}),
       ...(options.stream ? streamHooks(options.stream) : {}),
       ...(estimate

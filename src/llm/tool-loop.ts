@@ -2,6 +2,7 @@ import type {
   ChatModel,
   ContentBlock,
   ModelMessage,
+  ModelPurpose,
   ModelResponse,
   ModelUsage,
   TextBlock,
@@ -52,6 +53,8 @@ export interface ToolLoopOptions {
   onText?: (delta: string, step: number) => void;
   /** Called before the tools a response asked for run (to show that work is going on). */
   onToolCalls?: (names: string[], step: number) => void;
+  /** Tags every model call of the loop (metrics per purpose). */
+  purpose?: ModelPurpose;
   /** Tool results count toward this as they are appended; tool use ends before a request would exceed it. */
   budget?: ToolLoopBudget;
   /** Called before every model call with the estimate of its request (0 without a budget). */
@@ -137,6 +140,7 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
       },
       {
         ...(signal ? { signal } : {}),
+        ...(options.purpose ? { purpose: options.purpose } : {}),
         ...(options.onText ? { onText: (delta: string) => options.onText!(delta, step) } : {}),
       },
     );

@@ -4,6 +4,7 @@ import { HISTORY_MIGRATIONS } from '../channel/schema.js';
 import { REPLY_MIGRATIONS } from '../channel/reply-context.js';
 import { MEMORY_MIGRATIONS } from '../memory/schema.js';
 import { PERSONA_MIGRATIONS } from '../persona/persona-store.js';
+import { WORKER_MIGRATIONS } from '../worker/worker-store.js';
 import type { Migration } from './database.js';
 
 /** Every schema step of the one database, in the order they apply. */
@@ -11,6 +12,7 @@ export const ALL_MIGRATIONS: readonly Migration[] = [
   ...HISTORY_MIGRATIONS,
   ...CALIBRATION_MIGRATIONS,
   ...MEMORY_MIGRATIONS,
+  ...WORKER_MIGRATIONS,
   ...ATTACHMENT_MIGRATIONS,
   ...REPLY_MIGRATIONS,
   ...PERSONA_MIGRATIONS,
