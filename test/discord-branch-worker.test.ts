@@ -37,7 +37,9 @@ describe('branches and workers through the fake Discord', () => {
     });
     const asked = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'what was the boiler code again?', mentionsBot: true });
     const reply = await bot.discord.waitForPost((message) => message.content.startsWith('From my notes:'), { timeoutMs: 15_000 });
-    assert.equal(reply.content, 'From my notes: Memory says the boiler code is 4471 (Alice, last spring).');
+    // Replies stream: the first post may hold only the start; the last edit holds the answer.
+    const answer = 'From my notes: Memory says the boiler code is 4471 (Alice, last spring).';
+    await waitUntil(() => bot.discord.contentOf(reply.id) === answer, 'the streamed answer complete', 15_000);
     assert.equal(reply.messageReference?.message_id, asked);
     const branchRequest = bot.model.requests.find(isBranchRequest)!;
     assert.match(JSON.stringify(branchRequest.body.messages), /what was the boiler code again\?/, 'the branch saw the forked conversation');

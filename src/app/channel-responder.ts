@@ -28,6 +28,8 @@ export interface ReplyStream {
    * caller then says sorry the usual way).
    */
   fail(note: string): Promise<boolean>;
+  /** The id of the first message once it is posted (history records the reply under it). */
+  readonly firstMessageId?: string | undefined;
 }
 
 /** Ends a streamed reply whose model call failed midway, instead of a dangling half-sentence. */
@@ -184,6 +186,7 @@ export class ChannelResponder {
       const settings = config.settingsFor(channelId, request.parentId);
       let stopTyping = target.startTyping?.() ?? (() => {});
       const stream = settings.streamReplies ? target.stream?.() : undefined;
+      let finishing: Promise<unknown> | undefined;
       const startedAt = Date.now();
       try {
         const result = await runAgentTurn({
@@ -200,9 +203,15 @@ export class ChannelResponder {
           },
           ...(request.turnId === undefined ? {} : { turnId: request.turnId }),
           ...(this.self ? { self: this.self } : {}),
-          deliver: (reply) => {
+          deliver: async (reply) => {
             stopTyping();
-            return stream ? stream.finish(reply) : target.send(reply);
+            if (!stream) return target.send(reply);
+            const finished = stream.finish(reply);
+            finishing = finished;
+            // The first part is on screen already: history records the reply now, under its id,
+            // while the last edits (at most one a second) land; a message arriving meanwhile
+            // then comes after the reply in history, as it did on screen.
+            return stream.firstMessageId ?? (await finished);
           },
           signal: this.abort.signal,
           ...(stream
@@ -222,6 +231,7 @@ export class ChannelResponder {
               }
             : {}),
         });
+        if (finishing) await finishing.catch((error: unknown) => events.emit({ type: 'reply_failed', channel_id: channelId, error: errorMessage(error) }));
         this.budget.record(channelId, result.spentTokens);
         events.emit({
           type: 'agent_turn_completed',
@@ -245,7 +255,14 @@ export class ChannelResponder {
         });
         stopTyping();
         // A reply already on screen ends with a note; nothing else is posted after it.
-        const ended = stream ? await stream.fail(STREAM_BROKEN_NOTE).catch(() => true) : false;
+        let ended = false;
+        if (finishing) {
+          // The answer was complete and is being shown; only recording it failed.
+          await finishing.catch(() => {});
+          ended = true;
+        } else if (stream) {
+          ended = await stream.fail(STREAM_BROKEN_NOTE).catch(() => true);
+        }
         if (this.abort.signal.aborted) return 'stopped';
         if (!ended) await this.safeSend(target, channelId, APOLOGY_REPLY);
         return 'failed';

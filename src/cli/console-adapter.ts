@@ -280,6 +280,10 @@ class ConsoleStream implements ReplyStream {
     private readonly id: string,
   ) {}
 
+  get firstMessageId(): string | undefined {
+    return this.printed === '' ? undefined : this.id;
+  }
+
   update(text: string): void {
     if (this.done) return;
     this.extend(text);

@@ -67,6 +67,10 @@ export class StreamedReply implements ReplyStream {
     return this.parts.map((part) => part.id);
   }
 
+  get firstMessageId(): string | undefined {
+    return this.parts[0]?.id;
+  }
+
   /** Whether any part has been posted. */
   get shown(): boolean {
     return this.parts.length > 0;
