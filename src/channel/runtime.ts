@@ -1,4 +1,5 @@
 import { systemClock, type Clock } from '../common/clock.js';
+import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 import type { LiveConfig } from '../config/live-config.js';
 import type { ChannelSettings } from '../config/types.js';
@@ -12,6 +13,7 @@ import { ImmediateScheduler, type CompactionScheduler } from '../compaction/sche
 import type { Summarizer } from '../compaction/summarizer.js';
 import { ChannelState } from './channel-state.js';
 import { HistoryStore } from './history-store.js';
+import { IngestWriter } from './ingest-writer.js';
 import { buildRequest, estimateToolTokens, SUMMARY_HEADER_TOKENS } from './model-request.js';
 import { SerialQueue } from './serial-queue.js';
 import { TranscriptArchiver } from './transcript-archiver.js';
@@ -67,6 +69,7 @@ export class ChannelRuntime {
   private readonly clock: Clock;
   private countedTools: readonly ToolDefinition[];
   private readonly archiver: TranscriptArchiver;
+  private readonly writer: IngestWriter;
   private toolTokens: number;
   /** Thread id → parent channel id, learnt from ingested messages; threads inherit settings. */
   private readonly parents = new Map<string, string>();
@@ -74,6 +77,7 @@ export class ChannelRuntime {
   constructor(private readonly options: ChannelRuntimeOptions) {
     this.store = new HistoryStore(options.db);
     this.archiver = new TranscriptArchiver({ store: this.store, memory: options.memory, events: options.events });
+    this.writer = new IngestWriter({ db: options.db, store: this.store, memory: options.memory });
     this.clock = options.clock ?? systemClock;
     this.scheduler = options.scheduler ?? new ImmediateScheduler();
     this.countedTools = options.toolDefinitions ?? [];
@@ -87,15 +91,29 @@ export class ChannelRuntime {
       scheduler: this.scheduler,
       settingsFor: (channelId) => this.settings(channelId),
       estimate: (state, settings) => this.estimate(state, settings),
-      retryFailedArchives: (state, entries) => this.archiver.retryFailed(state, entries),
+      retryFailedArchives: (state, entries) => {
+        // The snapshot a worker reads must be in SQLite before its splice can be.
+        this.writer.flush();
+        return this.archiver.retryFailed(state, entries);
+      },
     });
   }
 
-  /** Appends a platform message (idempotent per message id), archives it, then checks usage. */
+  /**
+   * Appends a platform message (idempotent per message id), then checks usage. Resolves once the
+   * message is committed to SQLite together with its searchable transcript row: rows of many
+   * channels share one group commit, so a resolved ingest survives `kill -9` at no cost per
+   * message. The entry is in the live context at once; if its write fails it is taken out again
+   * and the promise rejects.
+   */
   async ingest(message: IncomingMessage): Promise<HistoryEntry> {
     const due = this.scheduler.beforeMessage(message.channelId);
     if (due) await due;
     const state = this.channel(message.channelId);
+    const unsettled = state.unsettled.get(message.messageId);
+    if (unsettled) return unsettled;
+    const stored = this.store.findByMessageId(message.channelId, message.messageId);
+    if (stored) return stored;
     if (message.parentChannelId !== undefined) this.parents.set(message.channelId, message.parentChannelId);
     if (message.guildId !== undefined || message.dmUserId !== undefined) {
       state.location = { ...(message.guildId ? { guildId: message.guildId } : {}), ...(message.dmUserId ? { dmUserId: message.dmUserId } : {}) };
@@ -103,7 +121,7 @@ export class ChannelRuntime {
     const last = state.entries[state.entries.length - 1];
     // A reply seen in a transcript belongs to the turn of the message it answers.
     const joinsTurn = message.role === 'assistant' && last !== undefined && last.role === 'user' && last.kind === 'message';
-    const entry = this.append(state, {
+    const entry = this.reserve(state, {
       kind: 'message',
       role: message.role,
       authorId: message.authorId,
@@ -113,12 +131,24 @@ export class ChannelRuntime {
       createdAt: message.createdAt,
       turnId: joinsTurn ? last.turnId : state.nextTurnId,
     });
-    if (!entry.fresh) return entry.entry;
+    const written = this.writer.write(entry, state.location).then(
+      () => {
+        state.unsettled.delete(entry.messageId);
+        return entry;
+      },
+      (error: unknown) => {
+        state.unsettled.delete(entry.messageId);
+        this.unreserve(state, entry);
+        this.options.events.emit({ type: 'ingest_failed', channel_id: state.channelId, reason: errorMessage(error) });
+        throw error;
+      },
+    );
+    state.unsettled.set(entry.messageId, written);
     this.scheduler.afterMessage(message.channelId);
-    const archived = this.archiver.archive(state, [entry.entry]);
     this.coordinator.check(state);
-    await archived;
-    return entry.entry;
+    await written;
+    if (!this.writer.staged) await this.archiver.archive(state, [entry]);
+    return entry;
   }
 
   /** A turn id for work that starts without an incoming message. */
@@ -137,6 +167,8 @@ export class ChannelRuntime {
     const fresh: HistoryEntry[] = [];
     // All or nothing: a tool call stored without its result (a crash or a failed write midway)
     // would stay in every later request of the channel.
+    // Messages already accepted come first in SQLite as they do in the context.
+    this.writer.flush();
     const saved = { nextSeq: state.nextSeq, nextTurnId: state.nextTurnId, archivedCount: state.archivedCount, live: state.entries.length };
     try {
       this.options.db.transaction(() => {
@@ -153,7 +185,7 @@ export class ChannelRuntime {
       state.archivedCount = saved.archivedCount;
       throw error;
     }
-    if (fresh.length > 0) void this.archiver.archive(state, fresh);
+    if (fresh.length > 0 && !this.writer.staged) void this.archiver.archive(state, fresh);
     this.coordinator.check(state);
     return appended;
   }
@@ -203,6 +235,7 @@ export class ChannelRuntime {
   /** A message edited on the platform: its text changes in history, context and archive. */
   async editMessage(channelId: string, messageId: string, content: string): Promise<boolean> {
     const state = this.channel(channelId);
+    this.writer.flush();
     const row = this.store.findByMessageId(channelId, messageId);
     if (!row) return false;
     const edited: HistoryEntry = { ...row, content, tokens: estimateEntryTokens({ ...row, content }) };
@@ -225,6 +258,7 @@ export class ChannelRuntime {
   /** Messages deleted on the platform leave history, live context and archive. Returns how many. */
   async deleteMessages(channelId: string, messageIds: string[]): Promise<number> {
     const state = this.channel(channelId);
+    this.writer.flush();
     const seqs: number[] = [];
     for (const messageId of messageIds) {
       const row = this.store.findByMessageId(channelId, messageId);
@@ -283,6 +317,11 @@ export class ChannelRuntime {
     return this.coordinator.compactNow(this.channel(channelId));
   }
 
+  /** Group commits so far: how many, how many writes they carried, the largest (benchmarks). */
+  ingestStats(): { commits: number; writes: number; largestGroup: number } {
+    return { ...this.writer.stats };
+  }
+
   /** Lands every finished-but-held worker result (end of a replay). */
   async flushCompactions(): Promise<void> {
     await this.coordinator.drain();
@@ -293,6 +332,8 @@ export class ChannelRuntime {
    * archive writes finish. The database and memory store belong to the caller.
    */
   async close(): Promise<void> {
+    this.writer.flush();
+    for (const state of this.states.values()) await Promise.allSettled([...state.unsettled.values()]);
     await this.coordinator.close(this.states.values());
     for (const state of this.states.values()) await this.archiver.settled(state);
     this.archiver.flushFlags();
@@ -327,8 +368,17 @@ export class ChannelRuntime {
     state: ChannelState,
     input: TurnEntryInput & { createdAt: number; turnId: number },
   ): { entry: HistoryEntry; fresh: boolean } {
+    const entry = this.newEntry(state, input);
+    if (!this.writer.insertNow(entry, state.location)) {
+      return { entry: this.store.findByMessageId(state.channelId, entry.messageId)!, fresh: false };
+    }
+    this.take(state, entry);
+    return { entry, fresh: true };
+  }
+
+  private newEntry(state: ChannelState, input: TurnEntryInput & { createdAt: number; turnId: number }): HistoryEntry {
     const seq = state.nextSeq;
-    const entry: HistoryEntry = {
+    return {
       seq,
       channelId: state.channelId,
       messageId: input.messageId ?? `${state.channelId}:${seq}`,
@@ -341,13 +391,30 @@ export class ChannelRuntime {
       tokens: estimateEntryTokens(input),
       turnId: input.turnId,
     };
-    if (!this.store.insert(entry, state.location)) {
-      return { entry: this.store.findByMessageId(state.channelId, entry.messageId)!, fresh: false };
+  }
+
+  /** An incoming message enters the live context now; its row follows in the next group commit. */
+  private reserve(state: ChannelState, input: TurnEntryInput & { createdAt: number; turnId: number }): HistoryEntry {
+    const entry = this.newEntry(state, input);
+    this.take(state, entry);
+    return entry;
+  }
+
+  /** A message whose write failed leaves the context again (and any marker that took it). */
+  private unreserve(state: ChannelState, entry: HistoryEntry): void {
+    const index = state.indexOfSeq(entry.seq);
+    if (index >= 0) state.removeEntryAt(index);
+    for (const dropped of state.markerEntries.values()) {
+      const at = dropped.findIndex((candidate) => candidate.seq === entry.seq);
+      if (at >= 0) dropped.splice(at, 1);
     }
-    state.nextSeq = seq + 1;
-    if (input.turnId >= state.nextTurnId) state.nextTurnId = input.turnId + 1;
+    state.archivedCount -= 1;
+  }
+
+  private take(state: ChannelState, entry: HistoryEntry): void {
+    state.nextSeq = entry.seq + 1;
+    if (entry.turnId >= state.nextTurnId) state.nextTurnId = entry.turnId + 1;
     state.archivedCount += 1;
     state.appendEntry(entry);
-    return { entry, fresh: true };
   }
 }

@@ -73,6 +73,7 @@ export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<
     scope: options.settings.scope,
     tuning: { ...DEFAULT_SEARCH_TUNING, vectorWeight: defaultVectorWeight(embedder), ...options.tuning },
     ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.events ? { events: options.events } : {}),
   });
 }
 
