@@ -58,6 +58,15 @@ export class IngestWriter {
     return true;
   }
 
+  /**
+   * Writes a message's history row in a transaction of its own, now (after whatever is queued).
+   * For a memory store in another database, whose archive step must start right away.
+   */
+  writeNow(entry: HistoryEntry, location: ChannelLocation): void {
+    this.group.flush();
+    this.options.db.transaction(() => this.insert(entry, location))();
+  }
+
   /** Commits whatever is queued, synchronously: call before a write that must come after it. */
   flush(): void {
     this.group.flush();

@@ -131,6 +131,7 @@ export class ChannelRuntime {
       createdAt: message.createdAt,
       turnId: joinsTurn ? last.turnId : state.nextTurnId,
     });
+    if (!this.writer.staged) return this.ingestUnstaged(state, entry);
     const written = this.writer.write(entry, state.location).then(
       () => {
         state.unsettled.delete(entry.messageId);
@@ -147,7 +148,26 @@ export class ChannelRuntime {
     this.scheduler.afterMessage(message.channelId);
     this.coordinator.check(state);
     await written;
-    if (!this.writer.staged) await this.archiver.archive(state, [entry]);
+    return entry;
+  }
+
+  /**
+   * With a memory store in another database: the history row is written at once, on its own,
+   * and the transcript follows through the archiver (writes in flight are tracked, so an edit or
+   * a delete waits for them).
+   */
+  private async ingestUnstaged(state: ChannelState, entry: HistoryEntry): Promise<HistoryEntry> {
+    try {
+      this.writer.writeNow(entry, state.location);
+    } catch (error) {
+      this.unreserve(state, entry);
+      this.options.events.emit({ type: 'ingest_failed', channel_id: state.channelId, reason: errorMessage(error) });
+      throw error;
+    }
+    this.scheduler.afterMessage(state.channelId);
+    const archived = this.archiver.archive(state, [entry]);
+    this.coordinator.check(state);
+    await archived;
     return entry;
   }
 
