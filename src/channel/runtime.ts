@@ -11,7 +11,9 @@ import type { CompactionAction } from '../compaction/compactor.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { ImmediateScheduler, type CompactionScheduler } from '../compaction/scheduler.js';
 import type { Summarizer } from '../compaction/summarizer.js';
+import { ChannelCache } from './channel-cache.js';
 import { ChannelState } from './channel-state.js';
+import { DEFAULTS } from '../config/defaults.js';
 import { HistoryStore } from './history-store.js';
 import { IngestWriter } from './ingest-writer.js';
 import { buildRequest, estimateToolTokens, SUMMARY_HEADER_TOKENS } from './model-request.js';
@@ -62,7 +64,8 @@ export interface LiveContext {
  */
 export class ChannelRuntime {
   private readonly store: HistoryStore;
-  private readonly states = new Map<string, ChannelState>();
+  private readonly states: ChannelCache;
+  private readonly sweepTimer: NodeJS.Timeout;
   private readonly queue = new SerialQueue();
   private readonly coordinator: CompactionCoordinator;
   private readonly scheduler: CompactionScheduler;
@@ -79,6 +82,24 @@ export class ChannelRuntime {
     this.archiver = new TranscriptArchiver({ store: this.store, memory: options.memory, events: options.events });
     this.writer = new IngestWriter({ db: options.db, store: this.store, memory: options.memory });
     this.clock = options.clock ?? systemClock;
+    this.states = new ChannelCache({
+      load: (channelId) => this.load(channelId),
+      isQuiet: (state) => this.isQuiet(state),
+      unloaded: (state, reason) => {
+        this.parents.delete(state.channelId);
+        this.options.memory.releaseChannel?.(state.channelId);
+        this.options.events.emit({ type: 'channel_unloaded', channel_id: state.channelId, reason, loaded: this.states.size });
+      },
+      limits: () => {
+        const runtime = this.options.config.current().runtime ?? DEFAULTS.runtime;
+        return { idleMs: runtime.channelIdleMs, maxLoaded: runtime.maxLoadedChannels };
+      },
+      now: () => this.clock.now(),
+    });
+    const idleMs = (options.config.current().runtime ?? DEFAULTS.runtime).channelIdleMs;
+    // Idle channels are also dropped when no new channel arrives to push them out.
+    this.sweepTimer = setInterval(() => this.unloadIdle(), Math.max(1_000, Math.min(60_000, Math.floor(idleMs / 2))));
+    this.sweepTimer.unref();
     this.scheduler = options.scheduler ?? new ImmediateScheduler();
     this.countedTools = options.toolDefinitions ?? [];
     this.toolTokens = estimateToolTokens(this.countedTools);
@@ -337,6 +358,19 @@ export class ChannelRuntime {
     return this.coordinator.compactNow(this.channel(channelId));
   }
 
+  /**
+   * Unloads quiet channels unused for `[runtime] channel_idle_ms` (and any beyond
+   * `max_loaded_channels`); runs on a timer too. Returns how many were unloaded.
+   */
+  unloadIdle(): number {
+    return this.states.evict();
+  }
+
+  /** Channels loaded in memory now. */
+  get loadedChannels(): number {
+    return this.states.size;
+  }
+
   /** Group commits so far: how many, how many writes they carried, the largest (benchmarks). */
   ingestStats(): { commits: number; writes: number; largestGroup: number } {
     return { ...this.writer.stats };
@@ -352,6 +386,7 @@ export class ChannelRuntime {
    * archive writes finish. The database and memory store belong to the caller.
    */
   async close(): Promise<void> {
+    clearInterval(this.sweepTimer);
     this.writer.flush();
     for (const state of this.states.values()) await Promise.allSettled([...state.unsettled.values()]);
     await this.coordinator.close(this.states.values());
@@ -374,10 +409,23 @@ export class ChannelRuntime {
   }
 
   private channel(channelId: string): ChannelState {
-    let state = this.states.get(channelId);
-    if (state) return state;
-    state = new ChannelState(channelId, this.store.load(channelId));
-    this.states.set(channelId, state);
+    return this.states.get(channelId);
+  }
+
+  /** Nothing of the channel is in flight: unloading it now loses nothing a reload would not restore. */
+  private isQuiet(state: ChannelState): boolean {
+    return (
+      state.compaction === undefined &&
+      state.unsettled.size === 0 &&
+      state.pendingArchives.size === 0 &&
+      state.failedArchives.size === 0 &&
+      state.protectFromSeq === undefined &&
+      !this.queue.has(state.channelId)
+    );
+  }
+
+  private load(channelId: string): ChannelState {
+    const state = new ChannelState(channelId, this.store.load(channelId));
     // Repairs a crash between the history write and the transcript index write.
     const missing = this.store.unarchived(channelId);
     if (missing.length > 0) void this.archiver.archive(state, missing);

@@ -68,6 +68,10 @@ export const DEFAULTS: MagpieConfig = {
     shutdownGraceMs: 10_000,
     registerCommands: true,
   },
+  runtime: {
+    channelIdleMs: 600_000,
+    maxLoadedChannels: 2_000,
+  },
   logging: {
     level: 'info',
   },

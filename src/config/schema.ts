@@ -105,6 +105,13 @@ export const CONFIG_SPEC: TableSpec = {
       register_commands: { kind: 'boolean' },
     },
   },
+  runtime: {
+    kind: 'table',
+    fields: {
+      channel_idle_ms: milliseconds,
+      max_loaded_channels: { kind: 'integer', min: 1, max: 10_000_000 },
+    },
+  },
   logging: {
     kind: 'table',
     fields: {

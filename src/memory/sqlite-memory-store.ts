@@ -356,6 +356,10 @@ export class SqliteMemoryStore implements MemoryStore {
     return stats;
   }
 
+  releaseChannel(channelId: string): void {
+    if (!this.closed) this.indexes.unload(channelKey(channelId));
+  }
+
   /** Channels that have anything stored, most recently active first (for CLI hints). */
   channelIds(limit: number): string[] {
     const rows = this.db

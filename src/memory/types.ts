@@ -124,4 +124,6 @@ export interface MemoryStore {
    * its searchable copy commit together; undefined when it does not share that database.
    */
   transcriptStager?(db: unknown): ((entries: TranscriptEntryInput[]) => void) | undefined;
+  /** Optional: the channel was unloaded from memory; its vector index may be saved and dropped. */
+  releaseChannel?(channelId: string): void;
 }
