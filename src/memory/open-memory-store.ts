@@ -29,6 +29,8 @@ export interface OpenMemoryStoreOptions {
   maxLoadedIndexes?: number;
   /** An index unused this long is saved and dropped (default 10 minutes). */
   idleIndexMs?: number;
+  /** How long staged transcript rows wait for company before their vectors are made (default 10 ms). */
+  vectorDelayMs?: number;
 }
 
 /** The embedder `[memory]` asks for. */
@@ -74,6 +76,7 @@ export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<
     tuning: { ...DEFAULT_SEARCH_TUNING, vectorWeight: defaultVectorWeight(embedder), ...options.tuning },
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.events ? { events: options.events } : {}),
+    ...(options.vectorDelayMs !== undefined ? { vectorDelayMs: options.vectorDelayMs } : {}),
   });
 }
 

@@ -45,6 +45,8 @@ export interface SqliteMemoryStoreOptions {
   clock?: Clock;
   /** `memory_vectors_delayed` (embedder failing while vectors catch up) goes here. */
   events?: EventStream;
+  /** How long staged transcript rows wait for company before their vectors are made. */
+  vectorDelayMs?: number;
 }
 
 interface RecordRow {
@@ -103,6 +105,7 @@ export class SqliteMemoryStore implements MemoryStore {
       embedder: this.embedder,
       indexes: this.indexes,
       ...(options.events ? { events: options.events } : {}),
+      ...(options.vectorDelayMs !== undefined ? { delayMs: options.vectorDelayMs } : {}),
     });
     // Vectors a previous run left owed (a crash, a shutdown cut short) are made now.
     if (this.backlog.size() > 0) this.backlog.schedule();
