@@ -1,14 +1,15 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { errorMessage, InputError, MagpieError } from '../../common/errors.js';
 import { loadConfig } from '../../config/load-config.js';
 import type { MemorySettings } from '../../config/types.js';
 import { openMemoryStore } from '../../memory/open-memory-store.js';
 import type { SqliteMemoryStore } from '../../memory/sqlite-memory-store.js';
-import { MEMORY_TYPES, type MemoryKind, type MemoryType, type SearchResult } from '../../memory/types.js';
+import { MEMORY_TYPES, type MemoryKind, type MemoryStats, type MemoryType, type SearchResult } from '../../memory/types.js';
 import { checkLimit, checkMemoryType, checkQuery, MAX_SEARCH_LIMIT } from '../../memory/validation.js';
 import { DATABASE_FILE, openDatabase, type SqliteDatabase } from '../../storage/database.js';
 import { ALL_MIGRATIONS } from '../../storage/migrations.js';
+import { dataDirOfChannel, listDataDirs, type DataDirEntry } from '../../storage/shard-dirs.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
 
@@ -24,6 +25,10 @@ Subcommands:
   stats                         counts, embedder and index state
 
 Run magpie memory <subcommand> --help for its options.
+
+A data directory written by sharded processes (magpie start --shards) holds one directory per
+shard (DIR/shard-<N>); pointed at DIR, search finds the shard that holds the channel, list and
+stats go through every shard, and forget needs --data-dir DIR/shard-<N>.
 `;
 
 const SEARCH_USAGE = `Usage: magpie memory search QUERY --channel ID [--data-dir DIR] [--limit K] [--kind memory|transcript] [--type TYPE] [--json]
@@ -140,12 +145,13 @@ async function searchCommand(argv: string[], io: CliIo): Promise<number> {
     if (parsed.positionals.length > 0) throw new UsageError('give either QUERY or --queries FILE, not both', SEARCH_USAGE);
     if (!values.json) throw new UsageError('--queries needs --json (its output is JSON lines)', SEARCH_USAGE);
     const text = values.queries === '-' ? await readAll(io.stdin) : readInputFile(path.resolve(io.cwd, values.queries));
-    return withStore(values, io, async (store) => runBatch(store, text, { kind, memoryType }, io));
+    return withStores(values, io, async (stores) => runBatch((channelId) => stores.forChannel(channelId), text, { kind, memoryType }, io));
   }
   const query = parsed.positionals[0];
   if (query === undefined) throw new UsageError('missing QUERY (or --queries FILE)', SEARCH_USAGE);
   const channelId = requireFlag(values.channel, '--channel', SEARCH_USAGE);
-  return withStore(values, io, async (store) => {
+  return withStores(values, io, async (stores) => {
+    const store = await stores.forChannel(channelId);
     const results = await store.search({
       location: { channelId },
       query,
@@ -161,7 +167,7 @@ async function searchCommand(argv: string[], io: CliIo): Promise<number> {
 }
 
 async function runBatch(
-  store: SqliteMemoryStore,
+  storeFor: (channelId: string) => Promise<SqliteMemoryStore>,
   text: string,
   filters: { kind: MemoryKind | undefined; memoryType: MemoryType | undefined },
   io: CliIo,
@@ -191,6 +197,7 @@ async function runBatch(
       }
       const query = checkQuery(fields.query, '"query"');
       const limit = fields.limit === undefined ? undefined : checkLimit(fields.limit, '"limit"');
+      const store = await storeFor(fields.channel);
       const results = await store.search({
         location: { channelId: fields.channel },
         query,
@@ -227,12 +234,19 @@ async function listCommand(argv: string[], io: CliIo): Promise<number> {
   const values = parsed.values;
   const kind = kindFlag(values.kind, LIST_USAGE);
   const limit = integerFlag(values.limit, '--limit', LIST_USAGE, { min: 1, max: 10_000 }) ?? 50;
-  return withStore(values, io, async (store) => {
-    const records = store.list({
-      ...(values.channel ? { location: { channelId: values.channel } } : {}),
-      ...(kind ? { kind } : {}),
-      limit,
-    });
+  return withStores(values, io, async (stores) => {
+    // Across shards: the newest of all of them (a channel's entries live in one shard only).
+    const targets = values.channel ? [await stores.forChannel(values.channel)] : await stores.all();
+    const records = targets
+      .flatMap((store) =>
+        store.list({
+          ...(values.channel ? { location: { channelId: values.channel } } : {}),
+          ...(kind ? { kind } : {}),
+          limit,
+        }),
+      )
+      .sort((left, right) => right.createdAt - left.createdAt)
+      .slice(0, limit);
     for (const record of records) {
       if (values.json) {
         io.stdout.write(`${JSON.stringify(record)}\n`);
@@ -255,7 +269,8 @@ async function forgetCommand(argv: string[], io: CliIo): Promise<number> {
     return EXIT.ok;
   }
   const id = parsed.positionals[0]!;
-  return withStore(parsed.values, io, async (store) => {
+  return withStores(parsed.values, io, async (stores) => {
+    const store = await stores.only('forget');
     if (!store.forget(id)) {
       io.stderr.write(`magpie memory forget: no memory or transcript entry with id '${id}'\n`);
       return EXIT.failure;
@@ -275,8 +290,9 @@ async function statsCommand(argv: string[], io: CliIo): Promise<number> {
     return EXIT.ok;
   }
   const values = parsed.values;
-  return withStore(values, io, async (store) => {
-    const stats = store.stats(values.channel ? { channelId: values.channel } : undefined);
+  return withStores(values, io, async (stores) => {
+    const targets = values.channel ? [await stores.forChannel(values.channel)] : await stores.all();
+    const stats = sumStats(targets.map((store) => store.stats(values.channel ? { channelId: values.channel } : undefined)));
     if (values.json) {
       io.stdout.write(`${JSON.stringify(stats)}\n`);
       return EXIT.ok;
@@ -297,37 +313,88 @@ async function statsCommand(argv: string[], io: CliIo): Promise<number> {
   });
 }
 
+/** The memory stores of a deployment's data dirs (one, or one per shard), opened on demand. */
+interface StoreSet {
+  /** The store of the shard holding this channel (the only store when unsharded). */
+  forChannel(channelId: string): Promise<SqliteMemoryStore>;
+  /** Every store: the base one or each shard's. */
+  all(): Promise<SqliteMemoryStore[]>;
+  /** The one store; a sharded data dir is refused with a hint naming the shard dirs. */
+  only(what: string): Promise<SqliteMemoryStore>;
+}
+
 /**
- * Opens the data directory's database and memory store around `work`, and closes both. A data
- * directory without a database is an error: reading commands never create an empty one.
+ * Opens the data directory's databases and memory stores around `work` as it asks for them,
+ * and closes them all. A data directory without a database (neither its own nor shards') is an
+ * error: reading commands never create an empty one.
  */
-async function withStore(
+async function withStores(
   values: { 'data-dir'?: string | undefined; config?: string | undefined },
   io: CliIo,
-  work: (store: SqliteMemoryStore) => Promise<number>,
+  work: (stores: StoreSet) => Promise<number>,
 ): Promise<number> {
   const { config } = loadConfig({ path: values.config, cwd: io.cwd, env: io.env });
   const dataDir = path.resolve(io.cwd, values['data-dir'] ?? config.memory.dataDir);
-  if (!existsSync(path.join(dataDir, DATABASE_FILE))) {
+  const dirs = listDataDirs(dataDir);
+  if (dirs.length === 0) {
     throw new MagpieError('no_data', `no Magpie data in ${dataDir} (${DATABASE_FILE} not found)`, {
       hint: 'pass --data-dir with a directory written by `magpie start`, `magpie chat` or `magpie replay`',
     });
   }
-  let db: SqliteDatabase | undefined;
-  let store: SqliteMemoryStore | undefined;
+  const opened = new Map<string, { db: SqliteDatabase; store?: SqliteMemoryStore }>();
+  const open = async (entry: DataDirEntry): Promise<SqliteMemoryStore> => {
+    const existing = opened.get(entry.dir);
+    if (existing?.store) return existing.store;
+    const db = openDatabase(entry.dir, ALL_MIGRATIONS);
+    const slot: { db: SqliteDatabase; store?: SqliteMemoryStore } = { db };
+    opened.set(entry.dir, slot);
+    const settings: MemorySettings = { ...config.memory, dataDir: entry.dir };
+    slot.store = await openMemoryStore({ db, dataDir: entry.dir, settings, env: io.env });
+    return slot.store;
+  };
+  const stores: StoreSet = {
+    forChannel: (channelId) => open(dirs.length === 1 ? dirs[0]! : (dataDirOfChannel(dataDir, channelId) ?? dirs[0]!)),
+    all: async () => {
+      const all: SqliteMemoryStore[] = [];
+      for (const entry of dirs) all.push(await open(entry));
+      return all;
+    },
+    only: async (what) => {
+      if (dirs.length > 1 || dirs[0]!.dir !== dataDir) {
+        throw new MagpieError('sharded_data_dir', `${dataDir} holds ${dirs.length} shard data directories; ${what} works on one`, {
+          hint: `pass --data-dir ${dirs.map((entry) => entry.dir).join(' or ')}`,
+        });
+      }
+      return open(dirs[0]!);
+    },
+  };
   try {
-    db = openDatabase(dataDir, ALL_MIGRATIONS);
-    const settings: MemorySettings = { ...config.memory, dataDir };
-    store = await openMemoryStore({ db, dataDir, settings, env: io.env });
-    return await work(store);
+    return await work(stores);
   } finally {
-    try {
-      await store?.close();
-    } catch (error) {
-      io.stderr.write(`magpie memory: could not save the vector index: ${errorMessage(error)}\n`);
+    for (const slot of opened.values()) {
+      try {
+        await slot.store?.close();
+      } catch (error) {
+        io.stderr.write(`magpie memory: could not save the vector index: ${errorMessage(error)}\n`);
+      }
+      slot.db.close();
     }
-    db?.close();
   }
+}
+
+/** Counts of several shards added up (embedder and dimension are the deployment's own). */
+function sumStats(all: MemoryStats[]): MemoryStats {
+  const total: MemoryStats = { ...all[0]!, byType: { ...all[0]!.byType } };
+  for (const stats of all.slice(1)) {
+    total.memories += stats.memories;
+    total.transcriptEntries += stats.transcriptEntries;
+    total.indexedVectors += stats.indexedVectors;
+    total.pendingVectors += stats.pendingVectors;
+    for (const [type, count] of Object.entries(stats.byType) as Array<[MemoryType, number]>) {
+      total.byType[type] = (total.byType[type] ?? 0) + count;
+    }
+  }
+  return total;
 }
 
 /** "No results" for a channel that has nothing stored is usually a mistyped channel id. */
