@@ -8,8 +8,11 @@ import type { SqliteMemoryStore } from '../../memory/sqlite-memory-store.js';
 import { MEMORY_TYPES, type MemoryKind, type MemoryStats, type MemoryType, type SearchResult } from '../../memory/types.js';
 import { checkLimit, checkMemoryType, checkQuery, MAX_SEARCH_LIMIT } from '../../memory/validation.js';
 import { DATABASE_FILE, openDatabase, type SqliteDatabase } from '../../storage/database.js';
+import { openDataDirForWriting, type WritableDataDir } from '../../storage/data-dir.js';
+import { EventStream } from '../../common/events.js';
 import { ALL_MIGRATIONS } from '../../storage/migrations.js';
 import { dataDirOfChannel, listDataDirs, type DataDirEntry } from '../../storage/shard-dirs.js';
+import { storageError } from '../../storage/storage-error.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
 
@@ -145,12 +148,12 @@ async function searchCommand(argv: string[], io: CliIo): Promise<number> {
     if (parsed.positionals.length > 0) throw new UsageError('give either QUERY or --queries FILE, not both', SEARCH_USAGE);
     if (!values.json) throw new UsageError('--queries needs --json (its output is JSON lines)', SEARCH_USAGE);
     const text = values.queries === '-' ? await readAll(io.stdin) : readInputFile(path.resolve(io.cwd, values.queries));
-    return withStores(values, io, async (stores) => runBatch((channelId) => stores.forChannel(channelId), text, { kind, memoryType }, io));
+    return withStores(values, io, {}, async (stores) => runBatch((channelId) => stores.forChannel(channelId), text, { kind, memoryType }, io));
   }
   const query = parsed.positionals[0];
   if (query === undefined) throw new UsageError('missing QUERY (or --queries FILE)', SEARCH_USAGE);
   const channelId = requireFlag(values.channel, '--channel', SEARCH_USAGE);
-  return withStores(values, io, async (stores) => {
+  return withStores(values, io, {}, async (stores) => {
     const store = await stores.forChannel(channelId);
     const results = await store.search({
       location: { channelId },
@@ -234,7 +237,7 @@ async function listCommand(argv: string[], io: CliIo): Promise<number> {
   const values = parsed.values;
   const kind = kindFlag(values.kind, LIST_USAGE);
   const limit = integerFlag(values.limit, '--limit', LIST_USAGE, { min: 1, max: 10_000 }) ?? 50;
-  return withStores(values, io, async (stores) => {
+  return withStores(values, io, {}, async (stores) => {
     // Across shards: the newest of all of them (a channel's entries live in one shard only).
     const targets = values.channel ? [await stores.forChannel(values.channel)] : await stores.all();
     const records = targets
@@ -269,7 +272,7 @@ async function forgetCommand(argv: string[], io: CliIo): Promise<number> {
     return EXIT.ok;
   }
   const id = parsed.positionals[0]!;
-  return withStores(parsed.values, io, async (stores) => {
+  return withStores(parsed.values, io, { write: true }, async (stores) => {
     const store = await stores.only('forget');
     if (!store.forget(id)) {
       io.stderr.write(`magpie memory forget: no memory or transcript entry with id '${id}'\n`);
@@ -290,7 +293,7 @@ async function statsCommand(argv: string[], io: CliIo): Promise<number> {
     return EXIT.ok;
   }
   const values = parsed.values;
-  return withStores(values, io, async (stores) => {
+  return withStores(values, io, {}, async (stores) => {
     const targets = values.channel ? [await stores.forChannel(values.channel)] : await stores.all();
     const stats = sumStats(targets.map((store) => store.stats(values.channel ? { channelId: values.channel } : undefined)));
     if (values.json) {
@@ -324,13 +327,16 @@ interface StoreSet {
 }
 
 /**
- * Opens the data directory's databases and memory stores around `work` as it asks for them,
- * and closes them all. A data directory without a database (neither its own nor shards') is an
- * error: reading commands never create an empty one.
+ * Opens the data directory's databases and memory stores around `work` as it asks for them
+ * (the data dir itself, or the `shard-<N>` dirs of a sharded bot), and closes them all. A data
+ * directory without a database is an error: reading commands never create an empty one. Readers
+ * open read-only (they work beside a running bot and on a read-only disk); `write` takes the
+ * data dir's writer lock, so a writer running elsewhere refuses this command, naming itself.
  */
 async function withStores(
   values: { 'data-dir'?: string | undefined; config?: string | undefined },
   io: CliIo,
+  mode: { write?: boolean },
   work: (stores: StoreSet) => Promise<number>,
 ): Promise<number> {
   const { config } = loadConfig({ path: values.config, cwd: io.cwd, env: io.env });
@@ -341,16 +347,34 @@ async function withStores(
       hint: 'pass --data-dir with a directory written by `magpie start`, `magpie chat` or `magpie replay`',
     });
   }
-  const opened = new Map<string, { db: SqliteDatabase; store?: SqliteMemoryStore }>();
+  // A damaged index file is never trusted; say so, since a reader rebuilds it in memory each run.
+  const events = new EventStream();
+  events.subscribe((event) => {
+    if (event.type === 'memory_index_rebuild' && event.reason !== 'no saved index' && event.reason !== 'index file missing') {
+      io.stderr.write(`warning: the vector index of ${String(event.index_key)} was not used (${String(event.reason)}); searching without it\n`);
+    } else if (event.type === 'memory_index_path_moved') {
+      io.stderr.write(`warning: ${String(event.path)} is ${String(event.reason)}; ${event.moved_to ? `moved to ${String(event.moved_to)}` : 'ignored'}\n`);
+    }
+  });
+  const opened = new Map<string, { writable?: WritableDataDir; db?: SqliteDatabase; store?: SqliteMemoryStore }>();
   const open = async (entry: DataDirEntry): Promise<SqliteMemoryStore> => {
     const existing = opened.get(entry.dir);
     if (existing?.store) return existing.store;
-    const db = openDatabase(entry.dir, ALL_MIGRATIONS);
-    const slot: { db: SqliteDatabase; store?: SqliteMemoryStore } = { db };
+    const slot: { writable?: WritableDataDir; db?: SqliteDatabase; store?: SqliteMemoryStore } = {};
     opened.set(entry.dir, slot);
-    const settings: MemorySettings = { ...config.memory, dataDir: entry.dir };
-    slot.store = await openMemoryStore({ db, dataDir: entry.dir, settings, env: io.env });
-    return slot.store;
+    try {
+      if (mode.write) {
+        slot.writable = openDataDirForWriting(entry.dir, ALL_MIGRATIONS, { command: 'magpie memory forget' });
+        slot.db = slot.writable.db;
+      } else {
+        slot.db = openDatabase(entry.dir, ALL_MIGRATIONS, { readOnly: true });
+      }
+      const settings: MemorySettings = { ...config.memory, dataDir: entry.dir };
+      slot.store = await openMemoryStore({ db: slot.db, dataDir: entry.dir, settings, env: io.env, events, readOnly: !mode.write });
+      return slot.store;
+    } catch (error) {
+      throw storageError(entry.dir, error) ?? error;
+    }
   };
   const stores: StoreSet = {
     forChannel: (channelId) => open(dirs.length === 1 ? dirs[0]! : (dataDirOfChannel(dataDir, channelId) ?? dirs[0]!)),
@@ -370,6 +394,8 @@ async function withStores(
   };
   try {
     return await work(stores);
+  } catch (error) {
+    throw storageError(dataDir, error) ?? error;
   } finally {
     for (const slot of opened.values()) {
       try {
@@ -377,7 +403,8 @@ async function withStores(
       } catch (error) {
         io.stderr.write(`magpie memory: could not save the vector index: ${errorMessage(error)}\n`);
       }
-      slot.db.close();
+      if (slot.writable) slot.writable.close();
+      else slot.db?.close();
     }
   }
 }

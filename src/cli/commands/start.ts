@@ -15,6 +15,7 @@ import {
 } from '../../discord/sharding.js';
 import { shardDataDir } from '../../storage/shard-dirs.js';
 import { attachEventLogger, createLogger, followConfigLevel } from '../../logging/index.js';
+import { CatchUpPoints } from '../../channel/catch-up-points.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { parseFlags, UsageError } from '../parse-flags.js';
 import type { Logger } from 'pino';
@@ -99,7 +100,7 @@ export const startCommand: CliCommand = {
     }
     // A shard keeps its own data dir: its channels are its own, and SQLite has one writer.
     const dataDir = shard ? shardDataDir(path.resolve(io.cwd, config.memory.dataDir), shard.id) : undefined;
-    const app = await openApp({ config, env: io.env, cwd: io.cwd, events, ...(dataDir ? { dataDir } : {}) });
+    const app = await openApp({ config, env: io.env, cwd: io.cwd, events, command: 'magpie start', ...(dataDir ? { dataDir } : {}) });
     if (app.modelProblem && config.llm.model.trim() !== '') {
       // A model was asked for but cannot be used: refuse now rather than at the first message.
       await app.close();
@@ -122,6 +123,9 @@ export const startCommand: CliCommand = {
       memory: app.memory,
       config: app.config,
       events,
+      storage: app.storage,
+      dataDir: app.dataDir,
+      catchUp: new CatchUpPoints(app.db),
     });
 
     const signalled = new Promise<string>((resolve) => {
