@@ -253,6 +253,8 @@ export class SqliteMemoryStore implements MemoryStore {
         // Deleted or edited meanwhile: the edit brought its own vector, a deletion needs none.
         if (!exists.get(row.rowid, row.content)) return;
         this.db.prepare('INSERT OR IGNORE INTO memory_vectors (item_rowid, index_key, vector) VALUES (?, ?, ?)').run(row.rowid, row.index_key, vectorToBlob(vectors[position]!));
+        // Owed by the ingest backlog too: settled now.
+        this.db.prepare('DELETE FROM memory_vector_backlog WHERE item_rowid = ?').run(row.rowid);
         keys.add(row.index_key);
       });
     })();
