@@ -156,6 +156,14 @@ export interface DiscordSettings {
   catchUpMessages: number;
 }
 
+/** `[runtime]`: how many channels one process keeps in memory. */
+export interface RuntimeSettings {
+  /** A channel unused this long is unloaded (its state reloads from SQLite on the next message). */
+  channelIdleMs: number;
+  /** Most channels loaded at once; the least recently used quiet ones are unloaded beyond it. */
+  maxLoadedChannels: number;
+}
+
 /** `[logging]` */
 export interface LoggingSettings {
   level: LogLevel;
@@ -168,5 +176,6 @@ export interface MagpieConfig {
   llm: LlmSettings;
   memory: MemorySettings;
   discord: DiscordSettings;
+  runtime: RuntimeSettings;
   logging: LoggingSettings;
 }
