@@ -5,6 +5,7 @@ import { EventStream } from '../common/events.js';
 import { LiveConfig } from '../config/live-config.js';
 import type { MagpieConfig } from '../config/types.js';
 import { ChannelRuntime } from '../channel/index.js';
+import { CompactionLog } from '../compaction-log/index.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { createLlmSummarizer } from '../compaction/llm-summarizer.js';
 import { createAnthropicModel, limitConcurrency, type ChatModel } from '../llm/index.js';
@@ -79,7 +80,18 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
   }
   const memoryTools = createMemoryTools(memory);
   const tools = [memoryTools.memorySearch, memoryTools.memorySave];
-  const runtime = new ChannelRuntime({
+  // What compaction did stays in SQLite for `magpie status` and `magpie report`.
+  const compactionLog: CompactionLog = new CompactionLog({
+    db,
+    clock,
+    events,
+    retentionDays: () => config.current().metrics.compactionLogDays,
+    positionOf: (channelId): number => runtime.status(channelId).archivedMessages,
+    flushEveryMs: 10_000,
+  });
+  compactionLog.attach(events);
+  const runtime: ChannelRuntime = new ChannelRuntime({
+    usageObserver: compactionLog,
     db,
     memory,
     config,
@@ -106,6 +118,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
       closed = true;
       try {
         await runtime.close();
+        compactionLog.close();
         await memory.close();
       } finally {
         db.close();

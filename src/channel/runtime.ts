@@ -5,7 +5,7 @@ import type { ChannelSettings } from '../config/types.js';
 import type { ModelRequest, ToolDefinition } from '../llm/chat-model.js';
 import type { MemoryStore } from '../memory/types.js';
 import type { SqliteDatabase } from '../storage/database.js';
-import { CompactionCoordinator, type CompactionOutcome } from '../compaction/coordinator.js';
+import { CompactionCoordinator, type CompactionOutcome, type UsageObserver } from '../compaction/coordinator.js';
 import type { CompactionAction } from '../compaction/compactor.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { ImmediateScheduler, type CompactionScheduler } from '../compaction/scheduler.js';
@@ -32,6 +32,8 @@ export interface ChannelRuntimeOptions {
   toolDefinitions?: ToolDefinition[];
   /** When finished workers land; default: as soon as they finish. */
   scheduler?: CompactionScheduler;
+  /** Sees usage at every check (the compaction log). */
+  usageObserver?: UsageObserver;
 }
 
 /** An entry the channel agent adds to its turn (tool calls, tool results, its reply). */
@@ -88,6 +90,7 @@ export class ChannelRuntime {
       settingsFor: (channelId) => this.settings(channelId),
       estimate: (state, settings) => this.estimate(state, settings),
       retryFailedArchives: (state, entries) => this.archiver.retryFailed(state, entries),
+      ...(options.usageObserver ? { usageObserver: options.usageObserver } : {}),
     });
   }
 

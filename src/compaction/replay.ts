@@ -25,6 +25,10 @@ export interface ReplayProgress {
   channels: Set<string>;
   /** The first bad line, which stopped the replay; everything before it is kept. */
   error?: InputError;
+  /** Lines read (blank ones included), up to where the replay stopped. */
+  lines: number;
+  /** `shouldStop` said so (a signal): the lines after `lines` were not read. */
+  stopped?: boolean;
 }
 
 /**
@@ -36,14 +40,26 @@ export async function replayLines(options: {
   lines: AsyncIterable<string>;
   runtime: ChannelRuntime;
   clock: TranscriptClock;
+  /** Asked before each line: true stops the replay there (the message before it is complete). */
+  shouldStop?: () => boolean;
+  /** Called after each line with the running counts and the raw line (for progress display). */
+  onLine?: (progress: ReplayProgress, raw: string) => void;
 }): Promise<ReplayProgress> {
-  const progress: ReplayProgress = { messages: 0, duplicates: 0, channels: new Set() };
+  const progress: ReplayProgress = { messages: 0, duplicates: 0, channels: new Set(), lines: 0 };
   let lineNumber = 0;
   for await (const raw of options.lines) {
+    if (options.shouldStop?.()) {
+      progress.stopped = true;
+      break;
+    }
     lineNumber += 1;
+    progress.lines = lineNumber;
     // Editors on Windows start files with a byte-order mark, which JSON does not allow.
     const text = lineNumber === 1 && raw.startsWith('\uFEFF') ? raw.slice(1) : raw;
-    if (text.trim() === '') continue;
+    if (text.trim() === '') {
+      options.onLine?.(progress, raw);
+      continue;
+    }
     let message;
     try {
       message = parseTranscriptLine(text, lineNumber, options.clock.current);
@@ -57,6 +73,7 @@ export async function replayLines(options: {
     await options.runtime.ingest(message);
     if (options.runtime.status(message.channelId).archivedMessages > before) progress.messages += 1;
     else progress.duplicates += 1;
+    options.onLine?.(progress, raw);
   }
   return progress;
 }

@@ -68,6 +68,9 @@ export const DEFAULTS: MagpieConfig = {
     shutdownGraceMs: 10_000,
     registerCommands: true,
   },
+  metrics: {
+    compactionLogDays: 30,
+  },
   logging: {
     level: 'info',
   },

@@ -105,6 +105,12 @@ export const CONFIG_SPEC: TableSpec = {
       register_commands: { kind: 'boolean' },
     },
   },
+  metrics: {
+    kind: 'table',
+    fields: {
+      compaction_log_days: { kind: 'integer', min: 1, max: 36_500, meaning: 'days' },
+    },
+  },
   logging: {
     kind: 'table',
     fields: {

@@ -111,6 +111,12 @@ export interface DiscordSettings {
   registerCommands: boolean;
 }
 
+/** `[metrics]` */
+export interface MetricsSettings {
+  /** Days of compaction log (events and usage samples) kept in SQLite for `status` and `report`. */
+  compactionLogDays: number;
+}
+
 /** `[logging]` */
 export interface LoggingSettings {
   level: LogLevel;
@@ -123,5 +129,6 @@ export interface MagpieConfig {
   llm: LlmSettings;
   memory: MemorySettings;
   discord: DiscordSettings;
+  metrics: MetricsSettings;
   logging: LoggingSettings;
 }
