@@ -14,7 +14,8 @@ import { parseFlags } from '../parse-flags.js';
 const USAGE = `Usage: magpie status [--data-dir DIR] [--channel ID] [--config FILE] [--json]
 
 Each channel's state: context usage and estimated tokens (counted as the bot counts them, with
-the window and thresholds of the config), live messages, stacked summaries and truncation
+the window and thresholds the runtime last used, from the compaction log, else from the
+config), live messages, stacked summaries and truncation
 markers, archive size, memories, the last compaction and the compactions of the last 24 hours.
 Opens the database read-only: safe beside a running bot.
 
@@ -34,6 +35,8 @@ export interface ChannelStatus {
   estimated_tokens: number;
   context_window: number;
   thresholds: { background: number; aggressive: number; emergency: number };
+  /** Where window and thresholds come from: the runtime's last check as logged, or the config file. */
+  settings_from: 'compaction_log' | 'config';
   live_messages: number;
   live_entries: number;
   summaries: number;
@@ -85,15 +88,24 @@ export const statusCommand: CliCommand = {
 
 function channelStatus(db: SqliteDatabase, channelId: string, config: LiveConfig, now: number): ChannelStatus {
   const census = contextCensus(db, channelId);
-  const settings = config.settingsFor(channelId);
+  const log = readCompactionLog(db, { channelId })[0];
+  // The window and thresholds the runtime last used (hot reloads included, a replay's
+  // --context-window too) are in the log; the config file is the fallback.
+  const configured = config.settingsFor(channelId);
+  const recorded = log?.settings.at(-1)?.values;
+  const settings = {
+    contextWindow: recorded?.context_window ?? configured.contextWindow,
+    background: recorded?.background_threshold ?? configured.compaction.backgroundThreshold,
+    aggressive: recorded?.aggressive_threshold ?? configured.compaction.aggressiveThreshold,
+    emergency: recorded?.emergency_threshold ?? configured.compaction.emergencyThreshold,
+  };
   // The bot's own count: system prompt, the memory tools, the summary header, summaries, live entries.
   const estimated =
-    estimateTokens(settings.systemPrompt) +
+    estimateTokens(configured.systemPrompt) +
     estimateToolTokens([...MEMORY_TOOL_DEFINITIONS]) +
     (census.summaries + census.markers > 0 ? SUMMARY_HEADER_TOKENS : 0) +
     census.summaryTokens +
     census.liveEntryTokens;
-  const log = readCompactionLog(db, { channelId })[0];
   const all = log ? tallyLog(log) : undefined;
   const lastDay = log ? tallyLog(log, now - DAY_MS) : undefined;
   const memories = hasTable(db, 'memory_items')
@@ -104,11 +116,8 @@ function channelStatus(db: SqliteDatabase, channelId: string, config: LiveConfig
     usage: Math.round((estimated / settings.contextWindow) * 10_000) / 10_000,
     estimated_tokens: estimated,
     context_window: settings.contextWindow,
-    thresholds: {
-      background: settings.compaction.backgroundThreshold,
-      aggressive: settings.compaction.aggressiveThreshold,
-      emergency: settings.compaction.emergencyThreshold,
-    },
+    thresholds: { background: settings.background, aggressive: settings.aggressive, emergency: settings.emergency },
+    settings_from: recorded ? 'compaction_log' : 'config',
     live_messages: census.liveMessages,
     live_entries: census.liveEntries,
     summaries: census.summaries,
