@@ -9,6 +9,7 @@ import { MEMORY_TYPES, type MemoryKind, type MemoryType, type SearchResult } fro
 import { checkLimit, checkMemoryType, checkQuery, MAX_SEARCH_LIMIT } from '../../memory/validation.js';
 import { DATABASE_FILE, openDatabase, type SqliteDatabase } from '../../storage/database.js';
 import { ALL_MIGRATIONS } from '../../storage/migrations.js';
+import { createProgress, progressEnabled } from '../progress.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
 
@@ -289,7 +290,10 @@ async function statsCommand(argv: string[], io: CliIo): Promise<number> {
         `memories:           ${stats.memories}${types ? ` (${types})` : ''}`,
         `transcript entries: ${stats.transcriptEntries}`,
         `embedder:           ${stats.embedder} (dimension ${stats.dimension})`,
-        `vectors indexed:    ${stats.indexedVectors} (pending ${stats.pendingVectors})`,
+        `vectors:            ${stats.indexedVectors + stats.pendingVectors} stored: ${stats.indexedVectors} in the saved vector index, ${stats.pendingVectors} pending`,
+        ...(stats.pendingVectors > 0
+          ? ['                    (pending = stored in SQLite, found by an exact scan, joined to the index in the background once a search loads that index)']
+          : []),
         '',
       ].join('\n'),
     );
@@ -315,14 +319,25 @@ async function withStore(
   }
   let db: SqliteDatabase | undefined;
   let store: SqliteMemoryStore | undefined;
+  let onIndexDone = (): void => {};
   try {
     db = openDatabase(dataDir, ALL_MIGRATIONS);
     const settings: MemorySettings = { ...config.memory, dataDir };
-    store = await openMemoryStore({ db, dataDir, settings, env: io.env });
+    // A large archive's vector index may be rebuilt (first search, or saved on close): show it.
+    const meter = createProgress({ stream: io.stderr, label: 'index rebuild', unit: 'vectors', enabled: progressEnabled(io.stderr, io.env) });
+    onIndexDone = () => meter.finish();
+    store = await openMemoryStore({
+      db,
+      dataDir,
+      settings,
+      env: io.env,
+      onIndexProgress: (progress) => meter.update(progress.indexed, { fraction: progress.total > 0 ? progress.indexed / progress.total : 1 }),
+    });
     return await work(store);
   } finally {
     try {
       await store?.close();
+      onIndexDone();
     } catch (error) {
       io.stderr.write(`magpie memory: could not save the vector index: ${errorMessage(error)}\n`);
     }
