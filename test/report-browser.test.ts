@@ -80,7 +80,8 @@ test('the report renders in headless Chromium with one marker per compaction, an
     assert.deepEqual(fetched, [], 'the report fetches nothing');
     const shot = process.env.MAGPIE_REPORT_SCREENSHOT ?? join(dir.path, 'report.png');
     mkdirSync(dirname(shot), { recursive: true });
-    await sections.first().screenshot({ path: shot });
+    const area = (await sections.first().boundingBox())!;
+    await page.screenshot({ path: shot, fullPage: true, clip: { x: Math.max(0, area.x - 16), y: Math.max(0, area.y - 12), width: area.width + 32, height: area.height + 24 } });
     const png = readFileSync(shot);
     assert.equal(png.subarray(1, 4).toString(), 'PNG');
     assert.ok(png.length > 10_000, 'a screenshot with something in it');

@@ -12,7 +12,7 @@ export const TIER_COLOURS: Readonly<Record<string, string>> = {
 
 const WIDTH = 880;
 const HEIGHT = 250;
-const MARGIN = { left: 52, right: 96, top: 14, bottom: 34 };
+const MARGIN = { left: 52, right: 112, top: 14, bottom: 34 };
 /** More points than this are thinned to the lowest and highest per pixel column. */
 const MAX_POINTS = 2 * (WIDTH - MARGIN.left - MARGIN.right);
 
@@ -96,7 +96,7 @@ function thresholdLines(
 ): string {
   if (settings.length === 0) return '';
   const parts: string[] = [];
-  let labelAbove = Number.POSITIVE_INFINITY;
+  let labelAbove = Number.NEGATIVE_INFINITY;
   for (const tier of ['emergency', 'aggressive', 'background'] as const) {
     const key = `${tier}_threshold`;
     let path = '';
