@@ -59,7 +59,8 @@ interface PendingRow {
 interface ChannelMemo {
   position: number;
   percent: number;
-  contextWindow: number;
+  /** Usage per estimated token at the last check (calibration and usable window included). */
+  scale: number;
   settings: ChannelSettings | undefined;
   settingsKey: string | undefined;
 }
@@ -99,10 +100,11 @@ export class CompactionLog {
   observe(channel: ObservedChannel, usage: number, estimatedTokens: number, settings: ChannelSettings): void {
     let memo = this.channels.get(channel.channelId);
     if (!memo) {
-      memo = { position: 0, percent: -1, contextWindow: settings.contextWindow, settings: undefined, settingsKey: undefined };
+      memo = { position: 0, percent: -1, scale: 0, settings: undefined, settingsKey: undefined };
       this.channels.set(channel.channelId, memo);
     }
     memo.position = channel.archivedCount;
+    if (estimatedTokens > 0) memo.scale = usage / estimatedTokens;
     if (memo.settings !== settings) this.noteSettings(channel.channelId, memo, settings);
     const percent = Math.floor(usage * 100);
     if (percent === memo.percent) return;
@@ -142,7 +144,7 @@ export class CompactionLog {
       kind: event.type,
       tier: event.type === 'emergency_truncation' ? 'emergency' : typeof event.tier === 'string' ? event.tier : null,
       position,
-      usage: usageAfter(event, memo?.contextWindow),
+      usage: usageAfter(event, memo?.scale),
       data: JSON.stringify(fields),
     });
     this.flush();
@@ -192,7 +194,6 @@ export class CompactionLog {
 
   private noteSettings(channelId: string, memo: ChannelMemo, settings: ChannelSettings): void {
     memo.settings = settings;
-    memo.contextWindow = settings.contextWindow;
     const key = JSON.stringify(settingsRecord(settings));
     if (memo.settingsKey === undefined) {
       // After a restart: the settings already on record for this channel need no new row.
@@ -218,6 +219,7 @@ export function settingsRecord(settings: ChannelSettings): Record<string, number
   const compaction = settings.compaction;
   return {
     context_window: settings.contextWindow,
+    max_response_tokens: settings.maxResponseTokens,
     background_threshold: compaction.backgroundThreshold,
     aggressive_threshold: compaction.aggressiveThreshold,
     emergency_threshold: compaction.emergencyThreshold,
@@ -232,11 +234,12 @@ export function settingsRecord(settings: ChannelSettings): Record<string, number
 }
 
 /** Usage right after the event, where the event tells it. */
-function usageAfter(event: MagpieEvent, contextWindow: number | undefined): number | null {
+function usageAfter(event: MagpieEvent, scale: number | undefined): number | null {
   if (event.type === 'compaction_triggered' && typeof event.usage === 'number') return event.usage;
   if (event.type === 'emergency_truncation' && typeof event.usage_after === 'number') return event.usage_after;
-  if (event.type === 'compaction_completed' && typeof event.tokens_after === 'number' && contextWindow) {
-    return round(event.tokens_after / contextWindow);
+  if (event.type === 'compaction_completed' && typeof event.tokens_after === 'number' && scale) {
+    // The event counts estimated tokens; usage also weighs in calibration and the usable window.
+    return round(event.tokens_after * scale);
   }
   return null;
 }

@@ -22,6 +22,7 @@ const TALLY_ROWS: ReadonlyArray<[string, (tally: CompactionTally) => number]> = 
 
 const SETTING_KEYS = [
   'context_window',
+  'max_response_tokens',
   'background_threshold',
   'aggressive_threshold',
   'emergency_threshold',

@@ -76,7 +76,7 @@ export function channelReport(log: ChannelLog): ChannelReport {
   for (const sample of log.samples) lastPosition = Math.max(lastPosition, sample.position);
   for (const event of log.events) {
     lastPosition = Math.max(lastPosition, event.position);
-    const before = usageBefore(event, log.settings);
+    const before = usageBefore(event);
     const after = event.usage;
     if (event.kind === 'compaction_completed' || event.kind === 'emergency_truncation') {
       if (after === null) continue;
@@ -107,11 +107,12 @@ export function channelReport(log: ChannelLog): ChannelReport {
   return { channelId: log.channelId, points, markers, settings: log.settings, tally: tallyLog(log), lastPosition, peakUsage };
 }
 
-function usageBefore(event: LoggedEvent, settings: readonly LoggedSettings[]): number | undefined {
+function usageBefore(event: LoggedEvent): number | undefined {
   if (typeof event.data.usage_before === 'number') return event.data.usage_before;
-  if (typeof event.data.tokens_before !== 'number') return undefined;
-  const window = settingsAt(settings, event.position)?.values.context_window;
-  return window ? Math.round((event.data.tokens_before / window) * 10_000) / 10_000 : undefined;
+  const { tokens_before: before, tokens_after: after } = event.data;
+  if (typeof before !== 'number' || typeof after !== 'number' || after <= 0 || event.usage === null) return undefined;
+  // Usage is proportional to the estimate at one moment: the same scale before and after.
+  return Math.round(((event.usage * before) / after) * 10_000) / 10_000;
 }
 
 /** The settings in force at a position (the newest row at or before it). */

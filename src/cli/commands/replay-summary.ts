@@ -76,6 +76,7 @@ export function replaySummary(
     type: 'replay_summary',
     messages: progress.messages,
     duplicates: progress.duplicates,
+    conflicts: progress.conflicts,
     channels: progress.channels.size,
     tiers: { ...tally.tiers },
     compactions_completed: tally.completed,
@@ -105,6 +106,7 @@ export function readableSummary(summary: ReplaySummary): string {
   const lines = [
     `Replayed ${summary.messages} messages in ${summary.channels} channel(s)` +
       (summary.duplicates > 0 ? ` (${summary.duplicates} already present, skipped)` : '') +
+      (summary.conflicts > 0 ? ` (${summary.conflicts} reused an id with other text: conflicts, see stderr)` : '') +
       ` in ${(summary.duration_ms / 1000).toFixed(1)} s (${summary.messages_per_second} messages/s).`,
     `Compaction triggered: background ${summary.tiers.background}, aggressive ${summary.tiers.aggressive}, emergency ${summary.tiers.emergency}.`,
     `Workers: ${summary.compactions_completed} summaries written (${summary.memories_saved} memories saved), ` +

@@ -1,6 +1,5 @@
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { ChannelRuntime } from '../../channel/runtime.js';
 import { EventStream } from '../../common/events.js';
 import { CompactionLog } from '../../compaction-log/index.js';
@@ -15,9 +14,12 @@ import { loadConfig } from '../../config/load-config.js';
 import type { MagpieConfig } from '../../config/types.js';
 import { createAnthropicModel } from '../../llm/anthropic-model.js';
 import { createMemoryTools, openMemoryStore } from '../../memory/index.js';
+import type { SqliteMemoryStore } from '../../memory/sqlite-memory-store.js';
 import type { MemoryStore } from '../../memory/types.js';
-import { openDatabase } from '../../storage/database.js';
+import { openDataDirForWriting } from '../../storage/data-dir.js';
 import { ALL_MIGRATIONS } from '../../storage/migrations.js';
+import { storageError } from '../../storage/storage-error.js';
+import { utf8Lines } from '../utf8-lines.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
 import { createProgress, progressEnabled } from '../progress.js';
@@ -39,10 +41,14 @@ Options:
   --json                one JSON event per line, ending with a replay_summary line
   --report FILE.html    also write the HTML tuning report of this data dir ('magpie report')
   --compare DIR         with --report: show another replay's data dir beside this one (repeatable)
+  --accept-invalid-utf8 replace bytes that are not UTF-8 with U+FFFD (default: such a line is an error)
   -h, --help            show this help
 
-Re-running on the same data dir skips messages already ingested (by id). A bad line stops the
-replay with exit 1; what came before it is kept. Ctrl-C (or SIGTERM) finishes the current
+Re-running on the same data dir skips messages already ingested (by id); a line that reuses a
+stored id with other text is reported on stderr and counted as a conflict (the stored text is
+kept). A bad line stops the replay with exit 1; what came before it is kept. Replay writes the
+data dir, so it refuses to run while another writer (the bot, chat, another replay) holds it.
+Ctrl-C (or SIGTERM) finishes the current
 message, prints what was stored and the summary, and exits 130 (143); a re-run continues
 where it stopped. Progress (count, rate, ETA) goes to stderr when it is a terminal.
 
@@ -78,6 +84,7 @@ export const replayCommand: CliCommand = {
         json: { type: 'boolean' },
         report: { type: 'string' },
         compare: { type: 'string', multiple: true },
+        'accept-invalid-utf8': { type: 'boolean' },
       },
       positionals: { min: 1, max: 1 },
     });
@@ -109,6 +116,7 @@ export const replayCommand: CliCommand = {
       summarizerKind,
       workerLag,
       json: parsed.values.json === true,
+      acceptInvalidUtf8: parsed.values['accept-invalid-utf8'] === true,
       ...(report === undefined ? {} : { report: { out: report, compare } }),
     });
   },
@@ -122,13 +130,21 @@ async function replay(options: {
   summarizerKind: 'extractive' | 'llm';
   workerLag: number;
   json: boolean;
+  acceptInvalidUtf8: boolean;
   report?: { out: string; compare: string[] };
 }): Promise<number> {
   const { io, config } = options;
-  const db = openDatabase(options.dataDir, ALL_MIGRATIONS);
-  let memory: MemoryStore | undefined;
+  let writable;
+  try {
+    writable = openDataDirForWriting(options.dataDir, ALL_MIGRATIONS, { command: 'magpie replay' });
+  } catch (error) {
+    throw storageError(options.dataDir, error) ?? error;
+  }
+  const db = writable.db;
+  let memory: SqliteMemoryStore | undefined;
   let runtime: ChannelRuntime | undefined;
   let log: CompactionLog | undefined;
+  const indexMeter = createProgress({ stream: io.stderr, label: 'vector index', unit: 'vectors', enabled: progressEnabled(io.stderr, io.env) });
   // Ctrl-C / SIGTERM: finish the message being ingested, then stop and report; a second one
   // ends the process at once.
   let stopSignal: NodeJS.Signals | undefined;
@@ -141,7 +157,15 @@ async function replay(options: {
   try {
     // Memories saved by workers carry the transcript's time too, so two runs write the same rows.
     const clock = new TranscriptClock();
-    memory = await openMemoryStore({ db, dataDir: options.dataDir, settings: { ...config.memory, dataDir: options.dataDir }, env: io.env, clock });
+    memory = await openMemoryStore({
+      db,
+      dataDir: options.dataDir,
+      settings: { ...config.memory, dataDir: options.dataDir },
+      env: io.env,
+      clock,
+      // The vector index is built at the end (and saved on close): a long wait worth showing.
+      onIndexProgress: (progress) => indexMeter.update(progress.indexed, { fraction: progress.total > 0 ? progress.indexed / progress.total : 1 }),
+    });
     const summarizer = makeSummarizer(options.summarizerKind, config, memory, io.env);
     const events = new EventStream();
     const tally = new ReplayTally();
@@ -163,7 +187,14 @@ async function replay(options: {
       usageObserver: log,
     });
     const started = performance.now();
-    const lines = createInterface({ input: createReadStream(options.transcript, 'utf8'), crlfDelay: Infinity });
+    let invalidUtf8Lines = 0;
+    const lines = utf8Lines(createReadStream(options.transcript), {
+      acceptInvalid: options.acceptInvalidUtf8,
+      onInvalid: (line) => {
+        invalidUtf8Lines += 1;
+        io.stderr.write(`magpie replay: line ${line}: not valid UTF-8; bad bytes replaced with U+FFFD\n`);
+      },
+    });
     const size = statSync(options.transcript).size;
     const meter = createProgress({ stream: io.stderr, label: 'replay', unit: 'messages', enabled: progressEnabled(io.stderr, io.env) });
     let bytes = 0;
@@ -171,6 +202,11 @@ async function replay(options: {
       lines,
       runtime,
       clock,
+      onConflict: (conflict) =>
+        io.stderr.write(
+          `magpie replay: line ${conflict.line}: id ${JSON.stringify(conflict.messageId)} in channel ${JSON.stringify(conflict.channelId)} ` +
+            'is already stored with other text; the stored text is kept\n',
+        ),
       shouldStop: () => stopSignal !== undefined,
       onLine: (counts, raw) => {
         bytes += Buffer.byteLength(raw) + 1;
@@ -178,19 +214,35 @@ async function replay(options: {
       },
     });
     meter.finish();
+    let failure = progress.failure;
     // Interrupted: held worker results are not waited for (a restart would not apply them either).
-    if (stopSignal === undefined) await runtime.flushCompactions();
+    if (failure === undefined && stopSignal === undefined) {
+      try {
+        await runtime.flushCompactions();
+        // Leaves complete index files behind, so readers need not rebuild them.
+        memory.warmIndexes([...progress.channels]);
+      } catch (error) {
+        failure = error;
+      }
+    }
     const durationMs = performance.now() - started;
-    await runtime.close();
+    try {
+      await runtime.close();
+    } catch (error) {
+      failure ??= error;
+    }
     runtime = undefined;
     log.close();
     const census = archiveCensus(db, progress.channels);
-    const summary = replaySummary(tally, progress, census, {
-      summarizerKind: options.summarizerKind,
-      workerLag: options.workerLag,
-      durationMs,
-      ...(stopSignal === undefined ? {} : { interrupted: stopSignal }),
-    });
+    const summary = {
+      ...replaySummary(tally, progress, census, {
+        summarizerKind: options.summarizerKind,
+        workerLag: options.workerLag,
+        durationMs,
+        ...(stopSignal === undefined ? {} : { interrupted: stopSignal }),
+      }),
+      ...(invalidUtf8Lines > 0 ? { invalid_utf8_lines: invalidUtf8Lines } : {}),
+    };
     if (stopSignal !== undefined) {
       io.stderr.write(
         `magpie replay: stopped by ${stopSignal} after line ${progress.lines}: ${progress.messages} new messages stored in ${options.dataDir}` +
@@ -204,19 +256,29 @@ async function replay(options: {
       const runs = writeReport({ sources: [{ dataDir: options.dataDir, db }, ...options.report.compare.map((dir) => ({ dataDir: dir }))], out: options.report.out, io });
       if (options.report.out !== '-') io.stderr.write(reportWritten(resolve(io.cwd, options.report.out), runs));
     }
+    if (failure !== undefined) {
+      const problem = storageError(options.dataDir, failure);
+      if (!problem) throw failure;
+      const kept = progress.messages + progress.duplicates + progress.conflicts;
+      io.stderr.write(`magpie replay: ${problem.render()}\n  (the ${kept} lines before it are stored in ${options.dataDir}; run the same replay again to go on)\n`);
+      return EXIT.failure;
+    }
     if (progress.error) {
-      const kept = progress.messages + progress.duplicates;
+      const kept = progress.messages + progress.duplicates + progress.conflicts;
       io.stderr.write(`magpie replay: ${progress.error.render()}\n  (the ${kept} messages before it are in ${options.dataDir})\n`);
       return EXIT.failure;
     }
     return stopSignal === undefined ? EXIT.ok : exitCodeFor(stopSignal);
+  } catch (error) {
+    throw storageError(options.dataDir, error) ?? error;
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
-    if (runtime) await runtime.close();
+    if (runtime) await runtime.close().catch(() => {});
     log?.close();
-    if (memory) await memory.close();
-    db.close();
+    if (memory) await memory.close().catch(() => {});
+    indexMeter.finish();
+    writable.close();
   }
 }
 

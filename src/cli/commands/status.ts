@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { channelIdsWithHistory, contextCensus } from '../../channel/census.js';
 import { estimateToolTokens, SUMMARY_HEADER_TOKENS } from '../../channel/model-request.js';
+import { usableWindow } from '../../channel/calibration.js';
 import { estimateTokens } from '../../channel/token-estimate.js';
 import { readCompactionLog, tallyLog, type CompactionTally } from '../../compaction-log/index.js';
 import { LiveConfig } from '../../config/live-config.js';
@@ -31,9 +32,13 @@ const DAY_MS = 86_400_000;
 
 export interface ChannelStatus {
   channel_id: string;
+  /** `calibration_factor × estimated_tokens / usable_window`, as the Compactor computes it. */
   usage: number;
   estimated_tokens: number;
+  calibration_factor: number;
   context_window: number;
+  /** `context_window − max_response_tokens`: what the thresholds apply to. */
+  usable_window: number;
   thresholds: { background: number; aggressive: number; emergency: number };
   /** Where window and thresholds come from: the runtime's last check as logged, or the config file. */
   settings_from: 'compaction_log' | 'config';
@@ -95,6 +100,7 @@ function channelStatus(db: SqliteDatabase, channelId: string, config: LiveConfig
   const recorded = log?.settings.at(-1)?.values;
   const settings = {
     contextWindow: recorded?.context_window ?? configured.contextWindow,
+    maxResponseTokens: recorded?.max_response_tokens ?? configured.maxResponseTokens,
     background: recorded?.background_threshold ?? configured.compaction.backgroundThreshold,
     aggressive: recorded?.aggressive_threshold ?? configured.compaction.aggressiveThreshold,
     emergency: recorded?.emergency_threshold ?? configured.compaction.emergencyThreshold,
@@ -106,6 +112,11 @@ function channelStatus(db: SqliteDatabase, channelId: string, config: LiveConfig
     (census.summaries + census.markers > 0 ? SUMMARY_HEADER_TOKENS : 0) +
     census.summaryTokens +
     census.liveEntryTokens;
+  // The channel's calibration (real tokens per estimated one), as the runtime persisted it.
+  const factor = hasTable(db, 'history_calibration')
+    ? ((db.prepare('SELECT factor FROM history_calibration WHERE channel_id = ?').get(channelId) as { factor: number } | undefined)?.factor ?? 1)
+    : 1;
+  const usable = usableWindow(settings);
   const all = log ? tallyLog(log) : undefined;
   const lastDay = log ? tallyLog(log, now - DAY_MS) : undefined;
   const memories = hasTable(db, 'memory_items')
@@ -113,9 +124,11 @@ function channelStatus(db: SqliteDatabase, channelId: string, config: LiveConfig
     : 0;
   return {
     channel_id: channelId,
-    usage: Math.round((estimated / settings.contextWindow) * 10_000) / 10_000,
+    usage: Math.round(((factor * estimated) / usable) * 10_000) / 10_000,
     estimated_tokens: estimated,
+    calibration_factor: factor,
     context_window: settings.contextWindow,
+    usable_window: usable,
     thresholds: { background: settings.background, aggressive: settings.aggressive, emergency: settings.emergency },
     settings_from: recorded ? 'compaction_log' : 'config',
     live_messages: census.liveMessages,
@@ -176,5 +189,12 @@ function statusTable(dataDir: string, statuses: readonly ChannelStatus[]): strin
   const right = new Set([1, 2, 3, 4, 5, 6, 7, 8]);
   const line = (cells: readonly string[]) =>
     cells.map((cell, column) => (right.has(column) ? cell.padStart(widths[column]!) : cell.padEnd(widths[column]!))).join('  ').trimEnd();
-  return [`${dataDir}`, line(header), ...rows.map(line), '', 'usage = estimated tokens / window; thresholds per channel in --json.', ''].join('\n');
+  return [
+    `${dataDir}`,
+    line(header),
+    ...rows.map(line),
+    '',
+    'usage = calibration factor × estimated tokens / (window − max_response_tokens); thresholds and factor per channel in --json.',
+    '',
+  ].join('\n');
 }
