@@ -45,6 +45,8 @@ export interface ChannelResponderOptions {
   events: EventStream;
   clock?: Clock;
   self?: AgentIdentity;
+  /** Shared with branches and workers, whose tokens count against the same daily budget. */
+  budget?: DailyTokenBudget;
 }
 
 /** How long shutdown waits for turns after aborting them. */
@@ -71,12 +73,17 @@ export class ChannelResponder {
   constructor(private readonly options: ChannelResponderOptions) {
     this.self = options.self;
     this.limiter = new UserRateLimiter(options.clock ?? systemClock);
-    this.budget = new DailyTokenBudget(options.clock ?? systemClock);
+    this.budget = options.budget ?? new DailyTokenBudget(options.clock ?? systemClock);
   }
 
   /** Who the bot is, once the platform has said (Discord: after login). */
   setIdentity(self: AgentIdentity): void {
     this.self = self;
+  }
+
+  /** Who the bot is, once known. */
+  get identity(): AgentIdentity | undefined {
+    return this.self;
   }
 
   get hasModel(): boolean {
@@ -166,7 +173,12 @@ export class ChannelResponder {
           model,
           tools: this.options.tools,
           settings,
-          context: request.context,
+          // A worker started in this turn reports back where it was asked.
+          context: {
+            ...request.context,
+            ...(request.parentId ? { parentChannelId: request.parentId } : {}),
+            postToChannel: request.context.postToChannel ?? ((text) => target.send(text)),
+          },
           ...(request.turnId === undefined ? {} : { turnId: request.turnId }),
           ...(this.self ? { self: this.self } : {}),
           deliver: (reply) => {

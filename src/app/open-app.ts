@@ -15,8 +15,11 @@ import type { MemoryStore } from '../memory/types.js';
 import type { SqliteDatabase } from '../storage/database.js';
 import { openDataDirForWriting } from '../storage/data-dir.js';
 import { ALL_MIGRATIONS } from '../storage/migrations.js';
+import { createBranchTool } from '../branch/index.js';
+import { createChannelHistoryTool, createSpawnWorkerTool, WorkerManager } from '../worker/index.js';
 import { StorageHealth } from '../storage/storage-health.js';
 import { ChannelResponder } from './channel-responder.js';
+import { DailyTokenBudget } from './cost-guards.js';
 
 export interface OpenAppOptions {
   config: LiveConfig | MagpieConfig;
@@ -43,6 +46,8 @@ export interface MagpieApp {
   tools: ToolHandler[];
   runtime: ChannelRuntime;
   responder: ChannelResponder;
+  /** Background workers (`spawn_worker`, `/tasks`). */
+  workers: WorkerManager;
   /** Whether the data dir takes writes now (readiness): false after a failed write until one succeeds. */
   storage: StorageHealth;
   /** Stops the runtime (in-flight compactions are not applied), then memory, then the database. */
@@ -87,7 +92,26 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     throw error;
   }
   const memoryTools = createMemoryTools(memory);
-  const tools = [memoryTools.memorySearch, memoryTools.memorySave];
+  const tools: ToolHandler[] = [memoryTools.memorySearch, memoryTools.memorySave];
+  const budget = new DailyTokenBudget(clock);
+  const settingsFor = (channelId: string, parentId?: string) => config.settingsFor(channelId, parentId);
+  // Branches and workers exist only with a model; they count against the same budget and
+  // share the model's concurrency cap.
+  let workers: WorkerManager | undefined;
+  if (model) {
+    tools.push(
+      createBranchTool({
+        model,
+        liveContext: (channelId) => runtime.liveContext(channelId),
+        settingsFor,
+        tools: [memoryTools.memorySearch, memoryTools.memorySave],
+        budget,
+        events,
+        calibration: (channelId) => runtime.requestEstimate(channelId).factor,
+      }),
+      createSpawnWorkerTool({ spawn: (request) => workers!.spawn(request) }),
+    );
+  }
   // What compaction did stays in SQLite for `magpie status` and `magpie report`.
   const compactionLog: CompactionLog = new CompactionLog({
     db,
@@ -109,7 +133,22 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     // The same array the agent turns pass: the definitions are counted once per configuration.
     toolDefinitions: definitionsOf(tools),
   });
-  const responder = new ChannelResponder({ runtime, model, tools, config, events, clock });
+  const responder = new ChannelResponder({ runtime, model, tools, config, events, clock, budget });
+  workers = new WorkerManager({
+    db,
+    runtime,
+    model,
+    tools: [memoryTools.memorySearch, memoryTools.memorySave, createChannelHistoryTool(db)],
+    settingsFor,
+    budget,
+    events,
+    identity: () => responder.identity,
+    calibration: (channelId) => runtime.requestEstimate(channelId).factor,
+    clock,
+  });
+  // Workers that were running when the process stopped are reported as interrupted, once.
+  workers.recoverInterrupted();
+  const workerManager = workers;
   let closed = false;
   return {
     config,
@@ -122,11 +161,13 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     tools,
     runtime,
     responder,
+    workers: workerManager,
     storage: new StorageHealth({ dataDir, events }),
     async close() {
       if (closed) return;
       closed = true;
       try {
+        await workerManager.close();
         await runtime.close();
         compactionLog.close();
         await memory.close();
