@@ -148,6 +148,14 @@ export interface DiscordSettings {
   catchUpMessages: number;
 }
 
+/** `[runtime]`: how many channels one process keeps in memory. */
+export interface RuntimeSettings {
+  /** A channel unused this long is unloaded (its state reloads from SQLite on the next message). */
+  channelIdleMs: number;
+  /** Most channels loaded at once; the least recently used quiet ones are unloaded beyond it. */
+  maxLoadedChannels: number;
+}
+
 /** `[metrics]` */
 export interface MetricsSettings {
   /** Days of compaction log (events and usage samples) kept in SQLite for `status` and `report`. */
@@ -166,6 +174,7 @@ export interface MagpieConfig {
   llm: LlmSettings;
   memory: MemorySettings;
   discord: DiscordSettings;
+  runtime: RuntimeSettings;
   metrics: MetricsSettings;
   logging: LoggingSettings;
 }

@@ -139,4 +139,12 @@ export interface MemoryStore {
   forget(id: string, within?: MemoryLocation): boolean;
   stats(location?: MemoryLocation): MemoryStats;
   close(): Promise<void>;
+  /**
+   * Optional: a store that lives in the caller's own SQLite database (`db`) returns a function
+   * that writes transcript rows inside the caller's open transaction, so that a history row and
+   * its searchable copy commit together; undefined when it does not share that database.
+   */
+  transcriptStager?(db: unknown): ((entries: TranscriptEntryInput[]) => void) | undefined;
+  /** Optional: the channel was unloaded from memory; its vector index may be saved and dropped. */
+  releaseChannel?(channelId: string): void;
 }
