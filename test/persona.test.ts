@@ -6,6 +6,7 @@ import path from 'node:path';
 import { openApp } from '../src/app/index.js';
 import { loadConfigFile } from '../src/config/index.js';
 import { listPersonas } from '../src/persona/index.js';
+import { runMagpie } from './support/magpie-process.js';
 
 test('a persona survives a restart, replaces the configured prompt for its channel only, and never touches config.toml', async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-persona-'));
@@ -21,6 +22,12 @@ test('a persona survives a restart, replaces the configured prompt for its chann
     const withPersona = first.runtime.status('c-persona').estimatedTokens;
     assert.equal(withPersona, first.runtime.status('c-other').estimatedTokens - Math.ceil('You are the configured bot.'.length / 4) + Math.ceil('You are a librarian.'.length / 4));
     await first.close();
+
+    // The operator sees it in magpie status.
+    const status = await runMagpie(['status', '--data-dir', path.join(dir, 'data'), '--json'], { cwd: dir, env: { PATH: process.env.PATH, HOME: dir } });
+    assert.equal(status.code, 0, status.stderr);
+    const shown = JSON.parse(status.stdout) as { personas: Array<{ channel_id: string; prompt: string; set_by: string }> };
+    assert.deepEqual(shown.personas.map((persona) => [persona.channel_id, persona.prompt, persona.set_by]), [['c-persona', 'You are a librarian.', 'u-mod']]);
 
     const second = await openApp({ config: loadConfigFile(configFile), env: {} });
     try {

@@ -92,6 +92,9 @@ export const DEFAULTS: MagpieConfig = {
     channelIdleMs: 600_000,
     maxLoadedChannels: 2_000,
   },
+  metrics: {
+    compactionLogDays: 30,
+  },
   logging: {
     level: 'info',
   },

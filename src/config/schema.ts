@@ -136,6 +136,12 @@ export const CONFIG_SPEC: TableSpec = {
       max_loaded_channels: { kind: 'integer', min: 1, max: 10_000_000 },
     },
   },
+  metrics: {
+    kind: 'table',
+    fields: {
+      compaction_log_days: { kind: 'integer', min: 1, max: 36_500, meaning: 'days' },
+    },
+  },
   logging: {
     kind: 'table',
     fields: {

@@ -164,6 +164,12 @@ export interface RuntimeSettings {
   maxLoadedChannels: number;
 }
 
+/** `[metrics]` */
+export interface MetricsSettings {
+  /** Days of compaction log (events and usage samples) kept in SQLite for `status` and `report`. */
+  compactionLogDays: number;
+}
+
 /** `[logging]` */
 export interface LoggingSettings {
   level: LogLevel;
@@ -177,5 +183,6 @@ export interface MagpieConfig {
   memory: MemorySettings;
   discord: DiscordSettings;
   runtime: RuntimeSettings;
+  metrics: MetricsSettings;
   logging: LoggingSettings;
 }

@@ -2,6 +2,7 @@ import { ATTACHMENT_MIGRATIONS } from '../attachments/attachment-store.js';
 import { CALIBRATION_MIGRATIONS } from '../channel/calibration.js';
 import { HISTORY_MIGRATIONS } from '../channel/schema.js';
 import { REPLY_MIGRATIONS } from '../channel/reply-context.js';
+import { COMPACTION_LOG_MIGRATIONS } from '../compaction-log/schema.js';
 import { MEMORY_MIGRATIONS } from '../memory/schema.js';
 import { PERSONA_MIGRATIONS } from '../persona/persona-store.js';
 import { WORKER_MIGRATIONS } from '../worker/worker-store.js';
@@ -13,6 +14,7 @@ export const ALL_MIGRATIONS: readonly Migration[] = [
   ...CALIBRATION_MIGRATIONS,
   ...MEMORY_MIGRATIONS,
   ...WORKER_MIGRATIONS,
+  ...COMPACTION_LOG_MIGRATIONS,
   ...ATTACHMENT_MIGRATIONS,
   ...REPLY_MIGRATIONS,
   ...PERSONA_MIGRATIONS,
