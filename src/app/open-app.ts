@@ -7,10 +7,11 @@ import type { MagpieConfig } from '../config/types.js';
 import { ChannelRuntime } from '../channel/index.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { createLlmSummarizer } from '../compaction/llm-summarizer.js';
-import { createAnthropicModel, limitConcurrency, type ChatModel } from '../llm/index.js';
+import { createAnthropicModel, limitConcurrency, observeModel, type ChatModel, type ModelPurpose } from '../llm/index.js';
 import type { ToolHandler } from '../llm/tool.js';
 import { createMemoryTools, openMemoryStore } from '../memory/index.js';
 import type { MemoryStore } from '../memory/types.js';
+import { timeMemorySearch, type MagpieMetrics } from '../metrics/index.js';
 import { openDatabase, type SqliteDatabase } from '../storage/database.js';
 import { ALL_MIGRATIONS } from '../storage/migrations.js';
 import { ChannelResponder } from './channel-responder.js';
@@ -23,6 +24,8 @@ export interface OpenAppOptions {
   cwd?: string;
   events?: EventStream;
   clock?: Clock;
+  /** Counts model calls by purpose, messages, usage checks and searches; gauges read the app. */
+  metrics?: MagpieMetrics;
 }
 
 /** Everything a running Magpie needs, opened from one config, closed in one call. */
@@ -34,6 +37,11 @@ export interface MagpieApp {
   memory: MemoryStore;
   /** Undefined when no model is configured or usable; `modelProblem` says why. */
   model: ChatModel | undefined;
+  /**
+   * The same model, its calls counted under `purpose` in the metrics (one shared concurrency
+   * limit). Branches and workers take theirs here: `app.modelFor('worker')`.
+   */
+  modelFor(purpose: ModelPurpose): ChatModel | undefined;
   modelProblem: MagpieError | undefined;
   tools: ToolHandler[];
   runtime: ChannelRuntime;
@@ -68,6 +76,10 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     }
   }
 
+  const metrics = options.metrics;
+  const modelFor = (purpose: ModelPurpose): ChatModel | undefined =>
+    model && metrics ? observeModel(model, purpose, metrics.modelObserver) : model;
+
   const db = openDatabase(dataDir, ALL_MIGRATIONS);
   let memory: MemoryStore;
   try {
@@ -77,6 +89,8 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     db.close();
     throw error;
   }
+  const store = memory;
+  if (metrics) memory = timeMemorySearch(memory, metrics.memorySearchDuration);
   const memoryTools = createMemoryTools(memory);
   const tools = [memoryTools.memorySearch, memoryTools.memorySave];
   const runtime = new ChannelRuntime({
@@ -85,10 +99,20 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     config,
     events,
     clock,
-    summarizer: model ? createLlmSummarizer({ model, memoryTools }) : createExtractiveSummarizer(),
+    summarizer: model ? createLlmSummarizer({ model: modelFor('compaction')!, memoryTools }) : createExtractiveSummarizer(),
     toolDefinitions: tools.map((tool) => tool.definition),
+    ...(metrics
+      ? {
+          observer: {
+            messageIngested: () => metrics.messagesIngested.inc(),
+            usageChecked: (usage: number) => metrics.contextUsage.observe(usage),
+          },
+        }
+      : {}),
   });
-  const responder = new ChannelResponder({ runtime, model, tools, config, events, clock });
+  const channelModel = modelFor('channel');
+  metrics?.attachSources({ channelsLoaded: () => runtime.loadedChannels, memoryStats: () => store.stats() });
+  const responder = new ChannelResponder({ runtime, model: channelModel, tools, config, events, clock });
   let closed = false;
   return {
     config,
@@ -96,7 +120,8 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     dataDir,
     db,
     memory,
-    model,
+    model: channelModel,
+    modelFor,
     modelProblem,
     tools,
     runtime,

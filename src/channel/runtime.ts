@@ -32,6 +32,16 @@ export interface ChannelRuntimeOptions {
   toolDefinitions?: ToolDefinition[];
   /** When finished workers land; default: as soon as they finish. */
   scheduler?: CompactionScheduler;
+  /** Sees what no event reports because it happens too often to log (metrics). */
+  observer?: RuntimeObserver;
+}
+
+/** Hooks for high-frequency facts; each must be cheap: they run on every message. */
+export interface RuntimeObserver {
+  /** A platform message was appended (a duplicate id is not). */
+  messageIngested?(): void;
+  /** The usage (estimated tokens / window) one Compactor check saw. */
+  usageChecked?(usage: number): void;
 }
 
 /** An entry the channel agent adds to its turn (tool calls, tool results, its reply). */
@@ -88,6 +98,7 @@ export class ChannelRuntime {
       settingsFor: (channelId) => this.settings(channelId),
       estimate: (state, settings) => this.estimate(state, settings),
       retryFailedArchives: (state, entries) => this.archiver.retryFailed(state, entries),
+      ...(options.observer?.usageChecked ? { usageChecked: (usage: number) => options.observer!.usageChecked!(usage) } : {}),
     });
   }
 
@@ -114,6 +125,7 @@ export class ChannelRuntime {
       turnId: joinsTurn ? last.turnId : state.nextTurnId,
     });
     if (!entry.fresh) return entry.entry;
+    this.options.observer?.messageIngested?.();
     this.scheduler.afterMessage(message.channelId);
     const archived = this.archiver.archive(state, [entry.entry]);
     this.coordinator.check(state);
@@ -271,6 +283,11 @@ export class ChannelRuntime {
     };
     if (state.lastCompaction) status.lastCompaction = { ...state.lastCompaction };
     return status;
+  }
+
+  /** Channels whose history is loaded in memory. */
+  get loadedChannels(): number {
+    return this.states.size;
   }
 
   /** The Compactor check, as run after every message and turn. */

@@ -47,6 +47,8 @@ export interface CompactionCoordinatorOptions {
   retryFailedArchives(state: ChannelState, entries: readonly HistoryEntry[]): true | Promise<boolean>;
   /** Estimated tokens of what the model would be sent now for this channel. */
   estimate(state: ChannelState, settings: ChannelSettings): number;
+  /** Sees the usage of every check (metrics); must be cheap, it runs after every message. */
+  usageChecked?: (usage: number) => void;
 }
 
 /**
@@ -70,6 +72,7 @@ export class CompactionCoordinator {
     const settings = this.options.settingsFor(state.channelId);
     const tokens = this.options.estimate(state, settings);
     const usage = tokens / settings.contextWindow;
+    this.options.usageChecked?.(usage);
     const action = decide(usage, settings.compaction, { compactionRunning: state.compaction !== undefined });
     if (action === 'none' || (scope.emergencyOnly && action !== 'emergency')) return 'none';
     if (action === 'emergency' && state.entries.length === 0) return 'none';

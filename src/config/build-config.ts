@@ -67,7 +67,9 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
   checkDiscordTiming(discord, sink, refusedKeys(rawSection(document, 'discord'), discordSection));
   const logging = { ...base.logging, ...sectionOf(partial, 'logging') };
 
-  return { defaults, channels, llm, memory, discord, logging } as MagpieConfig;
+  const metrics = { ...base.metrics, ...sectionOf(partial, 'metrics') };
+
+  return { defaults, channels, llm, memory, discord, logging, metrics } as MagpieConfig;
 }
 
 /** A partial compaction table merges key by key, so an override may set just one threshold. */

@@ -71,4 +71,7 @@ export const DEFAULTS: MagpieConfig = {
   logging: {
     level: 'info',
   },
+  metrics: {
+    listen: '127.0.0.1:9464',
+  },
 };

@@ -14,6 +14,7 @@ export type FieldSpec =
   | { kind: 'boolean' }
   | { kind: 'enum'; values: readonly string[] }
   | { kind: 'idList' }
+  | { kind: 'listen' } // "host:port" of a local listener, or "" for none
   | { kind: 'table'; fields: TableSpec };
 
 export type TableSpec = Readonly<Record<string, FieldSpec>>;
@@ -109,6 +110,12 @@ export const CONFIG_SPEC: TableSpec = {
     kind: 'table',
     fields: {
       level: { kind: 'enum', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
+    },
+  },
+  metrics: {
+    kind: 'table',
+    fields: {
+      listen: { kind: 'listen' },
     },
   },
 };

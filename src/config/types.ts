@@ -116,6 +116,12 @@ export interface LoggingSettings {
   level: LogLevel;
 }
 
+/** `[metrics]` */
+export interface MetricsSettings {
+  /** `host:port` of the Prometheus and health endpoint; empty = off. */
+  listen: string;
+}
+
 export interface MagpieConfig {
   defaults: ChannelSettings;
   /** Per-channel settings, already merged over `defaults`. */
@@ -124,4 +130,5 @@ export interface MagpieConfig {
   memory: MemorySettings;
   discord: DiscordSettings;
   logging: LoggingSettings;
+  metrics: MetricsSettings;
 }

@@ -19,3 +19,10 @@ export { limitConcurrency } from './concurrency-limit.js';
 export { ModelError, abortedModelError, type ModelErrorOptions, type ModelFailureReason } from './model-error.js';
 export { toModelError, isRetryableStatus } from './sdk-errors.js';
 export { runToolLoop, parseToolInput, type ToolLoopOptions, type ToolLoopResult } from './tool-loop.js';
+export {
+  observeModel,
+  MODEL_PURPOSES,
+  type ModelCallObserver,
+  type ModelCallRecord,
+  type ModelPurpose,
+} from './observed-model.js';

@@ -2,8 +2,9 @@ import { MODEL_HINT, openApp } from '../../app/index.js';
 import { errorMessage, MagpieError } from '../../common/errors.js';
 import { EventStream } from '../../common/events.js';
 import { loadConfig, watchConfigFile, type ConfigWatcher } from '../../config/index.js';
-import { createDiscordClient, destroyClient, DiscordAdapter } from '../../discord/index.js';
+import { connectionProblem, createDiscordClient, destroyClient, DiscordAdapter } from '../../discord/index.js';
 import { attachEventLogger, createLogger, followConfigLevel } from '../../logging/index.js';
+import { announceOperatorEndpoint, openOperatorEndpoint } from '../../metrics/index.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { parseFlags } from '../parse-flags.js';
 
@@ -70,10 +71,24 @@ export const startCommand: CliCommand = {
     });
     const events = new EventStream();
     attachEventLogger(events, logger);
-    const app = await openApp({ config, env: io.env, cwd: io.cwd, events });
+    // Up before the database opens, so /healthz answers and /readyz says what it waits for.
+    const operator = await openOperatorEndpoint({ listen: config.metrics.listen, events });
+    announceOperatorEndpoint(operator, logger);
+    operator.readiness.require('database', () => 'database not open yet');
+    operator.readiness.require('discord', () => 'discord not connected yet');
+    let app: Awaited<ReturnType<typeof openApp>>;
+    try {
+      app = await openApp({ config, env: io.env, cwd: io.cwd, events, metrics: operator.metrics });
+    } catch (error) {
+      await operator.close();
+      throw error;
+    }
+    const opened = app;
+    operator.readiness.require('database', () => (opened.db.open ? undefined : 'database closed'));
     if (app.modelProblem && config.llm.model.trim() !== '') {
       // A model was asked for but cannot be used: refuse now rather than at the first message.
       await app.close();
+      await operator.close();
       io.stderr.write(`magpie start: ${app.modelProblem.render()}\n`);
       return EXIT.config;
     }
@@ -86,6 +101,7 @@ export const startCommand: CliCommand = {
 
     const apiBase = io.env[DISCORD_API_ENV]?.trim();
     const client = createDiscordClient(apiBase ? { restApi: apiBase } : {});
+    operator.readiness.require('discord', () => connectionProblem(client));
     const adapter = new DiscordAdapter({
       client,
       runtime: app.runtime,
@@ -108,6 +124,7 @@ export const startCommand: CliCommand = {
       watcher?.close();
       await destroyClient(client).catch(() => {});
       await app.close();
+      await operator.close();
       const message = error instanceof MagpieError ? error.render() : errorMessage(error);
       io.stderr.write(`magpie start: could not connect to Discord: ${message}\n`);
       return EXIT.failure;
@@ -117,6 +134,7 @@ export const startCommand: CliCommand = {
       watcher?.close();
       await adapter.stop(0);
       await app.close();
+      await operator.close();
       logger.info({ event: 'stopped' }, 'stopped');
       return EXIT.ok;
     }
@@ -126,8 +144,10 @@ export const startCommand: CliCommand = {
     const graceMs = app.config.current().discord.shutdownGraceMs;
     logger.info({ event: 'stopping', signal, grace_ms: graceMs }, 'stopping: finishing running replies');
     watcher?.close();
+    operator.readiness.require('shutdown', () => 'shutting down');
     await adapter.stop(graceMs);
     await app.close();
+    await operator.close();
     logger.info({ event: 'stopped' }, 'stopped');
     return EXIT.ok;
   },
