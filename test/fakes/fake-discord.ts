@@ -135,6 +135,13 @@ export class FakeDiscord {
   private readonly echoBotMessages: boolean;
   /** Answer POST /channels/:id/messages with this status instead (once per entry). */
   private readonly failNextPosts: number[] = [];
+  /** While set, IDENTIFY is answered only by `releaseIdentify()`. */
+  private identifyHeld = false;
+  private heldIdentify: WebSocket | undefined;
+  /** The next N history reads answer 429 with this `retry_after` (seconds). */
+  private historyRateLimits: number[] = [];
+  /** How many 429s the history route has sent. */
+  historyRateLimited = 0;
 
   constructor(options: FakeDiscordOptions = {}) {
     this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? 41_250;
@@ -204,6 +211,59 @@ export class FakeDiscord {
     const existing = this.interactionReplies.find(predicate);
     if (existing) return Promise.resolve(existing);
     return waitOn(this.interactionWaiters, predicate, options.timeoutMs ?? 5_000, 'interaction reply');
+  }
+
+  /** IDENTIFY waits until `releaseIdentify()`: the bot stays connected but not ready. */
+  holdIdentify(): void {
+    this.identifyHeld = true;
+  }
+
+  releaseIdentify(): void {
+    this.identifyHeld = false;
+    const socket = this.heldIdentify;
+    this.heldIdentify = undefined;
+    if (socket && socket === this.socket) this.identify(socket);
+  }
+
+  /**
+   * Past messages of a channel, as if written before the bot was there: stored for
+   * GET /channels/:id/messages, not dispatched. `at` (ms) sets the time inside each snowflake,
+   * so ids sort like the messages; default: one minute apart ending a day ago. Returns the ids.
+   */
+  seedHistory(channelId: string, messages: Array<{ authorId: string; content: string; at?: number }>): string[] {
+    const channel = this.requireChannel(channelId);
+    const guildId = this.guildOf(channel);
+    const start = Date.now() - 86_400_000 - messages.length * 60_000;
+    return messages.map((message, index) => {
+      const at = message.at ?? start + index * 60_000;
+      this.idCounter += 1n;
+      const id = (((BigInt(at) - DISCORD_EPOCH) << 22n) | (this.idCounter & 0x3fffffn)).toString();
+      const author = this.requireUser(message.authorId);
+      this.messages.set(id, {
+        id,
+        channel_id: channel.id,
+        author: this.userPayload(author),
+        content: message.content,
+        timestamp: new Date(at).toISOString(),
+        edited_timestamp: null,
+        tts: false,
+        mention_everyone: false,
+        mentions: [],
+        mention_roles: [],
+        attachments: [],
+        embeds: [],
+        pinned: false,
+        type: 0,
+        flags: 0,
+        ...(guildId ? { guild_id: guildId } : {}),
+      });
+      return id;
+    });
+  }
+
+  /** The next `count` reads of a channel's history answer 429, asking to retry after `retryAfterSeconds`. */
+  rateLimitHistory(count: number, retryAfterSeconds: number): void {
+    for (let index = 0; index < count; index += 1) this.historyRateLimits.push(retryAfterSeconds);
   }
 
   /** The next N POSTs of messages fail with this HTTP status. */
@@ -397,6 +457,10 @@ export class FakeDiscord {
         return;
       case 2:
         this.handshakes.push(payload);
+        if (this.identifyHeld) {
+          this.heldIdentify = socket;
+          return;
+        }
         this.identify(socket);
         return;
       case 6:
@@ -550,12 +614,45 @@ export class FakeDiscord {
       if (!channel) return reply(404, { message: 'Unknown Channel', code: 10003 });
       return reply(200, this.channelPayload(channel));
     }
+    if (method === 'GET' && (match = path.match(/^\/channels\/(\d+)\/messages$/))) {
+      const retryAfter = this.historyRateLimits.shift();
+      if (retryAfter !== undefined) {
+        this.historyRateLimited += 1;
+        response.writeHead(429, {
+          'content-type': 'application/json',
+          'retry-after': String(retryAfter),
+          'x-ratelimit-scope': 'user',
+        });
+        response.end(JSON.stringify({ message: 'You are being rate limited.', retry_after: retryAfter, global: false }));
+        return;
+      }
+      if (!this.channels.has(match[1]!)) return reply(404, { message: 'Unknown Channel', code: 10003 });
+      return reply(200, this.history(match[1]!, url.searchParams));
+    }
     if (method === 'GET' && (match = path.match(/^\/channels\/(\d+)\/messages\/(\d+)$/))) {
       const message = this.messages.get(match[2]!);
       if (!message) return reply(404, { message: 'Unknown Message', code: 10008 });
       return reply(200, message);
     }
     return reply(404, { message: `fake discord: no route for ${method} ${path}`, code: 0 });
+  }
+
+  /** Discord's paging: at most `limit` (1–100, default 50) messages before or after an id, newest first. */
+  private history(channelId: string, params: URLSearchParams): Array<Record<string, unknown>> {
+    const limit = Math.min(100, Math.max(1, Number(params.get('limit') ?? 50) || 50));
+    const before = params.get('before');
+    const after = params.get('after');
+    const all = [...this.messages.values()]
+      .filter((message) => message.channel_id === channelId)
+      .sort((left, right) => compareIds(String(left.id), String(right.id)));
+    let page: Array<Record<string, unknown>>;
+    if (after !== null) {
+      page = all.filter((message) => compareIds(String(message.id), after) > 0).slice(0, limit);
+    } else {
+      const older = before === null ? all : all.filter((message) => compareIds(String(message.id), before) < 0);
+      page = older.slice(Math.max(0, older.length - limit));
+    }
+    return page.reverse();
   }
 
   private recordPost(channelId: string, body: Record<string, any>): Record<string, unknown> {
@@ -790,4 +887,9 @@ function withTimeout<T>(promise: Promise<T>, timeoutMs: number, what: string): P
     timer = setTimeout(() => reject(new Error(`fake discord: timed out after ${timeoutMs} ms waiting for ${what}`)), timeoutMs);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+function compareIds(left: string, right: string): number {
+  const difference = BigInt(left) - BigInt(right);
+  return difference === 0n ? 0 : difference < 0n ? -1 : 1;
 }
