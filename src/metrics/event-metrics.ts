@@ -32,8 +32,12 @@ function record(event: MagpieEvent, metrics: MagpieMetrics): void {
     metrics.compactions.inc({ tier, outcome: compactionOutcome });
     const durationMs = numberField(event, 'duration_ms');
     if (durationMs !== undefined) metrics.compactionDuration.observe({ tier }, durationMs / 1000);
-    const freed = numberField(event, 'tokens_freed');
-    if (compactionOutcome === 'completed' && freed !== undefined) metrics.compactionTokensFreed.observe(freed);
+    // A summary that lands in place of a truncation marker can free less than nothing; a
+    // histogram's sum must only grow, so that counts as 0.
+    const freed = event.tokens_freed;
+    if (compactionOutcome === 'completed' && typeof freed === 'number' && Number.isFinite(freed)) {
+      metrics.compactionTokensFreed.observe(Math.max(0, freed));
+    }
     return;
   }
   if (event.type === 'emergency_truncation') {
