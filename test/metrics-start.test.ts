@@ -143,7 +143,10 @@ test('magpie start serves /healthz, /readyz and metrics that follow a conversati
     const freed = events.filter((event) => event.event === 'compaction_completed').reduce((sum, event) => sum + Math.max(0, Number(event.tokens_freed)), 0);
     assert.equal(sampleValue(after, 'magpie_compaction_tokens_freed_sum'), freed);
     assert.equal(sampleValue(after, 'magpie_compaction_tokens_freed_count'), count('compaction_completed'));
-    assert.equal(sampleValue(after, 'magpie_compaction_duration_seconds_count', { tier: 'background' }), count('compaction_completed', 'background') + count('compaction_failed', 'background'));
+    for (const tier of ['background', 'aggressive']) {
+      const ended = count('compaction_completed', tier) + count('compaction_failed', tier);
+      assert.equal(sampleValue(after, 'magpie_compaction_duration_seconds_count', { tier }) ?? 0, ended, tier);
+    }
 
     assert.equal(sampleValue(after, 'magpie_turns_total', { outcome: 'completed' }), 2);
     assert.equal(sampleValue(after, 'magpie_turn_duration_seconds_count'), 2);
