@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { errorMessage, InputError, MagpieError } from '../../common/errors.js';
+import { closestMatch } from '../../config/edit-distance.js';
 import { loadConfig } from '../../config/load-config.js';
 import type { MemorySettings } from '../../config/types.js';
 import { openMemoryStore } from '../../memory/open-memory-store.js';
@@ -334,10 +335,16 @@ async function withStore(
 function warnIfUnknownChannel(store: SqliteMemoryStore, channelId: string, io: CliIo): void {
   const stats = store.stats({ channelId });
   if (stats.memories + stats.transcriptEntries > 0) return;
-  const known = store.channelIds(20);
+  const all = store.channelIds(1000);
+  const known = all.slice(0, 20);
+  // `magpie chat --channel local` stores its messages under `console:local`.
+  const guess = all.find((id) => id.endsWith(`:${channelId}`)) ?? closestMatch(channelId, all);
   io.stderr.write(
     `note: nothing is stored for channel '${channelId}'` +
-      (known.length > 0 ? `; channels with data: ${known.join(', ')}\n` : ' (the data directory is empty)\n'),
+      (guess !== undefined ? `; did you mean '${guess}'?` : '') +
+      (known.length > 0
+        ? `; channels with data: ${known.join(', ')}${all.length > known.length ? ` and ${all.length - known.length} more` : ''}\n`
+        : ' (the data directory is empty)\n'),
   );
 }
 

@@ -1,6 +1,7 @@
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { createInterface } from 'node:readline';
+import { HistoryStore } from '../../channel/history-store.js';
 import { ChannelRuntime } from '../../channel/runtime.js';
 import { EventStream, type MagpieEvent } from '../../common/events.js';
 import { InputError } from '../../common/errors.js';
@@ -120,7 +121,8 @@ async function replay(options: {
     });
     const started = performance.now();
     const lines = createInterface({ input: createReadStream(options.transcript, 'utf8'), crlfDelay: Infinity });
-    const progress = await replayLines({ lines, runtime, clock });
+    const history = new HistoryStore(db);
+    const progress = await replayLines({ lines, runtime, clock, lastStoredTime: (channelId) => history.lastMessageTime(channelId) });
     await runtime.flushCompactions();
     const durationMs = performance.now() - started;
     await runtime.close();
