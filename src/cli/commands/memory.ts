@@ -338,7 +338,8 @@ function warnIfUnknownChannel(store: SqliteMemoryStore, channelId: string, io: C
   const all = store.channelIds(1000);
   const known = all.slice(0, 20);
   // `magpie chat --channel local` stores its messages under `console:local`.
-  const guess = all.find((id) => id.endsWith(`:${channelId}`)) ?? closestMatch(channelId, all);
+  // Under four characters every other short id is "one edit away": no guess then.
+  const guess = all.find((id) => id.endsWith(`:${channelId}`)) ?? (channelId.length >= 4 ? closestMatch(channelId, all) : undefined);
   io.stderr.write(
     `note: nothing is stored for channel '${channelId}'` +
       (guess !== undefined ? `; did you mean '${guess}'?` : '') +
