@@ -7,6 +7,7 @@ import type { MagpieConfig } from '../config/types.js';
 import { ChannelRuntime } from '../channel/index.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { createLlmSummarizer } from '../compaction/llm-summarizer.js';
+import { SUGGESTED_MODEL } from '../llm/anthropic-model.js';
 import { createAnthropicModel, limitConcurrency, observeModel, type ChatModel, type ModelPurpose } from '../llm/index.js';
 import type { ToolHandler } from '../llm/tool.js';
 import { createMemoryTools, openMemoryStore } from '../memory/index.js';
@@ -141,5 +142,5 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
 
 /** How to give Magpie a model, for people who have none configured. */
 export const MODEL_HINT =
-  'set ANTHROPIC_API_KEY and [llm] model = "claude-sonnet-4-5" in config.toml, or point [llm] base_url at any ' +
+  `set ANTHROPIC_API_KEY and [llm] model = "${SUGGESTED_MODEL}" in config.toml, or point [llm] base_url at any ` +
   'Anthropic-compatible server (a local llama.cpp or Ollama) and name its model in [llm] model';
