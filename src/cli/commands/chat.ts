@@ -26,6 +26,10 @@ Options:
   --data-dir DIR  data directory (overrides [memory] data_dir)
   -h, --help      show this help
 
+The config file is followed while you chat: a saved edit (a smaller context_window, other
+thresholds) applies from the next message, and an invalid one is refused with its problems.
+Metrics and health are served on [metrics] listen, as for 'magpie start'.
+
 Without a model configured Magpie records and indexes what you write but does not answer:
 set ANTHROPIC_API_KEY and [llm] model, or [llm] base_url of any Anthropic-compatible server
 (a local llama.cpp or Ollama).

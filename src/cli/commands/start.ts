@@ -22,6 +22,9 @@ Options:
   --config FILE  configuration file (default: ./config.toml if present, else built-in defaults)
   -h, --help     show this help
 
+Metrics (/metrics), liveness (/healthz) and readiness (/readyz) are served on [metrics] listen
+(default 127.0.0.1:9464; "" turns them off).
+
 Environment:
   DISCORD_TOKEN      the bot token (the name is set by [discord] token_env)
   ANTHROPIC_API_KEY  the model key (the name is set by [llm] api_key_env)
