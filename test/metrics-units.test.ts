@@ -132,3 +132,20 @@ test('readiness lists every failing condition; a taken port leaves the endpoint 
     blocker.close();
   }
 });
+
+test('the usage histogram renders cumulative buckets, +Inf, sum and count, and ignores non-numbers', async () => {
+  const metrics = new MagpieMetrics({ defaultMetrics: false });
+  for (const usage of [0.05, 0.1, 0.5, 0.97, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) metrics.contextUsage.observe(usage);
+  const samples = parseMetrics(await metrics.text());
+  const bucket = (le: string) => sampleValue(samples, 'magpie_context_usage_ratio_bucket', { le });
+  assert.equal(bucket('0.1'), 2, 'a value on a bound counts in that bucket');
+  assert.equal(bucket('0.4'), 2);
+  assert.equal(bucket('0.5'), 3);
+  assert.equal(bucket('0.95'), 3);
+  assert.equal(bucket('1'), 4);
+  assert.equal(bucket('+Inf'), 5, 'over the last bound: only in +Inf');
+  assert.equal(sampleValue(samples, 'magpie_context_usage_ratio_count'), 5);
+  assert.equal(sampleValue(samples, 'magpie_context_usage_ratio_sum'), 0.05 + 0.1 + 0.5 + 0.97 + 1.5);
+  metrics.contextUsage.reset();
+  assert.equal(sampleValue(parseMetrics(await metrics.text()), 'magpie_context_usage_ratio_count'), 0);
+});

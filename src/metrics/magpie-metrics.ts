@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { ModelCallObserver, ModelCallRecord } from '../llm/observed-model.js';
 import type { MemoryStats } from '../memory/types.js';
+import { FastHistogram } from './fast-histogram.js';
 
 /** What the sampled gauges read. */
 export interface GaugeSources {
@@ -45,12 +46,13 @@ export class MagpieMetrics {
     registers: [this.registry],
   });
 
-  readonly contextUsage = new Histogram({
-    name: 'magpie_context_usage_ratio',
-    help: 'Context usage (estimated tokens / context window) seen by each Compactor check.',
-    buckets: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1],
-    registers: [this.registry],
-  });
+  /** Observed after every message: a histogram cheaper than prom-client's (see FastHistogram). */
+  readonly contextUsage = new FastHistogram(
+    'magpie_context_usage_ratio',
+    'Context usage (estimated tokens / context window) seen by each Compactor check.',
+    [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1],
+    this.registry,
+  );
 
   private sources: GaugeSources = {};
 
