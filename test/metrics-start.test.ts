@@ -110,10 +110,20 @@ test('magpie start serves /healthz, /readyz and metrics that follow a conversati
     };
     const asked = say(ALICE, 'please look it up: what did we decide about the release plan?', true);
     await discord.waitForPost((message) => message.messageReference?.message_id === asked, { timeoutMs: 20_000 });
-    for (let index = 0; index < 24; index += 1) {
+    await waitUntil(() => logEvents(output.stdout).some((event) => event.event === 'agent_turn_completed'), 'the first turn', 20_000);
+    // One message at a time (each counted before the next), until a worker tier triggers: the
+    // usage climbs through 0.80 instead of jumping past 0.95 on a loaded machine.
+    const ingested = async () => sampleValue(parseMetrics((await get(base, '/metrics')).body), 'magpie_messages_ingested_total');
+    const triggered = () => logEvents(output.stdout).some((event) => event.event === 'compaction_triggered');
+    for (let index = 0; index < 60 && !triggered(); index += 1) {
       say(index % 2 === 0 ? ALICE : BOB, `Item ${index} of the release plan: ${'we go through the checklist and note owners. '.repeat(8)}`);
+      const expected = sent;
+      await waitUntil(async () => (await ingested()) === expected, `message ${expected} counted`, 20_000);
     }
-    await waitUntil(() => logEvents(output.stdout).some((event) => event.event === 'compaction_completed'), 'a compaction', 30_000);
+    await waitUntil(() => logEvents(output.stdout).some((event) => event.event === 'compaction_completed'), 'a compaction', 60_000).catch((error: Error) => {
+      const seen = logEvents(output.stdout).map((event) => `${String(event.event)}${event.tier ? `:${String(event.tier)}` : ''}${event.reason ? `(${String(event.reason)})` : ''}`);
+      throw new Error(`${error.message}; events: ${seen.join(' ')}`);
+    });
     // One long message jumps past the emergency threshold.
     say(BOB, `A pasted log: ${'error line with a stack frame and a timestamp. '.repeat(240)}`);
     await waitUntil(() => logEvents(output.stdout).some((event) => event.event === 'emergency_truncation'), 'an emergency truncation', 30_000);
