@@ -141,3 +141,37 @@ test('magpie export refuses bad input and explains what Discord refused', async 
     assert.throws(() => readFileSync(out), /ENOENT/, 'a refused export leaves no file behind');
   });
 });
+
+test('export progress: count, rate and waits on one line for a terminal, nothing otherwise', async () => {
+  const { ExportProgress } = await import('../src/export/export-progress.js');
+  const { Writable } = await import('node:stream');
+  const sink = (isTTY: boolean) => {
+    const chunks: string[] = [];
+    const stream = new Writable({ write: (chunk, _encoding, done) => (chunks.push(String(chunk)), done()) });
+    Object.assign(stream, { isTTY });
+    return { stream, chunks };
+  };
+  let now = 0;
+  const terminal = sink(true);
+  const progress = new ExportProgress(terminal.stream, () => now);
+  now = 1000;
+  progress.update(100);
+  now = 1100;
+  progress.update(150);
+  now = 2000;
+  progress.rateLimited(1500);
+  progress.update(400);
+  progress.finish();
+  assert.deepEqual(terminal.chunks, [
+    '\r\u001b[2K100 messages exported (100/s)',
+    '\r\u001b[2Krate limited by Discord: waiting 2 s',
+    '\r\u001b[2K400 messages exported (200/s, waited for Discord 1×)',
+    '\r\u001b[2K',
+  ]);
+  const piped = sink(false);
+  const quiet = new ExportProgress(piped.stream, () => now);
+  quiet.update(10);
+  quiet.rateLimited(100);
+  quiet.finish();
+  assert.deepEqual(piped.chunks, []);
+});

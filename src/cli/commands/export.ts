@@ -3,6 +3,7 @@ import path from 'node:path';
 import { MagpieError } from '../../common/errors.js';
 import { loadConfig } from '../../config/index.js';
 import { DiscordHistoryReader } from '../../export/discord-history.js';
+import { ExportProgress } from '../../export/export-progress.js';
 import { transcriptLineFrom } from '../../export/transcript-from-discord.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
@@ -150,40 +151,6 @@ async function runExport(options: {
       '\n',
   );
   return EXIT.ok;
-}
-
-/** Count and rate on one rewritten stderr line, only when stderr is a terminal. */
-class ExportProgress {
-  private readonly enabled: boolean;
-  private readonly startedAt = performance.now();
-  private lastDrawn = 0;
-  private drawn = false;
-  private waits = 0;
-
-  constructor(private readonly stream: NodeJS.WritableStream) {
-    this.enabled = (stream as { isTTY?: boolean }).isTTY === true;
-  }
-
-  update(count: number): void {
-    if (!this.enabled) return;
-    const now = performance.now();
-    if (this.drawn && now - this.lastDrawn < 200) return;
-    this.lastDrawn = now;
-    this.drawn = true;
-    const seconds = (now - this.startedAt) / 1000;
-    const rate = seconds > 0 ? Math.round(count / seconds) : 0;
-    const waits = this.waits > 0 ? `, waited for Discord ${this.waits}×` : '';
-    this.stream.write(`\r\u001b[2K${count} messages exported (${rate}/s${waits})`);
-  }
-
-  rateLimited(retryAfterMs: number): void {
-    this.waits += 1;
-    if (this.enabled) this.stream.write(`\r\u001b[2Krate limited by Discord: waiting ${Math.ceil(retryAfterMs / 1000)} s`);
-  }
-
-  finish(): void {
-    if (this.enabled && this.drawn) this.stream.write('\r\u001b[2K');
-  }
 }
 
 function shorten(text: string): string {
