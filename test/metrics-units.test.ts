@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type AddressInfo } from 'node:net';
 import { EventStream } from '../src/common/events.js';
+import { needsRestart } from '../src/config/diff-config.js';
 import { checkConfigText, parseConfigText } from '../src/config/index.js';
 import type { ChatModel } from '../src/llm/chat-model.js';
 import { observeModel } from '../src/llm/observed-model.js';
@@ -28,6 +29,7 @@ test('[metrics] listen takes "host:port" or "" and names the key when it is wron
     assert.equal(result.problems[0]!.path, 'metrics.listen', value);
     assert.match(result.problems[0]!.message, pattern, value);
   }
+  assert.ok(needsRestart('metrics.listen'), 'a reload says the listener waits for a restart');
   const typo = checkConfigText('[metrics]\nlistn = "127.0.0.1:1"\n');
   assert.equal(typo.ok, false);
   if (!typo.ok) assert.match(typo.problems[0]!.message, /did you mean `listen`/);
