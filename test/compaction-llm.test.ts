@@ -46,7 +46,8 @@ async function setup(options: { messages?: number } = {}): Promise<Setup> {
   const runtime = new ChannelRuntime({
     db,
     memory,
-    config: new LiveConfig(testConfig({ contextWindow: 100_000, compaction: { workerTimeoutMs: 300, fallbackAfterFailures: 3 } })),
+    // Long enough for a loaded machine to finish a worker's model calls; the timeout case waits longer.
+    config: new LiveConfig(testConfig({ contextWindow: 100_000, compaction: { workerTimeoutMs: 2_000, fallbackAfterFailures: 3 } })),
     events: stream,
     summarizer: createLlmSummarizer({ model, memoryTools: createMemoryTools(memory) }),
     clock: new TickingClock(),
@@ -115,7 +116,7 @@ test('malformed memory_save input gets a tool error back; the worker still finis
 test('429, 500 and a timeout leave history untouched; after 3 failures the extractive fallback', async () => {
   const { runtime, events, close } = await setup();
   const before = runtime.liveContext('c1');
-  fake.enqueue({ status: 429 }, { status: 500 }, { delayMs: 2000, then: { text: 'too late' } });
+  fake.enqueue({ status: 429 }, { status: 500 }, { delayMs: 20_000, then: { text: 'too late' } });
   const reasons: string[] = [];
   for (let attempt = 0; attempt < 3; attempt += 1) {
     const outcome = await runtime.compactNow('c1');
