@@ -153,6 +153,9 @@ export class MagpieMetrics {
       for (const outcome of ['completed', 'failed', 'replanned']) this.compactions.inc({ tier, outcome }, 0);
     }
     for (const outcome of ['completed', 'failed']) this.turns.inc({ outcome }, 0);
+    for (const purpose of ['channel', 'compaction']) {
+      for (const outcome of ['ok', 'error']) this.modelRequests.inc({ purpose, outcome }, 0);
+    }
   }
 
   /**
