@@ -34,7 +34,11 @@ interface Setup {
   close(): Promise<void>;
 }
 
-async function setup(options: { messages?: number } = {}): Promise<Setup> {
+/**
+ * `workerTimeoutMs` is short only where a test waits for the timeout: a worker that must finish
+ * gets seconds, so a loaded machine does not turn a success into a timeout.
+ */
+async function setup(options: { messages?: number; workerTimeoutMs?: number } = {}): Promise<Setup> {
   fake.reset();
   const dir = tempDir();
   const db = openDatabase(dir.path, ALL_MIGRATIONS);
@@ -46,8 +50,7 @@ async function setup(options: { messages?: number } = {}): Promise<Setup> {
   const runtime = new ChannelRuntime({
     db,
     memory,
-    // Long enough for a loaded machine to finish a worker's model calls; the timeout case waits longer.
-    config: new LiveConfig(testConfig({ contextWindow: 100_000, compaction: { workerTimeoutMs: 2_000, fallbackAfterFailures: 3 } })),
+    config: new LiveConfig(testConfig({ contextWindow: 100_000, compaction: { workerTimeoutMs: options.workerTimeoutMs ?? 10_000, fallbackAfterFailures: 3 } })),
     events: stream,
     summarizer: createLlmSummarizer({ model, memoryTools: createMemoryTools(memory) }),
     clock: new TickingClock(),
@@ -114,9 +117,9 @@ test('malformed memory_save input gets a tool error back; the worker still finis
 });
 
 test('429, 500 and a timeout leave history untouched; after 3 failures the extractive fallback', async () => {
-  const { runtime, events, close } = await setup();
+  const { runtime, events, close } = await setup({ workerTimeoutMs: 1000 });
   const before = runtime.liveContext('c1');
-  fake.enqueue({ status: 429 }, { status: 500 }, { delayMs: 20_000, then: { text: 'too late' } });
+  fake.enqueue({ status: 429 }, { status: 500 }, { delayMs: 2000, then: { text: 'too late' } });
   const reasons: string[] = [];
   for (let attempt = 0; attempt < 3; attempt += 1) {
     const outcome = await runtime.compactNow('c1');

@@ -6,3 +6,4 @@ export { openOperatorEndpoint, type OperatorEndpoint, type OperatorEndpointOptio
 export { Readiness, type ReadinessCheck } from './readiness.js';
 export { timeMemorySearch } from './timed-memory.js';
 export { announceOperatorEndpoint } from './announce.js';
+export { databaseProblem } from './app-readiness.js';

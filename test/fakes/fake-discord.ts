@@ -113,6 +113,8 @@ export class FakeDiscord {
   /** IDENTIFY and RESUME payloads received, in order. */
   readonly handshakes: Array<{ op: number; d: unknown }> = [];
   heartbeats = 0;
+  /** GET /channels/:id/messages requests received (catch-up), in order. */
+  readonly historyRequests: Array<{ channelId: string; after?: string; before?: string }> = [];
 
   private readonly server: Server;
   private readonly wss: WebSocketServer;
@@ -417,6 +419,16 @@ export class FakeDiscord {
     this.socket = undefined;
   }
 
+  /**
+   * Drops the connection and forgets the session, as after an outage too long to resume: the
+   * client's RESUME is answered with INVALID_SESSION (not resumable), it identifies again, and
+   * events dispatched meanwhile are never replayed (only REST history has them).
+   */
+  dropSession(): void {
+    this.sessionId = '';
+    this.dropConnection();
+  }
+
   async close(): Promise<void> {
     for (const client of this.wss.clients) client.terminate();
     this.socket = undefined;
@@ -627,7 +639,7 @@ export class FakeDiscord {
         return;
       }
       if (!this.channels.has(match[1]!)) return reply(404, { message: 'Unknown Channel', code: 10003 });
-      return reply(200, this.history(match[1]!, url.searchParams));
+      return reply(200, this.channelHistory(match[1]!, url.searchParams));
     }
     if (method === 'GET' && (match = path.match(/^\/channels\/(\d+)\/messages\/(\d+)$/))) {
       const message = this.messages.get(match[2]!);
@@ -637,22 +649,23 @@ export class FakeDiscord {
     return reply(404, { message: `fake discord: no route for ${method} ${path}`, code: 0 });
   }
 
-  /** Discord's paging: at most `limit` (1–100, default 50) messages before or after an id, newest first. */
-  private history(channelId: string, params: URLSearchParams): Array<Record<string, unknown>> {
-    const limit = Math.min(100, Math.max(1, Number(params.get('limit') ?? 50) || 50));
-    const before = params.get('before');
-    const after = params.get('after');
-    const all = [...this.messages.values()]
+  /**
+   * GET /channels/:id/messages as Discord answers it: `limit` (1-100, default 50) messages,
+   * newest first; with `after`, the oldest ones after that id; with `before`, the newest before it.
+   */
+  private channelHistory(channelId: string, query: URLSearchParams): Array<Record<string, unknown>> {
+    this.historyRequests.push({ channelId, after: query.get('after') ?? undefined, before: query.get('before') ?? undefined });
+    const limit = Math.min(100, Math.max(1, Number(query.get('limit') ?? 50) || 50));
+    const after = query.get('after');
+    const before = query.get('before');
+    const inChannel = [...this.messages.values()]
       .filter((message) => message.channel_id === channelId)
-      .sort((left, right) => compareIds(String(left.id), String(right.id)));
-    let page: Array<Record<string, unknown>>;
+      .sort((left, right) => (BigInt(left.id as string) < BigInt(right.id as string) ? -1 : 1));
     if (after !== null) {
-      page = all.filter((message) => compareIds(String(message.id), after) > 0).slice(0, limit);
-    } else {
-      const older = before === null ? all : all.filter((message) => compareIds(String(message.id), before) < 0);
-      page = older.slice(Math.max(0, older.length - limit));
+      return inChannel.filter((message) => BigInt(message.id as string) > BigInt(after)).slice(0, limit).reverse();
     }
-    return page.reverse();
+    const older = before === null ? inChannel : inChannel.filter((message) => BigInt(message.id as string) < BigInt(before));
+    return older.slice(-limit).reverse();
   }
 
   private recordPost(channelId: string, body: Record<string, any>): Record<string, unknown> {
@@ -887,9 +900,4 @@ function withTimeout<T>(promise: Promise<T>, timeoutMs: number, what: string): P
     timer = setTimeout(() => reject(new Error(`fake discord: timed out after ${timeoutMs} ms waiting for ${what}`)), timeoutMs);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
-function compareIds(left: string, right: string): number {
-  const difference = BigInt(left) - BigInt(right);
-  return difference === 0n ? 0 : difference < 0n ? -1 : 1;
 }

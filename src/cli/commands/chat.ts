@@ -2,7 +2,7 @@ import os from 'node:os';
 import { openApp } from '../../app/index.js';
 import { EventStream } from '../../common/events.js';
 import { loadConfig, watchConfigFile } from '../../config/index.js';
-import { openOperatorEndpoint } from '../../metrics/index.js';
+import { databaseProblem, openOperatorEndpoint } from '../../metrics/index.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { ConsoleAdapter } from '../console-adapter.js';
 import { noticeLogger } from '../notice-logger.js';
@@ -55,13 +55,13 @@ export const chatCommand: CliCommand = {
     const operator = await openOperatorEndpoint({ listen: config.metrics.listen, events });
     let app: Awaited<ReturnType<typeof openApp>>;
     try {
-      app = await openApp({ config, env: io.env, cwd: io.cwd, events, metrics: operator.metrics, ...(dataDir ? { dataDir } : {}) });
+      app = await openApp({ config, env: io.env, cwd: io.cwd, events, command: 'magpie chat', metrics: operator.metrics, ...(dataDir ? { dataDir } : {}) });
     } catch (error) {
       await operator.close();
       throw error;
     }
     const opened = app;
-    operator.readiness.require('database', () => (opened.db.open ? undefined : 'database closed'));
+    operator.readiness.require('database', () => databaseProblem(opened));
     const notices = noticeLogger(io.stderr);
     if (operator.problem) notices.warn({ hint: operator.problem.hint }, `metrics are off: ${operator.problem.message}`);
     // Tuning in the terminal gives feedback at once: a saved edit applies from the next check.

@@ -4,7 +4,8 @@ import { EventStream } from '../../common/events.js';
 import { loadConfig, watchConfigFile, type ConfigWatcher } from '../../config/index.js';
 import { connectionProblem, createDiscordClient, destroyClient, DiscordAdapter } from '../../discord/index.js';
 import { attachEventLogger, createLogger, followConfigLevel } from '../../logging/index.js';
-import { announceOperatorEndpoint, openOperatorEndpoint } from '../../metrics/index.js';
+import { CatchUpPoints } from '../../channel/catch-up-points.js';
+import { announceOperatorEndpoint, databaseProblem, openOperatorEndpoint } from '../../metrics/index.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { parseFlags } from '../parse-flags.js';
 
@@ -81,13 +82,13 @@ export const startCommand: CliCommand = {
     operator.readiness.require('discord', () => 'discord not connected yet');
     let app: Awaited<ReturnType<typeof openApp>>;
     try {
-      app = await openApp({ config, env: io.env, cwd: io.cwd, events, metrics: operator.metrics });
+      app = await openApp({ config, env: io.env, cwd: io.cwd, events, command: 'magpie start', metrics: operator.metrics });
     } catch (error) {
       await operator.close();
       throw error;
     }
     const opened = app;
-    operator.readiness.require('database', () => (opened.db.open ? undefined : 'database closed'));
+    operator.readiness.require('database', () => databaseProblem(opened));
     if (app.modelProblem && config.llm.model.trim() !== '') {
       // A model was asked for but cannot be used: refuse now rather than at the first message.
       await app.close();
@@ -112,6 +113,9 @@ export const startCommand: CliCommand = {
       memory: app.memory,
       config: app.config,
       events,
+      storage: app.storage,
+      dataDir: app.dataDir,
+      catchUp: new CatchUpPoints(app.db),
     });
 
     const signalled = new Promise<string>((resolve) => {
