@@ -6,7 +6,7 @@ import { needsRestart } from '../src/config/diff-config.js';
 import { checkConfigText, parseConfigText } from '../src/config/index.js';
 import type { ChatModel } from '../src/llm/chat-model.js';
 import { observeModel } from '../src/llm/observed-model.js';
-import { attachEventMetrics, MagpieMetrics, openOperatorEndpoint, Readiness } from '../src/metrics/index.js';
+import { attachEventMetrics, databaseProblem, MagpieMetrics, openOperatorEndpoint, Readiness } from '../src/metrics/index.js';
 import { parseMetrics, sampleValue } from './support/prometheus-text.js';
 
 test('[metrics] listen takes "host:port" or "" and names the key when it is wrong', () => {
@@ -150,4 +150,13 @@ test('the usage histogram renders cumulative buckets, +Inf, sum and count, and i
   assert.equal(sampleValue(samples, 'magpie_context_usage_ratio_sum'), 0.05 + 0.1 + 0.5 + 0.97 + 1.5);
   metrics.contextUsage.reset();
   assert.equal(sampleValue(parseMetrics(await metrics.text()), 'magpie_context_usage_ratio_count'), 0);
+});
+
+test('the database condition of /readyz: open, and taking writes', () => {
+  assert.equal(databaseProblem({ db: { open: true }, storage: { healthy: true, problem: undefined } }), undefined);
+  assert.equal(databaseProblem({ db: { open: false }, storage: { healthy: true, problem: undefined } }), 'database closed');
+  assert.equal(
+    databaseProblem({ db: { open: true }, storage: { healthy: false, problem: { message: 'disk full (ENOSPC)' } } }),
+    'storage failing: disk full (ENOSPC)',
+  );
 });
