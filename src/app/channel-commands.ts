@@ -9,10 +9,18 @@ export interface CommandRuntime {
   compactNow(channelId: string): Promise<unknown>;
 }
 
+/** What `/tasks` needs of the workers (`WorkerManager` satisfies it). */
+export interface TaskControl {
+  list(channelId: string): Array<{ id: string; task: string; startedAt: number; segment: number; tokens: number }>;
+  cancel(channelId: string, workerId: string, by?: string): boolean;
+}
+
 export interface CommandDeps {
   runtime: CommandRuntime;
   memory: MemoryStore;
   events: EventStream;
+  /** Absent where workers cannot run. */
+  workers?: TaskControl;
 }
 
 /** Replies to commands fit in one Discord message. */
@@ -118,6 +126,27 @@ export function forgetMemory(deps: CommandDeps, location: MemoryLocation, id: st
   // Ids of archived messages start with `msg-`, typed memories with `mem-`.
   const what = trimmed.startsWith('msg-') ? 'archived message' : 'memory';
   return deps.memory.forget(trimmed, location) ? `Forgot ${what} ${trimmed}.` : `No ${what} with id ${trimmed} in this channel.`;
+}
+
+/** `/tasks`: the channel's running workers, one line each. */
+export function listTasks(deps: CommandDeps, channelId: string, now: number = Date.now()): string {
+  const running = deps.workers?.list(channelId) ?? [];
+  if (running.length === 0) return 'No workers are running in this channel.';
+  const lines = running.map(
+    (worker) =>
+      `${worker.id} · started ${ago(worker.startedAt, now)} · segment ${worker.segment} · ${count(worker.tokens)} tokens · “${clip(worker.task.replace(/\s+/g, ' '), 120)}”`,
+  );
+  return clip([`Running workers (${running.length}):`, ...lines, 'Stop one with /tasks cancel id:<id>.'].join('\n'), REPLY_LIMIT);
+}
+
+/** `/tasks cancel`: stops one worker of this channel; it reports that it was cancelled. */
+export function cancelTask(deps: CommandDeps, channelId: string, workerId: string, by?: string): string {
+  const trimmed = workerId.trim();
+  if (trimmed === '') return 'Which worker? Give its id (from /tasks).';
+  if (!/^[\w-]{1,40}$/.test(trimmed)) return `“${clip(trimmed, 40)}” is not a worker id; ids look like w-1a2b3c4d (see /tasks).`;
+  if (!deps.workers?.cancel(channelId, trimmed, by)) return `No running worker with id ${trimmed} in this channel.`;
+  deps.events.emit({ type: 'worker_cancel_requested', channel_id: channelId, worker_id: trimmed });
+  return `Cancelling worker ${trimmed}; it will report that it stopped.`;
 }
 
 function clip(text: string, max: number): string {

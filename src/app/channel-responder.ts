@@ -34,7 +34,11 @@ export interface TurnRequest {
   target: ReplyTarget;
 }
 
-export type TurnOutcome = 'replied' | 'no_model' | 'rate_limited' | 'over_budget' | 'failed' | 'stopped';
+/** `coalesced`: folded into a turn already waiting in the same channel, which answers for both. */
+export type TurnOutcome = 'replied' | 'no_model' | 'rate_limited' | 'over_budget' | 'failed' | 'stopped' | 'coalesced';
+
+/** Source message ids one coalesced turn keeps at most. */
+const MAX_COALESCED_SOURCES = 50;
 
 export interface ChannelResponderOptions {
   runtime: ResponderRuntime;
@@ -45,6 +49,8 @@ export interface ChannelResponderOptions {
   events: EventStream;
   clock?: Clock;
   self?: AgentIdentity;
+  /** Shared with branches and workers, whose tokens count against the same daily budget. */
+  budget?: DailyTokenBudget;
 }
 
 /** How long shutdown waits for turns after aborting them. */
@@ -67,16 +73,27 @@ export class ChannelResponder {
   private readonly abort = new AbortController();
   private stopped = false;
   private self: AgentIdentity | undefined;
+  /**
+   * Per channel, the turn queued behind the running one, not started yet. A new request folds
+   * into it instead of queueing another turn: a flood into one channel costs at most one running
+   * and one waiting turn, and the waiting one answers the newest message with the whole context.
+   */
+  private readonly waiting = new Map<string, TurnRequest>();
 
   constructor(private readonly options: ChannelResponderOptions) {
     this.self = options.self;
     this.limiter = new UserRateLimiter(options.clock ?? systemClock);
-    this.budget = new DailyTokenBudget(options.clock ?? systemClock);
+    this.budget = options.budget ?? new DailyTokenBudget(options.clock ?? systemClock);
   }
 
   /** Who the bot is, once the platform has said (Discord: after login). */
   setIdentity(self: AgentIdentity): void {
     this.self = self;
+  }
+
+  /** Who the bot is, once known. */
+  get identity(): AgentIdentity | undefined {
+    return this.self;
   }
 
   get hasModel(): boolean {
@@ -131,7 +148,8 @@ export class ChannelResponder {
 
   private async respondNow(request: TurnRequest): Promise<TurnOutcome> {
     const { config, events, runtime } = this.options;
-    const { channelId, target } = request;
+    const { channelId } = request;
+    const target = request.target;
     if (this.stopped) return 'stopped';
     const model = this.options.model;
     if (!model) return 'no_model';
@@ -151,7 +169,18 @@ export class ChannelResponder {
 
     if (await this.overBudget(request)) return 'over_budget';
 
+    const queued = this.waiting.get(channelId);
+    if (queued) {
+      this.waiting.set(channelId, coalesce(queued, request));
+      this.options.events.emit({ type: 'turn_coalesced', channel_id: channelId });
+      return 'coalesced';
+    }
+    this.waiting.set(channelId, request);
     return runtime.runSerial(channelId, async () => {
+      // The newest request folded into this turn while it waited.
+      request = this.waiting.get(channelId) ?? request;
+      this.waiting.delete(channelId);
+      const { target } = request;
       if (this.abort.signal.aborted) return 'stopped';
       // Checked again in the queue: the turns ahead of this one may have spent the budget.
       if (await this.overBudget(request)) return 'over_budget';
@@ -166,7 +195,12 @@ export class ChannelResponder {
           model,
           tools: this.options.tools,
           settings,
-          context: request.context,
+          // A worker started in this turn reports back where it was asked.
+          context: {
+            ...request.context,
+            ...(request.parentId ? { parentChannelId: request.parentId } : {}),
+            postToChannel: request.context.postToChannel ?? ((text) => target.send(text)),
+          },
           ...(request.turnId === undefined ? {} : { turnId: request.turnId }),
           ...(this.self ? { self: this.self } : {}),
           deliver: (reply) => {
@@ -221,4 +255,13 @@ export class ChannelResponder {
       this.options.events.emit({ type: 'reply_failed', channel_id: channelId, error: errorMessage(error) });
     }
   }
+}
+
+/** One turn for two requests: the newer one's target and turn, both one's source messages. */
+function coalesce(older: TurnRequest, newer: TurnRequest): TurnRequest {
+  const sources = [...(older.context.sourceMessageIds ?? []), ...(newer.context.sourceMessageIds ?? [])];
+  return {
+    ...newer,
+    context: { ...newer.context, sourceMessageIds: [...new Set(sources)].slice(-MAX_COALESCED_SOURCES) },
+  };
 }

@@ -16,8 +16,11 @@ import { timeMemorySearch, type MagpieMetrics } from '../metrics/index.js';
 import type { SqliteDatabase } from '../storage/database.js';
 import { openDataDirForWriting } from '../storage/data-dir.js';
 import { ALL_MIGRATIONS } from '../storage/migrations.js';
+import { createBranchTool } from '../branch/index.js';
+import { createChannelHistoryTool, createSpawnWorkerTool, WorkerManager } from '../worker/index.js';
 import { StorageHealth } from '../storage/storage-health.js';
 import { ChannelResponder } from './channel-responder.js';
+import { DailyTokenBudget } from './cost-guards.js';
 
 export interface OpenAppOptions {
   config: LiveConfig | MagpieConfig;
@@ -51,6 +54,8 @@ export interface MagpieApp {
   tools: ToolHandler[];
   runtime: ChannelRuntime;
   responder: ChannelResponder;
+  /** Background workers (`spawn_worker`, `/tasks`). */
+  workers: WorkerManager;
   /** Whether the data dir takes writes now (readiness): false after a failed write until one succeeds. */
   storage: StorageHealth;
   /** Stops the runtime (in-flight compactions are not applied), then memory, then the database. */
@@ -84,8 +89,12 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
   }
 
   const metrics = options.metrics;
+  const shared = model;
+  // Each call names its purpose (agent turn, summarizer, branch, worker); `modelFor` sets the
+  // purpose of calls that do not.
   const modelFor = (purpose: ModelPurpose): ChatModel | undefined =>
-    model && metrics ? observeModel(model, purpose, metrics.modelObserver) : model;
+    shared && metrics ? observeModel(shared, purpose, metrics.modelObserver) : shared;
+  model = modelFor('channel');
 
   // One writer per data dir: a second bot, chat or replay on it is refused here, naming the holder.
   const writable = openDataDirForWriting(dataDir, ALL_MIGRATIONS, { command: options.command ?? 'magpie' });
@@ -101,7 +110,26 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
   const store = memory;
   if (metrics) memory = timeMemorySearch(memory, metrics.memorySearchDuration);
   const memoryTools = createMemoryTools(memory);
-  const tools = [memoryTools.memorySearch, memoryTools.memorySave];
+  const tools: ToolHandler[] = [memoryTools.memorySearch, memoryTools.memorySave];
+  const budget = new DailyTokenBudget(clock);
+  const settingsFor = (channelId: string, parentId?: string) => config.settingsFor(channelId, parentId);
+  // Branches and workers exist only with a model; they count against the same budget and
+  // share the model's concurrency cap.
+  let workers: WorkerManager | undefined;
+  if (model) {
+    tools.push(
+      createBranchTool({
+        model,
+        liveContext: (channelId) => runtime.liveContext(channelId),
+        settingsFor,
+        tools: [memoryTools.memorySearch, memoryTools.memorySave],
+        budget,
+        events,
+        calibration: (channelId) => runtime.requestEstimate(channelId).factor,
+      }),
+      createSpawnWorkerTool({ spawn: (request) => workers!.spawn(request) }),
+    );
+  }
   const runtime = new ChannelRuntime({
     db,
     memory,
@@ -120,9 +148,23 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
         }
       : {}),
   });
-  const channelModel = modelFor('channel');
   metrics?.attachSources({ channelsLoaded: () => runtime.loadedChannels, memoryStats: () => store.stats() });
-  const responder = new ChannelResponder({ runtime, model: channelModel, tools, config, events, clock });
+  const responder = new ChannelResponder({ runtime, model, tools, config, events, clock, budget });
+  workers = new WorkerManager({
+    db,
+    runtime,
+    model,
+    tools: [memoryTools.memorySearch, memoryTools.memorySave, createChannelHistoryTool(db)],
+    settingsFor,
+    budget,
+    events,
+    identity: () => responder.identity,
+    calibration: (channelId) => runtime.requestEstimate(channelId).factor,
+    clock,
+  });
+  // Workers that were running when the process stopped are reported as interrupted, once.
+  workers.recoverInterrupted();
+  const workerManager = workers;
   let closed = false;
   return {
     config,
@@ -130,17 +172,19 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     dataDir,
     db,
     memory,
-    model: channelModel,
+    model,
     modelFor,
     modelProblem,
     tools,
     runtime,
     responder,
+    workers: workerManager,
     storage: new StorageHealth({ dataDir, events }),
     async close() {
       if (closed) return;
       closed = true;
       try {
+        await workerManager.close();
         await runtime.close();
         await memory.close();
       } finally {

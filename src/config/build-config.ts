@@ -77,17 +77,20 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
   const discordSection = sectionOf(partial, 'discord');
   const discord = { ...base.discord, ...discordSection };
   checkDiscordTiming(discord, sink, refusedKeys(rawSection(document, 'discord'), discordSection));
+  const runtime = { ...base.runtime, ...sectionOf(partial, 'runtime') };
   const logging = { ...base.logging, ...sectionOf(partial, 'logging') };
 
   const metrics = { ...base.metrics, ...sectionOf(partial, 'metrics') };
 
-  return { defaults, channels, llm, memory, discord, logging, metrics } as MagpieConfig;
+  return { defaults, channels, llm, memory, discord, runtime, logging, metrics } as MagpieConfig;
 }
 
 /** A partial compaction table merges key by key, so an override may set just one threshold. */
 function mergeChannel(base: ChannelSettings, override: PartialSettings): ChannelSettings {
   const compaction: CompactionSettings = { ...base.compaction, ...sectionOf(override, 'compaction') };
-  return { ...base, ...override, compaction } as ChannelSettings;
+  const branch = { ...base.branch, ...sectionOf(override, 'branch') };
+  const worker = { ...base.worker, ...sectionOf(override, 'worker') };
+  return { ...base, ...override, compaction, branch, worker } as ChannelSettings;
 }
 
 /** The raw TOML table under `key`, or nothing when it is absent or not a table. */

@@ -11,7 +11,7 @@ import type { LiveConfig } from '../config/live-config.js';
 import type { HistoryEntry, IncomingMessage } from '../channel/types.js';
 import type { MemoryLocation, MemoryStore } from '../memory/types.js';
 import type { ChannelResponder, ReplyTarget, ResponderRuntime } from '../app/channel-responder.js';
-import type { CommandRuntime } from '../app/channel-commands.js';
+import type { CommandRuntime, TaskControl } from '../app/channel-commands.js';
 import { StorageHealth } from '../storage/storage-health.js';
 import { withStorageRetry } from '../storage/storage-retry.js';
 import { decideAccess, shouldReply } from './access-policy.js';
@@ -36,6 +36,8 @@ export interface DiscordAdapterOptions {
   memory: MemoryStore;
   config: LiveConfig;
   events: EventStream;
+  /** Background workers, for `/tasks`. */
+  workers?: TaskControl;
   /** Readiness of the data dir: failed writes make it unhealthy until one succeeds (retried with backoff). */
   storage?: StorageHealth;
   /** Named in storage errors. */
@@ -52,6 +54,9 @@ interface PendingTrigger {
   normalized: NormalizedMessage;
   entry: HistoryEntry;
 }
+
+/** Newest triggering messages a burst keeps while it waits (older ones are in history anyway). */
+const MAX_BURST_TRIGGERS = 50;
 
 /** How often Discord needs the typing indicator renewed (it lapses after about 10 s). */
 const TYPING_REFRESH_MS = 8_000;
@@ -76,7 +81,7 @@ export class DiscordAdapter {
   private sessions = 0;
 
   constructor(private readonly options: DiscordAdapterOptions) {
-    this.debouncer = new Debouncer((channelId, burst) => this.fireTurn(channelId, burst));
+    this.debouncer = new Debouncer((channelId, burst) => this.fireTurn(channelId, burst), MAX_BURST_TRIGGERS);
     this.storage = options.storage ?? new StorageHealth({ dataDir: options.dataDir ?? 'data dir', events: options.events });
     if (options.catchUp) {
       this.catchUp = new ChannelCatchUp({
@@ -353,7 +358,12 @@ export class DiscordAdapter {
     }
     await handleSlashCommand(
       interaction,
-      { runtime: this.options.runtime, memory: this.options.memory, events: this.options.events },
+      {
+        runtime: this.options.runtime,
+        memory: this.options.memory,
+        events: this.options.events,
+        ...(this.options.workers ? { workers: this.options.workers } : {}),
+      },
       {
         channelId,
         ...(interaction.guildId ? { guildId: interaction.guildId } : {}),

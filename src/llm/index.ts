@@ -4,6 +4,7 @@ export type {
   ContentBlock,
   ModelCallOptions,
   ModelMessage,
+  ModelPurpose,
   ModelRequest,
   ModelResponse,
   ModelUsage,
@@ -24,5 +25,4 @@ export {
   MODEL_PURPOSES,
   type ModelCallObserver,
   type ModelCallRecord,
-  type ModelPurpose,
 } from './observed-model.js';

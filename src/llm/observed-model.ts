@@ -1,11 +1,12 @@
-import type { ChatModel, ModelCallOptions, ModelRequest, ModelResponse } from './chat-model.js';
+import type { ChatModel, ModelCallOptions, ModelPurpose, ModelRequest, ModelResponse } from './chat-model.js';
 
 /**
- * What a model call was for. `channel`: the channel agent's turns; `compaction`: summaries;
- * `branch` and `worker`: the agents the channel spawns. Cost and latency are reported per
- * purpose, so an operator sees what compaction costs next to what answering costs.
+ * What a model call was for (`ModelPurpose`): `channel`, the channel agent's turns;
+ * `compaction`, summaries; `branch` and `worker`, the agents the channel spawns. Cost and
+ * latency are reported per purpose, so an operator sees what compaction costs next to what
+ * answering costs.
  */
-export type ModelPurpose = 'channel' | 'compaction' | 'branch' | 'worker';
+export type { ModelPurpose };
 
 export const MODEL_PURPOSES: readonly ModelPurpose[] = ['channel', 'compaction', 'branch', 'worker'];
 
@@ -25,14 +26,14 @@ export interface ModelCallObserver {
 }
 
 /**
- * Wraps a model so that every call is reported with its purpose. Wrap the same (shared,
- * concurrency-limited) model once per purpose: `observeModel(model, 'branch', observer)`.
- * An observer that throws never fails the call.
+ * Wraps a model so that every call is reported with its purpose: the call's own
+ * (`options.purpose`, which the agent turn, summarizer, branches and workers set), else
+ * `purpose`. An observer that throws never fails the call.
  */
 export function observeModel(model: ChatModel, purpose: ModelPurpose, observer: ModelCallObserver): ChatModel {
-  const report = (call: Omit<ModelCallRecord, 'purpose' | 'model'>): void => {
+  const report = (callPurpose: ModelPurpose, call: Omit<ModelCallRecord, 'purpose' | 'model'>): void => {
     try {
-      observer.modelCalled({ purpose, model: model.model, ...call });
+      observer.modelCalled({ purpose: callPurpose, model: model.model, ...call });
     } catch {
       // Instrumentation must never break the call it observes.
     }
@@ -41,9 +42,10 @@ export function observeModel(model: ChatModel, purpose: ModelPurpose, observer: 
     model: model.model,
     async createMessage(request: ModelRequest, options?: ModelCallOptions): Promise<ModelResponse> {
       const startedAt = performance.now();
+      const callPurpose = options?.purpose ?? purpose;
       try {
         const response = await model.createMessage(request, options);
-        report({
+        report(callPurpose, {
           outcome: 'ok',
           inputTokens: response.usage.inputTokens,
           outputTokens: response.usage.outputTokens,
@@ -51,7 +53,7 @@ export function observeModel(model: ChatModel, purpose: ModelPurpose, observer: 
         });
         return response;
       } catch (error) {
-        report({ outcome: 'error', inputTokens: 0, outputTokens: 0, durationMs: performance.now() - startedAt });
+        report(callPurpose, { outcome: 'error', inputTokens: 0, outputTokens: 0, durationMs: performance.now() - startedAt });
         throw error;
       }
     },

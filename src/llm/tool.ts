@@ -12,9 +12,16 @@ export interface ToolContext {
   guildId?: string;
   /** For DMs: the user the DM belongs to. */
   dmUserId?: string;
+  /** For threads: the channel it hangs off, whose settings apply when the thread has none. */
+  parentChannelId?: string;
   /** Message ids the current work is about (the compaction range, the triggering message). */
   sourceMessageIds?: string[];
   signal?: AbortSignal;
+  /**
+   * Posts a message where the current work was asked for (on Discord, a reply to that
+   * message) and returns its platform id: how a background worker reports back later.
+   */
+  postToChannel?: (text: string) => Promise<string | undefined>;
 }
 
 /**

@@ -64,6 +64,17 @@ export interface SearchQuery {
   kind?: MemoryKind;
 }
 
+/** A message next to a transcript hit, so a reader sees what came just before and after it. */
+export interface SearchNeighbor {
+  position: 'before' | 'after';
+  message_id: string;
+  author: string;
+  /** ISO 8601. */
+  created_at: string;
+  /** The message's text, without its author (named above). */
+  content: string;
+}
+
 /** A search hit, in the shape the `memory_search` tool returns. */
 export interface SearchResult {
   id: string;
@@ -72,9 +83,19 @@ export interface SearchResult {
   score: number;
   kind: MemoryKind;
   memory_type?: MemoryType;
+  /**
+   * Every message the hit covers: a memory's sources, or a transcript hit's message and its
+   * neighbours (kept for recall measurements that look for any of them).
+   */
   source_ids: string[];
-  /** ISO 8601. */
+  /** ISO 8601; for a transcript hit, when the matched message was written. */
   created_at: string;
+  /** Transcript hits: the id of the message that matched (`content` is its text). */
+  message_id?: string;
+  /** Transcript hits: who wrote the matched message. */
+  author?: string;
+  /** Transcript hits: the messages around the match, each on its own, in order. */
+  neighbors?: SearchNeighbor[];
 }
 
 export interface MemoryRecord {
@@ -118,4 +139,12 @@ export interface MemoryStore {
   forget(id: string, within?: MemoryLocation): boolean;
   stats(location?: MemoryLocation): MemoryStats;
   close(): Promise<void>;
+  /**
+   * Optional: a store that lives in the caller's own SQLite database (`db`) returns a function
+   * that writes transcript rows inside the caller's open transaction, so that a history row and
+   * its searchable copy commit together; undefined when it does not share that database.
+   */
+  transcriptStager?(db: unknown): ((entries: TranscriptEntryInput[]) => void) | undefined;
+  /** Optional: the channel was unloaded from memory; its vector index may be saved and dropped. */
+  releaseChannel?(channelId: string): void;
 }
