@@ -5,6 +5,7 @@ import { EventStream } from '../common/events.js';
 import { LiveConfig } from '../config/live-config.js';
 import type { MagpieConfig } from '../config/types.js';
 import { ChannelRuntime } from '../channel/index.js';
+import { CompactionLog } from '../compaction-log/index.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { createLlmSummarizer } from '../compaction/llm-summarizer.js';
 import { SUGGESTED_MODEL } from '../llm/anthropic-model.js';
@@ -130,7 +131,18 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
       createSpawnWorkerTool({ spawn: (request) => workers!.spawn(request) }),
     );
   }
-  const runtime = new ChannelRuntime({
+  // What compaction did stays in SQLite for `magpie status` and `magpie report`.
+  const compactionLog: CompactionLog = new CompactionLog({
+    db,
+    clock,
+    events,
+    retentionDays: () => config.current().metrics.compactionLogDays,
+    positionOf: (channelId): number => runtime.status(channelId).archivedMessages,
+    flushEveryMs: 10_000,
+  });
+  compactionLog.attach(events);
+  const runtime: ChannelRuntime = new ChannelRuntime({
+    usageObserver: compactionLog,
     db,
     memory,
     config,
@@ -186,6 +198,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
       try {
         await workerManager.close();
         await runtime.close();
+        compactionLog.close();
         await memory.close();
       } finally {
         writable.close();

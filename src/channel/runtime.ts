@@ -6,7 +6,7 @@ import type { ChannelSettings } from '../config/types.js';
 import type { ModelRequest, ToolDefinition } from '../llm/chat-model.js';
 import type { MemoryStore } from '../memory/types.js';
 import type { SqliteDatabase } from '../storage/database.js';
-import { CompactionCoordinator, type CompactionOutcome } from '../compaction/coordinator.js';
+import { CompactionCoordinator, type CompactionOutcome, type UsageObserver } from '../compaction/coordinator.js';
 import type { CompactionAction } from '../compaction/compactor.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { ImmediateScheduler, type CompactionScheduler } from '../compaction/scheduler.js';
@@ -42,6 +42,8 @@ export interface ChannelRuntimeOptions {
   scheduler?: CompactionScheduler;
   /** Sees what no event reports because it happens too often to log (metrics). */
   observer?: RuntimeObserver;
+  /** Sees usage at every check (the compaction log). */
+  usageObserver?: UsageObserver;
   /** How often transcript writes that failed are sent again, in ms (0: only before compaction). Default 30 s. */
   archiveRepairIntervalMs?: number;
 }
@@ -148,6 +150,7 @@ export class ChannelRuntime {
         return this.archiver.retryFailed(state, entries);
       },
       ...(options.observer?.usageChecked ? { usageChecked: (usage: number) => options.observer!.usageChecked!(usage) } : {}),
+      ...(options.usageObserver ? { usageObserver: options.usageObserver } : {}),
     });
     // A smaller window, a lower threshold or a larger answer room applies at once, not at the
     // channel's next message: every loaded channel is checked now.

@@ -17,6 +17,8 @@ export const COMMAND_LOADERS: ReadonlyMap<string, () => Promise<CliCommand>> = n
   ['replay', async () => (await import('./commands/replay.js')).replayCommand],
   ['memory', async () => (await import('./commands/memory.js')).memoryCommand],
   ['config', async () => (await import('./commands/config.js')).configCommand],
+  ['status', async () => (await import('./commands/status.js')).statusCommand],
+  ['report', async () => (await import('./commands/report.js')).reportCommand],
   ['export', async () => (await import('./commands/export.js')).exportCommand],
 ]);
 

@@ -29,6 +29,10 @@ export interface ReplayProgress {
   error?: InputError;
   /** A failure to store (full disk, I/O error): stopped the replay; everything counted is stored. */
   failure?: unknown;
+  /** Lines read (blank ones included), up to where the replay stopped. */
+  lines: number;
+  /** `shouldStop` said so (a signal): the lines after `lines` were not read. */
+  stopped?: boolean;
 }
 
 /** A line whose id the channel already holds with other text. */
@@ -53,8 +57,12 @@ export async function replayLines(options: {
   lastStoredTime?: (channelId: string) => number | undefined;
   /** Where lines without `ts` start when nothing earlier gives a time; default: now. */
   startTime?: number;
+  /** Asked before each line: true stops the replay there (the message before it is complete). */
+  shouldStop?: () => boolean;
+  /** Called after each line with the running counts and the raw line (for progress display). */
+  onLine?: (progress: ReplayProgress, raw: string) => void;
 }): Promise<ReplayProgress> {
-  const progress: ReplayProgress = { messages: 0, duplicates: 0, conflicts: 0, channels: new Set() };
+  const progress: ReplayProgress = { messages: 0, duplicates: 0, conflicts: 0, channels: new Set(), lines: 0 };
   const times = new UndatedTimes(options.lastStoredTime, options.startTime ?? Date.now());
   let lineNumber = 0;
   try {
@@ -68,10 +76,18 @@ export async function replayLines(options: {
 
   async function feed(): Promise<void> {
     for await (const raw of options.lines) {
+      if (options.shouldStop?.()) {
+        progress.stopped = true;
+        break;
+      }
       lineNumber += 1;
+      progress.lines = lineNumber;
       // Editors on Windows start files with a byte-order mark, which JSON does not allow.
       const text = lineNumber === 1 && raw.startsWith('\uFEFF') ? raw.slice(1) : raw;
-      if (text.trim() === '') continue;
+      if (text.trim() === '') {
+        options.onLine?.(progress, raw);
+        continue;
+      }
       let message;
       try {
         message = parseTranscriptLine(text, lineNumber, Number.NaN);
@@ -96,6 +112,7 @@ export async function replayLines(options: {
         progress.conflicts += 1;
         options.onConflict?.({ line: lineNumber, channelId: message.channelId, messageId: message.messageId });
       } else progress.duplicates += 1;
+      options.onLine?.(progress, raw);
     }
   }
 }

@@ -88,10 +88,11 @@ export const DEFAULTS: MagpieConfig = {
     channelIdleMs: 600_000,
     maxLoadedChannels: 2_000,
   },
-  logging: {
-    level: 'info',
-  },
   metrics: {
     listen: '127.0.0.1:9464',
+    compactionLogDays: 30,
+  },
+  logging: {
+    level: 'info',
   },
 };

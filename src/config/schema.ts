@@ -133,16 +133,17 @@ export const CONFIG_SPEC: TableSpec = {
       max_loaded_channels: { kind: 'integer', min: 1, max: 10_000_000 },
     },
   },
-  logging: {
-    kind: 'table',
-    fields: {
-      level: { kind: 'enum', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
-    },
-  },
   metrics: {
     kind: 'table',
     fields: {
       listen: { kind: 'listen' },
+      compaction_log_days: { kind: 'integer', min: 1, max: 36_500, meaning: 'days' },
+    },
+  },
+  logging: {
+    kind: 'table',
+    fields: {
+      level: { kind: 'enum', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
     },
   },
 };

@@ -156,15 +156,17 @@ export interface RuntimeSettings {
   maxLoadedChannels: number;
 }
 
-/** `[logging]` */
-export interface LoggingSettings {
-  level: LogLevel;
-}
-
 /** `[metrics]` */
 export interface MetricsSettings {
   /** `host:port` of the Prometheus and health endpoint; empty = off. */
   listen: string;
+  /** Days of compaction log (events and usage samples) kept in SQLite for `status` and `report`. */
+  compactionLogDays: number;
+}
+
+/** `[logging]` */
+export interface LoggingSettings {
+  level: LogLevel;
 }
 
 export interface MagpieConfig {
@@ -175,6 +177,6 @@ export interface MagpieConfig {
   memory: MemorySettings;
   discord: DiscordSettings;
   runtime: RuntimeSettings;
-  logging: LoggingSettings;
   metrics: MetricsSettings;
+  logging: LoggingSettings;
 }

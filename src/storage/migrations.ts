@@ -1,8 +1,15 @@
 import { CALIBRATION_MIGRATIONS } from '../channel/calibration.js';
 import { HISTORY_MIGRATIONS } from '../channel/schema.js';
+import { COMPACTION_LOG_MIGRATIONS } from '../compaction-log/schema.js';
 import { MEMORY_MIGRATIONS } from '../memory/schema.js';
 import { WORKER_MIGRATIONS } from '../worker/worker-store.js';
 import type { Migration } from './database.js';
 
 /** Every schema step of the one database, in the order they apply. */
-export const ALL_MIGRATIONS: readonly Migration[] = [...HISTORY_MIGRATIONS, ...CALIBRATION_MIGRATIONS, ...MEMORY_MIGRATIONS, ...WORKER_MIGRATIONS];
+export const ALL_MIGRATIONS: readonly Migration[] = [
+  ...HISTORY_MIGRATIONS,
+  ...CALIBRATION_MIGRATIONS,
+  ...MEMORY_MIGRATIONS,
+  ...WORKER_MIGRATIONS,
+  ...COMPACTION_LOG_MIGRATIONS,
+];

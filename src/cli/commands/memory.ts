@@ -309,7 +309,10 @@ async function statsCommand(argv: string[], io: CliIo): Promise<number> {
         `memories:           ${stats.memories}${types ? ` (${types})` : ''}`,
         `transcript entries: ${stats.transcriptEntries}`,
         `embedder:           ${stats.embedder} (dimension ${stats.dimension})`,
-        `vectors indexed:    ${stats.indexedVectors} (pending ${stats.pendingVectors})`,
+        `vectors:            ${stats.indexedVectors + stats.pendingVectors} stored: ${stats.indexedVectors} in the saved vector index, ${stats.pendingVectors} pending`,
+        ...(stats.pendingVectors > 0
+          ? ['                    (pending = stored in SQLite, found by an exact scan, joined to the index in the background once a search loads that index)']
+          : []),
         '',
       ].join('\n'),
     );
