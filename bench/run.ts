@@ -16,6 +16,7 @@ const BENCHMARKS: Record<string, () => Promise<{ run: Benchmark }>> = {
   'memory-vector': () => import('./memory-vector.js'),
   'memory-search': () => import('./memory-search.js'),
   'index-validation': () => import('./index-validation.js'),
+  'metrics-overhead': () => import('./metrics-overhead.js'),
 };
 
 async function main(): Promise<void> {

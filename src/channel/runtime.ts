@@ -44,10 +44,20 @@ export interface ChannelRuntimeOptions {
   toolDefinitions?: ToolDefinition[];
   /** When finished workers land; default: as soon as they finish. */
   scheduler?: CompactionScheduler;
+  /** Sees what no event reports because it happens too often to log (metrics). */
+  observer?: RuntimeObserver;
   /** Sees usage at every check (the compaction log). */
   usageObserver?: UsageObserver;
   /** How often transcript writes that failed are sent again, in ms (0: only before compaction). Default 30 s. */
   archiveRepairIntervalMs?: number;
+}
+
+/** Hooks for high-frequency facts; each must be cheap: they run on every message. */
+export interface RuntimeObserver {
+  /** A platform message was appended (a duplicate id is not). */
+  messageIngested?(): void;
+  /** The usage one Compactor check saw (the same number it compares with the thresholds). */
+  usageChecked?(usage: number): void;
 }
 
 /** What a model request of a channel is estimated at, and how the estimate is corrected there. */
@@ -150,6 +160,7 @@ export class ChannelRuntime {
         this.writer.flush();
         return this.archiver.retryFailed(state, entries);
       },
+      ...(options.observer?.usageChecked ? { usageChecked: (usage: number) => options.observer!.usageChecked!(usage) } : {}),
       ...(options.usageObserver ? { usageObserver: options.usageObserver } : {}),
     });
     // A smaller window, a lower threshold or a larger answer room applies at once, not at the
@@ -211,6 +222,7 @@ export class ChannelRuntime {
       extraTokens: replyTokens,
     });
     if (message.replyToMessageId) this.extras.replies.record(state.channelId, entry, message.replyToMessageId, replyTokens);
+    this.options.observer?.messageIngested?.();
     if (!this.writer.staged) return this.ingestUnstaged(state, entry);
     const written = this.writer.write(entry, state.location).then(
       () => {

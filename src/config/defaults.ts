@@ -93,6 +93,7 @@ export const DEFAULTS: MagpieConfig = {
     maxLoadedChannels: 2_000,
   },
   metrics: {
+    listen: '127.0.0.1:9464',
     compactionLogDays: 30,
   },
   logging: {

@@ -166,6 +166,8 @@ export interface RuntimeSettings {
 
 /** `[metrics]` */
 export interface MetricsSettings {
+  /** `host:port` of the Prometheus and health endpoint; empty = off. */
+  listen: string;
   /** Days of compaction log (events and usage samples) kept in SQLite for `status` and `report`. */
   compactionLogDays: number;
 }

@@ -1,5 +1,6 @@
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { HistoryStore } from '../../channel/history-store.js';
 import { ChannelRuntime } from '../../channel/runtime.js';
 import { EventStream } from '../../common/events.js';
 import { CompactionLog } from '../../compaction-log/index.js';
@@ -195,6 +196,7 @@ async function replay(options: {
         io.stderr.write(`magpie replay: line ${line}: not valid UTF-8; bad bytes replaced with U+FFFD\n`);
       },
     });
+    const history = new HistoryStore(db);
     const size = statSync(options.transcript).size;
     const meter = createProgress({ stream: io.stderr, label: 'replay', unit: 'messages', enabled: progressEnabled(io.stderr, io.env) });
     let bytes = 0;
@@ -202,6 +204,7 @@ async function replay(options: {
       lines,
       runtime,
       clock,
+      lastStoredTime: (channelId) => history.lastMessageTime(channelId),
       onConflict: (conflict) =>
         io.stderr.write(
           `magpie replay: line ${conflict.line}: id ${JSON.stringify(conflict.messageId)} in channel ${JSON.stringify(conflict.channelId)} ` +
