@@ -15,6 +15,9 @@ import { HistoryStore } from './history-store.js';
 import { buildRequest, estimateToolTokens, SUMMARY_HEADER_TOKENS } from './model-request.js';
 import { SerialQueue } from './serial-queue.js';
 import { TranscriptArchiver } from './transcript-archiver.js';
+import { PrivacyPropagator, type PropagationChanges, type RemovedMessage } from '../privacy/propagator.js';
+import { findUserMessages } from '../privacy/erase-user.js';
+import type { MemoryLocation } from '../memory/types.js';
 import { estimateEntryTokens, estimateTokens } from './token-estimate.js';
 import type { ContextStatus, EntryKind, HistoryEntry, IncomingMessage, SummaryEntry } from './types.js';
 
@@ -70,6 +73,8 @@ export class ChannelRuntime {
   private toolTokens: number;
   /** Thread id → parent channel id, learnt from ingested messages; threads inherit settings. */
   private readonly parents = new Map<string, string>();
+  /** Takes a removed message's words out of every copy (tool results, summaries, memories). */
+  private readonly privacy: PrivacyPropagator;
 
   constructor(private readonly options: ChannelRuntimeOptions) {
     this.store = new HistoryStore(options.db);
@@ -88,6 +93,16 @@ export class ChannelRuntime {
       settingsFor: (channelId) => this.settings(channelId),
       estimate: (state, settings) => this.estimate(state, settings),
       retryFailedArchives: (state, entries) => this.archiver.retryFailed(state, entries),
+    });
+    this.privacy = new PrivacyPropagator({
+      db: options.db,
+      memory: options.memory,
+      events: options.events,
+      clock: this.clock,
+      summarizer: options.summarizer,
+      fallbackSettings: (channelId) => this.settings(channelId).compaction,
+      locationOf: (channelId) => ({ channelId, ...(this.states.get(channelId)?.location ?? {}) }),
+      onSummaryChanged: (summary) => this.applyPrivacyChanges({ entries: [], summaries: [summary] }),
     });
   }
 
@@ -205,6 +220,7 @@ export class ChannelRuntime {
     const state = this.channel(channelId);
     const row = this.store.findByMessageId(channelId, messageId);
     if (!row) return false;
+    if (row.content === content) return true;
     const edited: HistoryEntry = { ...row, content, tokens: estimateEntryTokens({ ...row, content }) };
     this.store.updateContent(channelId, row.seq, content, edited.tokens);
     const index = state.indexOfSeq(row.seq);
@@ -218,6 +234,8 @@ export class ChannelRuntime {
       // A transcript write still in flight carries the old text: let it land, then correct it.
       await this.archiver.settled(state);
       await this.options.memory.updateTranscript(channelId, messageId, content);
+      // The earlier text leaves tool results, summaries and memories like a deleted message.
+      this.applyPrivacyChanges(this.privacy.propagate(channelId, [removedOf(row)], 'edit'));
     }
     return true;
   }
@@ -226,9 +244,13 @@ export class ChannelRuntime {
   async deleteMessages(channelId: string, messageIds: string[]): Promise<number> {
     const state = this.channel(channelId);
     const seqs: number[] = [];
+    const removed: RemovedMessage[] = [];
     for (const messageId of messageIds) {
       const row = this.store.findByMessageId(channelId, messageId);
       if (row) seqs.push(row.seq);
+      if (row?.kind === 'message') removed.push(removedOf(row));
+      // Archived only (its history row already gone): memories drawn from it still lose it.
+      if (!row) removed.push({ seq: -1, messageId, authorName: '', content: '' });
     }
     if (seqs.length > 0) {
       this.store.deleteEntries(channelId, seqs);
@@ -247,7 +269,69 @@ export class ChannelRuntime {
     // A transcript write still in flight would bring a deleted message back: let it land first.
     await this.archiver.settled(state);
     await this.options.memory.deleteTranscript(channelId, messageIds);
+    this.applyPrivacyChanges(this.privacy.propagate(channelId, removed, 'delete'));
     return seqs.length;
+  }
+
+  /**
+   * Erases everything a user wrote, in every channel of this data dir, with the same
+   * propagation as a delete. Returns counts only (the audit line carries no content).
+   */
+  async forgetUser(userId: string): Promise<{ channels: number; messages: number }> {
+    const byChannel = findUserMessages(this.options.db, userId);
+    let messages = 0;
+    for (const [channelId, messageIds] of byChannel) {
+      await this.deleteMessages(channelId, messageIds);
+      messages += messageIds.length;
+    }
+    return { channels: byChannel.size, messages };
+  }
+
+  /**
+   * `/memory forget` and `magpie memory forget`: an archived message (`msg-…`) is deleted as
+   * if deleted on the platform; a memory (`mem-…`) is deleted and its text leaves tool results.
+   * With `within`, only what belongs to that channel (a DM: its user).
+   */
+  async forgetItem(id: string, within?: MemoryLocation): Promise<'message' | 'memory' | undefined> {
+    const item = this.options.memory.describeItem?.(id);
+    if (item?.kind === 'transcript' && item.messageId !== undefined) {
+      if (within && item.channelId !== within.channelId) return undefined;
+      await this.deleteMessages(item.channelId, [item.messageId]);
+      return 'message';
+    }
+    if (!this.options.memory.forget(id, within)) return undefined;
+    if (item) this.applyPrivacyChanges({ entries: this.privacy.redactTexts([item.content]), summaries: [] });
+    return 'memory';
+  }
+
+  /** Resolves when summary rewrites started by deletes have landed (tests, the CLI). */
+  async privacySettled(): Promise<void> {
+    await this.privacy.settled();
+  }
+
+  /** Mirrors what the privacy propagation changed in SQLite into the live contexts held here. */
+  private applyPrivacyChanges(changes: Pick<PropagationChanges, 'entries' | 'summaries'>): void {
+    const touched = new Set<ChannelState>();
+    for (const entry of changes.entries) {
+      const state = this.states.get(entry.channelId);
+      if (!state) continue;
+      const index = state.indexOfSeq(entry.seq);
+      if (index >= 0) state.replaceEntry(index, entry);
+      for (const dropped of state.markerEntries.values()) {
+        const at = dropped.findIndex((candidate) => candidate.seq === entry.seq);
+        if (at >= 0) dropped[at] = entry;
+      }
+      touched.add(state);
+    }
+    for (const summary of changes.summaries) {
+      const state = this.states.get(summary.channelId);
+      if (!state) continue;
+      const { live, ...entry } = summary;
+      if (!live) state.removeSummary(entry.id);
+      else if (state.summaries.some((existing) => existing.id === entry.id)) state.replaceSummary(entry);
+      touched.add(state);
+    }
+    for (const state of touched) this.coordinator.check(state);
   }
 
   status(channelId: string): ContextStatus {
@@ -294,6 +378,7 @@ export class ChannelRuntime {
    */
   async close(): Promise<void> {
     await this.coordinator.close(this.states.values());
+    await this.privacy.close();
     for (const state of this.states.values()) await this.archiver.settled(state);
     this.archiver.flushFlags();
   }
@@ -320,6 +405,8 @@ export class ChannelRuntime {
     // Repairs a crash between the history write and the transcript index write.
     const missing = this.store.unarchived(channelId);
     if (missing.length > 0) void this.archiver.archive(state, missing);
+    // Summaries that covered a deleted message and still wait for their rewrite.
+    this.privacy.resume(channelId);
     return state;
   }
 
@@ -350,4 +437,8 @@ export class ChannelRuntime {
     state.appendEntry(entry);
     return { entry, fresh: true };
   }
+}
+
+function removedOf(row: HistoryEntry): RemovedMessage {
+  return { seq: row.seq, messageId: row.messageId, authorName: row.authorName, content: row.content };
 }

@@ -19,6 +19,8 @@ import type {
   SaveMemoryResult,
   SearchQuery,
   SearchResult,
+  SourceDropResult,
+  ItemDescription,
   TranscriptEntryInput,
 } from './types.js';
 import {
@@ -285,6 +287,52 @@ export class SqliteMemoryStore implements MemoryStore {
       this.indexes.noteDeleted(row.index_key, [rowid]);
     })();
     return true;
+  }
+
+  dropSources(channelId: string, messageIds: readonly string[]): SourceDropResult {
+    const result: SourceDropResult = { deleted: [], updated: 0 };
+    if (messageIds.length === 0) return result;
+    const gone = new Set(messageIds);
+    const rows = this.db
+      .prepare(
+        `SELECT rowid, index_key, content, source_ids FROM memory_items
+          WHERE kind = 'memory' AND channel_id = ?
+            AND EXISTS (SELECT 1 FROM json_each(memory_items.source_ids) s WHERE s.value IN (SELECT value FROM json_each(?)))`,
+      )
+      .all(channelId, JSON.stringify([...gone])) as Array<{ rowid: number; index_key: string; content: string; source_ids: string }>;
+    const remove = this.db.prepare('DELETE FROM memory_items WHERE rowid = ?');
+    const update = this.db.prepare('UPDATE memory_items SET source_ids = ? WHERE rowid = ?');
+    this.db.transaction(() => {
+      for (const row of rows) {
+        const kept = parseSourceIds(row.source_ids).filter((id) => !gone.has(id));
+        if (kept.length === 0) {
+          remove.run(row.rowid);
+          this.indexes.noteDeleted(row.index_key, [row.rowid]);
+          result.deleted.push({ id: itemId({ rowid: row.rowid, kind: 'memory' }), content: row.content });
+        } else {
+          update.run(JSON.stringify(kept), row.rowid);
+          result.updated += 1;
+        }
+      }
+    })();
+    return result;
+  }
+
+  describeItem(id: string): ItemDescription | undefined {
+    const rowid = parseItemId(id);
+    if (rowid === undefined) return undefined;
+    const row = this.db
+      .prepare('SELECT rowid, kind, channel_id, message_id, index_key, content FROM memory_items WHERE rowid = ?')
+      .get(rowid) as { rowid: number; kind: MemoryKind; channel_id: string; message_id: string | null; index_key: string; content: string } | undefined;
+    if (!row) return undefined;
+    return {
+      id: itemId(row),
+      kind: row.kind,
+      channelId: row.channel_id,
+      ...(row.message_id ? { messageId: row.message_id } : {}),
+      indexKey: row.index_key,
+      content: row.content,
+    };
   }
 
   stats(location?: MemoryLocation): MemoryStats {

@@ -118,4 +118,27 @@ export interface MemoryStore {
   forget(id: string, within?: MemoryLocation): boolean;
   stats(location?: MemoryLocation): MemoryStats;
   close(): Promise<void>;
+  /**
+   * Messages of a channel are gone (deleted, edited, erased): memories drawn only from them are
+   * deleted, the others lose those ids. Returns what was deleted, so its text can be removed
+   * from wherever it was quoted.
+   */
+  dropSources?(channelId: string, messageIds: readonly string[]): SourceDropResult;
+  /** What an item id (`mem-12`, `msg-40`) stands for, without its neighbours; undefined if unknown. */
+  describeItem?(id: string): ItemDescription | undefined;
+}
+
+export interface SourceDropResult {
+  deleted: Array<{ id: string; content: string }>;
+  updated: number;
+}
+
+export interface ItemDescription {
+  id: string;
+  kind: MemoryKind;
+  channelId: string;
+  /** For a transcript entry: the message it archives. */
+  messageId?: string;
+  indexKey: string;
+  content: string;
 }

@@ -38,6 +38,8 @@ export function openDatabase(dataDir: string, migrations: readonly Migration[]):
   db.pragma('synchronous = NORMAL');
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 5000');
+  // Deleted text is overwritten with zeros rather than left in free pages of the file.
+  db.pragma('secure_delete = ON');
   applyMigrations(db, migrations);
   return db;
 }

@@ -1,6 +1,7 @@
 import { HISTORY_MIGRATIONS } from '../channel/schema.js';
 import { MEMORY_MIGRATIONS } from '../memory/schema.js';
+import { PRIVACY_MIGRATIONS } from '../privacy/schema.js';
 import type { Migration } from './database.js';
 
 /** Every schema step of the one database, in the order they apply. */
-export const ALL_MIGRATIONS: readonly Migration[] = [...HISTORY_MIGRATIONS, ...MEMORY_MIGRATIONS];
+export const ALL_MIGRATIONS: readonly Migration[] = [...HISTORY_MIGRATIONS, ...MEMORY_MIGRATIONS, ...PRIVACY_MIGRATIONS];
