@@ -6,6 +6,8 @@ import type { ChatModel } from '../llm/chat-model.js';
 import type { ToolContext, ToolHandler } from '../llm/tool.js';
 import { runAgentTurn, type AgentIdentity, type AgentRuntime } from '../channel/agent-turn.js';
 import { DailyTokenBudget, UserRateLimiter } from './cost-guards.js';
+import { withSourceCheck } from '../privacy/source-check.js';
+import type { SqliteDatabase } from '../storage/database.js';
 
 /** Where a turn's answer goes: a Discord channel, the terminal. */
 export interface ReplyTarget {
@@ -45,6 +47,8 @@ export interface ChannelResponderOptions {
   events: EventStream;
   clock?: Clock;
   self?: AgentIdentity;
+  /** Where the daily token budget is kept (survives restarts); in memory when absent. */
+  db?: SqliteDatabase;
 }
 
 /** How long shutdown waits for turns after aborting them. */
@@ -71,7 +75,7 @@ export class ChannelResponder {
   constructor(private readonly options: ChannelResponderOptions) {
     this.self = options.self;
     this.limiter = new UserRateLimiter(options.clock ?? systemClock);
-    this.budget = new DailyTokenBudget(options.clock ?? systemClock);
+    this.budget = new DailyTokenBudget(options.clock ?? systemClock, options.db);
   }
 
   /** Who the bot is, once the platform has said (Discord: after login). */
@@ -166,7 +170,7 @@ export class ChannelResponder {
           model,
           tools: this.options.tools,
           settings,
-          context: request.context,
+          context: withSourceCheck(request.context, runtime.liveContext(channelId).entries),
           ...(request.turnId === undefined ? {} : { turnId: request.turnId }),
           ...(this.self ? { self: this.self } : {}),
           deliver: (reply) => {
@@ -175,7 +179,7 @@ export class ChannelResponder {
           },
           signal: this.abort.signal,
         });
-        this.budget.record(channelId, result.spentTokens);
+        this.budget.record(budgetKey(request), result.spentTokens);
         events.emit({
           type: 'agent_turn_completed',
           channel_id: channelId,
@@ -207,8 +211,8 @@ export class ChannelResponder {
   private async overBudget(request: TurnRequest): Promise<boolean> {
     const { channelId, target } = request;
     const budget = this.options.config.settingsFor(channelId, request.parentId).dailyTokenBudget;
-    if (!this.budget.exhausted(channelId, budget)) return false;
-    this.options.events.emit({ type: 'turn_over_budget', channel_id: channelId, budget, spent: this.budget.spentToday(channelId) });
+    if (!this.budget.exhausted(budgetKey(request), budget)) return false;
+    this.options.events.emit({ type: 'turn_over_budget', channel_id: channelId, budget, spent: this.budget.spentToday(budgetKey(request)) });
     await this.safeSend(target, channelId, 'This channel has used up its model budget for today. I am still listening and will answer again after midnight UTC.');
     return true;
   }
@@ -221,4 +225,9 @@ export class ChannelResponder {
       this.options.events.emit({ type: 'reply_failed', channel_id: channelId, error: errorMessage(error) });
     }
   }
+}
+
+/** A thread spends its parent channel's budget. */
+function budgetKey(request: TurnRequest): string {
+  return request.parentId ?? request.channelId;
 }

@@ -88,7 +88,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     summarizer: model ? createLlmSummarizer({ model, memoryTools }) : createExtractiveSummarizer(),
     toolDefinitions: tools.map((tool) => tool.definition),
   });
-  const responder = new ChannelResponder({ runtime, model, tools, config, events, clock });
+  const responder = new ChannelResponder({ runtime, model, tools, config, events, clock, db });
   let closed = false;
   return {
     config,

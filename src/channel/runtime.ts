@@ -17,6 +17,7 @@ import { SerialQueue } from './serial-queue.js';
 import { TranscriptArchiver } from './transcript-archiver.js';
 import { PrivacyPropagator, type PropagationChanges, type RemovedMessage } from '../privacy/propagator.js';
 import { findUserMessages } from '../privacy/erase-user.js';
+import { resolveReplyReferences } from '../privacy/reply-reference.js';
 import type { MemoryLocation } from '../memory/types.js';
 import { estimateEntryTokens, estimateTokens } from './token-estimate.js';
 import type { ContextStatus, EntryKind, HistoryEntry, IncomingMessage, SummaryEntry } from './types.js';
@@ -209,7 +210,7 @@ export class ChannelRuntime {
     return buildRequest({
       systemPrompt: this.settings(channelId).systemPrompt,
       summaries: state.summaries,
-      entries: state.entries,
+      entries: resolveReplyReferences(state.entries, (messageId) => this.store.findByMessageId(channelId, messageId)),
       tools: options.tools,
       maxTokens: options.maxTokens,
     });

@@ -14,6 +14,15 @@ export interface ToolContext {
   dmUserId?: string;
   /** Message ids the current work is about (the compaction range, the triggering message). */
   sourceMessageIds?: string[];
+  /**
+   * The messages a memory may be drawn from, when the work was given a fixed range (a
+   * compaction worker): `memory_save` accepts only these ids as sources.
+   */
+  sourceCandidates?: ReadonlyArray<{ messageId: string; content: string }>;
+  /** Otherwise, whether an id names a message of the caller's context (the channel's live context). */
+  isKnownSource?: (messageId: string) => boolean;
+  /** Message ids tool results have shown during this work (a search hit may be a source too). */
+  seenSourceIds?: Set<string>;
   signal?: AbortSignal;
 }
 
