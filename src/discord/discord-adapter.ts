@@ -1,5 +1,6 @@
 import {
   Events,
+  type Channel,
   type Client,
   type Interaction,
   type Message,
@@ -18,6 +19,8 @@ import { destroyClient } from './client.js';
 import { Debouncer } from './debouncer.js';
 import { normalizeMessage, type NormalizedMessage } from './normalize-message.js';
 import { handleSlashCommand, registerCommands } from './slash-commands.js';
+import { knownViews, viewOf } from './view-key.js';
+import type { ChannelView } from '../privacy/channel-views.js';
 
 /** Everything the adapter asks of the channel runtime (`ChannelRuntime` satisfies it). */
 export interface DiscordRuntime extends ResponderRuntime, CommandRuntime {
@@ -80,6 +83,7 @@ export class DiscordAdapter {
     this.accepting = true;
     this.replying = true;
     this.options.events.emit({ type: 'discord_ready', guilds: client.guilds.cache.size });
+    for (const view of knownViews(client)) this.recordView(view);
     const discord = config.current().discord;
     if (discord.registerCommands && client.isReady()) {
       try {
@@ -121,6 +125,8 @@ export class DiscordAdapter {
     client.on(Events.MessageBulkDelete, (messages, channel) =>
       this.track('message_delete_bulk', () => this.onDelete(channel.id, [...messages.keys()])),
     );
+    client.on(Events.ChannelUpdate, (_previous, next) => this.track('channel_update', async () => this.onChannelUpdate(next)));
+    client.on(Events.ThreadCreate, (thread) => this.track('thread_create', async () => this.onChannelUpdate(thread)));
     client.on(Events.InteractionCreate, (interaction) => this.track('interaction_create', () => this.onInteraction(interaction)));
     // Without these listeners an 'error' event would throw and end the process.
     client.on(Events.Error, (error) => events.emit({ type: 'discord_error', error: errorMessage(error) }));
@@ -165,6 +171,9 @@ export class DiscordAdapter {
     if (message.partial) message = await message.fetch();
     const normalized = normalizeMessage(message, this.selfId);
     if (!this.admit(normalized)) return;
+    // Before the message can become a memory, its channel's view permissions are on record.
+    const view = viewOf(message.channel);
+    if (view) this.recordView(view);
     const entry = await this.options.runtime.ingest(normalized.incoming);
     const policy = this.options.config.settingsFor(normalized.incoming.channelId, normalized.parentId).replyPolicy;
     const trigger = {
@@ -254,6 +263,18 @@ export class DiscordAdapter {
     if (messageIds.length === 0) return;
     await this.options.runtime.deleteMessages(channelId, messageIds);
     this.options.events.emit({ type: 'messages_deleted', channel_id: channelId, count: messageIds.length });
+  }
+
+  /** Permission overwrites changed: guild scope re-checks what this channel may share. */
+  private onChannelUpdate(channel: Channel): void {
+    const view = viewOf(channel);
+    if (view) this.recordView(view);
+  }
+
+  private recordView(view: ChannelView): void {
+    if (this.options.memory.recordChannelView?.(view)) {
+      this.options.events.emit({ type: 'channel_view_recorded', channel_id: view.channelId });
+    }
   }
 
   private async onInteraction(interaction: Interaction): Promise<void> {

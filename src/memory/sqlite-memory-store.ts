@@ -7,6 +7,7 @@ import { blobToVector, dot, vectorToBlob, type Embedder } from './embedder.js';
 import { HybridSearch, itemId, parseItemId, parseSourceIds, type SearchTuning } from './hybrid-search.js';
 import type { VectorIndexManager } from './index-manager.js';
 import { channelKey, ftsTags, memoryHome, visibility } from './scope.js';
+import { ChannelViews, type ChannelView } from '../privacy/channel-views.js';
 import type {
   MemoryKind,
   MemoryLocation,
@@ -75,9 +76,12 @@ export class SqliteMemoryStore implements MemoryStore {
   private readonly insertItem;
   private readonly insertVector;
   private closed = false;
+  /** View keys of guild channels (guild scope follows Discord's view permissions). */
+  private readonly views: ChannelViews | undefined;
 
   constructor(private readonly options: SqliteMemoryStoreOptions) {
     this.db = options.db;
+    this.views = hasTable(options.db, 'channel_views') ? new ChannelViews(options.db) : undefined;
     this.embedder = options.embedder;
     this.indexes = options.indexes;
     this.clock = options.clock ?? systemClock;
@@ -242,7 +246,7 @@ export class SqliteMemoryStore implements MemoryStore {
     return this.searcher.run({
       queryText: text,
       queryVector: queryVector!,
-      visibility: visibility(location, this.options.scope),
+      visibility: visibility(location, this.options.scope, this.views),
       limit,
       ...(query.kind ? { kind: query.kind } : {}),
       ...(memoryType ? { memoryType } : {}),
@@ -253,7 +257,7 @@ export class SqliteMemoryStore implements MemoryStore {
     const clauses: string[] = [];
     const params: unknown[] = [];
     if (options.location) {
-      const seen = visibility(checkLocation(options.location), this.options.scope);
+      const seen = visibility(checkLocation(options.location), this.options.scope, this.views);
       clauses.push(seen.sql);
       params.push(...seen.params);
     }
@@ -287,6 +291,10 @@ export class SqliteMemoryStore implements MemoryStore {
       this.indexes.noteDeleted(row.index_key, [rowid]);
     })();
     return true;
+  }
+
+  recordChannelView(view: ChannelView): boolean {
+    return this.views?.record(view) ?? false;
   }
 
   dropSources(channelId: string, messageIds: readonly string[]): SourceDropResult {
@@ -340,7 +348,7 @@ export class SqliteMemoryStore implements MemoryStore {
     let params: unknown[] = [];
     let keys: string[] | undefined;
     if (location) {
-      const seen = visibility(checkLocation(location), this.options.scope);
+      const seen = visibility(checkLocation(location), this.options.scope, this.views);
       where = `WHERE ${seen.sql}`;
       params = seen.params;
       keys = seen.keys;
@@ -427,6 +435,10 @@ export class SqliteMemoryStore implements MemoryStore {
     this.db.prepare('DELETE FROM memory_vectors WHERE item_rowid = ?').run(rowid);
     this.insertVector.run(rowid, indexKey, vectorToBlob(vector));
   }
+}
+
+function hasTable(db: SqliteDatabase, name: string): boolean {
+  return db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(name) !== undefined;
 }
 
 /** Transcript text carries the speaker, so a search for a name finds what that person said. */

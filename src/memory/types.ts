@@ -1,3 +1,4 @@
+import type { ChannelView } from '../privacy/channel-views.js';
 /**
  * The memory seam: what the channel, its agent, the compaction worker and the CLI may ask of
  * long-term memory. SQLite is the source of truth behind it; vector indexes are derived.
@@ -126,6 +127,8 @@ export interface MemoryStore {
   dropSources?(channelId: string, messageIds: readonly string[]): SourceDropResult;
   /** What an item id (`mem-12`, `msg-40`) stands for, without its neighbours; undefined if unknown. */
   describeItem?(id: string): ItemDescription | undefined;
+  /** Who can view a guild channel (guild scope shares memories only between equal views); true if it changed. */
+  recordChannelView?(view: ChannelView): boolean;
 }
 
 export interface SourceDropResult {
