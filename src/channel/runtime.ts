@@ -50,6 +50,16 @@ export interface TurnEntryInput {
   messageId?: string;
 }
 
+/** What erasing a user removed, in counts. */
+export interface UserErasure {
+  channels: number;
+  messages: number;
+  memoriesDeleted: number;
+  memoriesUpdated: number;
+  summariesChanged: number;
+  toolEntriesRedacted: number;
+}
+
 /** What the model would be sent now, in parts. */
 export interface LiveContext {
   summaries: SummaryEntry[];
@@ -243,6 +253,10 @@ export class ChannelRuntime {
 
   /** Messages deleted on the platform leave history, live context and archive. Returns how many. */
   async deleteMessages(channelId: string, messageIds: string[]): Promise<number> {
+    return (await this.removeMessages(channelId, messageIds)).messages;
+  }
+
+  private async removeMessages(channelId: string, messageIds: string[]): Promise<{ messages: number; counts: PropagationChanges['counts'] }> {
     const state = this.channel(channelId);
     const seqs: number[] = [];
     const removed: RemovedMessage[] = [];
@@ -266,26 +280,51 @@ export class ChannelRuntime {
       }
       state.archivedCount -= seqs.length;
     }
-    if (messageIds.length === 0) return seqs.length;
+    if (messageIds.length === 0) return { messages: 0, counts: { toolEntries: 0, summaries: 0, memoriesDeleted: 0, memoriesUpdated: 0 } };
     // A transcript write still in flight would bring a deleted message back: let it land first.
     await this.archiver.settled(state);
     await this.options.memory.deleteTranscript(channelId, messageIds);
-    this.applyPrivacyChanges(this.privacy.propagate(channelId, removed, 'delete'));
-    return seqs.length;
+    const changes = this.privacy.propagate(channelId, removed, 'delete');
+    this.applyPrivacyChanges(changes);
+    this.options.events.emit({
+      type: 'deletion_propagated',
+      channel_id: channelId,
+      messages: seqs.length,
+      tool_entries_redacted: changes.counts.toolEntries,
+      summaries_changed: changes.counts.summaries,
+      memories_deleted: changes.counts.memoriesDeleted,
+      memories_updated: changes.counts.memoriesUpdated,
+    });
+    return { messages: seqs.length, counts: changes.counts };
   }
 
   /**
    * Erases everything a user wrote, in every channel of this data dir, with the same
    * propagation as a delete. Returns counts only (the audit line carries no content).
    */
-  async forgetUser(userId: string): Promise<{ channels: number; messages: number }> {
+  async forgetUser(userId: string, requestedFrom: string): Promise<UserErasure> {
     const byChannel = findUserMessages(this.options.db, userId);
-    let messages = 0;
+    const erasure: UserErasure = { channels: byChannel.size, messages: 0, memoriesDeleted: 0, memoriesUpdated: 0, summariesChanged: 0, toolEntriesRedacted: 0 };
     for (const [channelId, messageIds] of byChannel) {
-      await this.deleteMessages(channelId, messageIds);
-      messages += messageIds.length;
+      const result = await this.removeMessages(channelId, messageIds);
+      erasure.messages += messageIds.length;
+      erasure.memoriesDeleted += result.counts.memoriesDeleted;
+      erasure.memoriesUpdated += result.counts.memoriesUpdated;
+      erasure.summariesChanged += result.counts.summaries;
+      erasure.toolEntriesRedacted += result.counts.toolEntries;
     }
-    return { channels: byChannel.size, messages };
+    // The audit line: counts only, neither the user nor anything they wrote.
+    this.options.events.emit({
+      type: 'user_erased',
+      requested_from: requestedFrom,
+      channels: erasure.channels,
+      messages: erasure.messages,
+      memories_deleted: erasure.memoriesDeleted,
+      memories_updated: erasure.memoriesUpdated,
+      summaries_changed: erasure.summariesChanged,
+      tool_entries_redacted: erasure.toolEntriesRedacted,
+    });
+    return erasure;
   }
 
   /**

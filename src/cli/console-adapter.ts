@@ -120,7 +120,7 @@ export class ConsoleAdapter {
         const [sub, ...words] = rest;
         const text = words.join(' ');
         if (sub === 'search') output.write(`${await searchMemory(deps, { channelId: this.channelId }, text)}\n`);
-        else if (sub === 'forget') output.write(`${forgetMemory(deps, { channelId: this.channelId }, text)}\n`);
+        else if (sub === 'forget') output.write(`${await forgetMemory(deps, { channelId: this.channelId }, text)}\n`);
         else output.write('Use /memory search TEXT or /memory forget ID.\n');
         return true;
       }

@@ -13,6 +13,7 @@ import type { HistoryEntry, IncomingMessage } from '../channel/types.js';
 import type { MemoryLocation, MemoryStore } from '../memory/types.js';
 import type { ChannelResponder, ReplyTarget, ResponderRuntime } from '../app/channel-responder.js';
 import type { CommandRuntime } from '../app/channel-commands.js';
+import { ErasureConfirmations } from '../app/forget-me.js';
 import { decideAccess, shouldReply } from './access-policy.js';
 import { chunkMessage } from './chunk-message.js';
 import { destroyClient } from './client.js';
@@ -62,6 +63,8 @@ export class DiscordAdapter {
   private readonly inFlight = new Set<Promise<unknown>>();
   /** Set by `stop`, which may come while `start` is still connecting. */
   private stopped = false;
+  /** Pending `/memory forget-me` confirmation codes. */
+  private readonly confirmations = new ErasureConfirmations();
 
   constructor(private readonly options: DiscordAdapterOptions) {
     this.debouncer = new Debouncer((channelId, burst) => this.fireTurn(channelId, burst));
@@ -301,7 +304,7 @@ export class DiscordAdapter {
     }
     await handleSlashCommand(
       interaction,
-      { runtime: this.options.runtime, memory: this.options.memory, events: this.options.events },
+      { runtime: this.options.runtime, memory: this.options.memory, events: this.options.events, confirmations: this.confirmations },
       {
         channelId,
         ...(interaction.guildId ? { guildId: interaction.guildId } : {}),

@@ -14,6 +14,7 @@ import {
   type CommandDeps,
 } from '../app/channel-commands.js';
 import { errorMessage, InputError } from '../common/errors.js';
+import { forgetMe } from '../app/forget-me.js';
 import type { MemoryLocation } from '../memory/types.js';
 
 const MANAGE_MESSAGES = PermissionFlagsBits.ManageMessages.toString();
@@ -41,6 +42,12 @@ export const SLASH_COMMANDS: RESTPostAPIChatInputApplicationCommandsJSONBody[] =
         name: 'forget',
         description: 'Forget one memory (needs Manage Messages)',
         options: [{ type: ApplicationCommandOptionType.String, name: 'id', description: 'Memory id from /memory search', required: true }],
+      },
+      {
+        type: ApplicationCommandOptionType.Subcommand,
+        name: 'forget-me',
+        description: 'Erase everything you wrote, in every channel (asks for a confirmation code first)',
+        options: [{ type: ApplicationCommandOptionType.String, name: 'code', description: 'The code from the first call', required: false }],
       },
     ],
   },
@@ -116,10 +123,20 @@ async function answerCommand(
           await reply('You need the Manage Messages permission to forget memories.');
           return;
         }
-        await reply(forgetMemory(deps, location, interaction.options.getString('id', true)));
+        await reply(await forgetMemory(deps, location, interaction.options.getString('id', true)));
         return;
       }
-      await reply('Use /memory search or /memory forget.');
+      if (subcommand === 'forget-me') {
+        const runtime = deps.runtime;
+        if (!deps.confirmations || !runtime.forgetUser) {
+          await reply('Erasing is not available here.');
+          return;
+        }
+        const erasure = { runtime: { forgetUser: runtime.forgetUser.bind(runtime) }, confirmations: deps.confirmations };
+        await reply(await forgetMe(erasure, interaction.user.id, interaction.options.getString('code', false)));
+        return;
+      }
+      await reply('Use /memory search, /memory forget or /memory forget-me.');
       return;
     }
     default:
