@@ -52,6 +52,10 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
     });
   }
   const events = new EventStream();
+  // The audit line: counts only, as the bot logs it.
+  events.subscribe((event) => {
+    if (event.type === 'user_erased') io.stderr.write(`${JSON.stringify({ level: 'info', time: Date.now(), event: event.type, ...event, type: undefined })}\n`);
+  });
   // No model here: summaries that covered a forgotten message are rewritten at once by the
   // extractive summarizer, so nothing is left waiting when the command exits.
   const app = await openApp({ config: { ...config, llm: { ...config.llm, model: '' } }, dataDir, env: io.env, cwd: io.cwd, events });
