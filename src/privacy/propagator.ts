@@ -161,13 +161,33 @@ export class PrivacyPropagator {
 
   private redactToolRows(target: RedactionTarget): HistoryEntry[] {
     const changed: HistoryEntry[] = [];
-    for (const row of this.statements.toolRows.iterate() as IterableIterator<EntryRow>) {
+    for (const row of this.candidateToolRows(target)) {
       const content = redactToolBlock(row.content, target);
       if (content === undefined) continue;
       changed.push({ ...toEntry(row), content, tokens: estimateEntryTokens({ kind: row.kind, authorName: row.author_name, content }) });
     }
     for (const entry of changed) this.statements.updateEntry.run(entry.content, entry.tokens, entry.channelId, entry.seq);
     return changed;
+  }
+
+  /**
+   * Tool rows that may quote the target: those containing, verbatim, a message id or the
+   * longest stretch of each text that JSON leaves unescaped (a block's JSON holds its text
+   * escaped twice). Found by `instr` in SQLite, so a delete does not parse every tool row
+   * ever stored; when a text has no such stretch worth the name, every tool row is checked.
+   */
+  private candidateToolRows(target: RedactionTarget): Iterable<EntryRow> {
+    const fragments = [...target.messageIds];
+    for (const text of target.texts) {
+      const fragment = longestVerbatimRun(text);
+      if (fragment.length < MIN_FRAGMENT) return this.statements.toolRows.iterate() as IterableIterator<EntryRow>;
+      fragments.push(fragment);
+    }
+    if (fragments.length === 0) return [];
+    const matches = fragments.map(() => 'instr(content, ?) > 0').join(' OR ');
+    return this.options.db
+      .prepare(`SELECT * FROM history_entries WHERE kind IN ('tool_call', 'tool_result') AND (${matches})`)
+      .iterate(...fragments) as IterableIterator<EntryRow>;
   }
 
   /**
@@ -221,33 +241,51 @@ export class PrivacyPropagator {
 
   private startRewrite(id: number): void {
     if (this.rewrites.has(id) || this.abort.signal.aborted) return;
-    const work = this.rewrite(id).finally(() => this.rewrites.delete(id));
+    const work = this.rewrite(id).then(
+      (superseded) => {
+        this.rewrites.delete(id);
+        // Another delete in the range meanwhile: write it again from what remains now.
+        if (superseded) this.startRewrite(id);
+      },
+      () => {
+        this.rewrites.delete(id);
+      },
+    );
     this.rewrites.set(id, work);
   }
 
   /** A worker writes the summary again from the archive, which no longer holds the message. */
-  private async rewrite(id: number): Promise<void> {
+  /** Returns true when the summary changed meanwhile and must be rewritten again. */
+  private async rewrite(id: number): Promise<boolean> {
     const generation = this.generations.get(id) ?? 0;
     const row = this.statements.summary.get(id) as SummaryRow | undefined;
-    if (!row || row.live === 0 || row.needs_rewrite === 0) return;
+    if (!row || row.live === 0 || row.needs_rewrite === 0) return false;
     const entries = (this.statements.rangeMessages.all(row.channel_id, row.from_seq, row.to_seq) as EntryRow[]).map(toEntry);
     const settings = this.options.fallbackSettings(row.channel_id);
     let content = '';
     let summarizer = this.options.summarizer.name;
     try {
       if (entries.length > 0) {
-        const result = await this.options.summarizer.summarize({
-          channelId: row.channel_id,
-          location: this.options.locationOf(row.channel_id),
-          priorSummaries: [],
-          entries,
-          settings,
-          signal: AbortSignal.any([this.abort.signal, AbortSignal.timeout(settings.workerTimeoutMs)]),
-        });
+        const signal = AbortSignal.any([this.abort.signal, AbortSignal.timeout(settings.workerTimeoutMs)]);
+        // A summarizer that ignores the signal still loses the race against it.
+        const result = await Promise.race([
+          this.options.summarizer.summarize({
+            channelId: row.channel_id,
+            location: this.options.locationOf(row.channel_id),
+            priorSummaries: [],
+            entries,
+            settings,
+            signal,
+          }),
+          new Promise<never>((_, reject) => {
+            if (signal.aborted) reject(signal.reason);
+            signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+          }),
+        ]);
         content = typeof result.summary === 'string' ? result.summary.trim() : '';
       }
     } catch (error) {
-      if (this.abort.signal.aborted) return;
+      if (this.abort.signal.aborted) return false;
       this.options.events.emit({ type: 'summary_rewrite_failed', channel_id: row.channel_id, summary_id: id, error: errorMessage(error) });
     }
     if (content === '' && entries.length > 0) {
@@ -256,8 +294,8 @@ export class PrivacyPropagator {
     }
     // Only onto the summary as it was: another delete or a roll-up meanwhile starts over or wins.
     const now = this.statements.summary.get(id) as SummaryRow | undefined;
-    if (!now || now.live === 0 || now.needs_rewrite === 0 || (this.generations.get(id) ?? 0) !== generation) return;
-    if (now.from_seq !== row.from_seq || now.to_seq !== row.to_seq) return;
+    if (!now || now.live === 0 || now.needs_rewrite === 0) return false;
+    if ((this.generations.get(id) ?? 0) !== generation || now.from_seq !== row.from_seq || now.to_seq !== row.to_seq) return true;
     let changed: SummaryEntry & { live: boolean };
     if (content === '') {
       this.statements.updateSummary.run(now.kind, RETIRED_PLACEHOLDER, now.tokens, 0, 0, id);
@@ -271,7 +309,18 @@ export class PrivacyPropagator {
     }
     this.options.events.emit({ type: 'summary_rewritten', channel_id: now.channel_id, summary_id: id, summarizer, messages: entries.length });
     this.options.onSummaryChanged(changed);
+    return false;
   }
+}
+
+/** Shorter stretches would match too many rows to be worth a prefilter. */
+const MIN_FRAGMENT = 4;
+
+/** The longest run of characters JSON.stringify writes as they are (no quote, backslash, control). */
+export function longestVerbatimRun(text: string): string {
+  let best = '';
+  for (const run of text.split(/["\\\u0000-\u001f\u2028\u2029]/)) if (run.length > best.length) best = run;
+  return best;
 }
 
 function toEntry(row: EntryRow): HistoryEntry {
