@@ -12,6 +12,7 @@ const BENCHMARKS: Record<string, () => Promise<{ run: Benchmark }>> = {
   discord: () => import('./discord-latency.js'),
   'memory-vector': () => import('./memory-vector.js'),
   'memory-search': () => import('./memory-search.js'),
+  'privacy-delete': () => import('./privacy-delete.js'),
 };
 
 async function main(): Promise<void> {

@@ -264,8 +264,11 @@ export class PrivacyPropagator {
     const settings = this.options.fallbackSettings(row.channel_id);
     let content = '';
     let summarizer = this.options.summarizer.name;
+    let rangeTokens = 0;
+    for (const entry of entries) rangeTokens += entry.tokens;
     try {
-      if (entries.length > 0) {
+      // A roll-up can span a channel's whole past: more than a model request holds goes extractive.
+      if (entries.length > 0 && rangeTokens <= MAX_MODEL_REWRITE_TOKENS) {
         const signal = AbortSignal.any([this.abort.signal, AbortSignal.timeout(settings.workerTimeoutMs)]);
         // A summarizer that ignores the signal still loses the race against it.
         const result = await Promise.race([
@@ -312,6 +315,9 @@ export class PrivacyPropagator {
     return false;
   }
 }
+
+/** Ranges larger than this (estimated tokens) are rewritten by the extractive summarizer. */
+const MAX_MODEL_REWRITE_TOKENS = 60_000;
 
 /** Shorter stretches would match too many rows to be worth a prefilter. */
 const MIN_FRAGMENT = 4;
