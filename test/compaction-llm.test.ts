@@ -34,7 +34,7 @@ interface Setup {
   close(): Promise<void>;
 }
 
-async function setup(options: { messages?: number } = {}): Promise<Setup> {
+async function setup(options: { messages?: number; workerTimeoutMs?: number } = {}): Promise<Setup> {
   fake.reset();
   const dir = tempDir();
   const db = openDatabase(dir.path, ALL_MIGRATIONS);
@@ -46,7 +46,7 @@ async function setup(options: { messages?: number } = {}): Promise<Setup> {
   const runtime = new ChannelRuntime({
     db,
     memory,
-    config: new LiveConfig(testConfig({ contextWindow: 100_000, compaction: { workerTimeoutMs: 300, fallbackAfterFailures: 3 } })),
+    config: new LiveConfig(testConfig({ contextWindow: 100_000, compaction: { workerTimeoutMs: options.workerTimeoutMs ?? 10_000, fallbackAfterFailures: 3 } })),
     events: stream,
     summarizer: createLlmSummarizer({ model, memoryTools: createMemoryTools(memory) }),
     clock: new TickingClock(),
@@ -113,7 +113,8 @@ test('malformed memory_save input gets a tool error back; the worker still finis
 });
 
 test('429, 500 and a timeout leave history untouched; after 3 failures the extractive fallback', async () => {
-  const { runtime, events, close } = await setup();
+  // Short enough for the delayed answer to miss it; the other tests allow for a loaded machine.
+  const { runtime, events, close } = await setup({ workerTimeoutMs: 1_000 });
   const before = runtime.liveContext('c1');
   fake.enqueue({ status: 429 }, { status: 500 }, { delayMs: 2000, then: { text: 'too late' } });
   const reasons: string[] = [];
