@@ -99,7 +99,8 @@ export function createMemoryTools(store: MemoryStore): { memorySave: ToolHandler
           ...(limit === undefined ? {} : { limit }),
           ...(memoryType === undefined ? {} : { memoryType }),
         });
-        for (const result of results) for (const id of result.source_ids) context.seenSourceIds?.add(id);
+        // Only the channel's own messages may become sources (memories of other channels are theirs).
+        for (const result of results) if (result.kind === 'transcript') for (const id of result.source_ids) context.seenSourceIds?.add(id);
         return JSON.stringify(
           results.map((result) => ({
             content: result.content,
