@@ -8,6 +8,11 @@ import { after, before, describe, test } from 'node:test';
 import { openTestStore, type OpenedStore } from './support/memory-store.js';
 import { createMemoryTools } from '../src/memory/index.js';
 import { inferSources } from '../src/memory/provenance.js';
+import { ChannelRuntime } from '../src/channel/index.js';
+import { EventStream } from '../src/common/events.js';
+import { createExtractiveSummarizer } from '../src/compaction/extractive-summarizer.js';
+import { LiveConfig } from '../src/config/live-config.js';
+import { testConfig, userMessage } from './compaction-support.js';
 import { ALICE, BOB, DM_ALICE, GENERAL, MOD, QUIET, THREAD, startTestBot, waitUntil, type TestBot } from './discord-helpers.js';
 
 describe('forgetting from Discord', () => {
@@ -122,6 +127,32 @@ describe('memory_save sources', () => {
     const turn = { channelId: 'c-src', sourceMessageIds: ['t1'], isKnownSource: (id: string) => id === 'live-1', seenSourceIds: new Set(['seen-1']) };
     assert.equal((await save({ ...base, content: 'Turn fact one', source_ids: ['live-1', 'seen-1'] }, turn)).isError, false);
     assert.equal((await save({ ...base, content: 'Turn fact two', source_ids: ['elsewhere'] }, turn)).isError, true);
+  });
+
+  test('a message deleted while a worker drew from it is no source: the save is refused or keeps the rest', async () => {
+    const runtime = new ChannelRuntime({
+      db: opened.db,
+      memory: opened.store,
+      config: new LiveConfig(testConfig()),
+      events: new EventStream(),
+      summarizer: createExtractiveSummarizer(),
+    });
+    try {
+      for (let index = 0; index < 3; index += 1) await runtime.ingest(userMessage('c-race', index));
+      const { memorySave } = createMemoryTools(opened.store);
+      const worker = { channelId: 'c-race', sourceCandidates: [0, 1, 2].map((index) => ({ messageId: `m${index}`, content: `Message ${index}` })) };
+      // The worker read m0 and m1; m0 is deleted before its save lands.
+      await runtime.deleteMessages('c-race', ['m0']);
+      const refused = await memorySave.run({ content: 'Drawn from the deleted one', memory_type: 'fact', source_ids: ['m0'] }, worker);
+      assert.equal(refused.isError, true);
+      assert.match(refused.content, /were deleted; it was not saved/);
+      const kept = await memorySave.run({ content: 'Drawn from both', memory_type: 'fact', source_ids: ['m0', 'm1'] }, worker);
+      assert.equal(kept.isError, false, kept.content);
+      const record = opened.store.list({ location: { channelId: 'c-race' }, kind: 'memory' }).find((candidate) => candidate.content === 'Drawn from both');
+      assert.deepEqual(record?.sourceIds, ['m1']);
+    } finally {
+      await runtime.close();
+    }
   });
 
   test('inference falls back to every candidate when nothing is shared', () => {

@@ -78,10 +78,14 @@ export class SqliteMemoryStore implements MemoryStore {
   private closed = false;
   /** View keys of guild channels (guild scope follows Discord's view permissions). */
   private readonly views: ChannelViews | undefined;
+  private readonly deletedIds: { get(...params: unknown[]): unknown } | undefined;
 
   constructor(private readonly options: SqliteMemoryStoreOptions) {
     this.db = options.db;
     this.views = hasTable(options.db, 'channel_views') ? new ChannelViews(options.db) : undefined;
+    this.deletedIds = hasTable(options.db, 'deleted_messages')
+      ? options.db.prepare('SELECT 1 FROM deleted_messages WHERE channel_id = ? AND message_id = ?')
+      : undefined;
     this.embedder = options.embedder;
     this.indexes = options.indexes;
     this.clock = options.clock ?? systemClock;
@@ -110,6 +114,12 @@ export class SqliteMemoryStore implements MemoryStore {
     // Checked and written in one synchronous transaction, after the (possibly slow) embedding,
     // so two concurrent saves of the same text cannot both add it.
     const result = this.db.transaction((): SaveMemoryResult => {
+      // A message deleted while the memory was being drawn from it (a worker's snapshot) is no source.
+      if (this.deletedIds && sourceIds.length > 0) {
+        const kept = sourceIds.filter((id) => this.deletedIds!.get(location.channelId, id) === undefined);
+        if (kept.length === 0) throw new InputError('the messages this memory is drawn from were deleted; it was not saved');
+        sourceIds.splice(0, sourceIds.length, ...kept);
+      }
       const exact = this.db
         .prepare(`SELECT rowid FROM memory_items WHERE index_key = ? AND kind = 'memory' AND content_hash = ?`)
         .get(home.indexKey, contentHash) as { rowid: number } | undefined;

@@ -100,6 +100,8 @@ export class PrivacyPropagator {
         'UPDATE history_summaries SET kind = ?, content = ?, tokens = ?, needs_rewrite = ?, live = ? WHERE id = ?',
       ),
       pending: db.prepare('SELECT id FROM history_summaries WHERE channel_id = ? AND live = 1 AND needs_rewrite = 1'),
+      tombstone: db.prepare('INSERT OR REPLACE INTO deleted_messages (channel_id, message_id, deleted_at) VALUES (?, ?, ?)'),
+      pruneTombstones: db.prepare('DELETE FROM deleted_messages WHERE deleted_at < ?'),
       rangeMessages: db.prepare(
         `SELECT * FROM history_entries WHERE channel_id = ? AND seq BETWEEN ? AND ? AND kind = 'message' ORDER BY seq`,
       ),
@@ -117,6 +119,14 @@ export class PrivacyPropagator {
       counts: { toolEntries: 0, summaries: 0, memoriesDeleted: 0, memoriesUpdated: 0 },
     };
     if (removed.length === 0) return changes;
+    if (mode === 'delete') {
+      // Ids only, for a day: a worker that read the message before it was deleted cannot save from it.
+      const now = this.options.clock.now();
+      this.options.db.transaction(() => {
+        for (const message of removed) this.statements.tombstone.run(channelId, message.messageId, now);
+        this.statements.pruneTombstones.run(now - TOMBSTONE_MS);
+      })();
+    }
     const dropped = this.options.memory.dropSources?.(channelId, removed.map((message) => message.messageId)) ?? { deleted: [], updated: 0 };
     changes.counts.memoriesDeleted = dropped.deleted.length;
     changes.counts.memoriesUpdated = dropped.updated;
@@ -315,6 +325,9 @@ export class PrivacyPropagator {
     return false;
   }
 }
+
+/** How long the ids of deleted messages are remembered (longer than any worker runs). */
+const TOMBSTONE_MS = 86_400_000;
 
 /** Ranges larger than this (estimated tokens) are rewritten by the extractive summarizer. */
 const MAX_MODEL_REWRITE_TOKENS = 60_000;

@@ -9,6 +9,8 @@ import type { Migration } from '../storage/database.js';
  * - `channel_views` records, per guild channel, a key of who can view it (derived from its
  *   permission overwrites). Under guild scope a memory crosses only between channels of one key.
  * - `token_budget` is the daily token spending per parent channel (threads count with it).
+ * - `deleted_messages` remembers the ids (never the text) of messages deleted in the last day,
+ *   so a compaction worker that read one before the delete cannot save a memory drawn from it.
  */
 export const PRIVACY_MIGRATIONS: readonly Migration[] = [
   {
@@ -34,6 +36,13 @@ export const PRIVACY_MIGRATIONS: readonly Migration[] = [
           day INTEGER NOT NULL,
           tokens INTEGER NOT NULL,
           PRIMARY KEY (channel_id, day)
+        ) WITHOUT ROWID;
+
+        CREATE TABLE deleted_messages (
+          channel_id TEXT NOT NULL,
+          message_id TEXT NOT NULL,
+          deleted_at INTEGER NOT NULL,
+          PRIMARY KEY (channel_id, message_id)
         ) WITHOUT ROWID;
       `);
     },
