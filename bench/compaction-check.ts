@@ -7,26 +7,35 @@ export async function run(): Promise<BenchReport> {
   const bench = openBenchRuntime(benchConfig(1_000_000_000));
   fillHistory(bench.db, 'small', 100);
   fillHistory(bench.db, 'large', 100_000);
+  fillHistory(bench.db, 'calibrated', 100_000);
   const { runtime } = bench;
   runtime.check('small');
   runtime.check('large');
+  // A channel whose factor a model count has set: the check multiplies once more, nothing else.
+  runtime.recordUsage('calibrated', 100_000, 400_000);
+  runtime.check('calibrated');
   const options = { batches: 40, batch: 20_000 };
   const small: number[] = [];
   const large: number[] = [];
+  const calibrated: number[] = [];
   // Interleaved rounds so that machine noise hits both sizes alike.
   for (let round = 0; round < 5; round += 1) {
     small.push(...timeBatches(() => runtime.check('small'), options));
     large.push(...timeBatches(() => runtime.check('large'), options));
+    calibrated.push(...timeBatches(() => runtime.check('calibrated'), options));
   }
   await bench.close();
   const smallUs = median(small) * 1000;
   const largeUs = median(large) * 1000;
+  const calibratedUs = median(calibrated) * 1000;
   return {
     name: 'compaction-check',
     metrics: [
       { name: 'check() median at 100 messages', value: smallUs, unit: 'µs', target: '< 10 µs' },
       { name: 'check() median at 100,000 messages', value: largeUs, unit: 'µs', target: '< 10 µs' },
       { name: 'ratio 100,000 / 100', value: largeUs / smallUs, unit: '×', target: '≤ 1.5' },
+      { name: 'check() median at 100,000 messages, calibrated ×4', value: calibratedUs, unit: 'µs', target: '< 10 µs' },
+      { name: 'ratio calibrated / uncalibrated at 100,000', value: calibratedUs / largeUs, unit: '×', target: '≤ 1.5' },
     ],
   };
 }

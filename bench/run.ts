@@ -10,8 +10,11 @@ const BENCHMARKS: Record<string, () => Promise<{ run: Benchmark }>> = {
   'compaction-turn-latency': () => import('./compaction-turn-latency.js'),
   'compaction-replay': () => import('./compaction-replay.js'),
   discord: () => import('./discord-latency.js'),
+  'chunk-message': () => import('./chunk-message.js'),
+  'token-calibration': () => import('./token-calibration.js'),
   'memory-vector': () => import('./memory-vector.js'),
   'memory-search': () => import('./memory-search.js'),
+  'index-validation': () => import('./index-validation.js'),
   'privacy-delete': () => import('./privacy-delete.js'),
 };
 

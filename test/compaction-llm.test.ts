@@ -34,6 +34,10 @@ interface Setup {
   close(): Promise<void>;
 }
 
+/**
+ * `workerTimeoutMs` is short only where a test waits for the timeout: a worker that must finish
+ * gets seconds, so a loaded machine does not turn a success into a timeout.
+ */
 async function setup(options: { messages?: number; workerTimeoutMs?: number } = {}): Promise<Setup> {
   fake.reset();
   const dir = tempDir();
@@ -113,8 +117,7 @@ test('malformed memory_save input gets a tool error back; the worker still finis
 });
 
 test('429, 500 and a timeout leave history untouched; after 3 failures the extractive fallback', async () => {
-  // Short enough for the delayed answer to miss it; the other tests allow for a loaded machine.
-  const { runtime, events, close } = await setup({ workerTimeoutMs: 1_000 });
+  const { runtime, events, close } = await setup({ workerTimeoutMs: 1000 });
   const before = runtime.liveContext('c1');
   fake.enqueue({ status: 429 }, { status: 500 }, { delayMs: 2000, then: { text: 'too late' } });
   const reasons: string[] = [];

@@ -30,11 +30,13 @@ export function tempDir(): { path: string; remove(): void } {
 
 /** A config with a small window and the given compaction settings, everything else default. */
 export function testConfig(
-  options: { contextWindow?: number; compaction?: Partial<CompactionSettings>; systemPrompt?: string } = {},
+  options: { contextWindow?: number; maxResponseTokens?: number; compaction?: Partial<CompactionSettings>; systemPrompt?: string } = {},
 ): MagpieConfig {
   const defaults: ChannelSettings = {
     ...DEFAULTS.defaults,
     contextWindow: options.contextWindow ?? 2000,
+    // Small windows want a small answer room (usage is counted against the window less it).
+    maxResponseTokens: options.maxResponseTokens ?? 16,
     systemPrompt: options.systemPrompt ?? 'You are a test bot.',
     compaction: { ...DEFAULTS.defaults.compaction, ...options.compaction },
   };

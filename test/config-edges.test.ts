@@ -123,7 +123,7 @@ describe('loadConfig', () => {
     const path = await import('node:path');
     const directory = mkdtempSync(path.join(os.tmpdir(), 'magpie-empty-config-'));
     try {
-      writeFileSync(path.join(directory, 'config.toml'), '[defaults]\ncontext_window = 1234\n');
+      writeFileSync(path.join(directory, 'config.toml'), '[defaults]\ncontext_window = 1234\nmax_response_tokens = 64\n');
       assert.equal(loadConfig({ cwd: directory, env: {} }).config.defaults.contextWindow, 1234);
       for (const empty of ['', '  ']) {
         assert.throws(() => loadConfig({ cwd: directory, path: empty, env: {} }), (error: unknown) => {

@@ -23,7 +23,7 @@ describe('config hot reload', () => {
     t.after(() => watcher.close());
     assert.equal(live.settingsFor('123').compaction.backgroundThreshold, 0.8);
 
-    writeFileSync(file, `${thresholds(0.6, 0.7)}[channels."123"]\ncontext_window = 1000\n`);
+    writeFileSync(file, `${thresholds(0.6, 0.7)}[channels."123"]\ncontext_window = 1000\nmax_response_tokens = 64\n`);
     await waitFor(() => live.settingsFor('123').contextWindow === 1000, 'the valid change');
     assert.equal(live.settingsFor('123').compaction.backgroundThreshold, 0.6);
     assert.equal(live.settingsFor('other').compaction.aggressiveThreshold, 0.7);

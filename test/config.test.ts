@@ -56,7 +56,7 @@ describe('config.toml at the top level', () => {
 
 describe('loading', () => {
   it('fills missing keys from defaults and returns a frozen config', () => {
-    const config = parseConfigText('[defaults]\ncontext_window = 1000\n[llm]\nmodel = "claude-x"\n');
+    const config = parseConfigText('[defaults]\ncontext_window = 1000\nmax_response_tokens = 64\n[llm]\nmodel = "claude-x"\n');
     assert.equal(config.defaults.contextWindow, 1000);
     assert.equal(config.defaults.compaction.backgroundThreshold, DEFAULTS.defaults.compaction.backgroundThreshold);
     assert.equal(config.llm.model, 'claude-x');

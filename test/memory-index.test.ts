@@ -100,7 +100,7 @@ describe('vector index lifecycle', () => {
 
     writeFileSync(path.join(indexDir, files[0]!), 'this is not an index');
     const afterCorrupt = await withStore(dir, check);
-    assert.equal(afterCorrupt.find((event) => event.type === 'memory_index_rebuild')?.reason, 'index file unreadable');
+    assert.equal(afterCorrupt.find((event) => event.type === 'memory_index_rebuild')?.reason, 'index file size differs from its sidecar');
 
     truncateSync(path.join(indexDir, files[0]!), 1000);
     const afterTruncate = await withStore(dir, check);

@@ -228,7 +228,10 @@ test('replay: an emergency truncation never leaves the context larger than befor
   try {
     const lines = [];
     for (let index = 0; index < 5; index += 1) lines.push({ id: `s${index}`, channel: 'c1', author: 'a', content: `small ${index}` });
+    // Two pastes, each larger than one message may cost (they are carried cut to that cap), together
+    // over the emergency threshold.
     lines.push({ id: 'big', channel: 'c1', author: 'a', content: 'word '.repeat(2_000) });
+    lines.push({ id: 'big2', channel: 'c1', author: 'a', content: 'text '.repeat(2_000) });
     for (let index = 5; index < 10; index += 1) lines.push({ id: `s${index}`, channel: 'c1', author: 'a', content: `small ${index}` });
     writeFileSync(path.join(dir, 't.jsonl'), lines.map((line) => JSON.stringify(line)).join('\n'));
     const result = run(['replay', 't.jsonl', '--data-dir', path.join(dir, 'data'), '--context-window', '2000', '--json'], dir);

@@ -48,8 +48,12 @@ export function describeContext(status: ContextStatus, now: number = Date.now())
   const last = status.lastCompaction
     ? `${status.lastCompaction.tier}, ${ago(status.lastCompaction.at, now)} (${count(status.lastCompaction.messages)} messages)`
     : 'none yet';
+  const calibration = status.calibration.observations === 0
+    ? 'not calibrated yet (factor 1)'
+    : `× ${status.calibration.factor.toFixed(2)} from ${count(status.calibration.observations)} model count${status.calibration.observations === 1 ? '' : 's'}`;
   return [
-    `Context: ${percent(status.usage)} of ${count(status.contextWindow)} tokens (${count(status.estimatedTokens)} estimated)`,
+    `Context: ${percent(status.usage)} of ${count(status.contextWindow)} tokens less ${count(status.contextWindow - status.usableWindow)} kept for the answer (${count(status.calibratedTokens)} counted)`,
+    `Estimate: ${count(status.estimatedTokens)} tokens at 4 characters per token, calibrated ${calibration}`,
     `Thresholds: background ${percent(thresholds.background)} · aggressive ${percent(thresholds.aggressive)} · emergency ${percent(thresholds.emergency)}`,
     `Live messages: ${count(status.liveMessages)} · summaries: ${count(status.summaries)} · archived: ${count(status.archivedMessages)}`,
     `Last compaction: ${last}${status.compactionRunning ? ' · a compaction is running now' : ''}`,

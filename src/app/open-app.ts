@@ -7,12 +7,14 @@ import type { MagpieConfig } from '../config/types.js';
 import { ChannelRuntime } from '../channel/index.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { createLlmSummarizer } from '../compaction/llm-summarizer.js';
-import { createAnthropicModel, limitConcurrency, type ChatModel } from '../llm/index.js';
+import { createAnthropicModel, definitionsOf, limitConcurrency, type ChatModel } from '../llm/index.js';
 import type { ToolHandler } from '../llm/tool.js';
 import { createMemoryTools, openMemoryStore } from '../memory/index.js';
 import type { MemoryStore } from '../memory/types.js';
-import { openDatabase, type SqliteDatabase } from '../storage/database.js';
+import type { SqliteDatabase } from '../storage/database.js';
+import { openDataDirForWriting } from '../storage/data-dir.js';
 import { ALL_MIGRATIONS } from '../storage/migrations.js';
+import { StorageHealth } from '../storage/storage-health.js';
 import { ChannelResponder } from './channel-responder.js';
 
 export interface OpenAppOptions {
@@ -23,6 +25,8 @@ export interface OpenAppOptions {
   cwd?: string;
   events?: EventStream;
   clock?: Clock;
+  /** Names this process in the data dir's writer lock (what a second writer is told). */
+  command?: string;
 }
 
 /** Everything a running Magpie needs, opened from one config, closed in one call. */
@@ -38,6 +42,8 @@ export interface MagpieApp {
   tools: ToolHandler[];
   runtime: ChannelRuntime;
   responder: ChannelResponder;
+  /** Whether the data dir takes writes now (readiness): false after a failed write until one succeeds. */
+  storage: StorageHealth;
   /** Stops the runtime (in-flight compactions are not applied), then memory, then the database. */
   close(): Promise<void>;
 }
@@ -68,13 +74,15 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     }
   }
 
-  const db = openDatabase(dataDir, ALL_MIGRATIONS);
+  // One writer per data dir: a second bot, chat or replay on it is refused here, naming the holder.
+  const writable = openDataDirForWriting(dataDir, ALL_MIGRATIONS, { command: options.command ?? 'magpie' });
+  const db = writable.db;
   let memory: MemoryStore;
   try {
     // Index loads and rebuilds reach the log like every other event.
     memory = await openMemoryStore({ db, dataDir, settings: current.memory, env, clock, events });
   } catch (error) {
-    db.close();
+    writable.close();
     throw error;
   }
   const memoryTools = createMemoryTools(memory);
@@ -86,7 +94,8 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     events,
     clock,
     summarizer: model ? createLlmSummarizer({ model, memoryTools }) : createExtractiveSummarizer(),
-    toolDefinitions: tools.map((tool) => tool.definition),
+    // The same array the agent turns pass: the definitions are counted once per configuration.
+    toolDefinitions: definitionsOf(tools),
   });
   const responder = new ChannelResponder({ runtime, model, tools, config, events, clock, db });
   let closed = false;
@@ -101,6 +110,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     tools,
     runtime,
     responder,
+    storage: new StorageHealth({ dataDir, events }),
     async close() {
       if (closed) return;
       closed = true;
@@ -108,7 +118,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
         await runtime.close();
         await memory.close();
       } finally {
-        db.close();
+        writable.close();
       }
     },
   };

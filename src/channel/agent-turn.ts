@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { ChannelSettings } from '../config/types.js';
 import type { ChatModel, ModelMessage, ModelRequest, ModelUsage, ToolDefinition } from '../llm/chat-model.js';
-import { runToolLoop } from '../llm/index.js';
-import type { ToolContext, ToolHandler } from '../llm/tool.js';
-import { estimateTokens } from './token-estimate.js';
-import type { TurnEntryInput } from './runtime.js';
+import { ModelError, runToolLoop, type ToolLoopResult } from '../llm/index.js';
+import { definitionsOf, type ToolContext, type ToolHandler } from '../llm/tool.js';
+import { overflowNumbers } from './calibration.js';
+import { isCapped, shownLength } from './oversized-message.js';
+import { estimateMessageTokens, estimateTokens } from './token-estimate.js';
+import type { RequestEstimate, TurnEntryInput } from './runtime.js';
 import type { HistoryEntry } from './types.js';
 
 /** One entry the agent adds to the turn it answers. */
@@ -15,6 +17,12 @@ export interface AgentRuntime {
   buildModelRequest(channelId: string, options: { tools: ToolDefinition[]; maxTokens: number }): ModelRequest;
   appendToTurn(channelId: string, entries: AgentEntry[], turnId: number): HistoryEntry[] | Promise<HistoryEntry[]>;
   liveContext(channelId: string): { entries: HistoryEntry[] };
+  /** The estimate of the request `buildModelRequest` builds, its calibration and window (keeps tool loops inside it). */
+  requestEstimate?(channelId: string): RequestEstimate;
+  /** A response's real input count for a request of that estimate (calibration). */
+  recordUsage?(channelId: string, estimatedTokens: number, inputTokens: number): void;
+  /** The model refused a request as too long: calibrate and truncate so that a retry fits. */
+  recoverFromOverflow?(channelId: string, overflow: { estimatedTokens: number; tokens?: number; maximum?: number }): boolean;
 }
 
 /** Who the bot is in history. */
@@ -56,6 +64,11 @@ const DEFAULT_SELF: AgentIdentity = { id: 'magpie', name: 'Magpie' };
 /** Said when the model used all its steps on tools and never wrote an answer. */
 export const NO_ANSWER_REPLY = 'I looked into it but could not put an answer together. Could you ask again more specifically?';
 
+/** Put before the reply to a message the request could only carry in part. */
+export function truncatedNotice(shown: number, total: number): string {
+  return `(Your message was too long for me to read whole: I read the first ${shown.toLocaleString('en-US')} of its ${total.toLocaleString('en-US')} characters. The full text is saved and searchable.)`;
+}
+
 /**
  * One channel agent turn: exactly the live context the runtime would send (system prompt,
  * summaries, history), a bounded tool loop with the channel's tools, then the tool calls,
@@ -65,23 +78,55 @@ export const NO_ANSWER_REPLY = 'I looked into it but could not put an answer tog
 export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurnResult> {
   const { runtime, channelId, settings, tools } = options;
   const self = options.self ?? DEFAULT_SELF;
-  const turnId = options.turnId ?? runtime.liveContext(channelId).entries.at(-1)?.turnId ?? 0;
-  const request = runtime.buildModelRequest(channelId, {
-    tools: tools.map((tool) => tool.definition),
-    maxTokens: settings.maxResponseTokens,
-  });
-  const result = await runToolLoop({
-    model: options.model,
-    system: request.system,
-    messages: request.messages,
-    tools,
-    context: options.context,
-    maxSteps: settings.maxAgentSteps,
-    maxTokens: settings.maxResponseTokens,
-    ...(options.signal ? { signal: options.signal } : {}),
-  });
+  const live = runtime.liveContext(channelId).entries;
+  const turnId = options.turnId ?? live.at(-1)?.turnId ?? 0;
+  // Built once per tool list: the estimate counts them once per configuration.
+  const definitions = definitionsOf(tools);
+  let failedEstimate = 0;
+  const attempt = async (): Promise<{ request: ModelRequest; result: ToolLoopResult }> => {
+    const request = runtime.buildModelRequest(channelId, { tools: definitions, maxTokens: settings.maxResponseTokens });
+    const estimate = runtime.requestEstimate?.(channelId);
+    const result = await runToolLoop({
+      model: options.model,
+      system: request.system,
+      messages: request.messages,
+      tools,
+      context: options.context,
+      maxSteps: settings.maxAgentSteps,
+      maxTokens: settings.maxResponseTokens,
+      ...(options.signal ? { signal: options.signal } : {}),
+      ...(estimate
+        ? {
+            // The Compactor's own line: an estimate is an estimate, the window's edge is not where to aim.
+            budget: {
+              startTokens: estimate.estimatedTokens,
+              maxTokens: (settings.compaction.emergencyThreshold * estimate.usableWindow) / estimate.factor,
+              estimate: estimateMessageTokens,
+            },
+            onRequest: ({ estimatedTokens }) => {
+              failedEstimate = estimatedTokens;
+            },
+            onResponse: (response, { estimatedTokens }) => runtime.recordUsage?.(channelId, estimatedTokens, response.usage.inputTokens),
+          }
+        : {}),
+    });
+    return { request, result };
+  };
+  let turn: { request: ModelRequest; result: ToolLoopResult };
+  try {
+    turn = await attempt();
+  } catch (error) {
+    // Too long for the model: truncate as an emergency would, learn the real count, try once more.
+    if (!(error instanceof ModelError) || !error.contextOverflow || !runtime.recoverFromOverflow) throw error;
+    if (!runtime.recoverFromOverflow(channelId, { estimatedTokens: failedEstimate, ...overflowNumbers(error.message) })) throw error;
+    turn = await attempt();
+  }
+  const { request, result } = turn;
 
-  const reply = result.stopReason === 'max_steps' || result.text.trim() === '' ? NO_ANSWER_REPLY : result.text.trim();
+  let reply = result.stopReason === 'max_steps' || result.text.trim() === '' ? NO_ANSWER_REPLY : result.text.trim();
+  // The message this turn answers went to the model cut short: the asker is told, whatever the model wrote.
+  const asked = live.findLast((entry) => entry.turnId === turnId && entry.role === 'user' && entry.kind === 'message');
+  if (asked && isCapped(asked)) reply = `${truncatedNotice(shownLength(asked), asked.content.length)}\n\n${reply}`;
   const workEntries = entriesOf(result.newMessages, self);
   const replyMessageId = (await options.deliver?.(reply)) ?? `magpie-reply-${randomUUID()}`;
   await runtime.appendToTurn(

@@ -1,3 +1,4 @@
+import { UNCALIBRATED, type Calibration } from './calibration.js';
 import type { ChannelLocation, LoadedChannel } from './history-store.js';
 import type { HistoryEntry, SummaryEntry } from './types.js';
 
@@ -46,6 +47,8 @@ export class ChannelState {
   /** The system prompt last counted, and its estimate (recounted only when it changes). */
   promptText: string | undefined;
   promptTokens = 0;
+  /** How far the 4-characters-per-token estimate is from the model's count here (1 until it answers). */
+  calibration: Calibration = { ...UNCALIBRATED };
 
   constructor(channelId: string, loaded: LoadedChannel) {
     this.channelId = channelId;

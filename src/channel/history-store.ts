@@ -1,3 +1,4 @@
+import { MagpieError } from '../common/errors.js';
 import type { SqliteDatabase } from '../storage/database.js';
 import type { EntryKind, HistoryEntry, SummaryEntry } from './types.js';
 
@@ -96,12 +97,16 @@ export class HistoryStore {
 
   constructor(private readonly db: SqliteDatabase) {
     this.statements = {
+      // Only a known message id is skipped (idempotent ingest); a sequence number already taken
+      // by another message is an error, never a silently dropped message.
       insert: db.prepare(
-        `INSERT OR IGNORE INTO history_entries
+        `INSERT INTO history_entries
            (channel_id, seq, message_id, kind, role, author_id, author_name, content, created_at, tokens, turn_id, archived, guild_id, dm_user_id)
-         VALUES (@channelId, @seq, @messageId, @kind, @role, @authorId, @authorName, @content, @createdAt, @tokens, @turnId, @archived, @guildId, @dmUserId)`,
+         VALUES (@channelId, @seq, @messageId, @kind, @role, @authorId, @authorName, @content, @createdAt, @tokens, @turnId, @archived, @guildId, @dmUserId)
+         ON CONFLICT (channel_id, message_id) DO NOTHING`,
       ),
       byMessageId: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? AND message_id = ?'),
+      bySeq: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? AND seq = ?'),
       liveEntries: db.prepare(
         `SELECT * FROM history_entries
           WHERE channel_id = @channelId
@@ -169,17 +174,31 @@ export class HistoryStore {
    * that never go to the transcript index (tool traffic) are born `archived`.
    */
   insert(entry: HistoryEntry, location: ChannelLocation): boolean {
-    const result = this.statements.insert.run({
-      ...entry,
-      archived: entry.kind === 'message' ? 0 : 1,
-      guildId: location.guildId ?? null,
-      dmUserId: location.dmUserId ?? null,
-    });
-    return result.changes > 0;
+    try {
+      const result = this.statements.insert.run({
+        ...entry,
+        archived: entry.kind === 'message' ? 0 : 1,
+        guildId: location.guildId ?? null,
+        dmUserId: location.dmUserId ?? null,
+      });
+      return result.changes > 0;
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') throw error;
+      throw new MagpieError('history_seq_taken', `channel ${entry.channelId}: sequence number ${entry.seq} is already taken by another message`, {
+        cause: error,
+        context: { channelId: entry.channelId, seq: entry.seq },
+        hint: 'another process wrote this data dir without its writer lock; stop it and restart Magpie (nothing was dropped)',
+      });
+    }
   }
 
   findByMessageId(channelId: string, messageId: string): HistoryEntry | undefined {
     const row = this.statements.byMessageId.get(channelId, messageId) as EntryRow | undefined;
+    return row ? toEntry(row) : undefined;
+  }
+
+  findBySeq(channelId: string, seq: number): HistoryEntry | undefined {
+    const row = this.statements.bySeq.get(channelId, seq) as EntryRow | undefined;
     return row ? toEntry(row) : undefined;
   }
 

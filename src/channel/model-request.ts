@@ -1,4 +1,5 @@
 import type { ContentBlock, ModelMessage, ModelRequest, TextBlock, ToolDefinition, ToolResultBlock } from '../llm/chat-model.js';
+import { requestContent } from './oversized-message.js';
 import { estimateTokens } from './token-estimate.js';
 import type { HistoryEntry, SummaryEntry } from './types.js';
 
@@ -143,7 +144,7 @@ function toBlock(entry: HistoryEntry): ContentBlock {
 
 function textBlock(entry: HistoryEntry): TextBlock {
   // The API refuses blank text blocks.
-  const content = entry.content.trim() === '' ? '(empty message)' : entry.content;
+  const content = entry.content.trim() === '' ? '(empty message)' : requestContent(entry);
   // The bot's own words go back unlabelled; people are named so the model knows who spoke.
   const text = entry.role === 'assistant' && entry.kind === 'message' ? content : `${entry.authorName}: ${content}`;
   return { type: 'text', text };

@@ -10,6 +10,8 @@ import type { CompactionAction } from '../compaction/compactor.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { ImmediateScheduler, type CompactionScheduler } from '../compaction/scheduler.js';
 import type { Summarizer } from '../compaction/summarizer.js';
+import { usableWindow, usageOf } from './calibration.js';
+import { CalibrationKeeper } from './calibration-keeper.js';
 import { ChannelState } from './channel-state.js';
 import { HistoryStore } from './history-store.js';
 import { buildRequest, estimateToolTokens, SUMMARY_HEADER_TOKENS } from './model-request.js';
@@ -19,7 +21,9 @@ import { PrivacyPropagator, type PropagationChanges, type RemovedMessage } from 
 import { findUserMessages } from '../privacy/erase-user.js';
 import { resolveReplyReferences } from '../privacy/reply-reference.js';
 import type { MemoryLocation } from '../memory/types.js';
-import { estimateEntryTokens, estimateTokens } from './token-estimate.js';
+import { cappedEntryTokens, messageCap } from './oversized-message.js';
+import { estimateTokens } from './token-estimate.js';
+import { channelSettingsIn, windowChanged } from './reload-check.js';
 import type { ContextStatus, EntryKind, HistoryEntry, IncomingMessage, SummaryEntry } from './types.js';
 
 export interface ChannelRuntimeOptions {
@@ -36,6 +40,18 @@ export interface ChannelRuntimeOptions {
   toolDefinitions?: ToolDefinition[];
   /** When finished workers land; default: as soon as they finish. */
   scheduler?: CompactionScheduler;
+  /** How often transcript writes that failed are sent again, in ms (0: only before compaction). Default 30 s. */
+  archiveRepairIntervalMs?: number;
+}
+
+/** What a model request of a channel is estimated at, and how the estimate is corrected there. */
+export interface RequestEstimate {
+  /** The 4-characters-per-token estimate of what `buildModelRequest` sends now. */
+  estimatedTokens: number;
+  /** The channel's correction factor (1 until a model has answered). */
+  factor: number;
+  /** `context_window − max_response_tokens`, in real tokens: no request may go above it. */
+  usableWindow: number;
 }
 
 /** An entry the channel agent adds to its turn (tool calls, tool results, its reply). */
@@ -86,9 +102,13 @@ export class ChannelRuntime {
   private readonly parents = new Map<string, string>();
   /** Takes a removed message's words out of every copy (tool results, summaries, memories). */
   private readonly privacy: PrivacyPropagator;
+  private readonly calibrations: CalibrationKeeper;
+  private readonly unsubscribe: () => void;
+  private readonly repairTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: ChannelRuntimeOptions) {
     this.store = new HistoryStore(options.db);
+    this.calibrations = new CalibrationKeeper({ db: options.db, events: options.events, clock: options.clock ?? systemClock });
     this.archiver = new TranscriptArchiver({ store: this.store, memory: options.memory, events: options.events });
     this.clock = options.clock ?? systemClock;
     this.scheduler = options.scheduler ?? new ImmediateScheduler();
@@ -115,6 +135,27 @@ export class ChannelRuntime {
       locationOf: (channelId) => ({ channelId, ...(this.states.get(channelId)?.location ?? {}) }),
       onSummaryChanged: (summary) => this.applyPrivacyChanges({ entries: [], summaries: [summary] }),
     });
+    // A smaller window, a lower threshold or a larger answer room applies at once, not at the
+    // channel's next message: every loaded channel is checked now.
+    this.unsubscribe = options.config.subscribe((next, previous) => {
+      for (const state of this.states.values()) {
+        const parentId = this.parents.get(state.channelId);
+        if (windowChanged(channelSettingsIn(previous, state.channelId, parentId), channelSettingsIn(next, state.channelId, parentId))) {
+          this.coordinator.check(state);
+        }
+      }
+    });
+    // Transcript writes that failed (an embedder outage) are sent again in the background.
+    const interval = options.archiveRepairIntervalMs ?? 30_000;
+    if (interval > 0) {
+      this.repairTimer = setInterval(() => this.repairArchives(), interval);
+      this.repairTimer.unref();
+    }
+  }
+
+  /** Sends again every transcript write that failed, in every loaded channel (runs every 30 s by default). */
+  repairArchives(): Promise<void> {
+    return this.archiver.repair(this.states.values());
   }
 
   /** Appends a platform message (idempotent per message id), archives it, then checks usage. */
@@ -142,7 +183,14 @@ export class ChannelRuntime {
     if (!entry.fresh) return entry.entry;
     this.scheduler.afterMessage(message.channelId);
     const archived = this.archiver.archive(state, [entry.entry]);
-    this.coordinator.check(state);
+    // The message just in is what its turn answers: a truncation must not drop it before then.
+    const protect = state.protectFromSeq;
+    state.protectFromSeq ??= entry.entry.seq;
+    try {
+      this.coordinator.check(state);
+    } finally {
+      state.protectFromSeq = protect;
+    }
     await archived;
     return entry.entry;
   }
@@ -232,7 +280,7 @@ export class ChannelRuntime {
     const row = this.store.findByMessageId(channelId, messageId);
     if (!row) return false;
     if (row.content === content) return true;
-    const edited: HistoryEntry = { ...row, content, tokens: estimateEntryTokens({ ...row, content }) };
+    const edited: HistoryEntry = { ...row, content, tokens: cappedEntryTokens({ ...row, content }, this.messageCap(state)) };
     this.store.updateContent(channelId, row.seq, content, edited.tokens);
     const index = state.indexOfSeq(row.seq);
     if (index >= 0) state.replaceEntry(index, edited);
@@ -378,11 +426,15 @@ export class ChannelRuntime {
     const state = this.channel(channelId);
     const settings = this.settings(channelId);
     const estimatedTokens = this.estimate(state, settings);
+    const factor = state.calibration.factor;
     const status: ContextStatus = {
       channelId,
       estimatedTokens,
       contextWindow: settings.contextWindow,
-      usage: estimatedTokens / settings.contextWindow,
+      usableWindow: usableWindow(settings),
+      calibration: { factor, observations: state.calibration.observations },
+      calibratedTokens: Math.round(estimatedTokens * factor),
+      usage: usageOf(estimatedTokens, factor, settings),
       thresholds: {
         background: settings.compaction.backgroundThreshold,
         aggressive: settings.compaction.aggressiveThreshold,
@@ -417,6 +469,8 @@ export class ChannelRuntime {
    * archive writes finish. The database and memory store belong to the caller.
    */
   async close(): Promise<void> {
+    this.unsubscribe();
+    if (this.repairTimer) clearInterval(this.repairTimer);
     await this.coordinator.close(this.states.values());
     await this.privacy.close();
     for (const state of this.states.values()) await this.archiver.settled(state);
@@ -437,10 +491,50 @@ export class ChannelRuntime {
     return state.promptTokens + this.toolTokens + header + state.summaryTokens + state.entryTokens;
   }
 
+  /** What a request of this channel is estimated at now, and the correction that applies. */
+  requestEstimate(channelId: string): RequestEstimate {
+    const state = this.channel(channelId);
+    const settings = this.settings(channelId);
+    return { estimatedTokens: this.estimate(state, settings), factor: state.calibration.factor, usableWindow: usableWindow(settings) };
+  }
+
+  /**
+   * A model response counted `inputTokens` for a request estimated at `estimatedTokens`: the
+   * channel's factor learns from it (smoothed, bounded) and is saved with the channel.
+   */
+  recordUsage(channelId: string, estimatedTokens: number, inputTokens: number): void {
+    this.calibrations.record(this.channel(channelId), estimatedTokens, inputTokens);
+  }
+
+  /**
+   * The model refused a request estimated at `estimatedTokens` as too long (`tokens` > `maximum`
+   * when the server said): the factor takes the server's count, and the live context is truncated
+   * as an emergency would, below the emergency threshold (and below what the server accepts).
+   * True when something changed, so a retry can fit.
+   */
+  recoverFromOverflow(channelId: string, overflow: { estimatedTokens: number; tokens?: number; maximum?: number }): boolean {
+    const state = this.channel(channelId);
+    const settings = this.settings(channelId);
+    const before = state.calibration.factor;
+    const next = this.calibrations.overflow(state, overflow.estimatedTokens, overflow.tokens);
+    // The server's maximum may be below the configured window: the answer's room comes off it too.
+    const serverRoom = overflow.maximum === undefined ? Infinity : overflow.maximum - settings.maxResponseTokens;
+    const room = Math.min(usableWindow(settings), Math.max(1, serverRoom));
+    const ceiling = (settings.compaction.emergencyThreshold * room) / next.factor;
+    const truncated = this.coordinator.truncateNow(state, { ceilingTokens: ceiling, reason: 'context_overflow' });
+    return truncated || next.factor > before;
+  }
+
+  /** The most a single message may cost in this channel's requests (see `oversized-message.ts`). */
+  private messageCap(state: ChannelState): number {
+    return messageCap(this.settings(state.channelId), state.calibration.factor);
+  }
+
   private channel(channelId: string): ChannelState {
     let state = this.states.get(channelId);
     if (state) return state;
     state = new ChannelState(channelId, this.store.load(channelId));
+    state.calibration = this.calibrations.load(channelId);
     this.states.set(channelId, state);
     // Repairs a crash between the history write and the transcript index write.
     const missing = this.store.unarchived(channelId);
@@ -465,7 +559,7 @@ export class ChannelRuntime {
       authorName: input.authorName,
       content: input.content,
       createdAt: input.createdAt,
-      tokens: estimateEntryTokens(input),
+      tokens: cappedEntryTokens(input, this.messageCap(state)),
       turnId: input.turnId,
     };
     if (!this.store.insert(entry, state.location)) {

@@ -1,3 +1,4 @@
+import type { ModelMessage } from '../llm/chat-model.js';
 import type { HistoryEntry } from './types.js';
 
 /** Characters per token: the cheap estimate the Compactor relies on. */
@@ -21,4 +22,17 @@ export function estimateEntryTokens(entry: Pick<HistoryEntry, 'kind' | 'authorNa
     return estimateTokens(entry.authorName) + estimateTokens(entry.content) + MESSAGE_FRAMING_TOKENS + quote;
   }
   return estimateTokens(entry.content) + TOOL_BLOCK_TOKENS;
+}
+
+/**
+ * A message appended inside a turn's tool loop, counted the way its entries will be once the
+ * turn is stored: text as a message, tool calls and results as their blocks' JSON.
+ */
+export function estimateMessageTokens(message: ModelMessage): number {
+  if (typeof message.content === 'string') return estimateTokens(message.content) + MESSAGE_FRAMING_TOKENS;
+  let total = 0;
+  for (const block of message.content) {
+    total += block.type === 'text' ? estimateTokens(block.text) + MESSAGE_FRAMING_TOKENS : estimateTokens(JSON.stringify(block)) + TOOL_BLOCK_TOKENS;
+  }
+  return total;
 }

@@ -70,6 +70,26 @@ export class TranscriptArchiver {
     return this.archive(state, current).then(() => missing.every((entry) => !state.failedArchives.has(entry.seq)));
   }
 
+  /**
+   * Sends again, in every channel given, the writes that failed (live or already truncated
+   * entries alike), so that an outage is repaired while the bot runs, not only at its next start.
+   */
+  async repair(states: Iterable<ChannelState>): Promise<void> {
+    const writes: Promise<unknown>[] = [];
+    for (const state of states) {
+      if (state.failedArchives.size === 0) continue;
+      const failed: HistoryEntry[] = [];
+      for (const seq of state.failedArchives) {
+        const entry = state.entries[state.indexOfSeq(seq)] ?? this.options.store.findBySeq(state.channelId, seq);
+        if (entry) failed.push(entry);
+        else state.failedArchives.delete(seq);
+      }
+      const retried = this.retryFailed(state, failed);
+      if (retried !== true) writes.push(retried);
+    }
+    await Promise.all(writes);
+  }
+
   /** Writes the archived flags still queued (on close). */
   flushFlags(): void {
     if (this.flagFlush) clearImmediate(this.flagFlush);

@@ -61,9 +61,16 @@ export interface IncomingMessage {
 /** What `/context` shows. */
 export interface ContextStatus {
   channelId: string;
+  /** The 4-characters-per-token estimate of what the model is sent. */
   estimatedTokens: number;
   contextWindow: number;
-  /** estimatedTokens / contextWindow, in [0, ∞). */
+  /** `contextWindow − maxResponseTokens`: the answer's room is reserved. */
+  usableWindow: number;
+  /** The channel's correction factor, learnt from the model's counts (1 with no observation yet). */
+  calibration: { factor: number; observations: number };
+  /** `factor × estimatedTokens`. */
+  calibratedTokens: number;
+  /** calibratedTokens / usableWindow, in [0, ∞). */
   usage: number;
   thresholds: { background: number; aggressive: number; emergency: number };
   liveMessages: number;

@@ -2,6 +2,7 @@ import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
 import { describeContext, forgetMemory, MODEL_HINT, searchMemory, startCompaction, type MagpieApp } from '../app/index.js';
 import { errorMessage } from '../common/errors.js';
+import { storageError } from '../storage/storage-error.js';
 
 export interface ConsoleAdapterOptions {
   app: MagpieApp;
@@ -94,7 +95,10 @@ export class ConsoleAdapter {
       if (line.startsWith('/')) return await this.handleCommand(line);
       await this.handleMessage(line);
     } catch (error) {
-      this.options.notices.write(`error: ${errorMessage(error)}\n`);
+      // A message that could not be stored is not answered; say what is wrong with the data dir.
+      const problem = storageError(this.options.app.dataDir, error);
+      if (problem) this.options.app.storage.reportFailure(problem);
+      this.options.notices.write(`error: ${problem ? `${problem.render()}\n  (this message was not stored; send it again)` : errorMessage(error)}\n`);
     }
     return true;
   }

@@ -122,9 +122,20 @@ export function reportError(commandName: string, error: unknown, io: CliIo): num
     write(error.message);
     return EXIT.failure;
   }
+  if (isSqliteError(error)) {
+    // The database said no (full disk, I/O error, locked): its code and message say what; a
+    // stack trace would only hide them.
+    write(`database error ${error.code}: ${error.message}\n  hint: check the data dir's disk (space, permissions) and run again`);
+    return EXIT.failure;
+  }
   const detail = error instanceof Error ? (error.stack ?? error.message) : String(error);
   write(`unexpected error: ${detail}`);
   return EXIT.failure;
+}
+
+function isSqliteError(error: unknown): error is Error & { code: string } {
+  const code = (error as { code?: unknown } | null)?.code;
+  return error instanceof Error && typeof code === 'string' && code.startsWith('SQLITE_');
 }
 
 /** A Node.js system error (`EACCES`, `ENOTDIR`, `ENOSPC`...): it has a code and a syscall. */

@@ -1,6 +1,7 @@
 import type { ChannelState } from '../channel/channel-state.js';
 import type { HistoryStore } from '../channel/history-store.js';
 import type { HistoryEntry } from '../channel/types.js';
+import { usableWindow, usageOf } from '../channel/calibration.js';
 import { estimateSummaryTokens, SUMMARY_HEADER_TOKENS } from '../channel/model-request.js';
 import type { Clock } from '../common/clock.js';
 import { errorMessage } from '../common/errors.js';
@@ -69,7 +70,7 @@ export class CompactionCoordinator {
     if (this.closed) return 'none';
     const settings = this.options.settingsFor(state.channelId);
     const tokens = this.options.estimate(state, settings);
-    const usage = tokens / settings.contextWindow;
+    const usage = usageOf(tokens, state.calibration.factor, settings);
     const action = decide(usage, settings.compaction, { compactionRunning: state.compaction !== undefined });
     if (action === 'none' || (scope.emergencyOnly && action !== 'emergency')) return 'none';
     if (action === 'emergency' && state.entries.length === 0) return 'none';
@@ -83,7 +84,7 @@ export class CompactionCoordinator {
       tier: action,
       usage: round(usage),
       estimated_tokens: tokens,
-      context_window: settings.contextWindow,
+      ...calibrationFields(state, settings, tokens),
       live_messages: state.entries.length,
     });
     if (action === 'emergency') {
@@ -116,8 +117,31 @@ export class CompactionCoordinator {
     await Promise.all([...this.running.values()]);
   }
 
+  /**
+   * Emergency truncation whatever the usage (the model refused a request as too long): frees
+   * room until the estimate is at most `ceilingTokens` (uncalibrated). False when nothing is live.
+   */
+  truncateNow(state: ChannelState, options: { ceilingTokens: number; reason: string }): boolean {
+    if (this.closed || state.entries.length === 0) return false;
+    const settings = this.options.settingsFor(state.channelId);
+    const tokens = this.options.estimate(state, settings);
+    this.emit({
+      type: 'compaction_triggered',
+      channel_id: state.channelId,
+      action: 'emergency',
+      tier: 'emergency',
+      reason: options.reason,
+      usage: round(usageOf(tokens, state.calibration.factor, settings)),
+      estimated_tokens: tokens,
+      ...calibrationFields(state, settings, tokens),
+      live_messages: state.entries.length,
+    });
+    this.truncate(state, settings, tokens, options.ceilingTokens);
+    return true;
+  }
+
   /** Emergency: synchronous, in memory plus one small transaction; always frees room. */
-  private truncate(state: ChannelState, settings: ChannelSettings, tokensBefore: number): void {
+  private truncate(state: ChannelState, settings: ChannelSettings, tokensBefore: number, ceilingTokens?: number): void {
     const startedAt = performance.now();
     const entries = state.entries;
     // Back-to-back truncations grow the newest marker instead of stacking markers without
@@ -134,7 +158,8 @@ export class CompactionCoordinator {
       (extended?.tokens ?? 0) +
       estimateSummaryTokens({ kind: 'marker', fromSeq, toSeq: entries[dropped - 1]!.seq, content: markerText(earlier + dropped) });
     // Below the emergency threshold afterwards, or the very next request could overflow the window.
-    const mustFree = Math.max(0, tokensBefore - settings.compaction.emergencyThreshold * settings.contextWindow);
+    const ceiling = Math.min(ceilingTokens ?? Infinity, emergencyCeiling(state, settings));
+    const mustFree = Math.max(0, tokensBefore - ceiling);
     const protectFrom = state.protectFromSeq === undefined ? undefined : firstIndexFrom(state.entries, state.protectFromSeq);
     const count = truncationCount(state.entries, settings.compaction.emergencyFraction, {
       markerTokens,
@@ -142,6 +167,9 @@ export class CompactionCoordinator {
       ...(protectFrom === undefined ? {} : { protectFrom }),
     });
     const dropped = state.entries.slice(0, count);
+    // Transcript writes that failed are sent again before these leave the context (the store
+    // keeps their text searchable even while the embedder is down).
+    void this.options.retryFailedArchives(state, dropped);
     const draft = {
       channelId: state.channelId,
       kind: 'marker' as const,
@@ -172,8 +200,9 @@ export class CompactionCoordinator {
       marker_id: id,
       messages_dropped: count,
       tokens_freed: tokensBefore - tokensAfter,
-      usage_before: round(tokensBefore / settings.contextWindow),
-      usage_after: round(tokensAfter / settings.contextWindow),
+      usage_before: round(usageOf(tokensBefore, state.calibration.factor, settings)),
+      usage_after: round(usageOf(tokensAfter, state.calibration.factor, settings)),
+      calibration_factor: state.calibration.factor,
       preempted_worker: state.compaction !== undefined,
       merged_into_marker: extended !== undefined,
       // Emergency work runs inside the turn: operators watch that it stays small.
@@ -190,11 +219,11 @@ export class CompactionCoordinator {
   private rollUpIfStuck(state: ChannelState, settings: ChannelSettings): void {
     if (state.compaction !== undefined || state.entries.length > 0) return;
     const tokens = this.options.estimate(state, settings);
-    if (tokens / settings.contextWindow < settings.compaction.emergencyThreshold) return;
+    if (usageOf(tokens, state.calibration.factor, settings) < settings.compaction.emergencyThreshold) return;
     const plan = planRollUp({
       summaries: state.summaries,
       summaryTokens: state.summaryTokens,
-      rollupTokens: settings.compaction.rollupThreshold * settings.contextWindow,
+      rollupTokens: rollupTokens(state, settings),
     });
     if (plan) this.start(state, 'aggressive', settings, plan);
   }
@@ -206,7 +235,7 @@ export class CompactionCoordinator {
       summaries: state.summaries,
       summaryTokens: state.summaryTokens,
       fraction: tier === 'background' ? compaction.backgroundFraction : compaction.aggressiveFraction,
-      rollupTokens: compaction.rollupThreshold * settings.contextWindow,
+      rollupTokens: rollupTokens(state, settings),
       ...(state.protectFromSeq !== undefined ? { protectFromSeq: state.protectFromSeq } : {}),
     });
   }
@@ -362,6 +391,26 @@ function firstIndexFrom(entries: readonly HistoryEntry[], seq: number): number {
     else high = middle;
   }
   return low;
+}
+
+/** The emergency threshold in uncalibrated tokens: what a truncation must get below. */
+function emergencyCeiling(state: ChannelState, settings: ChannelSettings): number {
+  return (settings.compaction.emergencyThreshold * usableWindow(settings)) / state.calibration.factor;
+}
+
+/** The roll-up threshold in uncalibrated tokens (summaries are estimated like messages). */
+function rollupTokens(state: ChannelState, settings: ChannelSettings): number {
+  return (settings.compaction.rollupThreshold * usableWindow(settings)) / state.calibration.factor;
+}
+
+/** What the events say about the window and the calibration behind a usage figure. */
+function calibrationFields(state: ChannelState, settings: ChannelSettings, tokens: number) {
+  return {
+    context_window: settings.contextWindow,
+    usable_window: usableWindow(settings),
+    calibration_factor: state.calibration.factor,
+    calibrated_tokens: Math.round(tokens * state.calibration.factor),
+  };
 }
 
 function round(value: number): number {

@@ -14,8 +14,15 @@ export interface CompactionTriggeredEvent extends ChannelEvent {
   action: CompactionTier;
   tier: CompactionTier;
   usage: number;
+  /** The 4-characters-per-token estimate, before calibration. */
   estimated_tokens: number;
   context_window: number;
+  /** `context_window − max_response_tokens`: what the thresholds apply to. */
+  usable_window: number;
+  /** The channel's correction factor (1 until a model has answered). */
+  calibration_factor: number;
+  /** `calibration_factor × estimated_tokens`, the figure usage is computed from. */
+  calibrated_tokens: number;
   live_messages: number;
 }
 
@@ -70,6 +77,7 @@ export interface EmergencyTruncationEvent extends ChannelEvent {
   tokens_freed: number;
   usage_before: number;
   usage_after: number;
+  calibration_factor: number;
   /** A worker was running and was pre-empted (not cancelled). */
   preempted_worker: boolean;
   /** Folded into the newest marker (back-to-back truncations) rather than adding one. */

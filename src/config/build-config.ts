@@ -1,5 +1,5 @@
 import { DEFAULTS } from './defaults.js';
-import { checkDiscordTiming, checkThresholdOrder } from './cross-checks.js';
+import { checkAnswerRoom, checkDiscordTiming, checkThresholdOrder } from './cross-checks.js';
 import { CHANNEL_SPEC, CONFIG_SPEC, snakeToCamel, type TableSpec } from './schema.js';
 import type { ChannelSettings, CompactionSettings, MagpieConfig } from './types.js';
 import { isTable, report, validateTable, type PartialSettings, type ValidationSink } from './validate-table.js';
@@ -25,6 +25,14 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
     isOverride: false,
     refused: refusedKeys(rawSection(rawSection(document, 'defaults'), 'compaction'), defaultsCompaction),
   });
+  const defaultsSection = sectionOf(partial, 'defaults');
+  checkAnswerRoom(defaults, new Set([...Object.keys(defaultsSection), ...compactionKeys]), ['defaults'], sink, {
+    isOverride: false,
+    refused: new Set([
+      ...refusedKeys(rawSection(document, 'defaults'), defaultsSection),
+      ...refusedKeys(rawSection(rawSection(document, 'defaults'), 'compaction'), defaultsCompaction),
+    ]),
+  });
 
   const channels: Record<string, ChannelSettings> = {};
   if (rawChannels !== undefined) {
@@ -49,6 +57,10 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
         checkThresholdOrder(merged.compaction, ownKeys, [...filePath, 'compaction'], sink, {
           isOverride: true,
           refused: refusedKeys(rawSection(rawOverride, 'compaction'), ownCompaction),
+        });
+        checkAnswerRoom(merged, new Set([...Object.keys(override), ...ownKeys]), filePath, sink, {
+          isOverride: true,
+          refused: new Set([...refusedKeys(rawOverride, override), ...refusedKeys(rawSection(rawOverride, 'compaction'), ownCompaction)]),
         });
         channels[channelId] = merged;
       }

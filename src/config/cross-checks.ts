@@ -1,4 +1,4 @@
-import type { CompactionSettings, DiscordSettings } from './types.js';
+import type { ChannelSettings, CompactionSettings, DiscordSettings } from './types.js';
 import { report, type ValidationSink } from './validate-table.js';
 
 const THRESHOLD_ORDER = [
@@ -55,4 +55,43 @@ export function checkDiscordTiming(
       `${discord.debounceMaxMs} must be at least debounce_ms (${discord.debounceMs})`,
     );
   }
+}
+
+/**
+ * Tokens the emergency tier needs below its threshold besides the system prompt: the tool
+ * definitions the channel agent is sent (about 300 for memory_search and memory_save), the
+ * truncation marker, and one message to answer.
+ */
+export const EMERGENCY_FLOOR_TOKENS = 768;
+
+/**
+ * The thresholds apply to `context_window − max_response_tokens` (the answer's room is
+ * reserved). Below the emergency threshold of that, the system prompt, the tools, a truncation
+ * marker and the message being answered must fit, or every turn would truncate everything and
+ * still overflow. Reported on `max_response_tokens`, naming `context_window` too; for a channel
+ * override only when it sets one of the keys involved.
+ */
+export function checkAnswerRoom(
+  merged: ChannelSettings,
+  ownKeys: ReadonlySet<string>,
+  filePath: readonly string[],
+  sink: ValidationSink,
+  options: { isOverride: boolean; refused?: ReadonlySet<string> },
+): void {
+  const involved = ['contextWindow', 'maxResponseTokens', 'systemPrompt', 'emergencyThreshold'];
+  if (involved.some((key) => options.refused?.has(key))) return;
+  if (options.isOverride && !involved.some((key) => ownKeys.has(key))) return;
+  const room = merged.contextWindow - merged.maxResponseTokens;
+  // The estimate's own rule (4 characters per token), without importing the channel code.
+  const needed = Math.ceil(merged.systemPrompt.length / 4) + EMERGENCY_FLOOR_TOKENS;
+  const usable = Math.floor(room * merged.compaction.emergencyThreshold);
+  if (usable >= needed) return;
+  report(
+    sink,
+    [...filePath, 'max_response_tokens'],
+    `${merged.maxResponseTokens} leaves too little of context_window (${merged.contextWindow}): the thresholds apply to ` +
+      `context_window - max_response_tokens = ${room}, and below emergency_threshold (${merged.compaction.emergencyThreshold}) ` +
+      `that is ${Math.max(0, usable)} tokens, less than the ${needed} the emergency tier needs (system prompt ` +
+      `${needed - EMERGENCY_FLOOR_TOKENS}, tools, marker and one message ${EMERGENCY_FLOOR_TOKENS}); raise context_window or lower max_response_tokens`,
+  );
 }

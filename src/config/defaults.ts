@@ -67,6 +67,8 @@ export const DEFAULTS: MagpieConfig = {
     userTurnsPerMinute: 6,
     shutdownGraceMs: 10_000,
     registerCommands: true,
+    catchUpChannels: 100,
+    catchUpMessages: 500,
   },
   logging: {
     level: 'info',

@@ -103,6 +103,8 @@ export const CONFIG_SPEC: TableSpec = {
       user_turns_per_minute: nonNegative,
       shutdown_grace_ms: nonNegativeMilliseconds,
       register_commands: { kind: 'boolean' },
+      catch_up_channels: nonNegative,
+      catch_up_messages: { kind: 'integer', min: 1, max: 10_000 },
     },
   },
   logging: {

@@ -109,6 +109,13 @@ export interface DiscordSettings {
   shutdownGraceMs: number;
   /** Register slash commands on start. */
   registerCommands: boolean;
+  /**
+   * After a restart or a gateway session that could not be resumed, the most recently active
+   * channels (at most this many; 0 = off) fetch what they missed through REST before answering.
+   */
+  catchUpChannels: number;
+  /** At most this many missed messages fetched per channel (the oldest first, in order). */
+  catchUpMessages: number;
 }
 
 /** `[logging]` */

@@ -14,7 +14,10 @@ import type { MemoryLocation, MemoryStore } from '../memory/types.js';
 import type { ChannelResponder, ReplyTarget, ResponderRuntime } from '../app/channel-responder.js';
 import type { CommandRuntime } from '../app/channel-commands.js';
 import { ErasureConfirmations } from '../app/forget-me.js';
+import { StorageHealth } from '../storage/storage-health.js';
+import { withStorageRetry } from '../storage/storage-retry.js';
 import { decideAccess, shouldReply } from './access-policy.js';
+import { ChannelCatchUp, type CatchUpSource } from './catch-up.js';
 import { chunkMessage } from './chunk-message.js';
 import { destroyClient } from './client.js';
 import { Debouncer } from './debouncer.js';
@@ -37,6 +40,14 @@ export interface DiscordAdapterOptions {
   memory: MemoryStore;
   config: LiveConfig;
   events: EventStream;
+  /** Readiness of the data dir: failed writes make it unhealthy until one succeeds (retried with backoff). */
+  storage?: StorageHealth;
+  /** Named in storage errors. */
+  dataDir?: string;
+  /** Where active channels' stored history ends: enables catch-up after restarts and unresumable reconnects. */
+  catchUp?: CatchUpSource;
+  /** Waits between attempts of a failed write (default: 0.25 s doubling to 30 s). */
+  storageRetryDelaysMs?: readonly number[];
 }
 
 /** One message of a burst waiting for its turn. */
@@ -65,9 +76,31 @@ export class DiscordAdapter {
   private stopped = false;
   /** Pending `/memory forget-me` confirmation codes. */
   private readonly confirmations = new ErasureConfirmations();
+  private readonly storage: StorageHealth;
+  private readonly catchUp: ChannelCatchUp | undefined;
+  /** Gateway sessions that turned ready: the first is the start, later ones could not resume. */
+  private sessions = 0;
 
   constructor(private readonly options: DiscordAdapterOptions) {
     this.debouncer = new Debouncer((channelId, burst) => this.fireTurn(channelId, burst));
+    this.storage = options.storage ?? new StorageHealth({ dataDir: options.dataDir ?? 'data dir', events: options.events });
+    if (options.catchUp) {
+      this.catchUp = new ChannelCatchUp({
+        client: options.client,
+        source: options.catchUp,
+        events: options.events,
+        record: (message) => this.recordMissed(message),
+        limits: () => {
+          const discord = options.config.current().discord;
+          return { channels: discord.catchUpChannels, messagesPerChannel: discord.catchUpMessages };
+        },
+      });
+    }
+  }
+
+  /** False while writes to the data dir fail (readiness); see `StorageHealth`. */
+  get storageHealthy(): boolean {
+    return this.storage.healthy;
   }
 
   private get selfId(): string {
@@ -139,6 +172,42 @@ export class DiscordAdapter {
       if (this.accepting) events.emit({ type: 'discord_reconnecting' });
     });
     client.on(Events.ShardResume, (_id, replayed) => events.emit({ type: 'discord_resumed', replayed }));
+    // A resumed session replays what was missed; a new one (start, invalid session) does not.
+    client.on(Events.ShardReady, () => {
+      this.sessions += 1;
+      const catchUp = this.catchUp;
+      if (!catchUp || this.stopped) return;
+      const reason = this.sessions === 1 ? 'start' : 'new_session';
+      this.track('catch_up', () => catchUp.run(reason));
+    });
+  }
+
+  /**
+   * Stores a message, retrying a failed write with backoff while storage is unhealthy.
+   * Undefined when it could not be stored: such a message is never answered.
+   */
+  private async store(incoming: IncomingMessage): Promise<HistoryEntry | undefined> {
+    try {
+      return await withStorageRetry(() => this.options.runtime.ingest(incoming), {
+        health: this.storage,
+        dataDir: this.options.dataDir ?? 'data dir',
+        stopped: () => this.stopped,
+        ...(this.options.storageRetryDelaysMs ? { delaysMs: this.options.storageRetryDelaysMs } : {}),
+        onRetry: (attempt, delayMs, error) =>
+          this.options.events.emit({ type: 'message_store_retry', channel_id: incoming.channelId, attempt, delay_ms: delayMs, error: errorMessage(error) }),
+      });
+    } catch (error) {
+      this.options.events.emit({ type: 'message_store_failed', channel_id: incoming.channelId, error: errorMessage(error) });
+      return undefined;
+    }
+  }
+
+  /** A message fetched by catch-up: recorded like a live one, not answered. */
+  private async recordMissed(message: Message): Promise<void> {
+    if (message.system) return;
+    const normalized = normalizeMessage(message, this.selfId);
+    if (!this.admit(normalized)) return;
+    await this.store(normalized.incoming);
   }
 
   private track(what: string, work: () => Promise<void>): void {
@@ -177,7 +246,11 @@ export class DiscordAdapter {
     // Before the message can become a memory, its channel's view permissions are on record.
     const view = viewOf(message.channel);
     if (view) this.recordView(view);
-    const entry = await this.options.runtime.ingest(normalized.incoming);
+    // Messages missed during an outage go first, in order; this one is answered after them.
+    const catchingUp = this.catchUp?.before(normalized.incoming.channelId);
+    if (catchingUp) await catchingUp;
+    const entry = await this.store(normalized.incoming);
+    if (!entry) return;
     const policy = this.options.config.settingsFor(normalized.incoming.channelId, normalized.parentId).replyPolicy;
     const trigger = {
       mentionsBot: normalized.mentionsBot,

@@ -13,9 +13,9 @@ export type {
   ToolResultBlock,
   ToolUseBlock,
 } from './chat-model.js';
-export type { ToolContext, ToolHandler, ToolOutcome } from './tool.js';
+export { definitionsOf, type ToolContext, type ToolHandler, type ToolOutcome } from './tool.js';
 export { createAnthropicModel, type AnthropicModelOptions } from './anthropic-model.js';
 export { limitConcurrency } from './concurrency-limit.js';
 export { ModelError, abortedModelError, type ModelErrorOptions, type ModelFailureReason } from './model-error.js';
 export { toModelError, isRetryableStatus } from './sdk-errors.js';
-export { runToolLoop, parseToolInput, type ToolLoopOptions, type ToolLoopResult } from './tool-loop.js';
+export { runToolLoop, parseToolInput, ANSWER_NOW, DROPPED_RESULT, type ToolLoopBudget, type ToolLoopOptions, type ToolLoopResult } from './tool-loop.js';

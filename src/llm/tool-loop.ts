@@ -10,7 +10,25 @@ import type {
   ToolUseBlock,
 } from './chat-model.js';
 import { abortedModelError } from './model-error.js';
-import type { ToolContext, ToolHandler, ToolOutcome } from './tool.js';
+import { definitionsOf, type ToolContext, type ToolHandler, type ToolOutcome } from './tool.js';
+
+/**
+ * Keeps one turn's requests inside the model's window while tool results pile up. Tokens are in
+ * the caller's estimate units (the channel's 4-characters-per-token estimate).
+ */
+export interface ToolLoopBudget {
+  /** Estimate of the first request (system prompt, tools, conversation). */
+  startTokens: number;
+  /** The most a request may be estimated at (the window less the answer's room, corrected). */
+  maxTokens: number;
+  /** Estimate of one message the loop appends. */
+  estimate(message: ModelMessage): number;
+}
+
+/** Put in place of a tool result dropped to keep the request inside the window. */
+export const DROPPED_RESULT = 'result dropped: the context window is full; answer with what you have';
+/** Told to the model when it must answer without more tools. */
+export const ANSWER_NOW = 'The context window is nearly full: answer now with what you have, without calling tools.';
 
 export interface ToolLoopOptions {
   model: ChatModel;
@@ -30,6 +48,12 @@ export interface ToolLoopOptions {
    * forcing a tool on every call would never let the model give its final answer.
    */
   toolChoice?: ToolChoice;
+  /** Tool results count toward this as they are appended; tool use ends before a request would exceed it. */
+  budget?: ToolLoopBudget;
+  /** Called before every model call with the estimate of its request (0 without a budget). */
+  onRequest?: (request: { estimatedTokens: number; step: number }) => void;
+  /** Called after every model response with the estimate of the request it answered (calibration). */
+  onResponse?: (response: ModelResponse, request: { estimatedTokens: number; step: number }) => void;
 }
 
 export interface ToolLoopResult {
@@ -43,6 +67,8 @@ export interface ToolLoopResult {
   usage: ModelUsage;
   /** The last response's stop reason, or `max_steps` when the model still wanted tools. */
   stopReason: string;
+  /** Tool results dropped to stay inside the budget (their calls got a short note instead). */
+  droppedResults?: number;
 }
 
 /**
@@ -55,15 +81,48 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
   const { model, system, tools, signal } = options;
   const maxSteps = Math.max(1, Math.floor(options.maxSteps));
   const handlers = new Map(tools.map((tool) => [tool.definition.name, tool]));
-  const definitions = tools.map((tool) => tool.definition);
+  const definitions = definitionsOf(tools);
   const context: ToolContext = signal && !options.context.signal ? { ...options.context, signal } : options.context;
   const conversation = [...options.messages];
   const newMessages: ModelMessage[] = [];
   const usage: ModelUsage = { inputTokens: 0, outputTokens: 0 };
+  const budget = options.budget;
+  let estimatedTokens = budget?.startTokens ?? 0;
+  let droppedResults = 0;
+  let answerNow = false;
+  const appended = (message: ModelMessage): void => {
+    if (budget) estimatedTokens += budget.estimate(message);
+  };
 
   for (let step = 1; ; step += 1) {
     if (signal?.aborted) throw abortedModelError(signal);
-    const toolChoice = choiceForStep(options.toolChoice, step);
+    if (budget && step > 1 && estimatedTokens > budget.maxTokens) {
+      // Oldest results first: the latest ones are what the model asked for last.
+      for (const message of newMessages) {
+        if (estimatedTokens <= budget.maxTokens) break;
+        if (message.role !== 'user' || typeof message.content === 'string') continue;
+        const before = budget.estimate(message);
+        let changed = false;
+        message.content = message.content.map((block) => {
+          if (block.type !== 'tool_result' || block.content === DROPPED_RESULT) return block;
+          changed = true;
+          droppedResults += 1;
+          return { ...block, content: DROPPED_RESULT, is_error: true };
+        });
+        if (changed) estimatedTokens += budget.estimate(message) - before;
+      }
+      answerNow = true;
+    }
+    const toolChoice: ToolChoice | undefined = answerNow ? { type: 'none' } : choiceForStep(options.toolChoice, step);
+    if (answerNow && step > 1) {
+      const last = conversation[conversation.length - 1];
+      if (last && last.role === 'user' && typeof last.content !== 'string' && !last.content.some((block) => block.type === 'text' && block.text === ANSWER_NOW)) {
+        const before = budget ? budget.estimate(last) : 0;
+        last.content = [...last.content, { type: 'text', text: ANSWER_NOW }];
+        if (budget) estimatedTokens += budget.estimate(last) - before;
+      }
+    }
+    options.onRequest?.({ estimatedTokens, step });
     const response: ModelResponse = await model.createMessage(
       {
         system,
@@ -74,6 +133,7 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
       },
       signal ? { signal } : {},
     );
+    options.onResponse?.(response, { estimatedTokens, step });
     usage.inputTokens += response.usage.inputTokens;
     usage.outputTokens += response.usage.outputTokens;
 
@@ -87,10 +147,17 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
       const assistant: ModelMessage = { role: 'assistant', content: assistantContent };
       conversation.push(assistant);
       newMessages.push(assistant);
+      appended(assistant);
     }
-    if (toolUses.length === 0) {
-      return { text, newMessages, steps: step, usage, stopReason: response.stopReason };
-    }
+    const done = (stopReason: string): ToolLoopResult => ({
+      text,
+      newMessages,
+      steps: step,
+      usage,
+      stopReason,
+      ...(droppedResults > 0 ? { droppedResults } : {}),
+    });
+    if (toolUses.length === 0) return done(response.stopReason);
 
     // Output cut off by max_tokens while the model was writing a call leaves that call's input
     // incomplete: running it (a memory saved half-written) would be worse than not. It gets an
@@ -113,11 +180,13 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
     const toolResults: ModelMessage = { role: 'user', content: results };
     conversation.push(toolResults);
     newMessages.push(toolResults);
+    appended(toolResults);
 
-    if (step >= maxSteps) {
+    // Asked to answer without tools and called one anyway: no further call would end otherwise.
+    if (step >= maxSteps || (answerNow && step > 1)) {
       // The calls of the last step did run (their effects, such as saved memories, count),
       // and the history stays valid: every tool call has its result.
-      return { text, newMessages, steps: step, usage, stopReason: 'max_steps' };
+      return done('max_steps');
     }
   }
 }

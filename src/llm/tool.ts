@@ -34,3 +34,19 @@ export interface ToolHandler {
   readonly definition: ToolDefinition;
   run(input: unknown, context: ToolContext): Promise<ToolOutcome> | ToolOutcome;
 }
+
+const definitionCache = new WeakMap<readonly ToolHandler[], ToolDefinition[]>();
+
+/**
+ * The definitions of a tool list, built once per list: the same array object comes back for
+ * the same list, so whatever counts or caches definitions by identity (the channel estimate,
+ * the server's prompt cache) sees one configuration, not a new one each turn.
+ */
+export function definitionsOf(tools: readonly ToolHandler[]): ToolDefinition[] {
+  let definitions = definitionCache.get(tools);
+  if (!definitions) {
+    definitions = tools.map((tool) => tool.definition);
+    definitionCache.set(tools, definitions);
+  }
+  return definitions;
+}

@@ -1,7 +1,14 @@
 import type { EventStream, MagpieEvent } from '../common/events.js';
 
 /** Events an operator should notice: they mean lost summaries or a forced cut. */
-export const WARN_EVENTS: ReadonlySet<string> = new Set(['compaction_failed', 'emergency_truncation']);
+export const WARN_EVENTS: ReadonlySet<string> = new Set([
+  'compaction_failed',
+  'emergency_truncation',
+  // The data dir refuses writes, or held something that had to be moved aside.
+  'storage_unhealthy',
+  'message_store_retry',
+  'memory_index_path_moved',
+]);
 
 /** Fields that may carry what users wrote; left out unless `includeContent`. */
 const CONTENT_FIELDS: ReadonlySet<string> = new Set([

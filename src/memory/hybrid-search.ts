@@ -56,7 +56,8 @@ export const DEFAULT_SEARCH_TUNING: Readonly<SearchTuning> = Object.freeze({
 
 export interface HybridSearchRequest {
   queryText: string;
-  queryVector: Float32Array;
+  /** Absent when the embedder is down: the search is full-text only (what was said stays findable). */
+  queryVector?: Float32Array;
   visibility: Visibility;
   limit: number;
   kind?: MemoryKind;
@@ -107,7 +108,7 @@ export class HybridSearch {
   run(request: HybridSearchRequest): SearchResult[] {
     const tuning = this.tuning;
     const candidateCount = Math.max(tuning.candidates, request.limit * 3);
-    const vectorHits = this.vectorCandidates(request, candidateCount).filter(
+    const vectorHits = (request.queryVector ? this.vectorCandidates(request, request.queryVector, candidateCount) : []).filter(
       (hit) => hit.similarity >= tuning.vectorMinSimilarity,
     );
     const textHits = this.textCandidates(request, candidateCount);
@@ -131,7 +132,7 @@ export class HybridSearch {
       entry.rrf += tuning.textWeight / (tuning.rrfK + rank + 1);
       entry.lexical = hit.strength;
     });
-    this.fillSimilarities(candidates, request.queryVector);
+    if (request.queryVector) this.fillSimilarities(candidates, request.queryVector);
 
     const bestRrf = (tuning.vectorWeight + tuning.textWeight) / (tuning.rrfK + 1);
     const ranked = [...candidates.values()]
@@ -155,13 +156,13 @@ export class HybridSearch {
     return Math.min(1, Math.max(0, evidence * (1 - tuning.rankShare + tuning.rankShare * Math.min(1, entry.rrf / bestRrf))));
   }
 
-  private vectorCandidates(request: HybridSearchRequest, count: number): Array<{ label: number; similarity: number }> {
+  private vectorCandidates(request: HybridSearchRequest, queryVector: Float32Array, count: number): Array<{ label: number; similarity: number }> {
     const { visibility } = request;
     const hits: Array<{ label: number; similarity: number }> = [];
     const memoriesOnly = request.kind === 'memory' || request.memoryType !== undefined;
     if (memoriesOnly) {
       // Typed memories are few per scope: an exact scan is both exact and fast.
-      hits.push(...this.exactMemoryScan(request, visibility.sql, visibility.params));
+      hits.push(...this.exactMemoryScan(request, queryVector, visibility.sql, visibility.params));
     } else {
       let filter: ((label: number) => boolean) | undefined;
       if (request.kind === 'transcript') {
@@ -176,9 +177,9 @@ export class HybridSearch {
         );
         filter = (label) => !memoryLabels.has(label);
       }
-      for (const key of visibility.keys) hits.push(...this.indexes.search(key, request.queryVector, count, filter));
+      for (const key of visibility.keys) hits.push(...this.indexes.search(key, queryVector, count, filter));
       if (visibility.wider.kind !== 'none' && request.kind !== 'transcript') {
-        hits.push(...this.exactMemoryScan(request, visibility.widerSql, visibility.widerParams));
+        hits.push(...this.exactMemoryScan(request, queryVector, visibility.widerSql, visibility.widerParams));
       }
     }
     return hits.sort((left, right) => right.similarity - left.similarity).slice(0, count);
@@ -186,6 +187,7 @@ export class HybridSearch {
 
   private exactMemoryScan(
     request: HybridSearchRequest,
+    queryVector: Float32Array,
     scopeSql: string,
     scopeParams: unknown[],
   ): Array<{ label: number; similarity: number }> {
@@ -196,7 +198,7 @@ export class HybridSearch {
          WHERE ${scopeSql} AND i.kind = 'memory'${typeSql}`,
       )
       .all(...scopeParams, ...(request.memoryType ? [request.memoryType] : [])) as Array<{ label: number; vector: Buffer }>;
-    return rows.map((row) => ({ label: row.label, similarity: dot(request.queryVector, blobToVector(row.vector)) }));
+    return rows.map((row) => ({ label: row.label, similarity: dot(queryVector, blobToVector(row.vector)) }));
   }
 
   private textCandidates(request: HybridSearchRequest, count: number): Array<{ label: number; strength: number }> {

@@ -1,8 +1,9 @@
-import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { EventStream } from '../common/events.js';
 import type { SqliteDatabase } from '../storage/database.js';
 import { blobToVector, dot } from './embedder.js';
+import { checkIndexFile, moveAside, prepareIndexDirectory, removeIndexFile, saveIndexFile } from './index-file.js';
 import { StatementCache } from './statement-cache.js';
 import { fnv1a } from './text.js';
 import { HnswVectorIndex, type HnswParams, type VectorHit } from './vector-index.js';
@@ -30,6 +31,11 @@ export interface IndexManagerOptions {
   maxTailScan?: number;
   /** Receives `memory_index_loaded` and `memory_index_rebuild` events (no content, only ids and counts). */
   events?: EventStream;
+  /**
+   * A reader beside the writer, or on a read-only data dir: indexes are built in memory when the
+   * files cannot be trusted, and nothing is ever written (files, states, tombstones).
+   */
+  readOnly?: boolean;
 }
 
 interface LoadedIndex {
@@ -68,6 +74,9 @@ export class VectorIndexManager {
   private closed = false;
   private readonly statements: StatementCache;
   private readonly maxTailScan: number;
+  private readonly readOnly: boolean;
+  /** False when the index directory is unusable (read-only and not a directory): nothing is loaded or saved. */
+  private directoryUsable = true;
 
   constructor(private readonly options: IndexManagerOptions) {
     this.statements = new StatementCache(options.db, 32);
@@ -78,7 +87,17 @@ export class VectorIndexManager {
     this.saveEvery = options.saveEvery ?? 20_000;
     const { m, efConstruction } = options.params;
     this.identity = `${options.embedderIdentity}|m${m}|efc${efConstruction}`;
-    mkdirSync(options.directory, { recursive: true });
+    this.readOnly = options.readOnly === true;
+    this.prepareDirectory();
+  }
+
+  /** A file (or anything but a directory) where the index directory belongs is moved aside. */
+  private prepareDirectory(): void {
+    const prepared = prepareIndexDirectory(this.options.directory, { readOnly: this.readOnly });
+    this.directoryUsable = prepared.usable;
+    if (prepared.problem) {
+      this.options.events?.emit({ type: 'memory_index_path_moved', path: this.options.directory, moved_to: prepared.movedTo ?? null, reason: prepared.problem });
+    }
   }
 
   /**
@@ -116,6 +135,7 @@ export class VectorIndexManager {
    */
   noteDeleted(key: string, labels: readonly number[]): void {
     if (labels.length === 0) return;
+    if (this.readOnly) return;
     const insert = this.options.db.prepare(
       'INSERT OR IGNORE INTO memory_index_tombstones (index_key, label) VALUES (?, ?)',
     );
@@ -153,13 +173,22 @@ export class VectorIndexManager {
     return { indexed, pending };
   }
 
+  /** Loads (or starts rebuilding) the index of `key` now, so that `close` leaves it saved. */
+  warm(key: string): void {
+    this.acquire(key);
+  }
+
   /** Forgets every index (embedder change): files and states go, indexes rebuild on demand. */
   dropAll(): void {
     for (const entry of this.loaded.values()) entry.evicted = true;
     this.loaded.clear();
+    if (this.readOnly) return;
     this.options.db.exec('DELETE FROM memory_index_state; DELETE FROM memory_index_tombstones;');
-    rmSync(this.options.directory, { recursive: true, force: true });
-    mkdirSync(this.options.directory, { recursive: true });
+    this.prepareDirectory();
+    if (!this.directoryUsable) return;
+    for (const name of readdirSync(this.options.directory)) {
+      if (name.endsWith('.hnsw')) removeIndexFile(join(this.options.directory, name));
+    }
   }
 
   /**
@@ -170,6 +199,10 @@ export class VectorIndexManager {
   async close(options: { catchUpMs?: number } = {}): Promise<void> {
     this.closed = true;
     await this.whenIdle();
+    if (this.readOnly) {
+      this.loaded.clear();
+      return;
+    }
     const deadline = performance.now() + (options.catchUpMs ?? 30_000);
     for (const entry of this.loaded.values()) {
       this.catchUp(entry, Math.max(0, deadline - performance.now()));
@@ -213,19 +246,37 @@ export class VectorIndexManager {
       .get(key) as StateRow | undefined;
     let entry: LoadedIndex | undefined;
     let reason = 'no saved index';
-    if (state && state.identity !== this.identity) reason = 'embedder or parameters changed';
+    if (!this.directoryUsable) reason = 'index directory unusable';
+    else if (state && state.identity !== this.identity) reason = 'embedder or parameters changed';
     else if (state && !existsSync(file)) reason = 'index file missing';
     else if (state) {
-      try {
-        const index = HnswVectorIndex.load({ dimension, params, file });
-        // A file that does not hold exactly what SQLite says it holds is not trusted.
-        if (index.pointCount === state.point_count) {
-          entry = { key, index, highWater: state.high_water, dirty: false, unsavedPoints: 0, evicted: false, lastUsed: 0 };
-        } else {
-          reason = `index file holds ${index.pointCount} points, database says ${state.point_count}`;
+      // Validated in full before hnswlib reads a byte of it: hnswlib trusts the sizes and links
+      // it reads, so a garbled file would crash the process instead of failing to load.
+      const check = checkIndexFile(file, {
+        indexKey: key,
+        identity: this.identity,
+        dimension,
+        pointCount: state.point_count,
+        highWater: state.high_water,
+      });
+      if (!check.ok) {
+        reason = check.reason;
+        if (reason === 'index path is not a regular file' && !this.readOnly) {
+          const movedTo = moveAside(file);
+          this.options.events?.emit({ type: 'memory_index_path_moved', index_key: key, path: file, moved_to: movedTo ?? null, reason });
         }
-      } catch {
-        reason = 'index file unreadable';
+      } else {
+        try {
+          const index = HnswVectorIndex.load({ dimension, params, file });
+          // A file that does not hold exactly what SQLite says it holds is not trusted.
+          if (index.pointCount === state.point_count) {
+            entry = { key, index, highWater: state.high_water, dirty: false, unsavedPoints: 0, evicted: false, lastUsed: 0 };
+          } else {
+            reason = `index file holds ${index.pointCount} points, database says ${state.point_count}`;
+          }
+        } catch {
+          reason = 'index file unreadable';
+        }
       }
     }
     if (entry) {
@@ -248,7 +299,7 @@ export class VectorIndexManager {
         evicted: false,
         lastUsed: 0,
       };
-      db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(key);
+      if (!this.readOnly) db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(key);
       this.options.events?.emit({ type: 'memory_index_rebuild', index_key: key, reason, points: total });
     }
     this.scheduleCatchUp(entry);
@@ -307,13 +358,46 @@ export class VectorIndexManager {
     });
   }
 
-  /** Writes the index file, then records in SQLite what it holds; a crash between is detected. */
+  /**
+   * Writes the index file and its sidecar (checksum, what it holds), then records in SQLite what
+   * it holds; a crash between is detected at the next load. A failure to write (a full disk) is
+   * reported and otherwise ignored: the index is derived, and SQLite still has every vector.
+   */
   private save(entry: LoadedIndex): void {
-    if (!entry.dirty) return;
+    if (!entry.dirty || this.readOnly || !this.directoryUsable) return;
     const file = this.fileFor(entry.key);
-    const temporary = `${file}.tmp`;
-    entry.index.save(temporary);
-    renameSync(temporary, file);
+    try {
+      saveIndexFile(file, (path) => entry.index.save(path), {
+        index_key: entry.key,
+        identity: this.identity,
+        dimension: this.options.dimension,
+        point_count: entry.index.pointCount,
+        high_water: entry.highWater,
+      });
+    } catch (error) {
+      this.reportSaveFailure(entry, error);
+      return;
+    }
+    try {
+      this.recordState(entry);
+    } catch (error) {
+      // The file is newer than the state row: the next load sees the mismatch and rebuilds.
+      this.reportSaveFailure(entry, error);
+      return;
+    }
+    entry.dirty = false;
+    entry.unsavedPoints = 0;
+  }
+
+  private reportSaveFailure(entry: LoadedIndex, error: unknown): void {
+    this.options.events?.emit({
+      type: 'memory_index_save_failed',
+      index_key: entry.key,
+      error: error instanceof Error ? error.message : String(error),
+    });
+  }
+
+  private recordState(entry: LoadedIndex): void {
     const db = this.options.db;
     db.transaction(() => {
       db.prepare(
@@ -323,7 +407,5 @@ export class VectorIndexManager {
       ).run(entry.key, entry.highWater, entry.index.pointCount, this.identity, Date.now());
       db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(entry.key);
     })();
-    entry.dirty = false;
-    entry.unsavedPoints = 0;
   }
 }

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
-import { InputError } from '../common/errors.js';
+import { InputError, MagpieError } from '../common/errors.js';
 import type { MemorySettings } from '../config/types.js';
 import type { SqliteDatabase } from '../storage/database.js';
 import { embedderIdentity, vectorToBlob, type Embedder } from './embedder.js';
@@ -29,6 +29,11 @@ export interface OpenMemoryStoreOptions {
   maxLoadedIndexes?: number;
   /** An index unused this long is saved and dropped (default 10 minutes). */
   idleIndexMs?: number;
+  /**
+   * A reader (the database was opened read-only): nothing is written, indexes that cannot be
+   * trusted are rebuilt in memory only, and an embedder change is refused instead of re-embedding.
+   */
+  readOnly?: boolean;
 }
 
 /** The embedder `[memory]` asks for. */
@@ -56,8 +61,15 @@ export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<
     ...(options.maxLoadedIndexes ? { maxLoaded: options.maxLoadedIndexes } : {}),
     ...(options.idleIndexMs !== undefined ? { idleMs: options.idleIndexMs } : {}),
     ...(options.events ? { events: options.events } : {}),
+    ...(options.readOnly ? { readOnly: true } : {}),
   });
   const stored = options.db.prepare(`SELECT value FROM memory_meta WHERE key = 'embedder'`).get() as { value: string } | undefined;
+  if (stored?.value !== identity && options.readOnly) {
+    throw new MagpieError('embedder_changed', `the vectors in ${options.dataDir} were made with ${stored?.value ?? 'no embedder'}, the config asks for ${identity}`, {
+      context: { dataDir: options.dataDir },
+      hint: 'read with the config the data dir was written with, or run a writing command (magpie start, replay) once to re-embed',
+    });
+  }
   if (stored?.value !== identity) {
     const items = await reembedAll(options.db, embedder);
     if (stored) options.events?.emit({ type: 'memory_vectors_rebuilt', from: stored.value, to: identity, items });
@@ -66,7 +78,7 @@ export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<
       .prepare(`INSERT INTO memory_meta (key, value) VALUES ('embedder', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`)
       .run(identity);
   }
-  return new SqliteMemoryStore({
+  const store = new SqliteMemoryStore({
     db: options.db,
     embedder,
     indexes,
@@ -74,6 +86,9 @@ export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<
     tuning: { ...DEFAULT_SEARCH_TUNING, vectorWeight: defaultVectorWeight(embedder), ...options.tuning },
     ...(options.clock ? { clock: options.clock } : {}),
   });
+  // Text stored while the embedder was down (before a restart) gets its vectors in the background.
+  if (store.missingVectors() > 0) store.scheduleBackfill();
+  return store;
 }
 
 /**

@@ -44,6 +44,8 @@ export interface SqliteMemoryStoreOptions {
   scope: MemoryScope;
   tuning: SearchTuning;
   clock?: Clock;
+  /** How often items stored without a vector (embedder down) are embedded again, in ms. Default 30 s. */
+  backfillIntervalMs?: number;
 }
 
 interface RecordRow {
@@ -79,6 +81,8 @@ export class SqliteMemoryStore implements MemoryStore {
   /** View keys of guild channels (guild scope follows Discord's view permissions). */
   private readonly views: ChannelViews | undefined;
   private readonly deletedIds: { get(...params: unknown[]): unknown } | undefined;
+  private backfillTimer: NodeJS.Timeout | undefined;
+  private backfilling: Promise<void> | undefined;
 
   constructor(private readonly options: SqliteMemoryStoreOptions) {
     this.db = options.db;
@@ -172,7 +176,15 @@ export class SqliteMemoryStore implements MemoryStore {
     const fresh = entries.filter((entry) => !exists.get(entry.channelId, entry.messageId));
     if (fresh.length === 0) return;
     const texts = fresh.map((entry) => transcriptText(entry.authorName, entry.content));
-    const vectors = await this.embedder.embed(texts);
+    let vectors: Float32Array[] | undefined;
+    let embedFailure: unknown;
+    try {
+      vectors = await this.embedder.embed(texts);
+    } catch (error) {
+      // The embedder is down: the text is stored all the same, so full-text search finds it
+      // now; its vector follows when the embedder is back (`backfillVectors`, in the background).
+      embedFailure = error;
+    }
     this.assertOpen();
     const now = this.clock.now();
     const keys = new Set<string>();
@@ -199,12 +211,78 @@ export class SqliteMemoryStore implements MemoryStore {
           updatedAt: now,
         });
         // Ignored: the same message arrived twice in one batch.
-        if (info.changes === 0) return;
+        if (info.changes === 0 || !vectors) return;
         this.insertVector.run(Number(info.lastInsertRowid), indexKey, vectorToBlob(vectors[position]!));
         keys.add(indexKey);
       });
     })();
     for (const key of keys) this.indexes.noteInserted(key);
+    if (embedFailure !== undefined) {
+      this.scheduleBackfill();
+      // Reported all the same: the caller's log shows the outage (and a retry finds the text stored).
+      throw embedFailure;
+    }
+  }
+
+  /**
+   * Embeds items stored without a vector (written while the embedder was down), at most `limit`
+   * of them. Returns how many got one; rejects when the embedder still fails.
+   */
+  async backfillVectors(limit = 256): Promise<number> {
+    const rows = this.db
+      .prepare(
+        `SELECT i.rowid, i.index_key, i.content FROM memory_items i
+          WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.item_rowid = i.rowid) ORDER BY i.rowid LIMIT ?`,
+      )
+      .all(limit) as Array<{ rowid: number; index_key: string; content: string }>;
+    if (rows.length === 0) return 0;
+    const vectors = await this.embedder.embed(rows.map((row) => row.content));
+    this.assertOpen();
+    const keys = new Set<string>();
+    const exists = this.db.prepare('SELECT 1 FROM memory_items WHERE rowid = ? AND content = ?');
+    this.db.transaction(() => {
+      rows.forEach((row, position) => {
+        // Deleted or edited meanwhile: the edit brought its own vector, a deletion needs none.
+        if (!exists.get(row.rowid, row.content)) return;
+        this.db.prepare('INSERT OR IGNORE INTO memory_vectors (item_rowid, index_key, vector) VALUES (?, ?, ?)').run(row.rowid, row.index_key, vectorToBlob(vectors[position]!));
+        keys.add(row.index_key);
+      });
+    })();
+    for (const key of keys) this.indexes.noteInserted(key);
+    return rows.length;
+  }
+
+  /** Items without a vector (the embedder was down when they were stored). */
+  missingVectors(): number {
+    return (
+      this.db
+        .prepare('SELECT COUNT(*) AS count FROM memory_items i WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.item_rowid = i.rowid)')
+        .get() as { count: number }
+    ).count;
+  }
+
+  /** Starts the background backfill (idempotent); it stops once every item has a vector. */
+  scheduleBackfill(): void {
+    if (this.backfillTimer || this.closed) return;
+    this.backfillTimer = setInterval(() => {
+      if (this.backfilling) return;
+      this.backfilling = this.backfillVectors()
+        .then((done) => {
+          if (done === 0) this.stopBackfill();
+        })
+        .catch(() => {
+          // Still down: the next tick tries again.
+        })
+        .finally(() => {
+          this.backfilling = undefined;
+        });
+    }, this.options.backfillIntervalMs ?? 30_000);
+    this.backfillTimer.unref();
+  }
+
+  private stopBackfill(): void {
+    if (this.backfillTimer) clearInterval(this.backfillTimer);
+    this.backfillTimer = undefined;
   }
 
   async updateTranscript(channelId: string, messageId: string, content: string): Promise<void> {
@@ -251,11 +329,17 @@ export class SqliteMemoryStore implements MemoryStore {
       throw new InputError(`kind must be memory or transcript; got ${JSON.stringify(query.kind)}`);
     }
     const location = checkLocation(query.location);
-    const [queryVector] = await this.embedder.embed([text]);
+    let queryVector: Float32Array | undefined;
+    try {
+      [queryVector] = await this.embedder.embed([text]);
+    } catch {
+      // The embedder is down: full-text search alone still finds what was said.
+      queryVector = undefined;
+    }
     this.assertOpen();
     return this.searcher.run({
       queryText: text,
-      queryVector: queryVector!,
+      ...(queryVector ? { queryVector } : {}),
       visibility: visibility(location, this.options.scope, this.views),
       limit,
       ...(query.kind ? { kind: query.kind } : {}),
@@ -396,6 +480,14 @@ export class SqliteMemoryStore implements MemoryStore {
     return rows.map((row) => row.channel_id);
   }
 
+  /**
+   * Loads the vector index of each channel now, so that closing the store leaves complete index
+   * files behind (a replay does this, so readers beside it need not rebuild them).
+   */
+  warmIndexes(channelIds: readonly string[]): void {
+    for (const channelId of channelIds) this.indexes.warm(channelKey(channelId));
+  }
+
   /** Resolves when every index has caught up with SQLite (tests and benchmarks wait on it). */
   async whenIndexed(): Promise<void> {
     await this.indexes.whenIdle();
@@ -404,6 +496,8 @@ export class SqliteMemoryStore implements MemoryStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.stopBackfill();
+    await this.backfilling;
     await this.indexes.close();
   }
 

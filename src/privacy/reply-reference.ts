@@ -1,3 +1,4 @@
+import { estimateEntryTokens } from '../channel/token-estimate.js';
 import type { HistoryEntry } from '../channel/types.js';
 
 /**
@@ -35,7 +36,10 @@ export function resolveReplyReferences(
       ? `(replying to ${who}: "${clip(stripReference(answered.content).replace(/\s+/g, ' '), QUOTE_LIMIT)}")`
       : `(replying to ${who}: a message that is no longer available)`;
     resolved ??= [...entries];
-    resolved[index] = { ...entry, content: text + entry.content.slice(match[0].length) };
+    const content = text + entry.content.slice(match[0].length);
+    // The quote's length is the estimate's allowance, not a reason to cut the message as oversized.
+    const extra = Math.max(0, estimateEntryTokens({ ...entry, content }) - estimateEntryTokens(entry));
+    resolved[index] = { ...entry, content, tokens: entry.tokens + extra };
   });
   return resolved ?? entries;
 }

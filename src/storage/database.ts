@@ -1,7 +1,8 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { MagpieError } from '../common/errors.js';
+import { storageError } from './storage-error.js';
 
 export type SqliteDatabase = Database.Database;
 
@@ -19,9 +20,16 @@ export const DATABASE_FILE = 'magpie.sqlite';
 
 /**
  * Opens (creating if needed) the one SQLite database of a data directory, in WAL mode, and
- * applies every migration not yet applied, each in its own transaction.
+ * applies every migration not yet applied, each in its own transaction. With `readOnly`, the
+ * database must exist and is opened read-only (beside a running writer, or on a read-only disk):
+ * nothing is created or migrated, and a database that needs a migration is refused.
  */
-export function openDatabase(dataDir: string, migrations: readonly Migration[]): SqliteDatabase {
+export function openDatabase(
+  dataDir: string,
+  migrations: readonly Migration[],
+  options: { readOnly?: boolean } = {},
+): SqliteDatabase {
+  if (options.readOnly) return openReadOnly(dataDir, migrations);
   let db: SqliteDatabase;
   try {
     mkdirSync(dataDir, { recursive: true });
@@ -30,6 +38,9 @@ export function openDatabase(dataDir: string, migrations: readonly Migration[]):
     throw unusableDataDir(dataDir, error);
   }
   try {
+    // Set first: two processes opening a fresh data dir at once wait for each other's
+    // journal switch and migrations instead of failing with "database is locked".
+    db.pragma('busy_timeout = 5000');
     db.pragma('journal_mode = WAL');
   } catch (error) {
     db.close();
@@ -37,23 +48,80 @@ export function openDatabase(dataDir: string, migrations: readonly Migration[]):
   }
   db.pragma('synchronous = NORMAL');
   db.pragma('foreign_keys = ON');
-  db.pragma('busy_timeout = 5000');
   // Deleted text is overwritten with zeros rather than left in free pages of the file.
   db.pragma('secure_delete = ON');
   applyMigrations(db, migrations);
   return db;
 }
 
+/**
+ * Closes a writer's database leaving it in rollback-journal mode, so that a reader can open it
+ * later even on a read-only disk (a WAL database needs its -shm file, which a read-only
+ * directory cannot create). When a reader is still open the switch waits for no one: the file
+ * stays in WAL mode, with its -wal and -shm files, which read-only readers can use as well.
+ */
+export function closeDatabase(db: SqliteDatabase): void {
+  if (!db.open) return;
+  try {
+    db.pragma('busy_timeout = 0');
+    db.pragma('journal_mode = DELETE');
+  } catch {
+    // Another connection is open: see above.
+  }
+  db.close();
+}
+
+function openReadOnly(dataDir: string, migrations: readonly Migration[]): SqliteDatabase {
+  const file = join(dataDir, DATABASE_FILE);
+  if (!existsSync(file)) {
+    throw new MagpieError('no_data', `no Magpie data in ${dataDir} (${DATABASE_FILE} not found)`, {
+      context: { dataDir },
+      hint: 'pass --data-dir with a directory written by `magpie start`, `magpie chat` or `magpie replay`',
+    });
+  }
+  let db: SqliteDatabase;
+  try {
+    db = new Database(file, { readonly: true, fileMustExist: true, timeout: 5000 });
+    db.pragma('query_only = ON');
+    const applied = new Set(
+      (db.prepare('SELECT name FROM schema_migrations').all() as { name: string }[]).map((row) => row.name),
+    );
+    const missing = migrations.filter((migration) => !applied.has(migration.name));
+    if (missing.length > 0) {
+      db.close();
+      throw new MagpieError('data_dir_outdated', `the database in ${dataDir} was written by an older Magpie`, {
+        context: { dataDir, missing: missing.map((migration) => migration.name) },
+        hint: 'run a writing command once (magpie start, chat or replay) to upgrade it, then read it again',
+      });
+    }
+  } catch (error) {
+    if (error instanceof MagpieError) throw error;
+    throw unusableDataDir(dataDir, error, 'read');
+  }
+  return db;
+}
+
 /** A data dir that is a file, not writable, or on a read-only disk: say which and what to do. */
-function unusableDataDir(dataDir: string, cause: unknown): MagpieError {
+function unusableDataDir(dataDir: string, cause: unknown, mode: 'read' | 'write' = 'write'): MagpieError {
+  // A damaged database (or garbage in magpie.sqlite) is not a permissions problem.
+  const damaged = storageError(dataDir, cause);
+  if (damaged?.code === 'storage_corrupt') return damaged;
   const reason = cause instanceof Error ? cause.message : String(cause);
   return new MagpieError('data_dir_unusable', `cannot open the data directory ${dataDir}: ${reason}`, {
     cause,
     context: { dataDir },
-    hint: 'point --data-dir, MAGPIE_DATA_DIR or [memory] data_dir at a directory this user can write',
+    hint:
+      mode === 'write'
+        ? 'point --data-dir, MAGPIE_DATA_DIR or [memory] data_dir at a directory this user can write'
+        : 'check that this user can read the directory and its magpie.sqlite file',
   });
 }
 
+/**
+ * Applies the migrations not yet applied. Each runs in a BEGIN IMMEDIATE transaction that first
+ * re-checks whether another process applied it meanwhile, so two processes migrating a fresh
+ * data dir at once take turns (busy_timeout) instead of failing on "table already exists".
+ */
 export function applyMigrations(db: SqliteDatabase, migrations: readonly Migration[]): void {
   db.exec(
     'CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)',
@@ -61,12 +129,14 @@ export function applyMigrations(db: SqliteDatabase, migrations: readonly Migrati
   const applied = new Set(
     (db.prepare('SELECT name FROM schema_migrations').all() as { name: string }[]).map((row) => row.name),
   );
+  const isApplied = db.prepare('SELECT 1 FROM schema_migrations WHERE name = ?');
   const record = db.prepare('INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)');
   for (const migration of migrations) {
     if (applied.has(migration.name)) continue;
     db.transaction(() => {
+      if (isApplied.get(migration.name)) return;
       migration.up(db);
       record.run(migration.name, Date.now());
-    })();
+    }).immediate();
   }
 }

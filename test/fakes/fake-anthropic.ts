@@ -31,6 +31,8 @@ export interface RecordedRequest {
   body: any;
   /** 1-based arrival order. */
   index: number;
+  /** The prompt's token count, when the fake counts tokens (`countTokens`). */
+  inputTokens?: number;
 }
 
 /** A plain text answer (`stop_reason` defaults to `end_turn`). */
@@ -103,6 +105,8 @@ export interface FakeAnthropic {
   setDefault(reply: FakeReply): void;
   /** Replies still queued. */
   readonly pending: number;
+  /** Requests refused as too long (`maxInputTokens`). */
+  readonly refusedTooLong: number;
   /** Forgets queued replies, recorded requests and the peak in-flight count; restores the default. */
   reset(): void;
   /** Stops the server, drops open connections and pending delays. */
@@ -111,7 +115,61 @@ export interface FakeAnthropic {
 
 const NO_REPLY_MESSAGE = 'fake-anthropic: no reply queued';
 
-export async function startFakeAnthropic(): Promise<FakeAnthropic> {
+/**
+ * Token counting, as a real server would do it, for tests of the estimate against the real
+ * count. `countTokens` says how many tokens a request's prompt holds; `usage.input_tokens` then
+ * reports that number (unless the reply sets its own), and with `maxInputTokens` a request above
+ * it is refused the way Anthropic refuses it (HTTP 400 `invalid_request_error`,
+ * "prompt is too long: N tokens > M maximum") without consuming a queued reply.
+ */
+export interface FakeAnthropicOptions {
+  countTokens?: (request: RecordedRequest) => number;
+  maxInputTokens?: number;
+}
+
+/** The text a request puts before the model: system prompt, every block of every message, tool definitions. */
+export function promptText(body: any): string {
+  const parts: string[] = [];
+  const system = body?.system;
+  if (typeof system === 'string') parts.push(system);
+  else if (Array.isArray(system)) for (const block of system) parts.push(String(block?.text ?? ''));
+  for (const message of Array.isArray(body?.messages) ? body.messages : []) {
+    if (typeof message?.content === 'string') {
+      parts.push(message.content);
+      continue;
+    }
+    for (const block of Array.isArray(message?.content) ? message.content : []) {
+      if (block?.type === 'text') parts.push(String(block.text ?? ''));
+      else if (block?.type === 'tool_use') parts.push(`${block.name ?? ''} ${JSON.stringify(block.input ?? {})}`);
+      else if (block?.type === 'tool_result') parts.push(typeof block.content === 'string' ? block.content : JSON.stringify(block.content ?? ''));
+    }
+  }
+  if (Array.isArray(body?.tools)) parts.push(JSON.stringify(body.tools));
+  return parts.join('\n');
+}
+
+/**
+ * A tokenizer stand-in: one token per CJK character (Han, kana, Hangul, full-width forms), one per
+ * `charsPerToken` other characters (default 4, as Latin prose goes), plus `perMessage` for each
+ * message's framing.
+ */
+export function characterTokenCounter(options: { charsPerToken?: number; perMessage?: number } = {}): (request: RecordedRequest) => number {
+  const charsPerToken = options.charsPerToken ?? 4;
+  const perMessage = options.perMessage ?? 3;
+  return (request) => {
+    const text = promptText(request.body);
+    let cjk = 0;
+    let other = 0;
+    for (const char of text) {
+      if (/[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-\u303f]/.test(char)) cjk += 1;
+      else other += 1;
+    }
+    const messages = Array.isArray(request.body?.messages) ? request.body.messages.length : 0;
+    return cjk + Math.ceil(other / charsPerToken) + perMessage * messages;
+  };
+}
+
+export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Promise<FakeAnthropic> {
   const requests: RecordedRequest[] = [];
   const queue: FakeReply[] = [];
   const sockets = new Set<Socket>();
@@ -127,6 +185,7 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
   let maxInFlight = 0;
   let messageCounter = 0;
   let toolCounter = 0;
+  let refused = 0;
 
   const server = http.createServer((request, response) => {
     const chunks: Buffer[] = [];
@@ -154,6 +213,14 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
 
       if (recorded.method !== 'POST' || !recorded.path.startsWith('/v1/messages')) {
         sendJson(response, 404, errorBody(404, `fake-anthropic: no route ${recorded.method} ${recorded.path}`));
+        return;
+      }
+      const tokens = options.countTokens?.(recorded);
+      recorded.inputTokens = tokens;
+      if (tokens !== undefined && options.maxInputTokens !== undefined && tokens > options.maxInputTokens) {
+        // Refused before any reply is generated: the queued reply stays for the retry.
+        refused += 1;
+        sendJson(response, 400, errorBody(400, `prompt is too long: ${tokens} tokens > ${options.maxInputTokens} maximum`));
         return;
       }
       const reply = queue.length > 0 ? queue.shift()! : defaultReply;
@@ -241,7 +308,7 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
       stop_reason: stopReason,
       stop_sequence: null,
       usage: {
-        input_tokens: reply.usage?.inputTokens ?? Math.ceil(JSON.stringify(recorded.body ?? '').length / 4),
+        input_tokens: reply.usage?.inputTokens ?? recorded.inputTokens ?? Math.ceil(JSON.stringify(recorded.body ?? '').length / 4),
         output_tokens: reply.usage?.outputTokens ?? Math.ceil(outputText.length / 4),
       },
     };
@@ -268,6 +335,9 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
     get pending() {
       return queue.length;
     },
+    get refusedTooLong() {
+      return refused;
+    },
     enqueue(...replies: FakeReply[]) {
       queue.push(...replies);
     },
@@ -279,6 +349,7 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
       requests.length = 0;
       maxInFlight = inFlight;
       defaultReply = initialDefault;
+      refused = 0;
     },
     async close() {
       for (const timer of timers) clearTimeout(timer);

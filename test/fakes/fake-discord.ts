@@ -126,6 +126,8 @@ export class FakeDiscord {
   /** IDENTIFY and RESUME payloads received, in order. */
   readonly handshakes: Array<{ op: number; d: unknown }> = [];
   heartbeats = 0;
+  /** GET /channels/:id/messages requests received (catch-up), in order. */
+  readonly historyRequests: Array<{ channelId: string; after?: string; before?: string }> = [];
 
   private readonly server: Server;
   private readonly wss: WebSocketServer;
@@ -377,6 +379,16 @@ export class FakeDiscord {
     this.socket = undefined;
   }
 
+  /**
+   * Drops the connection and forgets the session, as after an outage too long to resume: the
+   * client's RESUME is answered with INVALID_SESSION (not resumable), it identifies again, and
+   * events dispatched meanwhile are never replayed (only REST history has them).
+   */
+  dropSession(): void {
+    this.sessionId = '';
+    this.dropConnection();
+  }
+
   async close(): Promise<void> {
     for (const client of this.wss.clients) client.terminate();
     this.socket = undefined;
@@ -570,12 +582,34 @@ export class FakeDiscord {
       if (!channel) return reply(404, { message: 'Unknown Channel', code: 10003 });
       return reply(200, this.channelPayload(channel));
     }
+    if (method === 'GET' && (match = path.match(/^\/channels\/(\d+)\/messages$/))) {
+      return reply(200, this.channelHistory(match[1]!, url.searchParams));
+    }
     if (method === 'GET' && (match = path.match(/^\/channels\/(\d+)\/messages\/(\d+)$/))) {
       const message = this.messages.get(match[2]!);
       if (!message) return reply(404, { message: 'Unknown Message', code: 10008 });
       return reply(200, message);
     }
     return reply(404, { message: `fake discord: no route for ${method} ${path}`, code: 0 });
+  }
+
+  /**
+   * GET /channels/:id/messages as Discord answers it: `limit` (1-100, default 50) messages,
+   * newest first; with `after`, the oldest ones after that id; with `before`, the newest before it.
+   */
+  private channelHistory(channelId: string, query: URLSearchParams): Array<Record<string, unknown>> {
+    this.historyRequests.push({ channelId, after: query.get('after') ?? undefined, before: query.get('before') ?? undefined });
+    const limit = Math.min(100, Math.max(1, Number(query.get('limit') ?? 50) || 50));
+    const after = query.get('after');
+    const before = query.get('before');
+    const inChannel = [...this.messages.values()]
+      .filter((message) => message.channel_id === channelId)
+      .sort((left, right) => (BigInt(left.id as string) < BigInt(right.id as string) ? -1 : 1));
+    if (after !== null) {
+      return inChannel.filter((message) => BigInt(message.id as string) > BigInt(after)).slice(0, limit).reverse();
+    }
+    const older = before === null ? inChannel : inChannel.filter((message) => BigInt(message.id as string) < BigInt(before));
+    return older.slice(-limit).reverse();
   }
 
   private recordPost(channelId: string, body: Record<string, any>): Record<string, unknown> {

@@ -45,7 +45,7 @@ export const chatCommand: CliCommand = {
     const { config } = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env });
     const events = new EventStream();
     const dataDir = parsed.values['data-dir'];
-    const app = await openApp({ config, env: io.env, cwd: io.cwd, events, ...(dataDir ? { dataDir } : {}) });
+    const app = await openApp({ config, env: io.env, cwd: io.cwd, events, command: 'magpie chat', ...(dataDir ? { dataDir } : {}) });
     try {
       const adapter = new ConsoleAdapter({
         app,

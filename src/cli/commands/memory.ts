@@ -8,7 +8,10 @@ import type { SqliteMemoryStore } from '../../memory/sqlite-memory-store.js';
 import { MEMORY_TYPES, type MemoryKind, type MemoryType, type SearchResult } from '../../memory/types.js';
 import { checkLimit, checkMemoryType, checkQuery, MAX_SEARCH_LIMIT } from '../../memory/validation.js';
 import { DATABASE_FILE, openDatabase, type SqliteDatabase } from '../../storage/database.js';
+import { openDataDirForWriting, type WritableDataDir } from '../../storage/data-dir.js';
+import { EventStream } from '../../common/events.js';
 import { ALL_MIGRATIONS } from '../../storage/migrations.js';
+import { storageError } from '../../storage/storage-error.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
 import { forgetCommand } from './memory-forget.js';
@@ -133,12 +136,12 @@ async function searchCommand(argv: string[], io: CliIo): Promise<number> {
     if (parsed.positionals.length > 0) throw new UsageError('give either QUERY or --queries FILE, not both', SEARCH_USAGE);
     if (!values.json) throw new UsageError('--queries needs --json (its output is JSON lines)', SEARCH_USAGE);
     const text = values.queries === '-' ? await readAll(io.stdin) : readInputFile(path.resolve(io.cwd, values.queries));
-    return withStore(values, io, async (store) => runBatch(store, text, { kind, memoryType }, io));
+    return withStore(values, io, {}, async (store) => runBatch(store, text, { kind, memoryType }, io));
   }
   const query = parsed.positionals[0];
   if (query === undefined) throw new UsageError('missing QUERY (or --queries FILE)', SEARCH_USAGE);
   const channelId = requireFlag(values.channel, '--channel', SEARCH_USAGE);
-  return withStore(values, io, async (store) => {
+  return withStore(values, io, {}, async (store) => {
     const results = await store.search({
       location: { channelId },
       query,
@@ -220,7 +223,7 @@ async function listCommand(argv: string[], io: CliIo): Promise<number> {
   const values = parsed.values;
   const kind = kindFlag(values.kind, LIST_USAGE);
   const limit = integerFlag(values.limit, '--limit', LIST_USAGE, { min: 1, max: 10_000 }) ?? 50;
-  return withStore(values, io, async (store) => {
+  return withStore(values, io, {}, async (store) => {
     const records = store.list({
       ...(values.channel ? { location: { channelId: values.channel } } : {}),
       ...(kind ? { kind } : {}),
@@ -251,7 +254,7 @@ async function statsCommand(argv: string[], io: CliIo): Promise<number> {
     return EXIT.ok;
   }
   const values = parsed.values;
-  return withStore(values, io, async (store) => {
+  return withStore(values, io, {}, async (store) => {
     const stats = store.stats(values.channel ? { channelId: values.channel } : undefined);
     if (values.json) {
       io.stdout.write(`${JSON.stringify(stats)}\n`);
@@ -275,11 +278,14 @@ async function statsCommand(argv: string[], io: CliIo): Promise<number> {
 
 /**
  * Opens the data directory's database and memory store around `work`, and closes both. A data
- * directory without a database is an error: reading commands never create an empty one.
+ * directory without a database is an error: reading commands never create an empty one. Readers
+ * open it read-only (they work beside a running bot and on a read-only disk); `write` takes the
+ * data dir's writer lock, so a writer running elsewhere refuses this command, naming itself.
  */
 async function withStore(
   values: { 'data-dir'?: string | undefined; config?: string | undefined },
   io: CliIo,
+  mode: { write?: boolean },
   work: (store: SqliteMemoryStore) => Promise<number>,
 ): Promise<number> {
   const { config } = loadConfig({ path: values.config, cwd: io.cwd, env: io.env });
@@ -289,20 +295,38 @@ async function withStore(
       hint: 'pass --data-dir with a directory written by `magpie start`, `magpie chat` or `magpie replay`',
     });
   }
+  let writable: WritableDataDir | undefined;
   let db: SqliteDatabase | undefined;
   let store: SqliteMemoryStore | undefined;
+  // A damaged index file is never trusted; say so, since a reader rebuilds it in memory each run.
+  const events = new EventStream();
+  events.subscribe((event) => {
+    if (event.type === 'memory_index_rebuild' && event.reason !== 'no saved index' && event.reason !== 'index file missing') {
+      io.stderr.write(`warning: the vector index of ${String(event.index_key)} was not used (${String(event.reason)}); searching without it\n`);
+    } else if (event.type === 'memory_index_path_moved') {
+      io.stderr.write(`warning: ${String(event.path)} is ${String(event.reason)}; ${event.moved_to ? `moved to ${String(event.moved_to)}` : 'ignored'}\n`);
+    }
+  });
   try {
-    db = openDatabase(dataDir, ALL_MIGRATIONS);
+    if (mode.write) {
+      writable = openDataDirForWriting(dataDir, ALL_MIGRATIONS, { command: 'magpie memory forget' });
+      db = writable.db;
+    } else {
+      db = openDatabase(dataDir, ALL_MIGRATIONS, { readOnly: true });
+    }
     const settings: MemorySettings = { ...config.memory, dataDir };
-    store = await openMemoryStore({ db, dataDir, settings, env: io.env });
+    store = await openMemoryStore({ db, dataDir, settings, env: io.env, events, readOnly: !mode.write });
     return await work(store);
+  } catch (error) {
+    throw storageError(dataDir, error) ?? error;
   } finally {
     try {
       await store?.close();
     } catch (error) {
       io.stderr.write(`magpie memory: could not save the vector index: ${errorMessage(error)}\n`);
     }
-    db?.close();
+    if (writable) writable.close();
+    else db?.close();
   }
 }
 

@@ -1,6 +1,5 @@
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { ChannelRuntime } from '../../channel/runtime.js';
 import { EventStream, type MagpieEvent } from '../../common/events.js';
 import { InputError } from '../../common/errors.js';
@@ -14,9 +13,12 @@ import { loadConfig } from '../../config/load-config.js';
 import type { MagpieConfig } from '../../config/types.js';
 import { createAnthropicModel } from '../../llm/anthropic-model.js';
 import { createMemoryTools, openMemoryStore } from '../../memory/index.js';
+import type { SqliteMemoryStore } from '../../memory/sqlite-memory-store.js';
 import type { MemoryStore } from '../../memory/types.js';
-import { openDatabase } from '../../storage/database.js';
+import { openDataDirForWriting } from '../../storage/data-dir.js';
 import { ALL_MIGRATIONS } from '../../storage/migrations.js';
+import { storageError } from '../../storage/storage-error.js';
+import { utf8Lines } from '../utf8-lines.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
 
@@ -32,10 +34,13 @@ Options:
   --summarizer KIND     extractive (default, offline) or llm (needs [llm] configured)
   --worker-lag N        land each worker's result after N more messages in its channel (default 0)
   --json                one JSON event per line, ending with a replay_summary line
+  --accept-invalid-utf8 replace bytes that are not UTF-8 with U+FFFD (default: such a line is an error)
   -h, --help            show this help
 
-Re-running on the same data dir skips messages already ingested (by id). A bad line stops the
-replay with exit 1; what came before it is kept.
+Re-running on the same data dir skips messages already ingested (by id); a line that reuses a
+stored id with other text is reported on stderr and counted as a conflict (the stored text is
+kept). A bad line stops the replay with exit 1; what came before it is kept. Replay writes the
+data dir, so it refuses to run while another writer (the bot, chat, another replay) holds it.
 `;
 
 /** The events printed with --json (every compaction event the runtime emits). */
@@ -62,6 +67,7 @@ export const replayCommand: CliCommand = {
         summarizer: { type: 'string' },
         'worker-lag': { type: 'string' },
         json: { type: 'boolean' },
+        'accept-invalid-utf8': { type: 'boolean' },
       },
       positionals: { min: 1, max: 1 },
     });
@@ -81,7 +87,16 @@ export const replayCommand: CliCommand = {
     if (!statSync(transcript).isFile()) throw new InputError(`transcript is not a file: ${transcript}`);
     const loaded = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env }).config;
     const config = withContextWindow(loaded, contextWindow);
-    return replay({ io, transcript, dataDir, config, summarizerKind, workerLag, json: parsed.values.json === true });
+    return replay({
+      io,
+      transcript,
+      dataDir,
+      config,
+      summarizerKind,
+      workerLag,
+      json: parsed.values.json === true,
+      acceptInvalidUtf8: parsed.values['accept-invalid-utf8'] === true,
+    });
   },
 };
 
@@ -93,10 +108,17 @@ async function replay(options: {
   summarizerKind: 'extractive' | 'llm';
   workerLag: number;
   json: boolean;
+  acceptInvalidUtf8: boolean;
 }): Promise<number> {
   const { io, config } = options;
-  const db = openDatabase(options.dataDir, ALL_MIGRATIONS);
-  let memory: MemoryStore | undefined;
+  let writable;
+  try {
+    writable = openDataDirForWriting(options.dataDir, ALL_MIGRATIONS, { command: 'magpie replay' });
+  } catch (error) {
+    throw storageError(options.dataDir, error) ?? error;
+  }
+  const db = writable.db;
+  let memory: SqliteMemoryStore | undefined;
   let runtime: ChannelRuntime | undefined;
   try {
     // Memories saved by workers carry the transcript's time too, so two runs write the same rows.
@@ -119,25 +141,63 @@ async function replay(options: {
       scheduler: new LaggedScheduler(options.workerLag),
     });
     const started = performance.now();
-    const lines = createInterface({ input: createReadStream(options.transcript, 'utf8'), crlfDelay: Infinity });
-    const progress = await replayLines({ lines, runtime, clock });
-    await runtime.flushCompactions();
+    let invalidUtf8Lines = 0;
+    const lines = utf8Lines(createReadStream(options.transcript), {
+      acceptInvalid: options.acceptInvalidUtf8,
+      onInvalid: (line) => {
+        invalidUtf8Lines += 1;
+        io.stderr.write(`magpie replay: line ${line}: not valid UTF-8; bad bytes replaced with U+FFFD\n`);
+      },
+    });
+    const progress = await replayLines({
+      lines,
+      runtime,
+      clock,
+      onConflict: (conflict) =>
+        io.stderr.write(
+          `magpie replay: line ${conflict.line}: id ${JSON.stringify(conflict.messageId)} in channel ${JSON.stringify(conflict.channelId)} ` +
+            'is already stored with other text; the stored text is kept\n',
+        ),
+    });
+    let failure = progress.failure;
+    if (failure === undefined) {
+      try {
+        await runtime.flushCompactions();
+        // Leaves complete index files behind, so readers need not rebuild them.
+        memory.warmIndexes([...progress.channels]);
+      } catch (error) {
+        failure = error;
+      }
+    }
     const durationMs = performance.now() - started;
-    await runtime.close();
+    try {
+      await runtime.close();
+    } catch (error) {
+      failure ??= error;
+    }
     runtime = undefined;
-    const summary = tally.summary(progress, durationMs, options);
+    const summary = { ...tally.summary(progress, durationMs, options), ...(invalidUtf8Lines > 0 ? { invalid_utf8_lines: invalidUtf8Lines } : {}) };
     if (options.json) io.stdout.write(`${JSON.stringify(summary)}\n`);
     else io.stdout.write(readable(summary));
+    if (failure !== undefined) {
+      const problem = storageError(options.dataDir, failure);
+      if (!problem) throw failure;
+      const kept = progress.messages + progress.duplicates + progress.conflicts;
+      io.stderr.write(`magpie replay: ${problem.render()}\n  (the ${kept} lines before it are stored in ${options.dataDir}; run the same replay again to go on)\n`);
+      return EXIT.failure;
+    }
     if (progress.error) {
-      const kept = progress.messages + progress.duplicates;
+      const kept = progress.messages + progress.duplicates + progress.conflicts;
       io.stderr.write(`magpie replay: ${progress.error.render()}\n  (the ${kept} messages before it are in ${options.dataDir})\n`);
       return EXIT.failure;
     }
     return EXIT.ok;
+  } catch (error) {
+    throw storageError(options.dataDir, error) ?? error;
   } finally {
-    if (runtime) await runtime.close();
-    if (memory) await memory.close();
-    db.close();
+    if (runtime) await runtime.close().catch(() => {});
+    if (memory) await memory.close().catch(() => {});
+    writable.close();
   }
 }
 
@@ -191,6 +251,7 @@ class Tally {
       type: 'replay_summary',
       messages: progress.messages,
       duplicates: progress.duplicates,
+      conflicts: progress.conflicts,
       channels: progress.channels.size,
       tiers: { ...this.tiers },
       compactions_completed: this.completed,
@@ -212,6 +273,7 @@ function readable(summary: ReturnType<Tally['summary']>): string {
   return [
     `Replayed ${summary.messages} messages in ${summary.channels} channel(s)` +
       (summary.duplicates > 0 ? ` (${summary.duplicates} already present, skipped)` : '') +
+      (summary.conflicts > 0 ? ` (${summary.conflicts} reused an id with other text: conflicts, see stderr)` : '') +
       ` in ${(summary.duration_ms / 1000).toFixed(1)} s (${summary.messages_per_second} messages/s).`,
     `Compaction triggered: background ${summary.tiers.background}, aggressive ${summary.tiers.aggressive}, emergency ${summary.tiers.emergency}.`,
     `Compactions completed: ${summary.compactions_completed} (${summary.messages_compacted} messages summarized, ` +

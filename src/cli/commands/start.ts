@@ -4,6 +4,7 @@ import { EventStream } from '../../common/events.js';
 import { loadConfig, watchConfigFile, type ConfigWatcher } from '../../config/index.js';
 import { createDiscordClient, destroyClient, DiscordAdapter } from '../../discord/index.js';
 import { attachEventLogger, createLogger, followConfigLevel } from '../../logging/index.js';
+import { CatchUpPoints } from '../../channel/catch-up-points.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { parseFlags } from '../parse-flags.js';
 
@@ -70,7 +71,7 @@ export const startCommand: CliCommand = {
     });
     const events = new EventStream();
     attachEventLogger(events, logger);
-    const app = await openApp({ config, env: io.env, cwd: io.cwd, events });
+    const app = await openApp({ config, env: io.env, cwd: io.cwd, events, command: 'magpie start' });
     if (app.modelProblem && config.llm.model.trim() !== '') {
       // A model was asked for but cannot be used: refuse now rather than at the first message.
       await app.close();
@@ -93,6 +94,9 @@ export const startCommand: CliCommand = {
       memory: app.memory,
       config: app.config,
       events,
+      storage: app.storage,
+      dataDir: app.dataDir,
+      catchUp: new CatchUpPoints(app.db),
     });
 
     const signalled = new Promise<string>((resolve) => {

@@ -1,0 +1,58 @@
+import type { Clock } from '../common/clock.js';
+import type { EventStream } from '../common/events.js';
+import type { SqliteDatabase } from '../storage/database.js';
+import { CalibrationStore, observe, observeOverflow, type Calibration } from './calibration.js';
+import type { ChannelState } from './channel-state.js';
+
+/**
+ * Applies model counts to a channel's calibration: learns, saves with the channel, and reports
+ * a `calibration_updated` event when the factor moves (not once per call that confirms it).
+ */
+export class CalibrationKeeper {
+  private readonly store: CalibrationStore;
+
+  constructor(private readonly options: { db: SqliteDatabase; events: EventStream; clock: Clock }) {
+    this.store = new CalibrationStore(options.db);
+  }
+
+  load(channelId: string): Calibration {
+    return this.store.load(channelId);
+  }
+
+  /** A response counted `inputTokens` for a request estimated at `estimatedTokens`. */
+  record(state: ChannelState, estimatedTokens: number, inputTokens: number): void {
+    const next = observe(state.calibration, estimatedTokens, inputTokens);
+    if (next) this.set(state, next, { estimated_tokens: estimatedTokens, input_tokens: inputTokens });
+  }
+
+  /** The server refused a request of that estimate as `tokens` long (when it said). */
+  overflow(state: ChannelState, estimatedTokens: number, tokens: number | undefined): Calibration {
+    const next = observeOverflow(state.calibration, estimatedTokens, tokens);
+    this.set(state, next, {
+      estimated_tokens: estimatedTokens,
+      ...(tokens !== undefined ? { input_tokens: tokens } : {}),
+      reason: 'context_overflow',
+    });
+    return next;
+  }
+
+  private set(state: ChannelState, next: Calibration, fields: Record<string, unknown>): void {
+    const previous = state.calibration.factor;
+    state.calibration = next;
+    try {
+      this.store.save(state.channelId, next, this.options.clock.now());
+    } catch {
+      // Only the saving is lost: the factor is learnt again from the next responses after a restart.
+    }
+    const moved = Math.abs(next.factor - previous) >= 0.005 * previous;
+    if (!moved && next.observations !== 1 && fields['reason'] === undefined) return;
+    this.options.events.emit({
+      type: 'calibration_updated',
+      channel_id: state.channelId,
+      factor_before: previous,
+      factor: next.factor,
+      observations: next.observations,
+      ...fields,
+    });
+  }
+}

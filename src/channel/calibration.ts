@@ -1,0 +1,126 @@
+import type { ChannelSettings } from '../config/types.js';
+import type { Migration, SqliteDatabase } from '../storage/database.js';
+
+/**
+ * Calibration of the 4-characters-per-token estimate against the model's own count.
+ *
+ * The estimate stays what the design says (characters / 4, counted once per message, running
+ * totals), so a check is O(1). Every model response reports `usage.input_tokens` for the
+ * request it answered; the ratio between that and the estimate of the same request is the
+ * channel's correction factor, smoothed so that one odd request does not swing it, and bounded
+ * so that a broken server cannot make a channel compact on every message or never. Thresholds
+ * apply to `factor × estimate`.
+ */
+export const CALIBRATION = Object.freeze({
+  /** Smallest and largest factor taken (Latin prose sits near 1, CJK near 4, dense code 1–2). */
+  min: 0.25,
+  max: 8,
+  /** Weight of a new observation once the first one has set the factor. */
+  smoothing: 0.3,
+  /** Requests estimated below this are too small to say anything (fixed overheads dominate). */
+  minEstimate: 64,
+});
+
+/** A channel's correction factor; `observations` 0 means no model has answered yet (factor 1). */
+export interface Calibration {
+  factor: number;
+  observations: number;
+}
+
+export const UNCALIBRATED: Readonly<Calibration> = Object.freeze({ factor: 1, observations: 0 });
+
+function clampFactor(value: number): number {
+  return Math.min(CALIBRATION.max, Math.max(CALIBRATION.min, value));
+}
+
+/**
+ * The factor after one response: the first observation is taken whole (a CJK channel must not
+ * wait several turns to stop overflowing), later ones are smoothed. Undefined when the numbers
+ * say nothing (no count from the server, a tiny request).
+ */
+export function observe(current: Calibration, estimatedTokens: number, realTokens: number): Calibration | undefined {
+  if (!(estimatedTokens >= CALIBRATION.minEstimate) || !(realTokens > 0) || !Number.isFinite(realTokens)) return undefined;
+  const ratio = clampFactor(realTokens / estimatedTokens);
+  const factor = current.observations === 0 ? ratio : clampFactor(current.factor + CALIBRATION.smoothing * (ratio - current.factor));
+  return { factor: round(factor), observations: current.observations + 1 };
+}
+
+/**
+ * After the server refused a request as too long, the count it gave is the truth for that
+ * request: the factor rises to it at once (never below what it was), unsmoothed.
+ */
+export function observeOverflow(current: Calibration, estimatedTokens: number, realTokens: number | undefined): Calibration {
+  if (realTokens === undefined || !(estimatedTokens > 0)) return current;
+  const factor = clampFactor(Math.max(current.factor, realTokens / estimatedTokens));
+  return { factor: round(factor), observations: current.observations + 1 };
+}
+
+/**
+ * The window the thresholds apply to: the model's context window less the room reserved for
+ * the answer (`context_window − max_response_tokens`), at least 1.
+ */
+export function usableWindow(settings: Pick<ChannelSettings, 'contextWindow' | 'maxResponseTokens'>): number {
+  return Math.max(1, settings.contextWindow - settings.maxResponseTokens);
+}
+
+/** `factor × estimate / (context_window − max_response_tokens)`, the Compactor's usage. */
+export function usageOf(estimatedTokens: number, factor: number, settings: Pick<ChannelSettings, 'contextWindow' | 'maxResponseTokens'>): number {
+  return (factor * estimatedTokens) / usableWindow(settings);
+}
+
+/** Numbers in a context-overflow message: "prompt is too long: 210345 tokens > 200000 maximum". */
+export function overflowNumbers(message: string): { tokens?: number; maximum?: number } {
+  const match = /(\d[\d,]*)\s*tokens?\s*>\s*(\d[\d,]*)/i.exec(message);
+  if (!match) return {};
+  const tokens = Number(match[1]!.replace(/,/g, ''));
+  const maximum = Number(match[2]!.replace(/,/g, ''));
+  return {
+    ...(Number.isFinite(tokens) && tokens > 0 ? { tokens } : {}),
+    ...(Number.isFinite(maximum) && maximum > 0 ? { maximum } : {}),
+  };
+}
+
+function round(value: number): number {
+  return Math.round(value * 10_000) / 10_000;
+}
+
+export const CALIBRATION_MIGRATIONS: readonly Migration[] = [
+  {
+    name: 'history-calibration-001',
+    up(db) {
+      db.exec(`
+        CREATE TABLE history_calibration (
+          channel_id TEXT PRIMARY KEY,
+          factor REAL NOT NULL,
+          observations INTEGER NOT NULL,
+          updated_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+      `);
+    },
+  },
+];
+
+/** The calibration of each channel, kept with its history (one small row per channel). */
+export class CalibrationStore {
+  private readonly statements;
+
+  constructor(db: SqliteDatabase) {
+    this.statements = {
+      get: db.prepare('SELECT factor, observations FROM history_calibration WHERE channel_id = ?'),
+      put: db.prepare(
+        `INSERT INTO history_calibration (channel_id, factor, observations, updated_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (channel_id) DO UPDATE SET factor = excluded.factor, observations = excluded.observations, updated_at = excluded.updated_at`,
+      ),
+    };
+  }
+
+  load(channelId: string): Calibration {
+    const row = this.statements.get.get(channelId) as { factor: number; observations: number } | undefined;
+    if (!row || !Number.isFinite(row.factor)) return { ...UNCALIBRATED };
+    return { factor: clampFactor(row.factor), observations: row.observations };
+  }
+
+  save(channelId: string, calibration: Calibration, now: number): void {
+    this.statements.put.run(channelId, calibration.factor, calibration.observations, now);
+  }
+}

@@ -1,0 +1,45 @@
+import type { SqliteDatabase } from '../storage/database.js';
+
+/** A channel that was active, and the newest platform message id stored for it. */
+export interface CatchUpPoint {
+  channelId: string;
+  lastMessageId: string;
+}
+
+/**
+ * Where each active channel's history ends, read from SQLite, so that after a restart or a
+ * gateway session that could not be resumed the adapter fetches exactly what came after.
+ * Only platform ids count (digits: Discord snowflakes), not the ids made up for tool traffic.
+ */
+export class CatchUpPoints {
+  private readonly channels;
+  private readonly last;
+
+  constructor(db: SqliteDatabase) {
+    this.channels = db.prepare(
+      `SELECT channel_id, MAX(created_at) AS last_at FROM history_entries WHERE kind = 'message'
+        GROUP BY channel_id ORDER BY last_at DESC LIMIT ?`,
+    );
+    // Newest first by seq (the primary key): stops at the first platform id.
+    this.last = db.prepare(
+      `SELECT message_id FROM history_entries
+        WHERE channel_id = ? AND kind = 'message' AND message_id <> '' AND message_id NOT GLOB '*[^0-9]*'
+        ORDER BY seq DESC LIMIT 1`,
+    );
+  }
+
+  /** The `limit` most recently active channels with a platform message stored. */
+  active(limit: number): CatchUpPoint[] {
+    if (limit <= 0) return [];
+    const points: CatchUpPoint[] = [];
+    for (const row of this.channels.all(limit) as Array<{ channel_id: string }>) {
+      const last = this.lastMessageId(row.channel_id);
+      if (last) points.push({ channelId: row.channel_id, lastMessageId: last });
+    }
+    return points;
+  }
+
+  lastMessageId(channelId: string): string | undefined {
+    return (this.last.get(channelId) as { message_id: string } | undefined)?.message_id;
+  }
+}

@@ -1,0 +1,79 @@
+import { InputError } from '../common/errors.js';
+
+export interface Utf8LinesOptions {
+  /** Decode invalid bytes as U+FFFD instead of refusing the line. */
+  acceptInvalid?: boolean;
+  /** Told about each line that held invalid UTF-8 (when accepted). */
+  onInvalid?: (lineNumber: number) => void;
+}
+
+/**
+ * Splits a byte stream into lines and decodes each strictly as UTF-8: a line with invalid bytes
+ * throws an InputError naming the line (a silently replaced character would change what a user
+ * wrote), unless `acceptInvalid`. Lines end at LF; a CR before it is dropped.
+ */
+export async function* utf8Lines(input: AsyncIterable<Buffer | string>, options: Utf8LinesOptions = {}): AsyncGenerator<string> {
+  const strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+  const lenient = new TextDecoder('utf-8', { ignoreBOM: true });
+  let lineNumber = 0;
+  const decode = (bytes: Buffer): string => {
+    lineNumber += 1;
+    const line = bytes.length > 0 && bytes[bytes.length - 1] === 0x0d ? bytes.subarray(0, bytes.length - 1) : bytes;
+    try {
+      return strict.decode(line);
+    } catch {
+      if (!options.acceptInvalid) {
+        throw new InputError(`transcript line ${lineNumber}: is not valid UTF-8 (byte ${firstInvalidByte(line) + 1} of the line)`, {
+          context: { line: lineNumber },
+          hint: 'save the transcript as UTF-8, or pass --accept-invalid-utf8 to replace bad bytes with U+FFFD',
+        });
+      }
+      options.onInvalid?.(lineNumber);
+      return lenient.decode(line);
+    }
+  };
+  // Pieces of the line still open; joined once its end arrives, so a long line costs O(length).
+  let open: Buffer[] = [];
+  for await (const chunk of input) {
+    const bytes = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
+    let start = 0;
+    let newline = bytes.indexOf(0x0a);
+    while (newline >= 0) {
+      const piece = bytes.subarray(start, newline);
+      yield decode(open.length > 0 ? Buffer.concat([...open, piece]) : piece);
+      open = [];
+      start = newline + 1;
+      newline = bytes.indexOf(0x0a, start);
+    }
+    if (start < bytes.length) open.push(bytes.subarray(start));
+  }
+  if (open.length > 0) yield decode(Buffer.concat(open));
+}
+
+/** Position (0-based) of the first byte that starts an invalid UTF-8 sequence. */
+export function firstInvalidByte(bytes: Uint8Array): number {
+  let index = 0;
+  while (index < bytes.length) {
+    const lead = bytes[index]!;
+    let length: number;
+    let min: number;
+    if (lead < 0x80) {
+      index += 1;
+      continue;
+    } else if (lead >= 0xc2 && lead <= 0xdf) [length, min] = [2, 0x80];
+    else if (lead >= 0xe0 && lead <= 0xef) [length, min] = [3, 0x800];
+    else if (lead >= 0xf0 && lead <= 0xf4) [length, min] = [4, 0x10000];
+    else return index;
+    if (index + length > bytes.length) return index;
+    let code = lead & (0xff >> (length + 1));
+    for (let offset = 1; offset < length; offset += 1) {
+      const next = bytes[index + offset]!;
+      if ((next & 0xc0) !== 0x80) return index;
+      code = (code << 6) | (next & 0x3f);
+    }
+    // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8.
+    if (code < min || (code >= 0xd800 && code <= 0xdfff) || code > 0x10ffff) return index;
+    index += length;
+  }
+  return bytes.length;
+}

@@ -1,0 +1,217 @@
+/**
+ * Outages: the gateway comes back without resuming (or the bot restarts) while messages arrive,
+ * and the disk fills up under a running bot. Real discord.js against the fake Discord, real
+ * Anthropic SDK against the fake Messages API, real SQLite.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, describe, test } from 'node:test';
+import { openApp, type MagpieApp } from '../src/app/index.js';
+import { CatchUpPoints } from '../src/channel/catch-up-points.js';
+import { EventStream, type MagpieEvent } from '../src/common/events.js';
+import { createDiscordClient, DiscordAdapter } from '../src/discord/index.js';
+import { startFakeAnthropic, type FakeAnthropic } from './fakes/fake-anthropic.js';
+import { startFakeDiscord, type FakeDiscord } from './fakes/fake-discord.js';
+import { ALICE, BOB, GENERAL, isAgentRequest, lastUserText, QUIET, testConfig, waitUntil } from './discord-helpers.js';
+
+const root = mkdtempSync(path.join(os.tmpdir(), 'magpie-outage-'));
+const mounts: string[] = [];
+after(() => {
+  for (const mount of mounts) spawnSync('umount', [mount]);
+  rmSync(root, { recursive: true, force: true });
+});
+
+interface Bot {
+  app: MagpieApp;
+  adapter: DiscordAdapter;
+  events: MagpieEvent[];
+  stop(): Promise<void>;
+}
+
+async function startBot(options: { discord: FakeDiscord; model: FakeAnthropic; dataDir: string; catchUpMessages?: number }): Promise<Bot> {
+  const config = testConfig({
+    baseUrl: options.model.baseUrl,
+    dataDir: options.dataDir,
+    discord: { ...(options.catchUpMessages ? { catchUpMessages: options.catchUpMessages } : {}) },
+  });
+  const stream = new EventStream();
+  const events: MagpieEvent[] = [];
+  stream.subscribe((event) => events.push(event));
+  const app = await openApp({ config, env: {}, events: stream, command: 'magpie start' });
+  const adapter = new DiscordAdapter({
+    client: createDiscordClient({ restApi: options.discord.restApi }),
+    runtime: app.runtime,
+    responder: app.responder,
+    memory: app.memory,
+    config: app.config,
+    events: stream,
+    storage: app.storage,
+    dataDir: app.dataDir,
+    catchUp: new CatchUpPoints(app.db),
+    storageRetryDelaysMs: [100, 200, 400, 800, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000],
+  });
+  await adapter.start('test-token');
+  return {
+    app,
+    adapter,
+    events,
+    async stop() {
+      await adapter.stop(1_000);
+      await app.close();
+    },
+  };
+}
+
+function messageIds(app: MagpieApp, channelId: string): string[] {
+  return (app.db.prepare("SELECT message_id FROM history_entries WHERE channel_id = ? AND kind = 'message' ORDER BY seq").all(channelId) as Array<{
+    message_id: string;
+  }>).map((row) => row.message_id);
+}
+
+async function fakes(): Promise<{ discord: FakeDiscord; model: FakeAnthropic }> {
+  const discord = await startFakeDiscord({
+    users: [
+      { id: ALICE, username: 'alice', globalName: 'Alice' },
+      { id: BOB, username: 'bob' },
+    ],
+    channels: [
+      { id: GENERAL, name: 'general', type: 0 },
+      { id: QUIET, name: 'quiet', type: 0 },
+    ],
+  });
+  const model = await startFakeAnthropic();
+  model.setDefault((request) => (isAgentRequest(request.body) ? { text: `echo: ${lastUserText(request.body).slice(-60)}` } : { text: 'A short summary.' }));
+  return { discord, model };
+}
+
+describe('nothing missed across an outage', { timeout: 120_000 }, () => {
+  test('a reconnect without resume fetches what was missed, in order, once, before answering again', async () => {
+    const { discord, model } = await fakes();
+    const dataDir = path.join(root, 'reconnect');
+    const bot = await startBot({ discord, model, dataDir });
+    try {
+      const before = [1, 2, 3].map((index) => discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: `before ${index}` }));
+      const quietBefore = discord.sendMessage({ channelId: QUIET, authorId: BOB, content: 'quiet before' });
+      await waitUntil(() => messageIds(bot.app, GENERAL).length === 3 && messageIds(bot.app, QUIET).length === 1, 'live messages stored');
+
+      discord.dropSession();
+      // Sent in the same tick as the drop: the client cannot be back yet, so only REST has them.
+      const missed = Array.from({ length: 130 }, (_, index) =>
+        discord.sendMessage({ channelId: GENERAL, authorId: index % 2 ? ALICE : BOB, content: `missed ${index}` }),
+      );
+      const quietMissed = discord.sendMessage({ channelId: QUIET, authorId: BOB, content: 'quiet missed' });
+
+      await waitUntil(
+        () => bot.events.some((event) => event.type === 'catch_up_completed' && event.reason === 'new_session' && event.channel_id === QUIET),
+        'catch-up after the new session',
+        60_000,
+      );
+      assert.ok(discord.handshakes.filter((handshake) => handshake.op === 2).length >= 2, 'the client identified again (no resume)');
+      const done = bot.events.find((event) => event.type === 'catch_up_completed' && event.channel_id === GENERAL && event.reason === 'new_session');
+      assert.equal(done?.messages, 130);
+      assert.ok(discord.historyRequests.filter((request) => request.channelId === GENERAL).length >= 2, 'paged with after=');
+
+      // The next mention is answered with the missed messages in its context, before it.
+      const asking = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'what did I miss?', mentionsBot: true });
+      await discord.waitForPost((posted) => posted.messageReference?.message_id === asking, { timeoutMs: 20_000 });
+      const request = model.requests.find((recorded) => lastUserText(recorded.body).includes('what did I miss?'))!;
+      const sent = JSON.stringify(request.body);
+      assert.ok(sent.indexOf('missed 0') < sent.indexOf('missed 129') && sent.indexOf('missed 129') < sent.indexOf('what did I miss?'));
+
+      assert.deepEqual(messageIds(bot.app, GENERAL).slice(0, 3 + 130 + 1), [...before, ...missed, asking], 'in order, each once');
+      assert.deepEqual(messageIds(bot.app, QUIET), [quietBefore, quietMissed]);
+    } finally {
+      await bot.stop();
+      await model.close();
+      await discord.close();
+    }
+  });
+
+  test('after a restart each active channel catches up (bounded per channel); a rerun stores nothing twice', async () => {
+    const { discord, model } = await fakes();
+    const dataDir = path.join(root, 'restart');
+    let bot = await startBot({ discord, model, dataDir, catchUpMessages: 40 });
+    const first = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'first' });
+    await waitUntil(() => messageIds(bot.app, GENERAL).length === 1, 'first stored');
+    await bot.stop();
+    const whileDown = Array.from({ length: 60 }, (_, index) => discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: `down ${index}` }));
+    bot = await startBot({ discord, model, dataDir, catchUpMessages: 40 });
+    try {
+      await waitUntil(() => bot.events.some((event) => event.type === 'catch_up_completed' && event.reason === 'start'), 'catch-up at start', 30_000);
+      const done = bot.events.find((event) => event.type === 'catch_up_completed')!;
+      assert.equal(done.messages, 40);
+      assert.equal(done.truncated, true);
+      assert.deepEqual(messageIds(bot.app, GENERAL), [first, ...whileDown.slice(0, 40)]);
+    } finally {
+      await bot.stop();
+    }
+    // The next start goes on from the last one stored.
+    bot = await startBot({ discord, model, dataDir, catchUpMessages: 40 });
+    try {
+      await waitUntil(() => bot.events.some((event) => event.type === 'catch_up_completed'), 'second catch-up', 30_000);
+      assert.deepEqual(messageIds(bot.app, GENERAL), [first, ...whileDown]);
+    } finally {
+      await bot.stop();
+      await model.close();
+      await discord.close();
+    }
+  });
+});
+
+describe('storage errors under a running bot', { timeout: 120_000 }, () => {
+  test('a full disk: not ready, no reply to what could not be stored, retried with backoff, nothing accepted lost', async (context) => {
+    const mountPoint = path.join(root, 'small-disk');
+    mkdirSync(mountPoint);
+    const mount = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=3m', 'tmpfs', mountPoint]);
+    if (mount.status !== 0) {
+      context.skip(`cannot mount a tmpfs here (${mount.stderr?.toString().trim() || 'mount failed'}); CI runs as root, where this runs`);
+      return;
+    }
+    mounts.push(mountPoint);
+    const { discord, model } = await fakes();
+    const bot = await startBot({ discord, model, dataDir: path.join(mountPoint, 'data') });
+    const filler = path.join(mountPoint, 'filler');
+    try {
+      const accepted = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'stored before the disk filled', mentionsBot: true });
+      const reply = await discord.waitForPost((posted) => posted.messageReference?.message_id === accepted, { timeoutMs: 20_000 });
+      await waitUntil(() => messageIds(bot.app, GENERAL).includes(reply.id), 'the reply stored', 20_000);
+      await bot.app.responder.idle();
+      assert.equal(bot.adapter.storageHealthy, true);
+
+      // Fill the disk to the last byte.
+      const chunk = Buffer.alloc(64 * 1024, 1);
+      for (let size = chunk.length; size >= 1; size = Math.floor(size / 2)) {
+        for (;;) {
+          try {
+            writeFileSync(filler, chunk.subarray(0, size), { flag: 'a' });
+          } catch {
+            break;
+          }
+        }
+      }
+      const posts = discord.posted.length;
+      const failing = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: `${'a long message '.repeat(300)} while the disk is full`, mentionsBot: true });
+      await waitUntil(() => !bot.adapter.storageHealthy, 'storage reported unhealthy', 20_000);
+      assert.ok(bot.events.some((event) => event.type === 'storage_unhealthy' && String(event.error).includes('out of space')));
+      assert.equal(bot.app.storage.healthy, false, 'the readiness flag is the app-wide one');
+      await waitUntil(() => bot.events.filter((event) => event.type === 'message_store_retry').length >= 2, 'retries', 20_000);
+      assert.equal(discord.posted.length, posts, 'no reply to a message that is not stored');
+
+      rmSync(filler);
+      await waitUntil(() => bot.adapter.storageHealthy, 'storage healthy again', 30_000);
+      assert.ok(bot.events.some((event) => event.type === 'storage_recovered'));
+      await waitUntil(() => messageIds(bot.app, GENERAL).includes(failing), 'the retried message stored', 20_000);
+      const ids = messageIds(bot.app, GENERAL);
+      assert.equal(ids.filter((id) => id === accepted).length, 1, 'the accepted message is kept');
+      assert.equal(ids.filter((id) => id === failing).length, 1, 'stored once');
+    } finally {
+      rmSync(filler, { force: true });
+      await bot.stop();
+      await model.close();
+      await discord.close();
+    }
+  });
+});

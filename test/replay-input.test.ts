@@ -1,0 +1,124 @@
+/**
+ * Transcript input checks through the real `magpie replay` process: invalid UTF-8 is an error
+ * naming the line (or, with --accept-invalid-utf8, replaced and reported), and a reused id with
+ * other text is a reported conflict, never a silent drop.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, describe, test } from 'node:test';
+import fc from 'fast-check';
+import { firstInvalidByte, utf8Lines } from '../src/cli/utf8-lines.js';
+import { openDatabase } from '../src/storage/database.js';
+import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { projectRoot, runMagpie } from './support/magpie-process.js';
+
+const root = mkdtempSync(path.join(os.tmpdir(), 'magpie-replay-input-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+const env = { PATH: process.env.PATH ?? '' };
+let count = 0;
+function file(content: Buffer | string): string {
+  count += 1;
+  const name = path.join(root, `t${count}.jsonl`);
+  writeFileSync(name, content);
+  return name;
+}
+
+function line(id: string, content: string, channel = 'c1'): string {
+  return JSON.stringify({ id, channel, author: 'ann', content });
+}
+
+function stored(dataDir: string): Array<{ message_id: string; content: string }> {
+  const db = openDatabase(dataDir, ALL_MIGRATIONS, { readOnly: true });
+  try {
+    return db.prepare("SELECT message_id, content FROM history_entries WHERE channel_id = 'c1' ORDER BY seq").all() as Array<{
+      message_id: string;
+      content: string;
+    }>;
+  } finally {
+    db.close();
+  }
+}
+
+describe('replay input checks', { timeout: 120_000 }, () => {
+  const invalid = Buffer.concat([
+    Buffer.from(`${line('m1', 'fine')}\n`),
+    Buffer.from('{"id":"m2","channel":"c1","author":"ann","content":"caf'),
+    Buffer.from([0xe9]), // Latin-1 "é": not UTF-8
+    Buffer.from('"}\n'),
+    Buffer.from(`${line('m3', 'after')}\n`),
+  ]);
+
+  test('invalid UTF-8 stops the replay with an error naming the line; what came before is kept', async () => {
+    const dataDir = path.join(root, 'strict');
+    const run = await runMagpie(['replay', file(invalid), '--data-dir', dataDir, '--json'], { cwd: projectRoot(), env });
+    assert.equal(run.code, 1);
+    assert.match(run.stderr, /transcript line 2: is not valid UTF-8 \(byte 56 of the line\)/);
+    assert.match(run.stderr, /--accept-invalid-utf8/);
+    assert.deepEqual(stored(dataDir).map((row) => row.message_id), ['m1']);
+  });
+
+  test('--accept-invalid-utf8 replaces the bad bytes, says which line, and counts it', async () => {
+    const dataDir = path.join(root, 'lenient');
+    const run = await runMagpie(['replay', file(invalid), '--data-dir', dataDir, '--json', '--accept-invalid-utf8'], { cwd: projectRoot(), env });
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stderr, /line 2: not valid UTF-8; bad bytes replaced with U\+FFFD/);
+    const summary = JSON.parse(run.stdout.trim().split('\n').at(-1)!) as { messages: number; invalid_utf8_lines: number };
+    assert.equal(summary.messages, 3);
+    assert.equal(summary.invalid_utf8_lines, 1);
+    assert.equal(stored(dataDir)[1]!.content, 'caf\uFFFD');
+  });
+
+  test('a reused id with other text is a conflict on stderr and in replay_summary; the same text is a duplicate', async () => {
+    const dataDir = path.join(root, 'conflicts');
+    const transcript = file([line('m1', 'original'), line('m2', 'second'), line('m1', 'rewritten'), line('m2', 'second'), line('m1', 'other', 'c2')].join('\n'));
+    const run = await runMagpie(['replay', transcript, '--data-dir', dataDir, '--json'], { cwd: projectRoot(), env });
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stderr, /line 3: id "m1" in channel "c1" is already stored with other text; the stored text is kept/);
+    assert.doesNotMatch(run.stderr, /line 4/);
+    const summary = JSON.parse(run.stdout.trim().split('\n').at(-1)!) as { messages: number; duplicates: number; conflicts: number };
+    assert.deepEqual({ messages: summary.messages, duplicates: summary.duplicates, conflicts: summary.conflicts }, { messages: 3, duplicates: 1, conflicts: 1 });
+    assert.deepEqual(stored(dataDir), [
+      { message_id: 'm1', content: 'original' },
+      { message_id: 'm2', content: 'second' },
+    ]);
+    const readable = await runMagpie(['replay', transcript, '--data-dir', path.join(root, 'conflicts-text')], { cwd: projectRoot(), env });
+    assert.match(readable.stdout, /1 reused an id with other text: conflicts, see stderr/);
+  });
+
+  test('the UTF-8 line splitter agrees with a strict decoder on any bytes, whatever the chunking', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.uint8Array({ maxLength: 24 }), { maxLength: 6 }), fc.integer({ min: 1, max: 7 }), async (parts, chunkSize) => {
+        const lines = parts.map((part) => Buffer.from(part).filter((byte) => byte !== 0x0a && byte !== 0x0d));
+        const bytes = Buffer.concat(lines.flatMap((part) => [part, Buffer.from('\n')]));
+        const chunks: Buffer[] = [];
+        for (let offset = 0; offset < bytes.length; offset += chunkSize) chunks.push(bytes.subarray(offset, offset + chunkSize));
+        const seen: string[] = [];
+        let failure: string | undefined;
+        try {
+          for await (const text of utf8Lines((async function* () { yield* chunks; })())) seen.push(text);
+        } catch (error) {
+          failure = (error as Error).message;
+        }
+        const strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+        const firstBad = lines.findIndex((part) => {
+          try {
+            strict.decode(part);
+            return false;
+          } catch {
+            return true;
+          }
+        });
+        if (firstBad < 0) {
+          assert.equal(failure, undefined);
+          assert.deepEqual(seen, lines.map((part) => strict.decode(part)));
+        } else {
+          assert.match(failure ?? '', new RegExp(`^transcript line ${firstBad + 1}: is not valid UTF-8 \\(byte ${firstInvalidByte(lines[firstBad]!) + 1} `));
+          assert.equal(seen.length, firstBad);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
