@@ -105,7 +105,10 @@ describe('nothing missed across an outage', { timeout: 120_000 }, () => {
       const quietMissed = discord.sendMessage({ channelId: QUIET, authorId: BOB, content: 'quiet missed' });
 
       await waitUntil(
-        () => bot.events.some((event) => event.type === 'catch_up_completed' && event.reason === 'new_session' && event.channel_id === QUIET),
+        () =>
+          [GENERAL, QUIET].every((channelId) =>
+            bot.events.some((event) => event.type === 'catch_up_completed' && event.reason === 'new_session' && event.channel_id === channelId),
+          ),
         'catch-up after the new session',
         60_000,
       );
