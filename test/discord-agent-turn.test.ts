@@ -79,7 +79,7 @@ test('an agent turn runs the tools, appends calls, results and reply to the turn
     // The first request was exactly what the runtime builds: persona, tools, the message.
     const first = model.requests[0]!.body;
     assert.ok(first.system.startsWith('You are Magpie'));
-    assert.deepEqual(first.tools.map((tool: { name: string }) => tool.name).sort(), ['memory_save', 'memory_search']);
+    assert.deepEqual(first.tools.map((tool: { name: string }) => tool.name).sort(), ['branch', 'memory_save', 'memory_search', 'spawn_worker']);
     assert.match(JSON.stringify(first.messages), /Dana: please remember/);
 
     const memories = await app.memory.search({ location: { channelId, guildId: 'g1' }, query: 'peanuts allergy', kind: 'memory' });

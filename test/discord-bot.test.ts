@@ -51,7 +51,7 @@ describe('the bot on a fake Discord', () => {
     const registered = bot.discord.registeredCommands.at(-1);
     assert.ok(registered);
     const names = (registered.commands as Array<{ name: string }>).map((command) => command.name).sort();
-    assert.deepEqual(names, ['compact', 'context', 'memory']);
+    assert.deepEqual(names, ['compact', 'context', 'memory', 'tasks']);
     const compact = (registered.commands as Array<{ name: string; default_member_permissions?: string }>).find(
       (command) => command.name === 'compact',
     );

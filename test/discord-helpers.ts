@@ -113,6 +113,7 @@ export async function startTestBot(options: TestBotOptions = {}): Promise<TestBo
     memory: app.memory,
     config: app.config,
     events: stream,
+    workers: app.workers,
   });
   await adapter.start('test-token');
   return {

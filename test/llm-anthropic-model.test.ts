@@ -186,12 +186,18 @@ describe('createAnthropicModel against the fake Messages API', () => {
   });
 
   it('reports a dropped connection as retryable', async () => {
-    fake.enqueue({ hangUp: true });
-    const model = createAnthropicModel(settingsFor(fake), { env: ENV });
-    const error = await rejection(model.createMessage(HELLO));
-    assert.ok(error instanceof ModelError);
-    assert.equal(error.reason, 'connection');
-    assert.equal(error.retryable, true);
+    // As the default too: a late request left over from an earlier test cannot take the
+    // only hang-up and leave this call the fake's unscripted 500.
+    fake.setDefault({ hangUp: true });
+    try {
+      const model = createAnthropicModel(settingsFor(fake), { env: ENV });
+      const error = await rejection(model.createMessage(HELLO));
+      assert.ok(error instanceof ModelError);
+      assert.equal(error.reason, 'connection');
+      assert.equal(error.retryable, true);
+    } finally {
+      fake.reset();
+    }
   });
 
   it('never puts the API key in an error message', async () => {

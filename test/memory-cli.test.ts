@@ -38,8 +38,24 @@ describe('magpie memory (real process)', () => {
   test('search QUERY --channel --json returns the documented result shape, scoped to the channel', async () => {
     const { code, stdout, stderr } = await magpie(['memory', 'search', 'flight to Osaka', '--data-dir', dataDir, '--channel', 'c1', '--json'], { cwd: work });
     assert.equal(code, 0, stderr);
-    const results = JSON.parse(stdout) as Array<{ content: string; source_ids: string[]; kind: string; score: number }>;
-    assert.equal(results[0]!.content, 'Jo: Our flight to Osaka leaves at 7am\nKim: I will bring the rail passes');
+    const results = JSON.parse(stdout) as Array<{
+      content: string;
+      source_ids: string[];
+      kind: string;
+      score: number;
+      message_id: string;
+      author: string;
+      created_at: string;
+      neighbors: Array<{ position: string; message_id: string; author: string; content: string }>;
+    }>;
+    // The matched message is named on its own; its neighbour is a separate, labelled line.
+    assert.equal(results[0]!.content, 'Jo: Our flight to Osaka leaves at 7am');
+    assert.equal(results[0]!.message_id, 'd1');
+    assert.equal(results[0]!.author, 'Jo');
+    assert.match(results[0]!.created_at, /^\d{4}-\d\d-\d\dT/);
+    assert.deepEqual(results[0]!.neighbors.map(({ position, message_id, author, content }) => ({ position, message_id, author, content })), [
+      { position: 'after', message_id: 'd2', author: 'Kim', content: 'I will bring the rail passes' },
+    ]);
     assert.deepEqual(results[0]!.source_ids, ['d1', 'd2']);
     assert.ok(!results.some((result) => result.content.includes('another channel')));
   });

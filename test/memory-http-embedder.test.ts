@@ -73,8 +73,9 @@ describe('HTTP embedder against an OpenAI-compatible endpoint on loopback', () =
   });
 
   test('a request slower than timeoutMs times out (and is retried)', async () => {
-    server.enqueue({ kind: 'delay', ms: 1500, dimension: 16 });
-    const vectors = await embedder({ timeoutMs: 150 }).embed(['slow']);
+    // Generous enough that the quick retry fits on a loaded machine.
+    server.enqueue({ kind: 'delay', ms: 10_000, dimension: 16 });
+    const vectors = await embedder({ timeoutMs: 1_500 }).embed(['slow']);
     assert.equal(vectors.length, 1);
     assert.equal(server.requests.length, 2);
     server.setDefault({ kind: 'delay', ms: 1500, dimension: 16 });

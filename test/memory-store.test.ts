@@ -161,14 +161,17 @@ describe('transcript archive and hybrid search', () => {
   test('the relevant entry ranks first and carries speaker, message id and time', async () => {
     const results = await opened.store.search({ location, query: 'Who is travelling to Iceland to see the northern lights?' });
     assert.ok(results.length > 0);
-    // The hit comes with the message before and after it, in order, with all their ids.
-    assert.equal(
-      results[0]!.content,
+    // The hit names the message that matched, and brings the message before and after it as
+    // separate, labelled neighbours; source_ids lists all three, in order.
+    assert.equal(results[0]!.content, 'Carol: I am flying to Reykjavik in March for the northern lights');
+    assert.equal(results[0]!.message_id, '102');
+    assert.equal(results[0]!.author, 'Carol');
+    assert.deepEqual(
+      results[0]!.neighbors!.map((item) => [item.position, item.message_id, item.author, item.content]),
       [
-        'Bob: Yes! The tonkotsu broth was incredible, I went on Saturday',
-        'Carol: I am flying to Reykjavik in March for the northern lights',
-        'Dave: Reminder: the quarterly budget review moved to Thursday',
-      ].join('\n'),
+        ['before', '101', 'Bob', 'Yes! The tonkotsu broth was incredible, I went on Saturday'],
+        ['after', '103', 'Dave', 'Reminder: the quarterly budget review moved to Thursday'],
+      ],
     );
     assert.equal(results[0]!.kind, 'transcript');
     assert.deepEqual(results[0]!.source_ids, ['101', '102', '103']);

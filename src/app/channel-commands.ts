@@ -14,12 +14,20 @@ export interface CommandRuntime {
   forgetUser?(userId: string, requestedFrom: string): Promise<UserErasure>;
 }
 
+/** What `/tasks` needs of the workers (`WorkerManager` satisfies it). */
+export interface TaskControl {
+  list(channelId: string): Array<{ id: string; task: string; startedAt: number; segment: number; tokens: number }>;
+  cancel(channelId: string, workerId: string, by?: string): boolean;
+}
+
 export interface CommandDeps {
   runtime: CommandRuntime;
   memory: MemoryStore;
   events: EventStream;
   /** Pending `/memory forget-me` codes; the command is unavailable without it. */
   confirmations?: ErasureConfirmations;
+  /** Absent where workers cannot run. */
+  workers?: TaskControl;
 }
 
 /** Replies to commands fit in one Discord message. */
@@ -129,6 +137,27 @@ export async function forgetMemory(deps: CommandDeps, location: MemoryLocation, 
     ? (await deps.runtime.forgetItem(trimmed, location)) !== undefined
     : deps.memory.forget(trimmed, location);
   return forgotten ? `Forgot ${what} ${trimmed}.` : `No ${what} with id ${trimmed} in this channel.`;
+}
+
+/** `/tasks`: the channel's running workers, one line each. */
+export function listTasks(deps: CommandDeps, channelId: string, now: number = Date.now()): string {
+  const running = deps.workers?.list(channelId) ?? [];
+  if (running.length === 0) return 'No workers are running in this channel.';
+  const lines = running.map(
+    (worker) =>
+      `${worker.id} · started ${ago(worker.startedAt, now)} · segment ${worker.segment} · ${count(worker.tokens)} tokens · “${clip(worker.task.replace(/\s+/g, ' '), 120)}”`,
+  );
+  return clip([`Running workers (${running.length}):`, ...lines, 'Stop one with /tasks cancel id:<id>.'].join('\n'), REPLY_LIMIT);
+}
+
+/** `/tasks cancel`: stops one worker of this channel; it reports that it was cancelled. */
+export function cancelTask(deps: CommandDeps, channelId: string, workerId: string, by?: string): string {
+  const trimmed = workerId.trim();
+  if (trimmed === '') return 'Which worker? Give its id (from /tasks).';
+  if (!/^[\w-]{1,40}$/.test(trimmed)) return `“${clip(trimmed, 40)}” is not a worker id; ids look like w-1a2b3c4d (see /tasks).`;
+  if (!deps.workers?.cancel(channelId, trimmed, by)) return `No running worker with id ${trimmed} in this channel.`;
+  deps.events.emit({ type: 'worker_cancel_requested', channel_id: channelId, worker_id: trimmed });
+  return `Cancelling worker ${trimmed}; it will report that it stopped.`;
 }
 
 function clip(text: string, max: number): string {

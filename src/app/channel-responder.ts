@@ -7,7 +7,6 @@ import type { ToolContext, ToolHandler } from '../llm/tool.js';
 import { runAgentTurn, type AgentIdentity, type AgentRuntime } from '../channel/agent-turn.js';
 import { DailyTokenBudget, UserRateLimiter } from './cost-guards.js';
 import { withSourceCheck } from '../privacy/source-check.js';
-import type { SqliteDatabase } from '../storage/database.js';
 
 /** Where a turn's answer goes: a Discord channel, the terminal. */
 export interface ReplyTarget {
@@ -47,8 +46,8 @@ export interface ChannelResponderOptions {
   events: EventStream;
   clock?: Clock;
   self?: AgentIdentity;
-  /** Where the daily token budget is kept (survives restarts); in memory when absent. */
-  db?: SqliteDatabase;
+  /** Shared with branches and workers, whose tokens count against the same daily budget (kept in SQLite by the app). */
+  budget?: DailyTokenBudget;
 }
 
 /** How long shutdown waits for turns after aborting them. */
@@ -75,12 +74,17 @@ export class ChannelResponder {
   constructor(private readonly options: ChannelResponderOptions) {
     this.self = options.self;
     this.limiter = new UserRateLimiter(options.clock ?? systemClock);
-    this.budget = new DailyTokenBudget(options.clock ?? systemClock, options.db);
+    this.budget = options.budget ?? new DailyTokenBudget(options.clock ?? systemClock);
   }
 
   /** Who the bot is, once the platform has said (Discord: after login). */
   setIdentity(self: AgentIdentity): void {
     this.self = self;
+  }
+
+  /** Who the bot is, once known. */
+  get identity(): AgentIdentity | undefined {
+    return this.self;
   }
 
   get hasModel(): boolean {
@@ -170,7 +174,16 @@ export class ChannelResponder {
           model,
           tools: this.options.tools,
           settings,
-          context: withSourceCheck(request.context, runtime.liveContext(channelId).entries),
+          // A worker started in this turn reports back where it was asked; memory_save takes
+          // its sources from the live context only.
+          context: withSourceCheck(
+            {
+              ...request.context,
+              ...(request.parentId ? { parentChannelId: request.parentId } : {}),
+              postToChannel: request.context.postToChannel ?? ((text) => target.send(text)),
+            },
+            runtime.liveContext(channelId).entries,
+          ),
           ...(request.turnId === undefined ? {} : { turnId: request.turnId }),
           ...(this.self ? { self: this.self } : {}),
           deliver: (reply) => {

@@ -14,8 +14,11 @@ import type { MemoryStore } from '../memory/types.js';
 import type { SqliteDatabase } from '../storage/database.js';
 import { openDataDirForWriting } from '../storage/data-dir.js';
 import { ALL_MIGRATIONS } from '../storage/migrations.js';
+import { createBranchTool } from '../branch/index.js';
+import { createChannelHistoryTool, createSpawnWorkerTool, WorkerManager } from '../worker/index.js';
 import { StorageHealth } from '../storage/storage-health.js';
 import { ChannelResponder } from './channel-responder.js';
+import { DailyTokenBudget } from './cost-guards.js';
 
 export interface OpenAppOptions {
   config: LiveConfig | MagpieConfig;
@@ -42,6 +45,8 @@ export interface MagpieApp {
   tools: ToolHandler[];
   runtime: ChannelRuntime;
   responder: ChannelResponder;
+  /** Background workers (`spawn_worker`, `/tasks`). */
+  workers: WorkerManager;
   /** Whether the data dir takes writes now (readiness): false after a failed write until one succeeds. */
   storage: StorageHealth;
   /** Stops the runtime (in-flight compactions are not applied), then memory, then the database. */
@@ -86,7 +91,27 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     throw error;
   }
   const memoryTools = createMemoryTools(memory);
-  const tools = [memoryTools.memorySearch, memoryTools.memorySave];
+  const tools: ToolHandler[] = [memoryTools.memorySearch, memoryTools.memorySave];
+  // Kept in SQLite: a restart does not forgive the day's spending.
+  const budget = new DailyTokenBudget(clock, db);
+  const settingsFor = (channelId: string, parentId?: string) => config.settingsFor(channelId, parentId);
+  // Branches and workers exist only with a model; they count against the same budget and
+  // share the model's concurrency cap.
+  let workers: WorkerManager | undefined;
+  if (model) {
+    tools.push(
+      createBranchTool({
+        model,
+        liveContext: (channelId) => runtime.liveContext(channelId),
+        settingsFor,
+        tools: [memoryTools.memorySearch, memoryTools.memorySave],
+        budget,
+        events,
+        calibration: (channelId) => runtime.requestEstimate(channelId).factor,
+      }),
+      createSpawnWorkerTool({ spawn: (request) => workers!.spawn(request) }),
+    );
+  }
   const runtime = new ChannelRuntime({
     db,
     memory,
@@ -97,7 +122,22 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     // The same array the agent turns pass: the definitions are counted once per configuration.
     toolDefinitions: definitionsOf(tools),
   });
-  const responder = new ChannelResponder({ runtime, model, tools, config, events, clock, db });
+  const responder = new ChannelResponder({ runtime, model, tools, config, events, clock, budget });
+  workers = new WorkerManager({
+    db,
+    runtime,
+    model,
+    tools: [memoryTools.memorySearch, memoryTools.memorySave, createChannelHistoryTool(db)],
+    settingsFor,
+    budget,
+    events,
+    identity: () => responder.identity,
+    calibration: (channelId) => runtime.requestEstimate(channelId).factor,
+    clock,
+  });
+  // Workers that were running when the process stopped are reported as interrupted, once.
+  workers.recoverInterrupted();
+  const workerManager = workers;
   let closed = false;
   return {
     config,
@@ -110,11 +150,13 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     tools,
     runtime,
     responder,
+    workers: workerManager,
     storage: new StorageHealth({ dataDir, events }),
     async close() {
       if (closed) return;
       closed = true;
       try {
+        await workerManager.close();
         await runtime.close();
         await memory.close();
       } finally {

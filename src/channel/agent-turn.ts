@@ -94,6 +94,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
       context: options.context,
       maxSteps: settings.maxAgentSteps,
       maxTokens: settings.maxResponseTokens,
+      purpose: 'channel',
       ...(options.signal ? { signal: options.signal } : {}),
       ...(estimate
         ? {

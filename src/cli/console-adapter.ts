@@ -1,6 +1,15 @@
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
-import { describeContext, forgetMemory, MODEL_HINT, searchMemory, startCompaction, type MagpieApp } from '../app/index.js';
+import {
+  cancelTask,
+  describeContext,
+  forgetMemory,
+  listTasks,
+  MODEL_HINT,
+  searchMemory,
+  startCompaction,
+  type MagpieApp,
+} from '../app/index.js';
 import { errorMessage } from '../common/errors.js';
 import { storageError } from '../storage/storage-error.js';
 
@@ -22,6 +31,8 @@ const COMMAND_HELP = `Commands:
   /compact             compact the history now, in the background
   /memory search TEXT  search memories and past messages
   /memory forget ID    forget one memory
+  /tasks               background workers running here
+  /tasks cancel ID     stop one worker
   /quit                leave (Ctrl-D and Ctrl-C work too)
 `;
 
@@ -48,6 +59,7 @@ export class ConsoleAdapter {
       // In the terminal the user is the operator too: say why the model did not answer.
       if (event.type === 'agent_turn_failed') notices.write(`(the model call failed: ${String(event.error ?? event.code ?? 'unknown error')})\n`);
       if (event.type === 'compaction_failed') notices.write(`(a compaction did not apply: ${String(event.reason ?? 'failed')}; the history is unchanged)\n`);
+      if (event.type === 'worker_started') notices.write(`(worker ${String(event.worker_id)} started in the background; /tasks lists it)\n`);
       if (event.type === 'emergency_truncation') notices.write('(context was full: the oldest messages were set aside; memory_search still finds them)\n');
     });
     notices.write(`Magpie in the terminal, channel ${this.channelId}. Type /help for commands.\n`);
@@ -64,14 +76,20 @@ export class ConsoleAdapter {
     }
     const lines = createInterface({ input: this.options.input, terminal: false, crlfDelay: Infinity });
     this.lines = lines;
+    let quit = false;
     try {
       this.showPrompt();
       for await (const line of lines) {
         if (this.stopping) break;
         const keepGoing = await this.handleLine(line.trim());
-        if (!keepGoing || this.stopping) break;
+        if (!keepGoing || this.stopping) {
+          quit = true;
+          break;
+        }
         this.showPrompt();
       }
+      // Piped input has ended: a script that started a worker wants its report, so wait for it.
+      if (!quit && !this.stopping && !this.options.prompt) await app.workers.idle(this.channelId);
     } finally {
       lines.close();
       unsubscribe();
@@ -105,7 +123,7 @@ export class ConsoleAdapter {
 
   private async handleCommand(line: string): Promise<boolean> {
     const { app, output } = this.options;
-    const deps = { runtime: app.runtime, memory: app.memory, events: app.events };
+    const deps = { runtime: app.runtime, memory: app.memory, events: app.events, workers: app.workers };
     const [command, ...rest] = line.split(/\s+/);
     switch (command) {
       case '/quit':
@@ -126,6 +144,13 @@ export class ConsoleAdapter {
         if (sub === 'search') output.write(`${await searchMemory(deps, { channelId: this.channelId }, text)}\n`);
         else if (sub === 'forget') output.write(`${await forgetMemory(deps, { channelId: this.channelId }, text)}\n`);
         else output.write('Use /memory search TEXT or /memory forget ID.\n');
+        return true;
+      }
+      case '/tasks': {
+        const [sub, ...words] = rest;
+        if (sub === undefined || sub === 'list') output.write(`${listTasks(deps, this.channelId)}\n`);
+        else if (sub === 'cancel') output.write(`${cancelTask(deps, this.channelId, words.join(' '), this.options.userName)}\n`);
+        else output.write('Use /tasks or /tasks cancel ID.\n');
         return true;
       }
       default:

@@ -64,6 +64,7 @@ export function createLlmSummarizer(options: LlmSummarizerOptions): Summarizer {
       context,
       maxTokens: settings.summaryMaxTokens,
       signal,
+      purpose: 'compaction' as const,
     };
     const produced: ModelMessage[] = [];
 

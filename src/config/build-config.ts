@@ -85,7 +85,9 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
 /** A partial compaction table merges key by key, so an override may set just one threshold. */
 function mergeChannel(base: ChannelSettings, override: PartialSettings): ChannelSettings {
   const compaction: CompactionSettings = { ...base.compaction, ...sectionOf(override, 'compaction') };
-  return { ...base, ...override, compaction } as ChannelSettings;
+  const branch = { ...base.branch, ...sectionOf(override, 'branch') };
+  const worker = { ...base.worker, ...sectionOf(override, 'worker') };
+  return { ...base, ...override, compaction, branch, worker } as ChannelSettings;
 }
 
 /** The raw TOML table under `key`, or nothing when it is absent or not a table. */

@@ -28,6 +28,20 @@ export const DEFAULTS: MagpieConfig = {
       rollupThreshold: 0.25,
       fallbackAfterFailures: 3,
     },
+    branch: {
+      precompactThreshold: 0.6,
+      maxOverflowRetries: 2,
+      maxSteps: 6,
+      maxConcurrent: 2,
+      timeoutMs: 120_000,
+    },
+    worker: {
+      turnsPerSegment: 25,
+      compactThreshold: 0.7,
+      maxSegments: 8,
+      maxConcurrent: 2,
+      timeoutMs: 900_000,
+    },
   },
   channels: {},
   llm: {

@@ -42,6 +42,22 @@ export const COMPACTION_SPEC: TableSpec = {
   fallback_after_failures: positive,
 };
 
+export const BRANCH_SPEC: TableSpec = {
+  precompact_threshold: { kind: 'fraction' },
+  max_overflow_retries: { kind: 'integer', min: 0, max: 10 },
+  max_steps: { kind: 'integer', min: 1, max: 100 },
+  max_concurrent: { kind: 'integer', min: 1, max: 50 },
+  timeout_ms: milliseconds,
+};
+
+export const WORKER_SPEC: TableSpec = {
+  turns_per_segment: { kind: 'integer', min: 1, max: 1000 },
+  compact_threshold: { kind: 'fraction' },
+  max_segments: { kind: 'integer', min: 1, max: 1000 },
+  max_concurrent: { kind: 'integer', min: 1, max: 50 },
+  timeout_ms: milliseconds,
+};
+
 /** `[defaults]`, and therefore also every `[channels."<id>"]` table. */
 export const CHANNEL_SPEC: TableSpec = {
   context_window: positive,
@@ -51,6 +67,8 @@ export const CHANNEL_SPEC: TableSpec = {
   reply_policy: { kind: 'enum', values: ['mention', 'always', 'listen'] },
   daily_token_budget: nonNegative,
   compaction: { kind: 'table', fields: COMPACTION_SPEC },
+  branch: { kind: 'table', fields: BRANCH_SPEC },
+  worker: { kind: 'table', fields: WORKER_SPEC },
 };
 
 export const CONFIG_SPEC: TableSpec = {

@@ -31,6 +31,34 @@ export interface CompactionSettings {
   fallbackAfterFailures: number;
 }
 
+/** `[defaults.branch]`: a branch forks the channel's context to think about one question. */
+export interface BranchSettings {
+  /** Share of the window over which the forked history is compacted before the first call. */
+  precompactThreshold: number;
+  /** How many times a context-overflow error is answered by compacting harder and retrying. */
+  maxOverflowRetries: number;
+  /** Model calls one branch may make (tool loop bound). */
+  maxSteps: number;
+  /** Branches one channel may run at once. */
+  maxConcurrent: number;
+  /** A branch still thinking after this long answers with what it has. */
+  timeoutMs: number;
+}
+
+/** `[defaults.worker]`: a background worker runs a longer task and reports back. */
+export interface WorkerSettings {
+  /** Model turns per segment; the worker's history is checked between segments. */
+  turnsPerSegment: number;
+  /** Share of the window over which old tool calls and results are dropped between segments. */
+  compactThreshold: number;
+  /** Segments at most; a worker that reaches it reports what it has. */
+  maxSegments: number;
+  /** Workers one channel may run at once. */
+  maxConcurrent: number;
+  /** A worker still running after this long is stopped and reports a timeout. */
+  timeoutMs: number;
+}
+
 /** `[defaults]`: everything a channel may override in `[channels."<id>"]`. */
 export interface ChannelSettings {
   /** Model context window in tokens; usage = estimated tokens / contextWindow. */
@@ -45,6 +73,8 @@ export interface ChannelSettings {
   /** Estimated tokens a channel may spend on the model per UTC day; 0 = unlimited. */
   dailyTokenBudget: number;
   compaction: CompactionSettings;
+  branch: BranchSettings;
+  worker: WorkerSettings;
 }
 
 /** `[llm]` */

@@ -12,7 +12,7 @@ import type { LiveConfig } from '../config/live-config.js';
 import type { HistoryEntry, IncomingMessage } from '../channel/types.js';
 import type { MemoryLocation, MemoryStore } from '../memory/types.js';
 import type { ChannelResponder, ReplyTarget, ResponderRuntime } from '../app/channel-responder.js';
-import type { CommandRuntime } from '../app/channel-commands.js';
+import type { CommandRuntime, TaskControl } from '../app/channel-commands.js';
 import { ErasureConfirmations } from '../app/forget-me.js';
 import { StorageHealth } from '../storage/storage-health.js';
 import { withStorageRetry } from '../storage/storage-retry.js';
@@ -40,6 +40,8 @@ export interface DiscordAdapterOptions {
   memory: MemoryStore;
   config: LiveConfig;
   events: EventStream;
+  /** Background workers, for `/tasks`. */
+  workers?: TaskControl;
   /** Readiness of the data dir: failed writes make it unhealthy until one succeeds (retried with backoff). */
   storage?: StorageHealth;
   /** Named in storage errors. */
@@ -377,7 +379,13 @@ export class DiscordAdapter {
     }
     await handleSlashCommand(
       interaction,
-      { runtime: this.options.runtime, memory: this.options.memory, events: this.options.events, confirmations: this.confirmations },
+      {
+        runtime: this.options.runtime,
+        memory: this.options.memory,
+        events: this.options.events,
+        confirmations: this.confirmations,
+        ...(this.options.workers ? { workers: this.options.workers } : {}),
+      },
       {
         channelId,
         ...(interaction.guildId ? { guildId: interaction.guildId } : {}),

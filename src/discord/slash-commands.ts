@@ -7,8 +7,10 @@ import {
   type RESTPostAPIChatInputApplicationCommandsJSONBody,
 } from 'discord.js';
 import {
+  cancelTask,
   describeContext,
   forgetMemory,
+  listTasks,
   searchMemory,
   startCompaction,
   type CommandDeps,
@@ -48,6 +50,19 @@ export const SLASH_COMMANDS: RESTPostAPIChatInputApplicationCommandsJSONBody[] =
         name: 'forget-me',
         description: 'Erase everything you wrote, in every channel (asks for a confirmation code first)',
         options: [{ type: ApplicationCommandOptionType.String, name: 'code', description: 'The code from the first call', required: false }],
+      },
+    ],
+  },
+  {
+    name: 'tasks',
+    description: 'Background workers running in this channel',
+    options: [
+      { type: ApplicationCommandOptionType.Subcommand, name: 'list', description: 'List the running workers' },
+      {
+        type: ApplicationCommandOptionType.Subcommand,
+        name: 'cancel',
+        description: 'Stop one worker (needs Manage Messages)',
+        options: [{ type: ApplicationCommandOptionType.String, name: 'id', description: 'Worker id from /tasks list', required: true }],
       },
     ],
   },
@@ -137,6 +152,18 @@ async function answerCommand(
         return;
       }
       await reply('Use /memory search, /memory forget or /memory forget-me.');
+      return;
+    }
+    case 'tasks': {
+      if (interaction.options.getSubcommand(false) === 'cancel') {
+        if (!canManage) {
+          await reply('You need the Manage Messages permission to cancel a worker.');
+          return;
+        }
+        await reply(cancelTask(deps, location.channelId, interaction.options.getString('id', true), interaction.user.username));
+        return;
+      }
+      await reply(listTasks(deps, location.channelId));
       return;
     }
     default:

@@ -68,8 +68,13 @@ export interface ModelResponse {
   usage: ModelUsage;
 }
 
+/** What a model call is for, so that metrics and logs can tell the callers apart. */
+export type ModelPurpose = 'channel' | 'compaction' | 'branch' | 'worker';
+
 export interface ModelCallOptions {
   signal?: AbortSignal;
+  /** Who is calling; absent on calls made before tagging existed (counts as `channel`). */
+  purpose?: ModelPurpose;
   /** Overrides the client's default timeout for this call. */
   timeoutMs?: number;
 }

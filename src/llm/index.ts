@@ -4,6 +4,7 @@ export type {
   ContentBlock,
   ModelCallOptions,
   ModelMessage,
+  ModelPurpose,
   ModelRequest,
   ModelResponse,
   ModelUsage,

@@ -2,6 +2,7 @@ import type {
   ChatModel,
   ContentBlock,
   ModelMessage,
+  ModelPurpose,
   ModelResponse,
   ModelUsage,
   TextBlock,
@@ -48,6 +49,8 @@ export interface ToolLoopOptions {
    * forcing a tool on every call would never let the model give its final answer.
    */
   toolChoice?: ToolChoice;
+  /** Tags every model call of the loop (metrics per purpose). */
+  purpose?: ModelPurpose;
   /** Tool results count toward this as they are appended; tool use ends before a request would exceed it. */
   budget?: ToolLoopBudget;
   /** Called before every model call with the estimate of its request (0 without a budget). */
@@ -131,7 +134,7 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
         ...(definitions.length > 0 ? { tools: definitions } : {}),
         ...(toolChoice && definitions.length > 0 ? { toolChoice } : {}),
       },
-      signal ? { signal } : {},
+      { ...(signal ? { signal } : {}), ...(options.purpose ? { purpose: options.purpose } : {}) },
     );
     options.onResponse?.(response, { estimatedTokens, step });
     usage.inputTokens += response.usage.inputTokens;

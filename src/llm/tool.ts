@@ -12,6 +12,8 @@ export interface ToolContext {
   guildId?: string;
   /** For DMs: the user the DM belongs to. */
   dmUserId?: string;
+  /** For threads: the channel it hangs off, whose settings apply when the thread has none. */
+  parentChannelId?: string;
   /** Message ids the current work is about (the compaction range, the triggering message). */
   sourceMessageIds?: string[];
   /**
@@ -24,6 +26,11 @@ export interface ToolContext {
   /** Message ids tool results have shown during this work (a search hit may be a source too). */
   seenSourceIds?: Set<string>;
   signal?: AbortSignal;
+  /**
+   * Posts a message where the current work was asked for (on Discord, a reply to that
+   * message) and returns its platform id: how a background worker reports back later.
+   */
+  postToChannel?: (text: string) => Promise<string | undefined>;
 }
 
 /**

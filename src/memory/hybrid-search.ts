@@ -75,6 +75,7 @@ interface ItemRow {
   message_id: string | null;
   index_key: string;
   guild_id: string | null;
+  author_name: string | null;
 }
 
 interface Candidate {
@@ -84,7 +85,8 @@ interface Candidate {
   lexical?: number;
 }
 
-const ITEM_COLUMNS = 'rowid, kind, content, memory_type, source_ids, created_at, channel_id, message_id, index_key, guild_id';
+const ITEM_COLUMNS =
+  'rowid, kind, content, memory_type, source_ids, created_at, channel_id, message_id, index_key, guild_id, author_name';
 
 /**
  * Vector neighbours and BM25 matches, each already restricted to what the caller may see and
@@ -288,13 +290,27 @@ export class HybridSearch {
       if (row.kind === 'transcript' && this.tuning.neighbors > 0) {
         const window = this.neighbourhood(row, this.tuning.neighbors).filter((item) => !covered.has(item.rowid));
         for (const item of window) covered.add(item.rowid);
+        // The match is named on its own and its neighbours are listed apart, labelled, so a
+        // reader can quote exactly the message that matched and cite it by id.
+        const matchAt = window.findIndex((item) => item.rowid === row.rowid);
         results.push({
           id: itemId(row),
-          content: window.map((item) => item.content).join('\n'),
+          content: row.content,
           score: round(score),
           kind: 'transcript',
           source_ids: window.map((item) => item.message_id ?? '').filter((id) => id.length > 0),
           created_at: new Date(row.created_at).toISOString(),
+          message_id: row.message_id ?? '',
+          author: row.author_name ?? '',
+          neighbors: window
+            .filter((item) => item.rowid !== row.rowid)
+            .map((item) => ({
+              position: window.indexOf(item) < matchAt ? ('before' as const) : ('after' as const),
+              message_id: item.message_id ?? '',
+              author: item.author_name ?? '',
+              created_at: new Date(item.created_at).toISOString(),
+              content: withoutAuthor(item.content, item.author_name),
+            })),
         });
         continue;
       }
@@ -332,6 +348,11 @@ export function parseItemId(id: string): number | undefined {
   return match ? Number(match[1]) : undefined;
 }
 
+/** Transcript text is stored as `Author: text`; the author is named in its own field. */
+function withoutAuthor(content: string, author: string | null): string {
+  return author && content.startsWith(`${author}: `) ? content.slice(author.length + 2) : content;
+}
+
 function toResult(row: ItemRow, score: number): SearchResult {
   const result: SearchResult = {
     id: itemId(row),
@@ -342,6 +363,11 @@ function toResult(row: ItemRow, score: number): SearchResult {
     created_at: new Date(row.created_at).toISOString(),
   };
   if (row.memory_type) result.memory_type = row.memory_type;
+  if (row.kind === 'transcript') {
+    result.message_id = row.message_id ?? '';
+    result.author = row.author_name ?? '';
+    result.neighbors = [];
+  }
   return result;
 }
 

@@ -46,7 +46,8 @@ const MEMORY_SEARCH_DEFINITION = {
   name: 'memory_search',
   description:
     'Search long-term memory: saved memories and everything said earlier in this channel, including messages that ' +
-    'were summarized away. Returns the best matches with a relevance score from 0 to 1.',
+    'were summarized away. Returns the best matches with a relevance score from 0 to 1. A past message comes ' +
+    'with its message_id, author and created_at, and the messages just before and after it as neighbors.',
   input_schema: {
     type: 'object',
     properties: {
@@ -109,6 +110,9 @@ export function createMemoryTools(store: MemoryStore): { memorySave: ToolHandler
             ...(result.memory_type ? { memory_type: result.memory_type } : {}),
             source_ids: result.source_ids,
             created_at: result.created_at,
+            ...(result.kind === 'transcript'
+              ? { message_id: result.message_id ?? '', author: result.author ?? '', neighbors: result.neighbors ?? [] }
+              : {}),
           })),
         );
       });

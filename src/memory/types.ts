@@ -65,6 +65,17 @@ export interface SearchQuery {
   kind?: MemoryKind;
 }
 
+/** A message next to a transcript hit, so a reader sees what came just before and after it. */
+export interface SearchNeighbor {
+  position: 'before' | 'after';
+  message_id: string;
+  author: string;
+  /** ISO 8601. */
+  created_at: string;
+  /** The message's text, without its author (named above). */
+  content: string;
+}
+
 /** A search hit, in the shape the `memory_search` tool returns. */
 export interface SearchResult {
   id: string;
@@ -73,9 +84,19 @@ export interface SearchResult {
   score: number;
   kind: MemoryKind;
   memory_type?: MemoryType;
+  /**
+   * Every message the hit covers: a memory's sources, or a transcript hit's message and its
+   * neighbours (kept for recall measurements that look for any of them).
+   */
   source_ids: string[];
-  /** ISO 8601. */
+  /** ISO 8601; for a transcript hit, when the matched message was written. */
   created_at: string;
+  /** Transcript hits: the id of the message that matched (`content` is its text). */
+  message_id?: string;
+  /** Transcript hits: who wrote the matched message. */
+  author?: string;
+  /** Transcript hits: the messages around the match, each on its own, in order. */
+  neighbors?: SearchNeighbor[];
 }
 
 export interface MemoryRecord {

@@ -2,7 +2,14 @@ import { CALIBRATION_MIGRATIONS } from '../channel/calibration.js';
 import { HISTORY_MIGRATIONS } from '../channel/schema.js';
 import { MEMORY_MIGRATIONS } from '../memory/schema.js';
 import { PRIVACY_MIGRATIONS } from '../privacy/schema.js';
+import { WORKER_MIGRATIONS } from '../worker/worker-store.js';
 import type { Migration } from './database.js';
 
 /** Every schema step of the one database, in the order they apply. */
-export const ALL_MIGRATIONS: readonly Migration[] = [...HISTORY_MIGRATIONS, ...CALIBRATION_MIGRATIONS, ...MEMORY_MIGRATIONS, ...PRIVACY_MIGRATIONS];
+export const ALL_MIGRATIONS: readonly Migration[] = [
+  ...HISTORY_MIGRATIONS,
+  ...CALIBRATION_MIGRATIONS,
+  ...MEMORY_MIGRATIONS,
+  ...WORKER_MIGRATIONS,
+  ...PRIVACY_MIGRATIONS,
+];

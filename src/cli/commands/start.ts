@@ -94,6 +94,7 @@ export const startCommand: CliCommand = {
       memory: app.memory,
       config: app.config,
       events,
+      workers: app.workers,
       storage: app.storage,
       dataDir: app.dataDir,
       catchUp: new CatchUpPoints(app.db),

@@ -1,0 +1,97 @@
+import type { WorkerSettings } from '../config/types.js';
+import type { ChatModel, ModelMessage, ModelUsage } from '../llm/chat-model.js';
+import { runToolLoop } from '../llm/tool-loop.js';
+import type { ToolContext, ToolHandler } from '../llm/tool.js';
+import { estimateTokens } from '../channel/token-estimate.js';
+import { estimateToolTokens } from '../channel/model-request.js';
+import { estimateConversation, trimWorkerHistory } from './trim-history.js';
+import { taskStatement, WORKER_SYSTEM_PROMPT } from './worker-prompt.js';
+
+/** Newest model turns a trim always keeps, besides the task statement. */
+const KEEP_RECENT_TURNS = 4;
+
+export interface RunWorkerOptions {
+  model: ChatModel;
+  task: string;
+  tools: ToolHandler[];
+  context: ToolContext;
+  settings: WorkerSettings;
+  /** Tokens the worker's prompt may fill: the channel's window minus the answer's room. */
+  windowTokens: number;
+  maxTokens: number;
+  signal: AbortSignal;
+  /** Checked before each segment; false stops the worker (the channel's budget is spent). */
+  mayContinue?: () => boolean;
+  onSegment?: (info: { segment: number; turns: number; usage: ModelUsage; estimatedTokens: number }) => void;
+  onCompacted?: (info: { segment: number; beforeTokens: number; afterTokens: number; droppedCalls: number; droppedTurns: number }) => void;
+}
+
+export type WorkerEnd = 'completed' | 'max_segments' | 'over_budget';
+
+export interface WorkerResult {
+  end: WorkerEnd;
+  /** The final report, or the last thing the worker wrote. */
+  text: string;
+  segments: number;
+  turns: number;
+  usage: ModelUsage;
+}
+
+/**
+ * A worker's work: the task statement as the first user message, then segments of
+ * `turns_per_segment` model turns. Between segments, a conversation over `compact_threshold`
+ * of the window loses its oldest tool calls and results (see `trimWorkerHistory`). Ends when
+ * the model answers without tools, or after `max_segments`. Model errors and aborts propagate.
+ */
+export async function runWorker(options: RunWorkerOptions): Promise<WorkerResult> {
+  const { settings } = options;
+  const fixed = estimateTokens(WORKER_SYSTEM_PROMPT) + estimateToolTokens(options.tools.map((tool) => tool.definition));
+  let messages: ModelMessage[] = [{ role: 'user', content: [{ type: 'text', text: taskStatement(options.task) }] }];
+  const usage: ModelUsage = { inputTokens: 0, outputTokens: 0 };
+  let turns = 0;
+  let lastText = '';
+  let droppedCalls = 0;
+  const threshold = settings.compactThreshold * options.windowTokens;
+  for (let segment = 1; segment <= settings.maxSegments; segment += 1) {
+    if (options.mayContinue && !options.mayContinue()) {
+      return { end: 'over_budget', text: lastText, segments: segment - 1, turns, usage };
+    }
+    if (segment > 1) {
+      const beforeTokens = estimateConversation(messages, fixed);
+      if (beforeTokens > threshold) {
+        // Well below the threshold, so that the next segment has room to work before the next check.
+        const trimmed = trimWorkerHistory(messages, { targetTokens: threshold * 0.5, fixedTokens: fixed, keepTurns: KEEP_RECENT_TURNS, totalDroppedCalls: droppedCalls });
+        messages = trimmed.messages;
+        droppedCalls += trimmed.droppedCalls;
+        options.onCompacted?.({
+          segment,
+          beforeTokens,
+          afterTokens: estimateConversation(messages, fixed),
+          droppedCalls: trimmed.droppedCalls,
+          droppedTurns: trimmed.droppedTurns,
+        });
+      }
+    }
+    const result = await runToolLoop({
+      model: options.model,
+      system: WORKER_SYSTEM_PROMPT,
+      messages,
+      tools: options.tools,
+      context: options.context,
+      maxSteps: settings.turnsPerSegment,
+      maxTokens: options.maxTokens,
+      signal: options.signal,
+      purpose: 'worker',
+    });
+    messages = [...messages, ...result.newMessages];
+    turns += result.steps;
+    usage.inputTokens += result.usage.inputTokens;
+    usage.outputTokens += result.usage.outputTokens;
+    if (result.text.trim() !== '') lastText = result.text.trim();
+    options.onSegment?.({ segment, turns, usage: { ...usage }, estimatedTokens: estimateConversation(messages, fixed) });
+    if (result.stopReason !== 'max_steps') {
+      return { end: 'completed', text: result.text.trim(), segments: segment, turns, usage };
+    }
+  }
+  return { end: 'max_segments', text: lastText, segments: settings.maxSegments, turns, usage };
+}

@@ -1,0 +1,323 @@
+import { randomUUID } from 'node:crypto';
+import { systemClock, type Clock } from '../common/clock.js';
+import { ChannelSlots, type TokenAccount } from '../common/channel-slots.js';
+import { errorMessage } from '../common/errors.js';
+import type { EventStream } from '../common/events.js';
+import type { ChannelSettings } from '../config/types.js';
+import type { ChatModel, ModelUsage } from '../llm/chat-model.js';
+import type { ToolContext, ToolHandler } from '../llm/tool.js';
+import type { SqliteDatabase } from '../storage/database.js';
+import type { TurnEntryInput } from '../channel/runtime.js';
+import { calibratedWindow } from '../branch/branch-tool.js';
+import { runWorker, type WorkerResult } from './run-worker.js';
+import { WorkerStore, type WorkerStatus } from './worker-store.js';
+
+/** The part of the channel runtime a worker's report needs (`ChannelRuntime` satisfies it). */
+export interface WorkerRuntime {
+  runSerial<T>(channelId: string, work: () => Promise<T>): Promise<T>;
+  appendToTurn(channelId: string, entries: TurnEntryInput[], turnId: number): unknown;
+  newTurnId(channelId: string): number;
+}
+
+export interface WorkerManagerOptions {
+  db: SqliteDatabase;
+  runtime: WorkerRuntime;
+  /** Undefined when no model is configured: nothing starts, but interrupted workers are still reported. */
+  model: ChatModel | undefined;
+  /** memory_search, memory_save and channel_history: a worker has no other tool. */
+  tools: ToolHandler[];
+  settingsFor: (channelId: string, parentId?: string) => ChannelSettings;
+  budget: TokenAccount;
+  events: EventStream;
+  /** The channel's calibration factor (see `calibratedWindow`). */
+  calibration?: (channelId: string) => number;
+  /** Who the bot is, for the report's entry in history. */
+  identity?: () => { id: string; name: string } | undefined;
+  clock?: Clock;
+}
+
+/** A running worker as `/tasks` shows it. */
+export interface WorkerInfo {
+  id: string;
+  channelId: string;
+  task: string;
+  startedAt: number;
+  /** The segment in progress (1-based). */
+  segment: number;
+  /** Model tokens used so far (input and output). */
+  tokens: number;
+}
+
+export interface SpawnRequest {
+  task: string;
+  context: ToolContext;
+}
+
+interface Running {
+  info: WorkerInfo;
+  controller: AbortController;
+  /** Why it is being stopped, when we stop it. */
+  stopping?: 'cancelled' | 'shutdown';
+  cancelledBy?: string;
+  done: Promise<void>;
+}
+
+/** Longest report kept (Discord splits long posts; history should not carry essays). */
+const MAX_REPORT_CHARS = 3500;
+
+/**
+ * Starts, lists, cancels and reports background workers. Each worker is a row in SQLite while
+ * it runs; its report is posted (a reply to the message that asked) and appended to the
+ * channel's history in the channel's serial queue, in the same transaction that closes its
+ * row. A row still open at start-up belongs to a worker the process lost: it is reported as
+ * interrupted and nothing else of it is applied.
+ */
+export class WorkerManager {
+  private readonly store: WorkerStore;
+  private readonly slots = new ChannelSlots();
+  private readonly running = new Map<string, Running>();
+  private readonly clock: Clock;
+  private closed = false;
+
+  constructor(private readonly options: WorkerManagerOptions) {
+    this.store = new WorkerStore(options.db);
+    this.clock = options.clock ?? systemClock;
+  }
+
+  /** Starts a worker; returns its id, or a reason the model can read when it may not start. */
+  spawn(request: SpawnRequest): { workerId: string } | { refused: string } {
+    const channelId = request.context.channelId;
+    if (this.closed) return { refused: 'Magpie is shutting down; no new workers start' };
+    const model = this.options.model;
+    if (!model) return { refused: 'no model is configured' };
+    const settings = this.options.settingsFor(channelId, request.context.parentChannelId);
+    if (this.options.budget.exhausted(channelId, settings.dailyTokenBudget)) {
+      return { refused: 'this channel has used up its model budget for today' };
+    }
+    const release = this.slots.tryAcquire(channelId, settings.worker.maxConcurrent);
+    if (!release) {
+      const limit = settings.worker.maxConcurrent;
+      return { refused: `${limit} worker${limit === 1 ? ' is' : 's are'} already running in this channel (the limit); wait for a report or cancel one with /tasks cancel` };
+    }
+    const id = `w-${randomUUID().slice(0, 8)}`;
+    const startedAt = this.clock.now();
+    const requestedBy = request.context.sourceMessageIds?.at(-1);
+    this.store.insert({ id, channelId, task: request.task, startedAt, ...(requestedBy ? { requestedBy } : {}) });
+    const controller = new AbortController();
+    const entry: Running = {
+      info: { id, channelId, task: request.task, startedAt, segment: 1, tokens: 0 },
+      controller,
+      done: Promise.resolve(),
+    };
+    this.running.set(id, entry);
+    this.options.events.emit({ type: 'worker_started', channel_id: channelId, worker_id: id, running: this.slots.inUse(channelId), task_chars: request.task.length });
+    entry.done = this.execute(entry, request, settings, model).finally(() => {
+      release();
+      this.running.delete(id);
+    });
+    return { workerId: id };
+  }
+
+  /** Running workers of a channel, oldest first. */
+  list(channelId: string): WorkerInfo[] {
+    return [...this.running.values()].filter((entry) => entry.info.channelId === channelId).map((entry) => ({ ...entry.info }));
+  }
+
+  /** Stops one worker of this channel; it reports that it was cancelled. False when there is no such worker here. */
+  cancel(channelId: string, workerId: string, by?: string): boolean {
+    const entry = this.running.get(workerId.trim());
+    if (!entry || entry.info.channelId !== channelId || entry.stopping) return false;
+    entry.stopping = 'cancelled';
+    if (by) entry.cancelledBy = by;
+    entry.controller.abort(new Error('cancelled'));
+    return true;
+  }
+
+  /** Resolves when no worker is running (tests; the terminal at the end of piped input). */
+  async idle(channelId?: string): Promise<void> {
+    for (;;) {
+      const pending = [...this.running.values()].filter((entry) => channelId === undefined || entry.info.channelId === channelId);
+      if (pending.length === 0) return;
+      await Promise.allSettled(pending.map((entry) => entry.done));
+    }
+  }
+
+  /**
+   * Reports, in each channel's history, the workers that were running when the process
+   * stopped. Run once at start-up, before any new worker. Returns how many there were.
+   */
+  recoverInterrupted(): number {
+    const rows = this.store.running().filter((row) => !this.running.has(row.id));
+    for (const row of rows) {
+      const text = `[worker ${row.id} interrupted] The background task “${clip(row.task, 200)}” was interrupted when Magpie stopped, before it finished; it reported nothing. Ask again to rerun it.`;
+      this.options.db.transaction(() => {
+        this.store.finish(row.id, 'interrupted', this.clock.now());
+        this.appendReport(row.channelId, text, `magpie-worker-${row.id}`);
+      })();
+      this.options.events.emit({
+        type: 'worker_failed',
+        channel_id: row.channelId,
+        worker_id: row.id,
+        reason: 'interrupted',
+        segment: row.segment,
+        tokens: row.tokens,
+      });
+    }
+    return rows.length;
+  }
+
+  /** Stops every worker without a report: their rows stay open, so the next start reports them interrupted. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const entry of this.running.values()) {
+      entry.stopping = 'shutdown';
+      entry.controller.abort(new Error('shutdown'));
+    }
+    await Promise.allSettled([...this.running.values()].map((entry) => entry.done));
+  }
+
+  private async execute(entry: Running, request: SpawnRequest, settings: ChannelSettings, model: ChatModel): Promise<void> {
+    const { events, budget } = this.options;
+    const { id, channelId } = entry.info;
+    const startedAt = this.clock.now();
+    const timeout = AbortSignal.timeout(settings.worker.timeoutMs);
+    const signal = AbortSignal.any([entry.controller.signal, timeout]);
+    const usage: ModelUsage = { inputTokens: 0, outputTokens: 0 };
+    const counting: ChatModel = {
+      model: model.model,
+      createMessage: async (modelRequest, callOptions) => {
+        const response = await model.createMessage(modelRequest, { ...callOptions, purpose: 'worker' });
+        usage.inputTokens += response.usage.inputTokens;
+        usage.outputTokens += response.usage.outputTokens;
+        entry.info.tokens = usage.inputTokens + usage.outputTokens;
+        // A thread spends its parent channel's budget.
+        budget.record(request.context.parentChannelId ?? channelId, response.usage.inputTokens + response.usage.outputTokens);
+        return response;
+      },
+    };
+    const { signal: _turnSignal, ...context } = request.context;
+    let result: WorkerResult | undefined;
+    let failure: unknown;
+    try {
+      result = await runWorker({
+        model: counting,
+        task: request.task,
+        tools: this.options.tools,
+        context,
+        settings: settings.worker,
+        windowTokens: calibratedWindow(settings, this.options.calibration?.(channelId)),
+        maxTokens: settings.maxResponseTokens,
+        signal,
+        mayContinue: () => !budget.exhausted(channelId, settings.dailyTokenBudget),
+        onSegment: (info) => {
+          entry.info.segment = info.segment + 1;
+          this.store.progress(id, info.segment, entry.info.tokens);
+          events.emit({
+            type: 'worker_segment',
+            channel_id: channelId,
+            worker_id: id,
+            segment: info.segment,
+            turns: info.turns,
+            input_tokens: info.usage.inputTokens,
+            output_tokens: info.usage.outputTokens,
+            estimated_tokens: info.estimatedTokens,
+          });
+        },
+        onCompacted: (info) =>
+          events.emit({
+            type: 'worker_compacted',
+            channel_id: channelId,
+            worker_id: id,
+            segment: info.segment,
+            before_tokens: info.beforeTokens,
+            after_tokens: info.afterTokens,
+            dropped_calls: info.droppedCalls,
+            dropped_turns: info.droppedTurns,
+          }),
+      });
+    } catch (error) {
+      failure = error;
+    }
+    if (entry.stopping === 'shutdown') return;
+    const durationMs = this.clock.now() - startedAt;
+    const numbers = {
+      channel_id: channelId,
+      worker_id: id,
+      segments: result?.segments ?? entry.info.segment,
+      turns: result?.turns,
+      input_tokens: usage.inputTokens,
+      output_tokens: usage.outputTokens,
+      duration_ms: durationMs,
+    };
+    let status: Exclude<WorkerStatus, 'running' | 'interrupted'>;
+    let report: string;
+    const task = `“${clip(request.task, 120)}”`;
+    if (result?.end === 'completed') {
+      status = 'completed';
+      report = `[worker ${id} report] Task ${task}:\n${result.text === '' ? '(the worker finished without writing a report)' : result.text}`;
+    } else if (result?.end === 'max_segments') {
+      status = 'max_segments';
+      report = `[worker ${id} stopped] Task ${task} reached its limit of ${settings.worker.maxSegments} segments before finishing.${partial(result.text)}`;
+    } else if (result?.end === 'over_budget') {
+      status = 'failed';
+      report = `[worker ${id} stopped] Task ${task}: the channel's model budget for today ran out.${partial(result.text)}`;
+    } else if (entry.stopping === 'cancelled') {
+      status = 'cancelled';
+      report = `[worker ${id} cancelled] Task ${task} was cancelled${entry.cancelledBy ? ` by ${entry.cancelledBy}` : ''}; it reported nothing.`;
+    } else if (timeout.aborted) {
+      status = 'timed_out';
+      report = `[worker ${id} timed out] Task ${task} did not finish within ${Math.round(settings.worker.timeoutMs / 1000)} s.`;
+    } else {
+      status = 'failed';
+      report = `[worker ${id} failed] Task ${task} failed: ${clip(errorMessage(failure), 300)}`;
+    }
+    if (status === 'completed' || status === 'max_segments') {
+      events.emit({ type: 'worker_completed', ...numbers, status });
+    } else {
+      events.emit({ type: 'worker_failed', ...numbers, reason: status, ...(failure ? { error: errorMessage(failure) } : {}) });
+    }
+    await this.deliver(entry, clip(report, MAX_REPORT_CHARS), status, request.context);
+  }
+
+  /** Posts the report where the task was asked, then records it in history and closes the row, atomically. */
+  private async deliver(entry: Running, report: string, status: Exclude<WorkerStatus, 'running'>, context: ToolContext): Promise<void> {
+    const { id, channelId } = entry.info;
+    try {
+      await this.options.runtime.runSerial(channelId, async () => {
+        let postedId: string | undefined;
+        if (context.postToChannel) {
+          try {
+            postedId = await context.postToChannel(report);
+          } catch (error) {
+            this.options.events.emit({ type: 'reply_failed', channel_id: channelId, worker_id: id, error: errorMessage(error) });
+          }
+        }
+        this.options.db.transaction(() => {
+          this.store.finish(id, status, this.clock.now());
+          this.appendReport(channelId, report, postedId ?? `magpie-worker-${id}`);
+        })();
+      });
+    } catch (error) {
+      // The row stays open: the next start reports the worker as interrupted rather than lose it.
+      this.options.events.emit({ type: 'worker_report_failed', channel_id: channelId, worker_id: id, error: errorMessage(error) });
+    }
+  }
+
+  private appendReport(channelId: string, text: string, messageId: string): void {
+    const self = this.options.identity?.() ?? { id: 'magpie', name: 'Magpie' };
+    const turnId = this.options.runtime.newTurnId(channelId);
+    this.options.runtime.appendToTurn(
+      channelId,
+      [{ kind: 'message', role: 'assistant', authorId: self.id, authorName: self.name, content: text, messageId }],
+      turnId,
+    );
+  }
+}
+
+function partial(text: string): string {
+  return text === '' ? ' It reported nothing.' : ` What it had so far:\n${text}`;
+}
+
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
