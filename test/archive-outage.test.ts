@@ -32,10 +32,11 @@ test('an embedder outage during emergency truncation leaves every message findab
   const dir = tempDir();
   const db = openDatabase(dir.path, ALL_MIGRATIONS);
   const embedder = new FlakyEmbedder();
-  const memory = await openMemoryStore({ db, dataDir: dir.path, settings: { ...DEFAULTS.memory, dataDir: dir.path }, embedder });
   const events: MagpieEvent[] = [];
   const stream = new EventStream();
   stream.subscribe((event) => events.push(event));
+  // Wired as the app wires it: the store reports owed vectors it cannot make on the same stream.
+  const memory = await openMemoryStore({ db, dataDir: dir.path, settings: { ...DEFAULTS.memory, dataDir: dir.path }, embedder, events: stream });
   const summarizer = new ScriptedSummarizer();
   summarizer.fallback = never; // workers never land: only emergency truncation frees room
   const runtime = new ChannelRuntime({
@@ -63,7 +64,12 @@ test('an embedder outage during emergency truncation leaves every message findab
       });
     }
     assert.ok(events.filter((event) => event.type === 'emergency_truncation').length > 0, 'truncation moved messages out of the context');
-    assert.ok(events.filter((event) => event.type === 'archive_failed').length > 0, 'the outage was reported');
+    // Reported by whichever path met the embedder: a transcript write, or (when transcript rows
+    // are written with their history rows and vectors follow) the vector backlog.
+    await waitFor(
+      () => events.some((event) => event.type === 'archive_failed' || event.type === 'memory_vectors_delayed'),
+      'the outage was reported',
+    );
     const live = new Set(runtime.liveContext('c1').entries.map((entry) => entry.messageId));
     assert.ok(live.size < count);
 

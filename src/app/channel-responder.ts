@@ -35,7 +35,11 @@ export interface TurnRequest {
   target: ReplyTarget;
 }
 
-export type TurnOutcome = 'replied' | 'no_model' | 'rate_limited' | 'over_budget' | 'failed' | 'stopped';
+/** `coalesced`: folded into a turn already waiting in the same channel, which answers for both. */
+export type TurnOutcome = 'replied' | 'no_model' | 'rate_limited' | 'over_budget' | 'failed' | 'stopped' | 'coalesced';
+
+/** Source message ids one coalesced turn keeps at most. */
+const MAX_COALESCED_SOURCES = 50;
 
 export interface ChannelResponderOptions {
   runtime: ResponderRuntime;
@@ -70,6 +74,12 @@ export class ChannelResponder {
   private readonly abort = new AbortController();
   private stopped = false;
   private self: AgentIdentity | undefined;
+  /**
+   * Per channel, the turn queued behind the running one, not started yet. A new request folds
+   * into it instead of queueing another turn: a flood into one channel costs at most one running
+   * and one waiting turn, and the waiting one answers the newest message with the whole context.
+   */
+  private readonly waiting = new Map<string, TurnRequest>();
 
   constructor(private readonly options: ChannelResponderOptions) {
     this.self = options.self;
@@ -139,7 +149,8 @@ export class ChannelResponder {
 
   private async respondNow(request: TurnRequest): Promise<TurnOutcome> {
     const { config, events, runtime } = this.options;
-    const { channelId, target } = request;
+    const { channelId } = request;
+    const target = request.target;
     if (this.stopped) return 'stopped';
     const model = this.options.model;
     if (!model) return 'no_model';
@@ -159,7 +170,18 @@ export class ChannelResponder {
 
     if (await this.overBudget(request)) return 'over_budget';
 
+    const queued = this.waiting.get(channelId);
+    if (queued) {
+      this.waiting.set(channelId, coalesce(queued, request));
+      this.options.events.emit({ type: 'turn_coalesced', channel_id: channelId });
+      return 'coalesced';
+    }
+    this.waiting.set(channelId, request);
     return runtime.runSerial(channelId, async () => {
+      // The newest request folded into this turn while it waited.
+      request = this.waiting.get(channelId) ?? request;
+      this.waiting.delete(channelId);
+      const { target } = request;
       if (this.abort.signal.aborted) return 'stopped';
       // Checked again in the queue: the turns ahead of this one may have spent the budget.
       if (await this.overBudget(request)) return 'over_budget';
@@ -243,4 +265,13 @@ export class ChannelResponder {
 /** A thread spends its parent channel's budget. */
 function budgetKey(request: TurnRequest): string {
   return request.parentId ?? request.channelId;
+}
+
+/** One turn for two requests: the newer one's target and turn, both one's source messages. */
+function coalesce(older: TurnRequest, newer: TurnRequest): TurnRequest {
+  const sources = [...(older.context.sourceMessageIds ?? []), ...(newer.context.sourceMessageIds ?? [])];
+  return {
+    ...newer,
+    context: { ...newer.context, sourceMessageIds: [...new Set(sources)].slice(-MAX_COALESCED_SOURCES) },
+  };
 }

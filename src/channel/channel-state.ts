@@ -37,6 +37,8 @@ export class ChannelState {
   readonly markerEntries = new Map<number, HistoryEntry[]>();
   /** Transcript writes not yet confirmed by the memory store. */
   readonly pendingArchives = new Set<Promise<void>>();
+  /** Incoming messages in the live context whose group commit has not landed yet, by message id. */
+  readonly unsettled = new Map<string, Promise<HistoryEntry>>();
   /** Seqs whose transcript write failed in this process (retried before they are compacted). */
   readonly failedArchives = new Set<number>();
   compaction: RunningCompaction | undefined;

@@ -171,13 +171,15 @@ export class HistoryStore {
 
   /**
    * Returns false when the channel already holds this message id (idempotent ingest). Entries
-   * that never go to the transcript index (tool traffic) are born `archived`.
+   * that never go to the transcript index (tool traffic) are born `archived`, and so are
+   * messages whose transcript row the caller writes in the same transaction.
    */
-  insert(entry: HistoryEntry, location: ChannelLocation): boolean {
+  insert(entry: HistoryEntry, location: ChannelLocation, options: { archived?: boolean } = {}): boolean {
     try {
       const result = this.statements.insert.run({
         ...entry,
-        archived: entry.kind === 'message' ? 0 : 1,
+        // Born archived when its transcript row is written in the same transaction.
+        archived: (options.archived ?? entry.kind !== 'message') ? 1 : 0,
         guildId: location.guildId ?? null,
         dmUserId: location.dmUserId ?? null,
       });

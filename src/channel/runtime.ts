@@ -1,4 +1,5 @@
 import { systemClock, type Clock } from '../common/clock.js';
+import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 import type { LiveConfig } from '../config/live-config.js';
 import type { ChannelSettings } from '../config/types.js';
@@ -10,10 +11,13 @@ import type { CompactionAction } from '../compaction/compactor.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { ImmediateScheduler, type CompactionScheduler } from '../compaction/scheduler.js';
 import type { Summarizer } from '../compaction/summarizer.js';
+import { ChannelCache } from './channel-cache.js';
 import { usableWindow, usageOf } from './calibration.js';
 import { CalibrationKeeper } from './calibration-keeper.js';
 import { ChannelState } from './channel-state.js';
+import { DEFAULTS } from '../config/defaults.js';
 import { HistoryStore } from './history-store.js';
+import { IngestWriter } from './ingest-writer.js';
 import { buildRequest, estimateToolTokens, SUMMARY_HEADER_TOKENS } from './model-request.js';
 import { SerialQueue } from './serial-queue.js';
 import { TranscriptArchiver } from './transcript-archiver.js';
@@ -90,13 +94,15 @@ export interface LiveContext {
  */
 export class ChannelRuntime {
   private readonly store: HistoryStore;
-  private readonly states = new Map<string, ChannelState>();
+  private readonly states: ChannelCache;
+  private readonly sweepTimer: NodeJS.Timeout;
   private readonly queue = new SerialQueue();
   private readonly coordinator: CompactionCoordinator;
   private readonly scheduler: CompactionScheduler;
   private readonly clock: Clock;
   private countedTools: readonly ToolDefinition[];
   private readonly archiver: TranscriptArchiver;
+  private readonly writer: IngestWriter;
   private toolTokens: number;
   /** Thread id → parent channel id, learnt from ingested messages; threads inherit settings. */
   private readonly parents = new Map<string, string>();
@@ -110,7 +116,26 @@ export class ChannelRuntime {
     this.store = new HistoryStore(options.db);
     this.calibrations = new CalibrationKeeper({ db: options.db, events: options.events, clock: options.clock ?? systemClock });
     this.archiver = new TranscriptArchiver({ store: this.store, memory: options.memory, events: options.events });
+    this.writer = new IngestWriter({ db: options.db, store: this.store, memory: options.memory });
     this.clock = options.clock ?? systemClock;
+    this.states = new ChannelCache({
+      load: (channelId) => this.load(channelId),
+      isQuiet: (state) => this.isQuiet(state),
+      unloaded: (state, reason) => {
+        this.parents.delete(state.channelId);
+        this.options.memory.releaseChannel?.(state.channelId);
+        this.options.events.emit({ type: 'channel_unloaded', channel_id: state.channelId, reason, loaded: this.states.size });
+      },
+      limits: () => {
+        const runtime = this.options.config.current().runtime ?? DEFAULTS.runtime;
+        return { idleMs: runtime.channelIdleMs, maxLoaded: runtime.maxLoadedChannels };
+      },
+      now: () => this.clock.now(),
+    });
+    const idleMs = (options.config.current().runtime ?? DEFAULTS.runtime).channelIdleMs;
+    // Idle channels are also dropped when no new channel arrives to push them out.
+    this.sweepTimer = setInterval(() => this.unloadIdle(), Math.max(1_000, Math.min(60_000, Math.floor(idleMs / 2))));
+    this.sweepTimer.unref();
     this.scheduler = options.scheduler ?? new ImmediateScheduler();
     this.countedTools = options.toolDefinitions ?? [];
     this.toolTokens = estimateToolTokens(this.countedTools);
@@ -123,7 +148,11 @@ export class ChannelRuntime {
       scheduler: this.scheduler,
       settingsFor: (channelId) => this.settings(channelId),
       estimate: (state, settings) => this.estimate(state, settings),
-      retryFailedArchives: (state, entries) => this.archiver.retryFailed(state, entries),
+      retryFailedArchives: (state, entries) => {
+        // The snapshot a worker reads must be in SQLite before its splice can be.
+        this.writer.flush();
+        return this.archiver.retryFailed(state, entries);
+      },
     });
     this.privacy = new PrivacyPropagator({
       db: options.db,
@@ -158,11 +187,21 @@ export class ChannelRuntime {
     return this.archiver.repair(this.states.values());
   }
 
-  /** Appends a platform message (idempotent per message id), archives it, then checks usage. */
+  /**
+   * Appends a platform message (idempotent per message id), then checks usage. Resolves once the
+   * message is committed to SQLite together with its searchable transcript row: rows of many
+   * channels share one group commit, so a resolved ingest survives `kill -9` at no cost per
+   * message. The entry is in the live context at once; if its write fails it is taken out again
+   * and the promise rejects.
+   */
   async ingest(message: IncomingMessage): Promise<HistoryEntry> {
     const due = this.scheduler.beforeMessage(message.channelId);
     if (due) await due;
     const state = this.channel(message.channelId);
+    const unsettled = state.unsettled.get(message.messageId);
+    if (unsettled) return unsettled;
+    const stored = this.store.findByMessageId(message.channelId, message.messageId);
+    if (stored) return stored;
     if (message.parentChannelId !== undefined) this.parents.set(message.channelId, message.parentChannelId);
     if (message.guildId !== undefined || message.dmUserId !== undefined) {
       state.location = { ...(message.guildId ? { guildId: message.guildId } : {}), ...(message.dmUserId ? { dmUserId: message.dmUserId } : {}) };
@@ -170,7 +209,7 @@ export class ChannelRuntime {
     const last = state.entries[state.entries.length - 1];
     // A reply seen in a transcript belongs to the turn of the message it answers.
     const joinsTurn = message.role === 'assistant' && last !== undefined && last.role === 'user' && last.kind === 'message';
-    const entry = this.append(state, {
+    const entry = this.reserve(state, {
       kind: 'message',
       role: message.role,
       authorId: message.authorId,
@@ -180,19 +219,56 @@ export class ChannelRuntime {
       createdAt: message.createdAt,
       turnId: joinsTurn ? last.turnId : state.nextTurnId,
     });
-    if (!entry.fresh) return entry.entry;
+    if (!this.writer.staged) return this.ingestUnstaged(state, entry);
+    const written = this.writer.write(entry, state.location).then(
+      () => {
+        state.unsettled.delete(entry.messageId);
+        return entry;
+      },
+      (error: unknown) => {
+        state.unsettled.delete(entry.messageId);
+        this.unreserve(state, entry);
+        this.options.events.emit({ type: 'ingest_failed', channel_id: state.channelId, reason: errorMessage(error) });
+        throw error;
+      },
+    );
+    state.unsettled.set(entry.messageId, written);
     this.scheduler.afterMessage(message.channelId);
-    const archived = this.archiver.archive(state, [entry.entry]);
     // The message just in is what its turn answers: a truncation must not drop it before then.
+    this.checkProtecting(state, entry.seq);
+    await written;
+    return entry;
+  }
+
+  /**
+   * With a memory store in another database: the history row is written at once, on its own,
+   * and the transcript follows through the archiver (writes in flight are tracked, so an edit or
+   * a delete waits for them).
+   */
+  private async ingestUnstaged(state: ChannelState, entry: HistoryEntry): Promise<HistoryEntry> {
+    try {
+      this.writer.writeNow(entry, state.location);
+    } catch (error) {
+      this.unreserve(state, entry);
+      this.options.events.emit({ type: 'ingest_failed', channel_id: state.channelId, reason: errorMessage(error) });
+      throw error;
+    }
+    this.scheduler.afterMessage(state.channelId);
+    const archived = this.archiver.archive(state, [entry]);
+    this.checkProtecting(state, entry.seq);
+    await archived;
+    return entry;
+  }
+
+  /** The Compactor check after a message came in, with that message protected from truncation. */
+  private checkProtecting(state: ChannelState, seq: number): void {
     const protect = state.protectFromSeq;
-    state.protectFromSeq ??= entry.entry.seq;
+    state.protectFromSeq ??= seq;
     try {
       this.coordinator.check(state);
     } finally {
       state.protectFromSeq = protect;
     }
-    await archived;
-    return entry.entry;
   }
 
   /** A turn id for work that starts without an incoming message. */
@@ -211,6 +287,8 @@ export class ChannelRuntime {
     const fresh: HistoryEntry[] = [];
     // All or nothing: a tool call stored without its result (a crash or a failed write midway)
     // would stay in every later request of the channel.
+    // Messages already accepted come first in SQLite as they do in the context.
+    this.writer.flush();
     const saved = { nextSeq: state.nextSeq, nextTurnId: state.nextTurnId, archivedCount: state.archivedCount, live: state.entries.length };
     try {
       this.options.db.transaction(() => {
@@ -227,7 +305,7 @@ export class ChannelRuntime {
       state.archivedCount = saved.archivedCount;
       throw error;
     }
-    if (fresh.length > 0) void this.archiver.archive(state, fresh);
+    if (fresh.length > 0 && !this.writer.staged) void this.archiver.archive(state, fresh);
     this.coordinator.check(state);
     return appended;
   }
@@ -277,6 +355,7 @@ export class ChannelRuntime {
   /** A message edited on the platform: its text changes in history, context and archive. */
   async editMessage(channelId: string, messageId: string, content: string): Promise<boolean> {
     const state = this.channel(channelId);
+    this.writer.flush();
     const row = this.store.findByMessageId(channelId, messageId);
     if (!row) return false;
     if (row.content === content) return true;
@@ -306,6 +385,7 @@ export class ChannelRuntime {
 
   private async removeMessages(channelId: string, messageIds: string[]): Promise<{ messages: number; counts: PropagationChanges['counts'] }> {
     const state = this.channel(channelId);
+    this.writer.flush();
     const seqs: number[] = [];
     const removed: RemovedMessage[] = [];
     for (const messageId of messageIds) {
@@ -459,6 +539,24 @@ export class ChannelRuntime {
     return this.coordinator.compactNow(this.channel(channelId));
   }
 
+  /**
+   * Unloads quiet channels unused for `[runtime] channel_idle_ms` (and any beyond
+   * `max_loaded_channels`); runs on a timer too. Returns how many were unloaded.
+   */
+  unloadIdle(): number {
+    return this.states.evict();
+  }
+
+  /** Channels loaded in memory now. */
+  get loadedChannels(): number {
+    return this.states.size;
+  }
+
+  /** Group commits so far: how many, how many writes they carried, the largest (benchmarks). */
+  ingestStats(): { commits: number; writes: number; largestGroup: number } {
+    return { ...this.writer.stats };
+  }
+
   /** Lands every finished-but-held worker result (end of a replay). */
   async flushCompactions(): Promise<void> {
     await this.coordinator.drain();
@@ -469,6 +567,9 @@ export class ChannelRuntime {
    * archive writes finish. The database and memory store belong to the caller.
    */
   async close(): Promise<void> {
+    clearInterval(this.sweepTimer);
+    this.writer.flush();
+    for (const state of this.states.values()) await Promise.allSettled([...state.unsettled.values()]);
     this.unsubscribe();
     if (this.repairTimer) clearInterval(this.repairTimer);
     await this.coordinator.close(this.states.values());
@@ -531,11 +632,24 @@ export class ChannelRuntime {
   }
 
   private channel(channelId: string): ChannelState {
-    let state = this.states.get(channelId);
-    if (state) return state;
-    state = new ChannelState(channelId, this.store.load(channelId));
+    return this.states.get(channelId);
+  }
+
+  /** Nothing of the channel is in flight: unloading it now loses nothing a reload would not restore. */
+  private isQuiet(state: ChannelState): boolean {
+    return (
+      state.compaction === undefined &&
+      state.unsettled.size === 0 &&
+      state.pendingArchives.size === 0 &&
+      state.failedArchives.size === 0 &&
+      state.protectFromSeq === undefined &&
+      !this.queue.has(state.channelId)
+    );
+  }
+
+  private load(channelId: string): ChannelState {
+    const state = new ChannelState(channelId, this.store.load(channelId));
     state.calibration = this.calibrations.load(channelId);
-    this.states.set(channelId, state);
     // Repairs a crash between the history write and the transcript index write.
     const missing = this.store.unarchived(channelId);
     if (missing.length > 0) void this.archiver.archive(state, missing);
@@ -548,8 +662,17 @@ export class ChannelRuntime {
     state: ChannelState,
     input: TurnEntryInput & { createdAt: number; turnId: number },
   ): { entry: HistoryEntry; fresh: boolean } {
+    const entry = this.newEntry(state, input);
+    if (!this.writer.insertNow(entry, state.location)) {
+      return { entry: this.store.findByMessageId(state.channelId, entry.messageId)!, fresh: false };
+    }
+    this.take(state, entry);
+    return { entry, fresh: true };
+  }
+
+  private newEntry(state: ChannelState, input: TurnEntryInput & { createdAt: number; turnId: number }): HistoryEntry {
     const seq = state.nextSeq;
-    const entry: HistoryEntry = {
+    return {
       seq,
       channelId: state.channelId,
       messageId: input.messageId ?? `${state.channelId}:${seq}`,
@@ -562,14 +685,31 @@ export class ChannelRuntime {
       tokens: cappedEntryTokens(input, this.messageCap(state)),
       turnId: input.turnId,
     };
-    if (!this.store.insert(entry, state.location)) {
-      return { entry: this.store.findByMessageId(state.channelId, entry.messageId)!, fresh: false };
+  }
+
+  /** An incoming message enters the live context now; its row follows in the next group commit. */
+  private reserve(state: ChannelState, input: TurnEntryInput & { createdAt: number; turnId: number }): HistoryEntry {
+    const entry = this.newEntry(state, input);
+    this.take(state, entry);
+    return entry;
+  }
+
+  /** A message whose write failed leaves the context again (and any marker that took it). */
+  private unreserve(state: ChannelState, entry: HistoryEntry): void {
+    const index = state.indexOfSeq(entry.seq);
+    if (index >= 0) state.removeEntryAt(index);
+    for (const dropped of state.markerEntries.values()) {
+      const at = dropped.findIndex((candidate) => candidate.seq === entry.seq);
+      if (at >= 0) dropped.splice(at, 1);
     }
-    state.nextSeq = seq + 1;
-    if (input.turnId >= state.nextTurnId) state.nextTurnId = input.turnId + 1;
+    state.archivedCount -= 1;
+  }
+
+  private take(state: ChannelState, entry: HistoryEntry): void {
+    state.nextSeq = entry.seq + 1;
+    if (entry.turnId >= state.nextTurnId) state.nextTurnId = entry.turnId + 1;
     state.archivedCount += 1;
     state.appendEntry(entry);
-    return { entry, fresh: true };
   }
 }
 

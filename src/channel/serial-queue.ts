@@ -20,6 +20,11 @@ export class SerialQueue {
     return result;
   }
 
+  /** True while work for `key` is queued or running. */
+  has(key: string): boolean {
+    return this.tails.has(key);
+  }
+
   /** Settles when every queued task has finished. */
   async idle(): Promise<void> {
     while (this.tails.size > 0) await Promise.all([...this.tails.values()]);

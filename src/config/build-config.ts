@@ -77,9 +77,10 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
   const discordSection = sectionOf(partial, 'discord');
   const discord = { ...base.discord, ...discordSection };
   checkDiscordTiming(discord, sink, refusedKeys(rawSection(document, 'discord'), discordSection));
+  const runtime = { ...base.runtime, ...sectionOf(partial, 'runtime') };
   const logging = { ...base.logging, ...sectionOf(partial, 'logging') };
 
-  return { defaults, channels, llm, memory, discord, logging } as MagpieConfig;
+  return { defaults, channels, llm, memory, discord, runtime, logging } as MagpieConfig;
 }
 
 /** A partial compaction table merges key by key, so an override may set just one threshold. */

@@ -84,6 +84,10 @@ export const DEFAULTS: MagpieConfig = {
     catchUpChannels: 100,
     catchUpMessages: 500,
   },
+  runtime: {
+    channelIdleMs: 600_000,
+    maxLoadedChannels: 2_000,
+  },
   logging: {
     level: 'info',
   },

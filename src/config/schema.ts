@@ -125,6 +125,13 @@ export const CONFIG_SPEC: TableSpec = {
       catch_up_messages: { kind: 'integer', min: 1, max: 10_000 },
     },
   },
+  runtime: {
+    kind: 'table',
+    fields: {
+      channel_idle_ms: milliseconds,
+      max_loaded_channels: { kind: 'integer', min: 1, max: 10_000_000 },
+    },
+  },
   logging: {
     kind: 'table',
     fields: {

@@ -148,6 +148,14 @@ export interface DiscordSettings {
   catchUpMessages: number;
 }
 
+/** `[runtime]`: how many channels one process keeps in memory. */
+export interface RuntimeSettings {
+  /** A channel unused this long is unloaded (its state reloads from SQLite on the next message). */
+  channelIdleMs: number;
+  /** Most channels loaded at once; the least recently used quiet ones are unloaded beyond it. */
+  maxLoadedChannels: number;
+}
+
 /** `[logging]` */
 export interface LoggingSettings {
   level: LogLevel;
@@ -160,5 +168,6 @@ export interface MagpieConfig {
   llm: LlmSettings;
   memory: MemorySettings;
   discord: DiscordSettings;
+  runtime: RuntimeSettings;
   logging: LoggingSettings;
 }

@@ -6,7 +6,14 @@
 export class Debouncer<T> {
   private readonly pending = new Map<string, { items: T[]; firstAt: number; timer: NodeJS.Timeout }>();
 
-  constructor(private readonly fire: (key: string, items: T[]) => void) {}
+  /**
+   * `maxItems`: most items a burst keeps (the newest): a flood into one channel costs bounded
+   * memory while it waits, and its turn answers the newest message anyway.
+   */
+  constructor(
+    private readonly fire: (key: string, items: T[]) => void,
+    private readonly maxItems = Number.POSITIVE_INFINITY,
+  ) {}
 
   push(key: string, item: T, timing: { quietMs: number; maxWaitMs: number }): void {
     const now = Date.now();
@@ -15,6 +22,7 @@ export class Debouncer<T> {
     const firstAt = existing?.firstAt ?? now;
     const items = existing?.items ?? [];
     items.push(item);
+    if (items.length > this.maxItems) items.splice(0, items.length - this.maxItems);
     const delay = Math.max(0, Math.min(timing.quietMs, firstAt + timing.maxWaitMs - now));
     const timer = setTimeout(() => this.release(key), delay);
     this.pending.set(key, { items, firstAt, timer });

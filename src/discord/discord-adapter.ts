@@ -59,6 +59,9 @@ interface PendingTrigger {
   entry: HistoryEntry;
 }
 
+/** Newest triggering messages a burst keeps while it waits (older ones are in history anyway). */
+const MAX_BURST_TRIGGERS = 50;
+
 /** How often Discord needs the typing indicator renewed (it lapses after about 10 s). */
 const TYPING_REFRESH_MS = 8_000;
 
@@ -84,7 +87,7 @@ export class DiscordAdapter {
   private sessions = 0;
 
   constructor(private readonly options: DiscordAdapterOptions) {
-    this.debouncer = new Debouncer((channelId, burst) => this.fireTurn(channelId, burst));
+    this.debouncer = new Debouncer((channelId, burst) => this.fireTurn(channelId, burst), MAX_BURST_TRIGGERS);
     this.storage = options.storage ?? new StorageHealth({ dataDir: options.dataDir ?? 'data dir', events: options.events });
     if (options.catchUp) {
       this.catchUp = new ChannelCatchUp({

@@ -62,6 +62,8 @@ export interface HybridSearchRequest {
   limit: number;
   kind?: MemoryKind;
   memoryType?: MemoryType;
+  /** Exact similarities of visible items the vector indexes cannot see yet (their vector is owed). */
+  extraVectorHits?: Array<{ label: number; similarity: number }>;
 }
 
 interface ItemRow {
@@ -180,6 +182,7 @@ export class HybridSearch {
         filter = (label) => !memoryLabels.has(label);
       }
       for (const key of visibility.keys) hits.push(...this.indexes.search(key, queryVector, count, filter));
+      for (const hit of request.extraVectorHits ?? []) if (!filter || filter(hit.label)) hits.push(hit);
       if (visibility.wider.kind !== 'none' && request.kind !== 'transcript') {
         hits.push(...this.exactMemoryScan(request, queryVector, visibility.widerSql, visibility.widerParams));
       }

@@ -146,6 +146,20 @@ export class VectorIndexManager {
     entry.dirty = true;
   }
 
+  /** Saves and drops the index of `key` if it is loaded (its channel was unloaded). */
+  unload(key: string): void {
+    const entry = this.loaded.get(key);
+    if (!entry) return;
+    this.loaded.delete(key);
+    entry.evicted = true;
+    this.save(entry);
+  }
+
+  /** Indexes loaded in memory now. */
+  get loadedCount(): number {
+    return this.loaded.size;
+  }
+
   /** Resolves once every scheduled catch-up has finished (tests, benchmarks, shutdown). */
   async whenIdle(): Promise<void> {
     while (this.pending) await this.pending;

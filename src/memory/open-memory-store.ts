@@ -29,6 +29,8 @@ export interface OpenMemoryStoreOptions {
   maxLoadedIndexes?: number;
   /** An index unused this long is saved and dropped (default 10 minutes). */
   idleIndexMs?: number;
+  /** How long staged transcript rows wait for company before their vectors are made (default 10 ms). */
+  vectorDelayMs?: number;
   /**
    * A reader (the database was opened read-only): nothing is written, indexes that cannot be
    * trusted are rebuilt in memory only, and an embedder change is refused instead of re-embedding.
@@ -85,6 +87,9 @@ export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<
     scope: options.settings.scope,
     tuning: { ...DEFAULT_SEARCH_TUNING, vectorWeight: defaultVectorWeight(embedder), ...options.tuning },
     ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.events ? { events: options.events } : {}),
+    ...(options.vectorDelayMs !== undefined ? { vectorDelayMs: options.vectorDelayMs } : {}),
+    ...(options.readOnly ? { readOnly: true } : {}),
   });
   // Text stored while the embedder was down (before a restart) gets its vectors in the background.
   if (store.missingVectors() > 0) store.scheduleBackfill();

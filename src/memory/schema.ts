@@ -14,6 +14,9 @@ import type { Migration } from '../storage/database.js';
  *   is trusted only when it agrees with this row.
  * - `memory_index_tombstones` remembers deletions that reach an index not loaded in memory, so they
  *   can be applied when it is.
+ * - `memory_vector_backlog` lists items written without their vector yet (a message is made
+ *   searchable by full text in the same transaction as its history row; its vector follows in a
+ *   batch). Search scans these rows exactly, so the lag is invisible to `memory_search`.
  */
 export const MEMORY_MIGRATIONS: readonly Migration[] = [
   {
@@ -87,6 +90,18 @@ export const MEMORY_MIGRATIONS: readonly Migration[] = [
           label INTEGER NOT NULL,
           PRIMARY KEY (index_key, label)
         ) WITHOUT ROWID;
+      `);
+    },
+  },
+  {
+    name: 'memory-002-vector-backlog',
+    up(db) {
+      db.exec(`
+        CREATE TABLE memory_vector_backlog (
+          item_rowid INTEGER PRIMARY KEY REFERENCES memory_items (rowid) ON DELETE CASCADE,
+          index_key TEXT NOT NULL
+        );
+        CREATE INDEX memory_vector_backlog_key ON memory_vector_backlog (index_key, item_rowid);
       `);
     },
   },

@@ -8,6 +8,8 @@ import { HybridSearch, itemId, parseItemId, parseSourceIds, type SearchTuning } 
 import type { VectorIndexManager } from './index-manager.js';
 import { channelKey, ftsTags, memoryHome, visibility } from './scope.js';
 import { ChannelViews, type ChannelView } from '../privacy/channel-views.js';
+import { VectorBacklog } from './vector-backlog.js';
+import type { EventStream } from '../common/events.js';
 import type {
   MemoryKind,
   MemoryLocation,
@@ -44,6 +46,12 @@ export interface SqliteMemoryStoreOptions {
   scope: MemoryScope;
   tuning: SearchTuning;
   clock?: Clock;
+  /** `memory_vectors_delayed` (embedder failing while vectors catch up) goes here. */
+  events?: EventStream;
+  /** How long staged transcript rows wait for company before their vectors are made. */
+  vectorDelayMs?: number;
+  /** A reader: owed vectors are scanned at search time but never written. */
+  readOnly?: boolean;
   /** How often items stored without a vector (embedder down) are embedded again, in ms. Default 30 s. */
   backfillIntervalMs?: number;
 }
@@ -77,6 +85,9 @@ export class SqliteMemoryStore implements MemoryStore {
   private readonly searcher: HybridSearch;
   private readonly insertItem;
   private readonly insertVector;
+  private readonly insertBacklog;
+  private readonly transcriptExists;
+  private readonly backlog: VectorBacklog;
   private closed = false;
   /** View keys of guild channels (guild scope follows Discord's view permissions). */
   private readonly views: ChannelViews | undefined;
@@ -101,6 +112,40 @@ export class SqliteMemoryStore implements MemoryStore {
          @userId, @messageId, @authorId, @authorName, @sourceIds, @contentHash, @ftsTags, @createdAt, @updatedAt)`,
     );
     this.insertVector = this.db.prepare('INSERT INTO memory_vectors (item_rowid, index_key, vector) VALUES (?, ?, ?)');
+    this.insertBacklog = this.db.prepare('INSERT OR IGNORE INTO memory_vector_backlog (item_rowid, index_key) VALUES (?, ?)');
+    this.transcriptExists = this.db.prepare(
+      `SELECT 1 FROM memory_items WHERE channel_id = ? AND message_id = ? AND kind = 'transcript'`,
+    );
+    this.backlog = new VectorBacklog({
+      db: this.db,
+      embedder: this.embedder,
+      indexes: this.indexes,
+      ...(options.events ? { events: options.events } : {}),
+      ...(options.vectorDelayMs !== undefined ? { delayMs: options.vectorDelayMs } : {}),
+    });
+    // Vectors a previous run left owed (a crash, a shutdown cut short) are made now; a reader
+    // leaves them to the writer and scans them at search time.
+    if (!options.readOnly && this.backlog.size() > 0) this.backlog.schedule();
+  }
+
+  /**
+   * Transcript rows written inside the caller's open transaction on this same database: the
+   * full-text row commits with the caller's history row, the vector follows from the backlog
+   * (and search scans the backlog exactly meanwhile). Undefined for another database.
+   */
+  transcriptStager(db: unknown): ((entries: TranscriptEntryInput[]) => void) | undefined {
+    if (db !== this.db) return undefined;
+    return (entries) => {
+      this.assertOpen();
+      const now = this.clock.now();
+      for (const entry of entries) {
+        const indexKey = channelKey(entry.channelId);
+        const text = transcriptText(entry.authorName, entry.content);
+        const info = this.insertItem.run(this.transcriptRow(entry, text, indexKey, now));
+        if (info.changes > 0) this.insertBacklog.run(Number(info.lastInsertRowid), indexKey);
+      }
+      this.backlog.schedule();
+    };
   }
 
   async save(input: SaveMemoryInput): Promise<SaveMemoryResult> {
@@ -170,10 +215,7 @@ export class SqliteMemoryStore implements MemoryStore {
 
   async archiveTranscript(entries: TranscriptEntryInput[]): Promise<void> {
     if (entries.length === 0) return;
-    const exists = this.db.prepare(
-      `SELECT 1 FROM memory_items WHERE channel_id = ? AND message_id = ? AND kind = 'transcript'`,
-    );
-    const fresh = entries.filter((entry) => !exists.get(entry.channelId, entry.messageId));
+    const fresh = entries.filter((entry) => !this.transcriptExists.get(entry.channelId, entry.messageId));
     if (fresh.length === 0) return;
     const texts = fresh.map((entry) => transcriptText(entry.authorName, entry.content));
     let vectors: Float32Array[] | undefined;
@@ -191,25 +233,7 @@ export class SqliteMemoryStore implements MemoryStore {
     this.db.transaction(() => {
       fresh.forEach((entry, position) => {
         const indexKey = channelKey(entry.channelId);
-        const info = this.insertItem.run({
-          kind: 'transcript',
-          content: texts[position]!,
-          memoryType: null,
-          importance: null,
-          scope: 'channel',
-          indexKey,
-          channelId: entry.channelId,
-          guildId: entry.guildId ?? null,
-          userId: entry.dmUserId ?? null,
-          messageId: entry.messageId,
-          authorId: entry.authorId,
-          authorName: entry.authorName,
-          sourceIds: '[]',
-          contentHash: hashContent(texts[position]!),
-          ftsTags: ftsTags({ indexKey, kind: 'transcript' }),
-          createdAt: Number.isFinite(entry.createdAt) ? entry.createdAt : now,
-          updatedAt: now,
-        });
+        const info = this.insertItem.run(this.transcriptRow(entry, texts[position]!, indexKey, now));
         // Ignored: the same message arrived twice in one batch.
         if (info.changes === 0 || !vectors) return;
         this.insertVector.run(Number(info.lastInsertRowid), indexKey, vectorToBlob(vectors[position]!));
@@ -245,6 +269,8 @@ export class SqliteMemoryStore implements MemoryStore {
         // Deleted or edited meanwhile: the edit brought its own vector, a deletion needs none.
         if (!exists.get(row.rowid, row.content)) return;
         this.db.prepare('INSERT OR IGNORE INTO memory_vectors (item_rowid, index_key, vector) VALUES (?, ?, ?)').run(row.rowid, row.index_key, vectorToBlob(vectors[position]!));
+        // Owed by the ingest backlog too: settled now.
+        this.db.prepare('DELETE FROM memory_vector_backlog WHERE item_rowid = ?').run(row.rowid);
         keys.add(row.index_key);
       });
     })();
@@ -291,6 +317,15 @@ export class SqliteMemoryStore implements MemoryStore {
       .get(channelId, messageId) as { rowid: number; author_name: string | null } | undefined;
     if (!row) return;
     const text = transcriptText(row.author_name ?? '', content);
+    const owed = this.db.prepare('SELECT 1 FROM memory_vector_backlog WHERE item_rowid = ?').get(row.rowid);
+    if (owed) {
+      // Its vector is still owed: the backlog embeds whatever text the row holds when it gets there.
+      this.db
+        .prepare(`UPDATE memory_items SET content = ?, content_hash = ?, updated_at = ? WHERE rowid = ?`)
+        .run(text, hashContent(text), this.clock.now(), row.rowid);
+      this.backlog.schedule();
+      return;
+    }
     const [vector] = await this.embedder.embed([text]);
     this.assertOpen();
     const indexKey = channelKey(channelId);
@@ -337,10 +372,16 @@ export class SqliteMemoryStore implements MemoryStore {
       queryVector = undefined;
     }
     this.assertOpen();
+    const seen = visibility(location, this.options.scope, this.views);
+    // Rows whose vector is still owed are compared exactly: accepted means searchable.
+    const memoriesOnly = query.kind === 'memory' || memoryType !== undefined;
+    const lagging = memoriesOnly || !queryVector ? [] : await this.backlog.scan(seen.keys, queryVector);
+    this.assertOpen();
     return this.searcher.run({
       queryText: text,
       ...(queryVector ? { queryVector } : {}),
-      visibility: visibility(location, this.options.scope, this.views),
+      visibility: seen,
+      extraVectorHits: lagging,
       limit,
       ...(query.kind ? { kind: query.kind } : {}),
       ...(memoryType ? { memoryType } : {}),
@@ -468,8 +509,13 @@ export class SqliteMemoryStore implements MemoryStore {
     }
     const counts = this.indexes.counts(keys);
     stats.indexedVectors = counts.indexed;
-    stats.pendingVectors = counts.pending;
+    // Owed vectors (not yet embedded) are pending too, as much as those not yet in an index.
+    stats.pendingVectors = counts.pending + this.backlog.size(keys);
     return stats;
+  }
+
+  releaseChannel(channelId: string): void {
+    if (!this.closed) this.indexes.unload(channelKey(channelId));
   }
 
   /** Channels that have anything stored, most recently active first (for CLI hints). */
@@ -490,15 +536,39 @@ export class SqliteMemoryStore implements MemoryStore {
 
   /** Resolves when every index has caught up with SQLite (tests and benchmarks wait on it). */
   async whenIndexed(): Promise<void> {
+    await this.backlog.whenDrained();
     await this.indexes.whenIdle();
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
+    await this.backlog.close(this.options.readOnly ? 0 : undefined);
     this.closed = true;
     this.stopBackfill();
     await this.backfilling;
     await this.indexes.close();
+  }
+
+  private transcriptRow(entry: TranscriptEntryInput, text: string, indexKey: string, now: number): Record<string, unknown> {
+    return {
+      kind: 'transcript',
+      content: text,
+      memoryType: null,
+      importance: null,
+      scope: 'channel',
+      indexKey,
+      channelId: entry.channelId,
+      guildId: entry.guildId ?? null,
+      userId: entry.dmUserId ?? null,
+      messageId: entry.messageId,
+      authorId: entry.authorId,
+      authorName: entry.authorName,
+      sourceIds: '[]',
+      contentHash: hashContent(text),
+      ftsTags: ftsTags({ indexKey, kind: 'transcript' }),
+      createdAt: Number.isFinite(entry.createdAt) ? entry.createdAt : now,
+      updatedAt: now,
+    };
   }
 
   private assertOpen(): void {

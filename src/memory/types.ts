@@ -141,6 +141,14 @@ export interface MemoryStore {
   stats(location?: MemoryLocation): MemoryStats;
   close(): Promise<void>;
   /**
+   * Optional: a store that lives in the caller's own SQLite database (`db`) returns a function
+   * that writes transcript rows inside the caller's open transaction, so that a history row and
+   * its searchable copy commit together; undefined when it does not share that database.
+   */
+  transcriptStager?(db: unknown): ((entries: TranscriptEntryInput[]) => void) | undefined;
+  /** Optional: the channel was unloaded from memory; its vector index may be saved and dropped. */
+  releaseChannel?(channelId: string): void;
+  /**
    * Messages of a channel are gone (deleted, edited, erased): memories drawn only from them are
    * deleted, the others lose those ids. Returns what was deleted, so its text can be removed
    * from wherever it was quoted.

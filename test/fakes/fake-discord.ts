@@ -56,6 +56,22 @@ export interface FakeDiscordOptions {
   heartbeatIntervalMs?: number;
   /** Echo the bot's own posted messages back as MESSAGE_CREATE, as Discord does. */
   echoBotMessages?: boolean;
+  /**
+   * Shards, as `GET /gateway/bot` recommends them (default 1). Events route as Discord routes
+   * them: a guild's to shard `(guild_id >> 22) % shards`, DMs to shard 0; a client's IDENTIFY
+   * `shard: [id, count]` says which shard its session is.
+   */
+  shards?: number;
+  /** Guilds besides the default one (channels name theirs in `guildId`). */
+  guilds?: Array<{ id: string; name?: string }>;
+}
+
+/** The gateway session of one shard other than 0 (shard 0 is the fake's own single session). */
+interface ShardSession {
+  socket: WebSocket;
+  sessionId: string;
+  sequence: number;
+  authenticated: boolean;
 }
 
 /** One HTTP request the bot made. */
@@ -150,6 +166,12 @@ export class FakeDiscord {
   private readonly echoBotMessages: boolean;
   /** Answer POST /channels/:id/messages with this status instead (once per entry). */
   private readonly failNextPosts: number[] = [];
+  private readonly shardCount: number;
+  private readonly extraGuilds: Array<{ id: string; name?: string }>;
+  /** Sessions of shards 1..N-1, by shard id. */
+  private readonly shardSessions = new Map<number, ShardSession>();
+  /** The `shard` field of every IDENTIFY, in order (`[0, 1]` when the client sent none). */
+  readonly identifiedShards: Array<[number, number]> = [];
 
   constructor(options: FakeDiscordOptions = {}) {
     this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? 41_250;
@@ -158,6 +180,8 @@ export class FakeDiscord {
     for (const user of options.users ?? []) this.users.set(user.id, user);
     for (const channel of options.channels ?? []) this.channels.set(channel.id, channel);
     this.roles = options.roles ?? [];
+    this.shardCount = options.shards ?? 1;
+    this.extraGuilds = options.guilds ?? [];
     this.server = createServer((request, response) => void this.handleHttp(request, response));
     this.wss = new WebSocketServer({ server: this.server, path: '/gateway' });
     this.wss.on('connection', (socket) => this.handleConnection(socket));
@@ -358,10 +382,23 @@ export class FakeDiscord {
     const channel = this.requireChannel(channelId);
     channel.overwrites = overwrites;
     this.dispatch('CHANNEL_UPDATE', this.channelPayload(channel));
+}
+
+  /** The shard Discord sends a guild's events to. */
+  shardOfGuild(guildId: string): number {
+    return Number((BigInt(guildId) >> 22n) % BigInt(this.shardCount));
+  }
+
+  /** Shard sessions (other than 0) that have identified and are connected. */
+  get connectedShards(): number[] {
+    return [...this.shardSessions.entries()].filter(([, session]) => session.authenticated).map(([id]) => id);
   }
 
   /** A raw dispatch, for events the helpers above do not cover (malformed ones too). */
   dispatch(type: string, data: unknown): number {
+    const guildId = (data as { guild_id?: unknown } | null)?.guild_id;
+    const shard = this.shardCount > 1 && typeof guildId === 'string' && /^\d+$/.test(guildId) ? this.shardOfGuild(guildId) : 0;
+    if (shard !== 0) return this.dispatchToShard(shard, type, data);
     this.sequence += 1;
     const entry = { s: this.sequence, t: type, d: data };
     this.dispatchLog.push(entry);
@@ -400,10 +437,13 @@ export class FakeDiscord {
   // --- gateway ---------------------------------------------------------------------------
 
   private handleConnection(socket: WebSocket): void {
-    // A new connection replaces the old one; Discord allows one per session.
-    this.socket?.terminate();
-    this.socket = socket;
-    this.authenticated = false;
+    if (this.shardCount === 1) {
+      // A new connection replaces the old one; Discord allows one per session.
+      this.socket?.terminate();
+      this.socket = socket;
+      this.authenticated = false;
+    }
+    // Sharded: which session a connection is for is known at its IDENTIFY or RESUME.
     socket.on('message', (raw) => this.handleGatewayPayload(socket, raw.toString()));
     socket.on('close', () => {
       if (this.socket === socket) {
@@ -427,14 +467,36 @@ export class FakeDiscord {
         this.heartbeats += 1;
         this.sendTo(socket, { op: 11, d: null, s: null, t: null });
         return;
-      case 2:
+      case 2: {
         this.handshakes.push(payload);
+        const shard = Array.isArray(payload.d?.shard) ? (payload.d.shard as [number, number]) : ([0, 1] as [number, number]);
+        this.identifiedShards.push(shard);
+        if (this.shardCount > 1 && shard[1] !== this.shardCount) {
+          socket.close(4010, 'invalid shard');
+          return;
+        }
+        if (shard[0] !== 0) {
+          this.identifyShard(socket, shard[0]);
+          return;
+        }
+        this.claimShardZero(socket);
         this.identify(socket);
         return;
-      case 6:
+      }
+      case 6: {
         this.handshakes.push(payload);
+        const other = [...this.shardSessions.entries()].find(([, session]) => session.sessionId === payload.d?.session_id);
+        if (other) {
+          other[1].socket.terminate();
+          other[1].socket = socket;
+          other[1].authenticated = true;
+          this.sendTo(socket, { op: 0, s: ++other[1].sequence, t: 'RESUMED', d: {} });
+          return;
+        }
+        this.claimShardZero(socket);
         this.resume(socket, payload.d);
         return;
+      }
       default:
         // Presence updates, member requests, voice: accepted and ignored.
         return;
@@ -449,10 +511,10 @@ export class FakeDiscord {
     this.dispatch('READY', {
       v: 10,
       user: this.userPayload(this.requireUser(FAKE_BOT_ID)),
-      guilds: [{ id: FAKE_GUILD_ID, unavailable: true }],
+      guilds: this.guildIdsOfShard(0).map((id) => ({ id, unavailable: true })),
       session_id: this.sessionId,
       resume_gateway_url: this.gatewayUrl,
-      shard: [0, 1],
+      shard: [0, this.shardCount],
       application: { id: FAKE_BOT_ID, flags: 0 },
       private_channels: [],
       relationships: [],
@@ -461,9 +523,58 @@ export class FakeDiscord {
       guild_join_requests: [],
       geo_ordered_rtc_regions: [],
     });
-    this.dispatch('GUILD_CREATE', this.guildPayload());
+    for (const guildId of this.guildIdsOfShard(0)) this.dispatch('GUILD_CREATE', this.guildPayload(guildId));
     void socket;
     this.notifyReady();
+  }
+
+  /** Shard 0's session moves to this socket (sharded mode defers it to the handshake). */
+  private claimShardZero(socket: WebSocket): void {
+    if (this.socket === socket) return;
+    this.socket?.terminate();
+    this.socket = socket;
+    this.authenticated = false;
+  }
+
+  /** Guilds whose events go to this shard (all of them when unsharded). */
+  private guildIdsOfShard(shard: number): string[] {
+    const all = [FAKE_GUILD_ID, ...this.extraGuilds.map((guild) => guild.id)];
+    return this.shardCount === 1 ? all : all.filter((id) => this.shardOfGuild(id) === shard);
+  }
+
+  private identifyShard(socket: WebSocket, shard: number): void {
+    this.shardSessions.get(shard)?.socket.terminate();
+    const session: ShardSession = { socket, sessionId: `session-${this.nextId()}`, sequence: 0, authenticated: true };
+    this.shardSessions.set(shard, session);
+    socket.on('close', () => {
+      if (this.shardSessions.get(shard)?.socket === socket) session.authenticated = false;
+    });
+    const guildIds = this.guildIdsOfShard(shard);
+    this.dispatchToShard(shard, 'READY', {
+      v: 10,
+      user: this.userPayload(this.requireUser(FAKE_BOT_ID)),
+      guilds: guildIds.map((id) => ({ id, unavailable: true })),
+      session_id: session.sessionId,
+      resume_gateway_url: this.gatewayUrl,
+      shard: [shard, this.shardCount],
+      application: { id: FAKE_BOT_ID, flags: 0 },
+      private_channels: [],
+      relationships: [],
+      user_settings: {},
+      presences: [],
+      guild_join_requests: [],
+      geo_ordered_rtc_regions: [],
+    });
+    for (const guildId of guildIds) this.dispatchToShard(shard, 'GUILD_CREATE', this.guildPayload(guildId));
+  }
+
+  /** A dispatch on a shard other than 0 (not kept for replay: those sessions do not resume here). */
+  private dispatchToShard(shard: number, type: string, data: unknown): number {
+    const session = this.shardSessions.get(shard);
+    if (!session) return 0;
+    session.sequence += 1;
+    if (session.authenticated) this.sendTo(session.socket, { op: 0, s: session.sequence, t: type, d: data });
+    return session.sequence;
   }
 
   private resume(socket: WebSocket, data: { session_id?: string; seq?: number }): void {
@@ -524,7 +635,7 @@ export class FakeDiscord {
     if (method === 'GET' && path === '/gateway/bot') {
       return reply(200, {
         url: this.gatewayUrl,
-        shards: 1,
+        shards: this.shardCount,
         session_start_limit: { total: 1000, remaining: 999, reset_after: 0, max_concurrency: 1 },
       });
     }
@@ -682,12 +793,15 @@ export class FakeDiscord {
     };
   }
 
-  private guildPayload(): Record<string, unknown> {
-    const guildChannels = [...this.channels.values()].filter((channel) => channel.type !== 1);
+  private guildPayload(guildId: string = FAKE_GUILD_ID): Record<string, unknown> {
+    // The default guild keeps every guild channel, as it always has, unless other guilds are declared.
+    const guildChannels = [...this.channels.values()].filter(
+      (channel) => channel.type !== 1 && (this.extraGuilds.length === 0 || this.guildOf(channel) === guildId),
+    );
     const joinedAt = new Date(0).toISOString();
     return {
-      id: FAKE_GUILD_ID,
-      name: 'Fake Guild',
+      id: guildId,
+      name: this.extraGuilds.find((guild) => guild.id === guildId)?.name ?? 'Fake Guild',
       icon: null,
       splash: null,
       discovery_splash: null,
@@ -715,7 +829,7 @@ export class FakeDiscord {
       unavailable: false,
       member_count: this.users.size,
       roles: [
-        { id: FAKE_GUILD_ID, name: '@everyone', permissions: '1024', position: 0, color: 0, hoist: false, managed: false, mentionable: false, flags: 0 },
+        { id: guildId, name: '@everyone', permissions: '1024', position: 0, color: 0, hoist: false, managed: false, mentionable: false, flags: 0 },
         ...this.roles.map((role, index) => ({
           id: role.id,
           name: role.name,
@@ -752,7 +866,7 @@ export class FakeDiscord {
       id: channel.id,
       type: channel.type,
       name: channel.name,
-      guild_id: FAKE_GUILD_ID,
+      guild_id: this.guildOf(channel) ?? FAKE_GUILD_ID,
       position: 0,
       permission_overwrites: (channel.overwrites ?? []).map((overwrite) => ({ ...overwrite })),
       nsfw: false,

@@ -1,16 +1,17 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { errorMessage, InputError, MagpieError } from '../../common/errors.js';
 import { loadConfig } from '../../config/load-config.js';
 import type { MemorySettings } from '../../config/types.js';
 import { openMemoryStore } from '../../memory/open-memory-store.js';
 import type { SqliteMemoryStore } from '../../memory/sqlite-memory-store.js';
-import { MEMORY_TYPES, type MemoryKind, type MemoryType, type SearchResult } from '../../memory/types.js';
+import { MEMORY_TYPES, type MemoryKind, type MemoryStats, type MemoryType, type SearchResult } from '../../memory/types.js';
 import { checkLimit, checkMemoryType, checkQuery, MAX_SEARCH_LIMIT } from '../../memory/validation.js';
 import { DATABASE_FILE, openDatabase, type SqliteDatabase } from '../../storage/database.js';
 import { openDataDirForWriting, type WritableDataDir } from '../../storage/data-dir.js';
 import { EventStream } from '../../common/events.js';
 import { ALL_MIGRATIONS } from '../../storage/migrations.js';
+import { dataDirOfChannel, listDataDirs, type DataDirEntry } from '../../storage/shard-dirs.js';
 import { storageError } from '../../storage/storage-error.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
@@ -29,6 +30,10 @@ Subcommands:
   stats                         counts, embedder and index state
 
 Run magpie memory <subcommand> --help for its options.
+
+A data directory written by sharded processes (magpie start --shards) holds one directory per
+shard (DIR/shard-<N>); pointed at DIR, search finds the shard that holds the channel, list and
+stats go through every shard, and forget needs --data-dir DIR/shard-<N>.
 `;
 
 const SEARCH_USAGE = `Usage: magpie memory search QUERY --channel ID [--data-dir DIR] [--limit K] [--kind memory|transcript] [--type TYPE] [--json]
@@ -136,12 +141,13 @@ async function searchCommand(argv: string[], io: CliIo): Promise<number> {
     if (parsed.positionals.length > 0) throw new UsageError('give either QUERY or --queries FILE, not both', SEARCH_USAGE);
     if (!values.json) throw new UsageError('--queries needs --json (its output is JSON lines)', SEARCH_USAGE);
     const text = values.queries === '-' ? await readAll(io.stdin) : readInputFile(path.resolve(io.cwd, values.queries));
-    return withStore(values, io, {}, async (store) => runBatch(store, text, { kind, memoryType }, io));
+    return withStores(values, io, {}, async (stores) => runBatch((channelId) => stores.forChannel(channelId), text, { kind, memoryType }, io));
   }
   const query = parsed.positionals[0];
   if (query === undefined) throw new UsageError('missing QUERY (or --queries FILE)', SEARCH_USAGE);
   const channelId = requireFlag(values.channel, '--channel', SEARCH_USAGE);
-  return withStore(values, io, {}, async (store) => {
+  return withStores(values, io, {}, async (stores) => {
+    const store = await stores.forChannel(channelId);
     const results = await store.search({
       location: { channelId },
       query,
@@ -157,7 +163,7 @@ async function searchCommand(argv: string[], io: CliIo): Promise<number> {
 }
 
 async function runBatch(
-  store: SqliteMemoryStore,
+  storeFor: (channelId: string) => Promise<SqliteMemoryStore>,
   text: string,
   filters: { kind: MemoryKind | undefined; memoryType: MemoryType | undefined },
   io: CliIo,
@@ -187,6 +193,7 @@ async function runBatch(
       }
       const query = checkQuery(fields.query, '"query"');
       const limit = fields.limit === undefined ? undefined : checkLimit(fields.limit, '"limit"');
+      const store = await storeFor(fields.channel);
       const results = await store.search({
         location: { channelId: fields.channel },
         query,
@@ -223,12 +230,19 @@ async function listCommand(argv: string[], io: CliIo): Promise<number> {
   const values = parsed.values;
   const kind = kindFlag(values.kind, LIST_USAGE);
   const limit = integerFlag(values.limit, '--limit', LIST_USAGE, { min: 1, max: 10_000 }) ?? 50;
-  return withStore(values, io, {}, async (store) => {
-    const records = store.list({
-      ...(values.channel ? { location: { channelId: values.channel } } : {}),
-      ...(kind ? { kind } : {}),
-      limit,
-    });
+  return withStores(values, io, {}, async (stores) => {
+    // Across shards: the newest of all of them (a channel's entries live in one shard only).
+    const targets = values.channel ? [await stores.forChannel(values.channel)] : await stores.all();
+    const records = targets
+      .flatMap((store) =>
+        store.list({
+          ...(values.channel ? { location: { channelId: values.channel } } : {}),
+          ...(kind ? { kind } : {}),
+          limit,
+        }),
+      )
+      .sort((left, right) => right.createdAt - left.createdAt)
+      .slice(0, limit);
     for (const record of records) {
       if (values.json) {
         io.stdout.write(`${JSON.stringify(record)}\n`);
@@ -254,8 +268,9 @@ async function statsCommand(argv: string[], io: CliIo): Promise<number> {
     return EXIT.ok;
   }
   const values = parsed.values;
-  return withStore(values, io, {}, async (store) => {
-    const stats = store.stats(values.channel ? { channelId: values.channel } : undefined);
+  return withStores(values, io, {}, async (stores) => {
+    const targets = values.channel ? [await stores.forChannel(values.channel)] : await stores.all();
+    const stats = sumStats(targets.map((store) => store.stats(values.channel ? { channelId: values.channel } : undefined)));
     if (values.json) {
       io.stdout.write(`${JSON.stringify(stats)}\n`);
       return EXIT.ok;
@@ -276,28 +291,37 @@ async function statsCommand(argv: string[], io: CliIo): Promise<number> {
   });
 }
 
+/** The memory stores of a deployment's data dirs (one, or one per shard), opened on demand. */
+interface StoreSet {
+  /** The store of the shard holding this channel (the only store when unsharded). */
+  forChannel(channelId: string): Promise<SqliteMemoryStore>;
+  /** Every store: the base one or each shard's. */
+  all(): Promise<SqliteMemoryStore[]>;
+  /** The one store; a sharded data dir is refused with a hint naming the shard dirs. */
+  only(what: string): Promise<SqliteMemoryStore>;
+}
+
 /**
- * Opens the data directory's database and memory store around `work`, and closes both. A data
+ * Opens the data directory's databases and memory stores around `work` as it asks for them
+ * (the data dir itself, or the `shard-<N>` dirs of a sharded bot), and closes them all. A data
  * directory without a database is an error: reading commands never create an empty one. Readers
- * open it read-only (they work beside a running bot and on a read-only disk); `write` takes the
+ * open read-only (they work beside a running bot and on a read-only disk); `write` takes the
  * data dir's writer lock, so a writer running elsewhere refuses this command, naming itself.
  */
-async function withStore(
+async function withStores(
   values: { 'data-dir'?: string | undefined; config?: string | undefined },
   io: CliIo,
   mode: { write?: boolean },
-  work: (store: SqliteMemoryStore) => Promise<number>,
+  work: (stores: StoreSet) => Promise<number>,
 ): Promise<number> {
   const { config } = loadConfig({ path: values.config, cwd: io.cwd, env: io.env });
   const dataDir = path.resolve(io.cwd, values['data-dir'] ?? config.memory.dataDir);
-  if (!existsSync(path.join(dataDir, DATABASE_FILE))) {
+  const dirs = listDataDirs(dataDir);
+  if (dirs.length === 0) {
     throw new MagpieError('no_data', `no Magpie data in ${dataDir} (${DATABASE_FILE} not found)`, {
       hint: 'pass --data-dir with a directory written by `magpie start`, `magpie chat` or `magpie replay`',
     });
   }
-  let writable: WritableDataDir | undefined;
-  let db: SqliteDatabase | undefined;
-  let store: SqliteMemoryStore | undefined;
   // A damaged index file is never trusted; say so, since a reader rebuilds it in memory each run.
   const events = new EventStream();
   events.subscribe((event) => {
@@ -307,27 +331,72 @@ async function withStore(
       io.stderr.write(`warning: ${String(event.path)} is ${String(event.reason)}; ${event.moved_to ? `moved to ${String(event.moved_to)}` : 'ignored'}\n`);
     }
   });
-  try {
-    if (mode.write) {
-      writable = openDataDirForWriting(dataDir, ALL_MIGRATIONS, { command: 'magpie memory forget' });
-      db = writable.db;
-    } else {
-      db = openDatabase(dataDir, ALL_MIGRATIONS, { readOnly: true });
+  const opened = new Map<string, { writable?: WritableDataDir; db?: SqliteDatabase; store?: SqliteMemoryStore }>();
+  const open = async (entry: DataDirEntry): Promise<SqliteMemoryStore> => {
+    const existing = opened.get(entry.dir);
+    if (existing?.store) return existing.store;
+    const slot: { writable?: WritableDataDir; db?: SqliteDatabase; store?: SqliteMemoryStore } = {};
+    opened.set(entry.dir, slot);
+    try {
+      if (mode.write) {
+        slot.writable = openDataDirForWriting(entry.dir, ALL_MIGRATIONS, { command: 'magpie memory forget' });
+        slot.db = slot.writable.db;
+      } else {
+        slot.db = openDatabase(entry.dir, ALL_MIGRATIONS, { readOnly: true });
+      }
+      const settings: MemorySettings = { ...config.memory, dataDir: entry.dir };
+      slot.store = await openMemoryStore({ db: slot.db, dataDir: entry.dir, settings, env: io.env, events, readOnly: !mode.write });
+      return slot.store;
+    } catch (error) {
+      throw storageError(entry.dir, error) ?? error;
     }
-    const settings: MemorySettings = { ...config.memory, dataDir };
-    store = await openMemoryStore({ db, dataDir, settings, env: io.env, events, readOnly: !mode.write });
-    return await work(store);
+  };
+  const stores: StoreSet = {
+    forChannel: (channelId) => open(dirs.length === 1 ? dirs[0]! : (dataDirOfChannel(dataDir, channelId) ?? dirs[0]!)),
+    all: async () => {
+      const all: SqliteMemoryStore[] = [];
+      for (const entry of dirs) all.push(await open(entry));
+      return all;
+    },
+    only: async (what) => {
+      if (dirs.length > 1 || dirs[0]!.dir !== dataDir) {
+        throw new MagpieError('sharded_data_dir', `${dataDir} holds ${dirs.length} shard data directories; ${what} works on one`, {
+          hint: `pass --data-dir ${dirs.map((entry) => entry.dir).join(' or ')}`,
+        });
+      }
+      return open(dirs[0]!);
+    },
+  };
+  try {
+    return await work(stores);
   } catch (error) {
     throw storageError(dataDir, error) ?? error;
   } finally {
-    try {
-      await store?.close();
-    } catch (error) {
-      io.stderr.write(`magpie memory: could not save the vector index: ${errorMessage(error)}\n`);
+    for (const slot of opened.values()) {
+      try {
+        await slot.store?.close();
+      } catch (error) {
+        io.stderr.write(`magpie memory: could not save the vector index: ${errorMessage(error)}\n`);
+      }
+      if (slot.writable) slot.writable.close();
+      else slot.db?.close();
     }
-    if (writable) writable.close();
-    else db?.close();
   }
+}
+
+/** Counts of several shards added up (embedder and dimension are the deployment's own). */
+function sumStats(all: MemoryStats[]): MemoryStats {
+  const total: MemoryStats = { ...all[0]!, byType: { ...all[0]!.byType } };
+  for (const stats of all.slice(1)) {
+    total.memories += stats.memories;
+    total.transcriptEntries += stats.transcriptEntries;
+    total.indexedVectors += stats.indexedVectors;
+    total.pendingVectors += stats.pendingVectors;
+    for (const [type, count] of Object.entries(stats.byType) as Array<[MemoryType, number]>) {
+      total.byType[type] = (total.byType[type] ?? 0) + count;
+    }
+  }
+  return total;
 }
 
 /** "No results" for a channel that has nothing stored is usually a mistyped channel id. */

@@ -1,17 +1,29 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { MODEL_HINT, openApp } from '../../app/index.js';
 import { errorMessage, MagpieError } from '../../common/errors.js';
 import { EventStream } from '../../common/events.js';
 import { loadConfig, watchConfigFile, type ConfigWatcher } from '../../config/index.js';
 import { createDiscordClient, destroyClient, DiscordAdapter } from '../../discord/index.js';
+import {
+  currentShard,
+  parseShardCount,
+  parseShardIds,
+  recommendedShardCount,
+  ShardRunner,
+  type ShardCount,
+} from '../../discord/sharding.js';
+import { shardDataDir } from '../../storage/shard-dirs.js';
 import { attachEventLogger, createLogger, followConfigLevel } from '../../logging/index.js';
 import { CatchUpPoints } from '../../channel/catch-up-points.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
-import { parseFlags } from '../parse-flags.js';
+import { parseFlags, UsageError } from '../parse-flags.js';
+import type { Logger } from 'pino';
 
 /** Points the bot at another Discord API base (a proxy, or a fake one in tests). */
 export const DISCORD_API_ENV = 'MAGPIE_DISCORD_API';
 
-const USAGE = `Usage: magpie start [--config FILE]
+const USAGE = `Usage: magpie start [--config FILE] [--shards auto|N [--shard-ids LIST]]
 
 Runs the Discord bot: connects to Discord, records every message in the channels it may
 read, answers according to each channel's reply policy, and compacts history in the
@@ -19,8 +31,12 @@ background. Stop it with Ctrl-C or SIGTERM; running replies get [discord] shutdo
 to finish.
 
 Options:
-  --config FILE  configuration file (default: ./config.toml if present, else built-in defaults)
-  -h, --help     show this help
+  --config FILE     configuration file (default: ./config.toml if present, else built-in defaults)
+  --shards auto|N   run N shards (auto: as many as Discord recommends), one process each, through
+                    discord.js's ShardingManager; each shard answers its own guilds (DMs: shard 0)
+                    and keeps its data in <data_dir>/shard-<id>
+  --shard-ids LIST  only these shards on this machine, e.g. 0,1 (the others run elsewhere)
+  -h, --help        show this help
 
 Environment:
   DISCORD_TOKEN      the bot token (the name is set by [discord] token_env)
@@ -49,11 +65,19 @@ export const startCommand: CliCommand = {
   name: 'start',
   summary: 'run the Discord bot',
   async run(argv: string[], io: CliIo): Promise<number> {
-    const parsed = parseFlags(argv, { usage: USAGE, options: { config: { type: 'string' } } });
+    const parsed = parseFlags(argv, {
+      usage: USAGE,
+      options: { config: { type: 'string' }, shards: { type: 'string' }, 'shard-ids': { type: 'string' } },
+    });
     if (parsed.help) {
       io.stdout.write(USAGE);
       return EXIT.ok;
     }
+    const shardsFlag = parsed.values.shards;
+    const shardIdsFlag = parsed.values['shard-ids'];
+    if (shardIdsFlag !== undefined && shardsFlag === undefined) throw new UsageError('--shard-ids needs --shards', USAGE);
+    const shardCount = shardsFlag === undefined ? undefined : usage(() => parseShardCount(shardsFlag));
+    const shard = currentShard(io.env);
     const loaded = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env });
     const config = loaded.config;
     const token = io.env[config.discord.tokenEnv]?.trim() ?? '';
@@ -71,7 +95,12 @@ export const startCommand: CliCommand = {
     });
     const events = new EventStream();
     attachEventLogger(events, logger);
-    const app = await openApp({ config, env: io.env, cwd: io.cwd, events, command: 'magpie start' });
+    if (shardCount !== undefined && !shard) {
+      return runShards({ count: shardCount, idsFlag: shardIdsFlag, configPath: loaded.found ? loaded.path : undefined, token, io, events, logger });
+    }
+    // A shard keeps its own data dir: its channels are its own, and SQLite has one writer.
+    const dataDir = shard ? shardDataDir(path.resolve(io.cwd, config.memory.dataDir), shard.id) : undefined;
+    const app = await openApp({ config, env: io.env, cwd: io.cwd, events, command: 'magpie start', ...(dataDir ? { dataDir } : {}) });
     if (app.modelProblem && config.llm.model.trim() !== '') {
       // A model was asked for but cannot be used: refuse now rather than at the first message.
       await app.close();
@@ -125,7 +154,10 @@ export const startCommand: CliCommand = {
       logger.info({ event: 'stopped' }, 'stopped');
       return EXIT.ok;
     }
-    logger.info({ event: 'started', user: client.user?.tag, guilds: client.guilds.cache.size, data_dir: app.dataDir }, 'magpie is running');
+    logger.info(
+      { event: 'started', user: client.user?.tag, guilds: client.guilds.cache.size, data_dir: app.dataDir, ...(shard ? { shard: shard.id, shards: shard.count } : {}) },
+      'magpie is running',
+    );
 
     const signal = await signalled;
     const graceMs = app.config.current().discord.shutdownGraceMs;
@@ -137,3 +169,66 @@ export const startCommand: CliCommand = {
     return EXIT.ok;
   },
 };
+
+/** Flag parsers throw InputError; on the command line that is a usage error. */
+function usage<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (error) {
+    throw new UsageError(errorMessage(error), USAGE);
+  }
+}
+
+/**
+ * The sharding manager: no data dir and no Discord connection of its own, one child process per
+ * shard (each runs `magpie start` as that shard). SIGINT or SIGTERM stops them all gracefully.
+ */
+async function runShards(options: {
+  count: ShardCount;
+  idsFlag: string | undefined;
+  configPath: string | undefined;
+  token: string;
+  io: CliIo;
+  events: EventStream;
+  logger: Logger;
+}): Promise<number> {
+  const { io, logger } = options;
+  const apiBase = io.env[DISCORD_API_ENV]?.trim();
+  let total: number;
+  try {
+    total = options.count === 'auto' ? await recommendedShardCount(options.token, apiBase || undefined) : options.count;
+  } catch (error) {
+    io.stderr.write(`magpie start: ${error instanceof MagpieError ? error.render() : errorMessage(error)}\n`);
+    return EXIT.failure;
+  }
+  const shardIds = options.idsFlag === undefined ? undefined : usage(() => parseShardIds(options.idsFlag!, total));
+  const runner = new ShardRunner({
+    file: fileURLToPath(new URL('../main.js', import.meta.url)),
+    args: ['start', ...(options.configPath ? ['--config', options.configPath] : [])],
+    token: options.token,
+    total,
+    ...(shardIds ? { shardIds } : {}),
+    events: options.events,
+  });
+  const signalled = new Promise<string>((resolve) => {
+    process.once('SIGINT', () => resolve('SIGINT'));
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+  });
+  logger.info({ event: 'shards_starting', shards: total, shard_ids: shardIds ?? 'all' }, 'starting shards');
+  const started = runner.start().then(
+    (ids) => ({ ids }),
+    (error: unknown) => ({ error }),
+  );
+  const first = await Promise.race([started, signalled.then((signal) => ({ signal }))]);
+  if ('error' in first) {
+    await runner.stop(5_000);
+    io.stderr.write(`magpie start: shards could not start: ${errorMessage(first.error)}\n`);
+    return EXIT.failure;
+  }
+  if ('ids' in first) logger.info({ event: 'shards_started', shards: total, shard_ids: first.ids }, 'every shard is running');
+  const signal = 'signal' in first ? first.signal : await signalled;
+  logger.info({ event: 'stopping', signal }, 'stopping every shard');
+  await runner.stop(60_000);
+  logger.info({ event: 'stopped' }, 'stopped');
+  return EXIT.ok;
+}

@@ -1,0 +1,94 @@
+import { MagpieError } from '../common/errors.js';
+import type { MemoryStore, TranscriptEntryInput } from '../memory/types.js';
+import type { SqliteDatabase } from '../storage/database.js';
+import { GroupCommit } from '../storage/group-commit.js';
+import type { ChannelLocation, HistoryStore } from './history-store.js';
+import type { HistoryEntry } from './types.js';
+
+export interface IngestWriterOptions {
+  db: SqliteDatabase;
+  store: HistoryStore;
+  memory: MemoryStore;
+  /** Most rows one group commit carries. */
+  maxBatch?: number;
+}
+
+/**
+ * Writes appended entries to SQLite. Incoming messages go through a group commit (many
+ * channels' messages share one transaction), and when the memory store lives in the same
+ * database a message's transcript row (full text at once, vector owed) is written in the same
+ * transaction as its history row: once a write resolves, the message is both durable and
+ * searchable. With a memory store elsewhere (tests' fakes), the runtime archives separately.
+ */
+export class IngestWriter {
+  private readonly group: GroupCommit;
+  private readonly stage: ((entries: TranscriptEntryInput[]) => void) | undefined;
+
+  constructor(private readonly options: IngestWriterOptions) {
+    this.group = new GroupCommit({ db: options.db, ...(options.maxBatch ? { maxBatch: options.maxBatch } : {}) });
+    this.stage = options.memory.transcriptStager?.(options.db);
+  }
+
+  /** True when transcript rows commit with their history rows (no separate archive step). */
+  get staged(): boolean {
+    return this.stage !== undefined;
+  }
+
+  /** Commits and writes carried so far. */
+  get stats(): { commits: number; writes: number; largestGroup: number } {
+    return this.group.stats;
+  }
+
+  /**
+   * Queues a message's history row (and its transcript row) for the next group commit; resolves
+   * once committed. Rejects when the channel already holds that message id (another writer got
+   * there first) or when the commit fails; the caller then takes the entry back out of memory.
+   */
+  write(entry: HistoryEntry, location: ChannelLocation): Promise<void> {
+    return this.group.submit(() => this.insert(entry, location));
+  }
+
+  /**
+   * Writes entries now, inside the caller's open transaction (a turn's reply and tool traffic).
+   * Returns false for an entry whose message id the channel already holds.
+   */
+  insertNow(entry: HistoryEntry, location: ChannelLocation): boolean {
+    if (!this.options.store.insert(entry, location, { archived: this.stage !== undefined || entry.kind !== 'message' })) return false;
+    if (this.stage && entry.kind === 'message') this.stage([transcriptInput(entry, location)]);
+    return true;
+  }
+
+  /**
+   * Writes a message's history row in a transaction of its own, now (after whatever is queued).
+   * For a memory store in another database, whose archive step must start right away.
+   */
+  writeNow(entry: HistoryEntry, location: ChannelLocation): void {
+    this.group.flush();
+    this.options.db.transaction(() => this.insert(entry, location))();
+  }
+
+  /** Commits whatever is queued, synchronously: call before a write that must come after it. */
+  flush(): void {
+    this.group.flush();
+  }
+
+  private insert(entry: HistoryEntry, location: ChannelLocation): void {
+    if (!this.insertNow(entry, location)) {
+      throw new MagpieError('history_conflict', `channel ${entry.channelId} already holds seq ${entry.seq} or message ${entry.messageId}`, {
+        context: { channelId: entry.channelId },
+      });
+    }
+  }
+}
+
+export function transcriptInput(entry: HistoryEntry, location: ChannelLocation): TranscriptEntryInput {
+  return {
+    messageId: entry.messageId,
+    channelId: entry.channelId,
+    ...location,
+    authorId: entry.authorId,
+    authorName: entry.authorName,
+    content: entry.content,
+    createdAt: entry.createdAt,
+  };
+}

@@ -1,0 +1,179 @@
+import { errorMessage } from '../common/errors.js';
+import type { EventStream } from '../common/events.js';
+import type { SqliteDatabase } from '../storage/database.js';
+import { dot, vectorToBlob, type Embedder } from './embedder.js';
+import type { VectorIndexManager } from './index-manager.js';
+import { StatementCache } from './statement-cache.js';
+import type { VectorHit } from './vector-index.js';
+
+export interface VectorBacklogOptions {
+  db: SqliteDatabase;
+  embedder: Embedder;
+  indexes: VectorIndexManager;
+  events?: EventStream;
+  /** Items embedded and written per transaction. */
+  batch?: number;
+  /** Most backlog rows one search embeds on the spot (the rest is still found by full text). */
+  maxScan?: number;
+  /** How long new rows wait for company before a drain starts (default 10 ms). */
+  delayMs?: number;
+}
+
+/** Waits after a failed embedding, doubling up to the maximum. */
+const RETRY_MIN_MS = 500;
+const RETRY_MAX_MS = 30_000;
+
+/**
+ * Items that were written (and made searchable by full text) before their vector: ingest puts a
+ * message's history row and its transcript row in one transaction and leaves the embedding to
+ * this class, which drains `memory_vector_backlog` in batches in the background. Until a row's
+ * vector exists, `scan` gives search its exact similarity, so a message is found by meaning from
+ * the moment its ingest resolved.
+ */
+export class VectorBacklog {
+  private readonly statements: StatementCache;
+  private readonly batch: number;
+  private readonly maxScan: number;
+  private readonly delayMs: number;
+  private running: Promise<void> | undefined;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private retryMs = RETRY_MIN_MS;
+  private closed = false;
+
+  constructor(private readonly options: VectorBacklogOptions) {
+    this.statements = new StatementCache(options.db, 16);
+    this.batch = options.batch ?? 512;
+    this.maxScan = options.maxScan ?? 2_000;
+    this.delayMs = options.delayMs ?? 10;
+  }
+
+  /**
+   * Starts draining shortly (after the transaction that filled the backlog has committed). The
+   * short wait lets vectors of many ingest groups share one embedding batch and one commit;
+   * search covers the lag meanwhile.
+   */
+  schedule(): void {
+    if (this.closed || this.running || this.retryTimer) return;
+    this.running = new Promise<void>((resolve) => setTimeout(resolve, this.delayMs)).then(() => this.drain());
+  }
+
+  /** Resolves when the backlog is empty or the drain stopped on an error (it retries later). */
+  async whenDrained(): Promise<void> {
+    while (this.running) await this.running;
+  }
+
+  /** Rows waiting for a vector (all keys, or the given ones). */
+  size(keys?: readonly string[]): number {
+    if (!keys) return (this.statements.get('SELECT COUNT(*) AS total FROM memory_vector_backlog').get() as { total: number }).total;
+    let total = 0;
+    for (const key of keys) {
+      total += (this.statements.get('SELECT COUNT(*) AS total FROM memory_vector_backlog WHERE index_key = ?').get(key) as { total: number })
+        .total;
+    }
+    return total;
+  }
+
+  /**
+   * Exact similarity of the newest backlog rows under `keys` to the query (embedding them now).
+   * Empty when the backlog is empty, the usual case, at the cost of one indexed lookup per key.
+   */
+  async scan(keys: readonly string[], queryVector: Float32Array): Promise<VectorHit[]> {
+    const rows: Array<{ label: number; content: string }> = [];
+    for (const key of keys) {
+      rows.push(
+        ...(this.statements
+          .get(
+            `SELECT b.item_rowid AS label, i.content FROM memory_vector_backlog b JOIN memory_items i ON i.rowid = b.item_rowid
+             WHERE b.index_key = ? ORDER BY b.item_rowid DESC LIMIT ?`,
+          )
+          .all(key, this.maxScan) as Array<{ label: number; content: string }>),
+      );
+    }
+    if (rows.length === 0) return [];
+    try {
+      const vectors = await this.options.embedder.embed(rows.map((row) => row.content));
+      return rows.map((row, position) => ({ label: row.label, similarity: dot(queryVector, vectors[position]!) }));
+    } catch {
+      return []; // The embedder is down: full text still finds these rows.
+    }
+  }
+
+  /**
+   * Stops background work; first drains what is left for at most `budgetMs` (a short CLI run
+   * leaves complete vectors behind, a shutdown does not hang on a slow embedder).
+   */
+  async close(budgetMs = 10_000): Promise<void> {
+    await this.whenDrained();
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    const deadline = performance.now() + budgetMs;
+    try {
+      while (performance.now() < deadline && (await this.step()) > 0) {
+        // Keep going: each step is one batch.
+      }
+    } catch {
+      // Left for the next start, which drains the backlog again.
+    }
+    this.closed = true;
+  }
+
+  private async drain(): Promise<void> {
+    try {
+      for (;;) {
+        if (this.closed) return;
+        const done = await this.step();
+        if (done === 0) break;
+        // Let the event loop breathe between batches: ingest and turns come first.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      this.retryMs = RETRY_MIN_MS;
+    } catch (error) {
+      if (this.closed) return;
+      this.options.events?.emit({ type: 'memory_vectors_delayed', reason: errorMessage(error), retry_ms: this.retryMs });
+      this.retryTimer = setTimeout(() => {
+        this.retryTimer = undefined;
+        this.schedule();
+      }, this.retryMs);
+      this.retryTimer.unref();
+      this.retryMs = Math.min(RETRY_MAX_MS, this.retryMs * 2);
+    } finally {
+      this.running = undefined;
+    }
+  }
+
+  /** Embeds and writes one batch; returns how many rows it took off the backlog. */
+  private async step(): Promise<number> {
+    const rows = this.statements
+      .get(
+        `SELECT b.item_rowid AS rowid, b.index_key, i.content, i.content_hash FROM memory_vector_backlog b
+         JOIN memory_items i ON i.rowid = b.item_rowid ORDER BY b.item_rowid LIMIT ?`,
+      )
+      .all(this.batch) as Array<{ rowid: number; index_key: string; content: string; content_hash: string }>;
+    if (rows.length === 0) return 0;
+    const vectors = await this.options.embedder.embed(rows.map((row) => row.content));
+    const { db } = this.options;
+    const current = this.statements.get(
+      'SELECT i.content_hash FROM memory_vector_backlog b JOIN memory_items i ON i.rowid = b.item_rowid WHERE b.item_rowid = ?',
+    );
+    const removeVector = this.statements.get('DELETE FROM memory_vectors WHERE item_rowid = ?');
+    const insertVector = this.statements.get('INSERT INTO memory_vectors (item_rowid, index_key, vector) VALUES (?, ?, ?)');
+    const done = this.statements.get('DELETE FROM memory_vector_backlog WHERE item_rowid = ?');
+    const keys = new Set<string>();
+    let written = 0;
+    db.transaction(() => {
+      rows.forEach((row, position) => {
+        const now = current.get(row.rowid) as { content_hash: string } | undefined;
+        // Deleted meanwhile (nothing to do), or edited meanwhile (the next batch embeds the new text).
+        if (!now || now.content_hash !== row.content_hash) return;
+        removeVector.run(row.rowid);
+        insertVector.run(row.rowid, row.index_key, vectorToBlob(vectors[position]!));
+        done.run(row.rowid);
+        keys.add(row.index_key);
+        written += 1;
+      });
+    })();
+    for (const key of keys) this.options.indexes.noteInserted(key);
+    // Rows edited meanwhile stay in the backlog: count them as progress only if something moved.
+    return written > 0 ? rows.length : 0;
+  }
+}
