@@ -42,8 +42,8 @@ export interface BenchRuntime {
   close(): Promise<void>;
 }
 
-export function openBenchRuntime(config: MagpieConfig, options: Partial<ChannelRuntimeOptions> = {}): BenchRuntime {
-  const dir = mkdtempSync(join(tmpdir(), 'magpie-bench-'));
+export function openBenchRuntime(config: MagpieConfig, options: Partial<ChannelRuntimeOptions> = {}, existingDir?: string): BenchRuntime {
+  const dir = existingDir ?? mkdtempSync(join(tmpdir(), 'magpie-bench-'));
   const db = openDatabase(dir, ALL_MIGRATIONS);
   const runtime = new ChannelRuntime({
     db,

@@ -15,6 +15,7 @@ const BENCHMARKS: Record<string, () => Promise<{ run: Benchmark }>> = {
   'memory-vector': () => import('./memory-vector.js'),
   'memory-search': () => import('./memory-search.js'),
   'index-validation': () => import('./index-validation.js'),
+  'metrics-overhead': () => import('./metrics-overhead.js'),
   'privacy-delete': () => import('./privacy-delete.js'),
 };
 

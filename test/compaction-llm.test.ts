@@ -119,7 +119,7 @@ test('malformed memory_save input gets a tool error back; the worker still finis
 test('429, 500 and a timeout leave history untouched; after 3 failures the extractive fallback', async () => {
   const { runtime, events, close } = await setup({ workerTimeoutMs: 1000 });
   const before = runtime.liveContext('c1');
-  fake.enqueue({ status: 429 }, { status: 500 }, { delayMs: 2000, then: { text: 'too late' } });
+  fake.enqueue({ status: 429 }, { status: 500 }, { delayMs: 8000, then: { text: 'too late' } });
   const reasons: string[] = [];
   for (let attempt = 0; attempt < 3; attempt += 1) {
     const outcome = await runtime.compactNow('c1');

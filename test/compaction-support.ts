@@ -168,6 +168,7 @@ export function openHarness(
     ...(options.fallbackSummarizer ? { fallbackSummarizer: options.fallbackSummarizer } : {}),
     ...(options.scheduler ? { scheduler: options.scheduler } : {}),
     ...(options.toolDefinitions ? { toolDefinitions: options.toolDefinitions } : {}),
+    ...(options.usageObserver ? { usageObserver: options.usageObserver } : {}),
   });
   return {
     dir,

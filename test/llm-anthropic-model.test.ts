@@ -142,6 +142,7 @@ describe('createAnthropicModel against the fake Messages API', () => {
     const error = await rejection(model.createMessage(HELLO, { timeoutMs: 150 }));
     assert.ok(error instanceof ModelError);
     assert.equal(error.reason, 'timeout');
+    await abandonedRequestArrived(fake, 1);
   });
 
   it('flags a context overflow', async () => {
@@ -183,6 +184,7 @@ describe('createAnthropicModel against the fake Messages API', () => {
     assert.ok(error instanceof ModelError);
     assert.equal(error.reason, 'aborted');
     assert.equal(error.retryable, false);
+    await abandonedRequestArrived(fake, 1);
   });
 
   it('reports a dropped connection as retryable', async () => {
@@ -329,3 +331,13 @@ describe('limitConcurrency', () => {
     await third;
   });
 });
+
+/**
+ * On a loaded machine a request the client abandoned may reach the fake only after the test
+ * ended, and take the reply the next test queued: wait (boundedly) until it has arrived.
+ */
+async function abandonedRequestArrived(fake: FakeAnthropic, count: number): Promise<void> {
+  for (let waited = 0; fake.requests.length < count && waited < 3000; waited += 50) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

@@ -233,7 +233,8 @@ describe('createLlmSummarizer', () => {
   });
 
   it('passes model failures through as ModelError', async () => {
-    fake.enqueue({ status: 529, message: 'overloaded' });
+    // Every request gets the 529, so a late request of the abort test above cannot take it.
+    fake.setDefault({ status: 529, message: 'overloaded' });
     const summarizer = createLlmSummarizer({ model, memoryTools: { memorySave: recordingMemorySave() } });
     const error = await rejection(summarizer.summarize(request()));
     assert.ok(error instanceof ModelError);

@@ -253,6 +253,9 @@ describe('runToolLoop with the real SDK against the fake', () => {
       }),
       (error: unknown) => error instanceof ModelError && (error.reason === 'timeout' || error.reason === 'aborted'),
     );
+    // On a loaded machine the abandoned request may reach the fake only now: let it arrive
+    // here, or it would take the reply the next test queues.
+    for (let waited = 0; (fake.requests.length as number) === 0 && waited < 3000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
   });
 
   it('does not run a tool call cut off by max_tokens; the model is told and may call it again', async () => {

@@ -5,12 +5,15 @@ import { EventStream } from '../common/events.js';
 import { LiveConfig } from '../config/live-config.js';
 import type { MagpieConfig } from '../config/types.js';
 import { ChannelRuntime } from '../channel/index.js';
+import { CompactionLog } from '../compaction-log/index.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { createLlmSummarizer } from '../compaction/llm-summarizer.js';
-import { createAnthropicModel, definitionsOf, limitConcurrency, type ChatModel } from '../llm/index.js';
+import { SUGGESTED_MODEL } from '../llm/anthropic-model.js';
+import { createAnthropicModel, definitionsOf, limitConcurrency, observeModel, type ChatModel, type ModelPurpose } from '../llm/index.js';
 import type { ToolHandler } from '../llm/tool.js';
 import { createMemoryTools, openMemoryStore } from '../memory/index.js';
 import type { MemoryStore } from '../memory/types.js';
+import { timeMemorySearch, type MagpieMetrics } from '../metrics/index.js';
 import type { SqliteDatabase } from '../storage/database.js';
 import { openDataDirForWriting } from '../storage/data-dir.js';
 import { ALL_MIGRATIONS } from '../storage/migrations.js';
@@ -30,6 +33,8 @@ export interface OpenAppOptions {
   clock?: Clock;
   /** Names this process in the data dir's writer lock (what a second writer is told). */
   command?: string;
+  /** Counts model calls by purpose, messages, usage checks and searches; gauges read the app. */
+  metrics?: MagpieMetrics;
 }
 
 /** Everything a running Magpie needs, opened from one config, closed in one call. */
@@ -41,6 +46,11 @@ export interface MagpieApp {
   memory: MemoryStore;
   /** Undefined when no model is configured or usable; `modelProblem` says why. */
   model: ChatModel | undefined;
+  /**
+   * The same model, its calls counted under `purpose` in the metrics (one shared concurrency
+   * limit). Branches and workers take theirs here: `app.modelFor('worker')`.
+   */
+  modelFor(purpose: ModelPurpose): ChatModel | undefined;
   modelProblem: MagpieError | undefined;
   tools: ToolHandler[];
   runtime: ChannelRuntime;
@@ -79,6 +89,14 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     }
   }
 
+  const metrics = options.metrics;
+  const shared = model;
+  // Each call names its purpose (agent turn, summarizer, branch, worker); `modelFor` sets the
+  // purpose of calls that do not.
+  const modelFor = (purpose: ModelPurpose): ChatModel | undefined =>
+    shared && metrics ? observeModel(shared, purpose, metrics.modelObserver) : shared;
+  model = modelFor('channel');
+
   // One writer per data dir: a second bot, chat or replay on it is refused here, naming the holder.
   const writable = openDataDirForWriting(dataDir, ALL_MIGRATIONS, { command: options.command ?? 'magpie' });
   const db = writable.db;
@@ -90,6 +108,8 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     writable.close();
     throw error;
   }
+  const store = memory;
+  if (metrics) memory = timeMemorySearch(memory, metrics.memorySearchDuration);
   const memoryTools = createMemoryTools(memory);
   const tools: ToolHandler[] = [memoryTools.memorySearch, memoryTools.memorySave];
   // Kept in SQLite: a restart does not forgive the day's spending.
@@ -112,16 +132,36 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
       createSpawnWorkerTool({ spawn: (request) => workers!.spawn(request) }),
     );
   }
-  const runtime = new ChannelRuntime({
+  // What compaction did stays in SQLite for `magpie status` and `magpie report`.
+  const compactionLog: CompactionLog = new CompactionLog({
+    db,
+    clock,
+    events,
+    retentionDays: () => config.current().metrics.compactionLogDays,
+    positionOf: (channelId): number => runtime.status(channelId).archivedMessages,
+    flushEveryMs: 10_000,
+  });
+  compactionLog.attach(events);
+  const runtime: ChannelRuntime = new ChannelRuntime({
+    usageObserver: compactionLog,
     db,
     memory,
     config,
     events,
     clock,
-    summarizer: model ? createLlmSummarizer({ model, memoryTools }) : createExtractiveSummarizer(),
+    summarizer: model ? createLlmSummarizer({ model: modelFor('compaction')!, memoryTools }) : createExtractiveSummarizer(),
     // The same array the agent turns pass: the definitions are counted once per configuration.
     toolDefinitions: definitionsOf(tools),
+    ...(metrics
+      ? {
+          observer: {
+            messageIngested: () => metrics.messagesIngested.inc(),
+            usageChecked: (usage: number) => metrics.contextUsage.observe(usage),
+          },
+        }
+      : {}),
   });
+  metrics?.attachSources({ channelsLoaded: () => runtime.loadedChannels, memoryStats: () => store.stats() });
   const responder = new ChannelResponder({ runtime, model, tools, config, events, clock, budget });
   workers = new WorkerManager({
     db,
@@ -146,6 +186,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     db,
     memory,
     model,
+    modelFor,
     modelProblem,
     tools,
     runtime,
@@ -158,6 +199,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
       try {
         await workerManager.close();
         await runtime.close();
+        compactionLog.close();
         await memory.close();
       } finally {
         writable.close();
@@ -168,5 +210,5 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
 
 /** How to give Magpie a model, for people who have none configured. */
 export const MODEL_HINT =
-  'set ANTHROPIC_API_KEY and [llm] model = "claude-sonnet-4-5" in config.toml, or point [llm] base_url at any ' +
+  `set ANTHROPIC_API_KEY and [llm] model = "${SUGGESTED_MODEL}" in config.toml, or point [llm] base_url at any ` +
   'Anthropic-compatible server (a local llama.cpp or Ollama) and name its model in [llm] model';

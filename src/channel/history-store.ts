@@ -194,6 +194,12 @@ export class HistoryStore {
     }
   }
 
+  /** The time of the channel's newest stored message, or undefined when it has none. */
+  lastMessageTime(channelId: string): number | undefined {
+    const row = this.db.prepare('SELECT MAX(created_at) AS at FROM history_entries WHERE channel_id = ?').get(channelId) as { at: number | null };
+    return row.at ?? undefined;
+  }
+
   findByMessageId(channelId: string, messageId: string): HistoryEntry | undefined {
     const row = this.statements.byMessageId.get(channelId, messageId) as EntryRow | undefined;
     return row ? toEntry(row) : undefined;

@@ -1,5 +1,5 @@
 /** The channel runtime: history, live context, serial turns and the Compactor behind them. */
-export { ChannelRuntime, type ChannelRuntimeOptions, type LiveContext, type TurnEntryInput } from './runtime.js';
+export { ChannelRuntime, type ChannelRuntimeOptions, type LiveContext, type RuntimeObserver, type TurnEntryInput } from './runtime.js';
 export { HistoryStore, type LoadedChannel, type ChannelLocation } from './history-store.js';
 export { buildMessages, buildSystemPrompt, renderSummary } from './model-request.js';
 export type { CompactionOutcome } from '../compaction/coordinator.js';

@@ -6,7 +6,7 @@ import type { ChannelSettings } from '../config/types.js';
 import type { ModelRequest, ToolDefinition } from '../llm/chat-model.js';
 import type { MemoryStore } from '../memory/types.js';
 import type { SqliteDatabase } from '../storage/database.js';
-import { CompactionCoordinator, type CompactionOutcome } from '../compaction/coordinator.js';
+import { CompactionCoordinator, type CompactionOutcome, type UsageObserver } from '../compaction/coordinator.js';
 import type { CompactionAction } from '../compaction/compactor.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { ImmediateScheduler, type CompactionScheduler } from '../compaction/scheduler.js';
@@ -44,8 +44,20 @@ export interface ChannelRuntimeOptions {
   toolDefinitions?: ToolDefinition[];
   /** When finished workers land; default: as soon as they finish. */
   scheduler?: CompactionScheduler;
+  /** Sees what no event reports because it happens too often to log (metrics). */
+  observer?: RuntimeObserver;
+  /** Sees usage at every check (the compaction log). */
+  usageObserver?: UsageObserver;
   /** How often transcript writes that failed are sent again, in ms (0: only before compaction). Default 30 s. */
   archiveRepairIntervalMs?: number;
+}
+
+/** Hooks for high-frequency facts; each must be cheap: they run on every message. */
+export interface RuntimeObserver {
+  /** A platform message was appended (a duplicate id is not). */
+  messageIngested?(): void;
+  /** The usage one Compactor check saw (the same number it compares with the thresholds). */
+  usageChecked?(usage: number): void;
 }
 
 /** What a model request of a channel is estimated at, and how the estimate is corrected there. */
@@ -153,6 +165,8 @@ export class ChannelRuntime {
         this.writer.flush();
         return this.archiver.retryFailed(state, entries);
       },
+      ...(options.observer?.usageChecked ? { usageChecked: (usage: number) => options.observer!.usageChecked!(usage) } : {}),
+      ...(options.usageObserver ? { usageObserver: options.usageObserver } : {}),
     });
     this.privacy = new PrivacyPropagator({
       db: options.db,
@@ -219,6 +233,7 @@ export class ChannelRuntime {
       createdAt: message.createdAt,
       turnId: joinsTurn ? last.turnId : state.nextTurnId,
     });
+    this.options.observer?.messageIngested?.();
     if (!this.writer.staged) return this.ingestUnstaged(state, entry);
     const written = this.writer.write(entry, state.location).then(
       () => {

@@ -1,5 +1,6 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { InputError } from '../common/errors.js';
+import { closestMatch } from '../config/edit-distance.js';
 
 /**
  * Bad flags or arguments. The CLI prints the message and then `usage`, and exits 2
@@ -82,7 +83,9 @@ export function parseFlags<const Options extends FlagOptions>(
     parsed = parseArgs(config);
   } catch (error) {
     let message = cleanParseError(error);
-    if (message.startsWith('unknown option') && (spec.positionals?.max ?? 0) > 0) {
+    const guess = message.startsWith('unknown option') ? closestFlag(message, Object.keys(config.options)) : undefined;
+    if (guess !== undefined) message += `; did you mean '${guess}'?`;
+    else if (message.startsWith('unknown option') && (spec.positionals?.max ?? 0) > 0) {
       // A query or file name may start with a dash ("-5 degrees"): say how to pass it.
       message += "; to pass an argument that starts with '-', put it last, after '--'";
     }
@@ -132,6 +135,14 @@ export function integerFlag(
     throw new UsageError(`${flag} needs a whole number${range}, got '${value}'`, usage);
   }
   return number;
+}
+
+/** `--chanel` → `--channel`: the known flag a mistyped one most likely meant. */
+function closestFlag(message: string, names: readonly string[]): string | undefined {
+  const typed = /'(-{1,2})([^'=]+)'/.exec(message);
+  if (!typed || typed[1] !== '--') return undefined;
+  const match = closestMatch(typed[2]!, names);
+  return match === undefined ? undefined : `--${match}`;
 }
 
 /** node's messages carry a "To specify a positional argument..." tail that confuses here. */

@@ -17,6 +17,9 @@ export const COMMAND_LOADERS: ReadonlyMap<string, () => Promise<CliCommand>> = n
   ['replay', async () => (await import('./commands/replay.js')).replayCommand],
   ['memory', async () => (await import('./commands/memory.js')).memoryCommand],
   ['config', async () => (await import('./commands/config.js')).configCommand],
+  ['status', async () => (await import('./commands/status.js')).statusCommand],
+  ['report', async () => (await import('./commands/report.js')).reportCommand],
+  ['export', async () => (await import('./commands/export.js')).exportCommand],
 ]);
 
 /**
@@ -82,7 +85,10 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   if (!COMMAND_LOADERS.has(name)) {
     const guess = closestMatch(name, COMMAND_LOADERS.keys());
     const hint = guess === undefined ? '' : ` (did you mean '${guess}'?)`;
-    const what = name.startsWith('-') ? `unknown option '${name}'` : `unknown command '${name}'${hint}`;
+    const optionGuess = name.startsWith('--') ? closestMatch(name.slice(2), ['help', 'version']) : undefined;
+    const what = name.startsWith('-')
+      ? `unknown option '${name}'${optionGuess === undefined ? '' : ` (did you mean '--${optionGuess}'?)`}`
+      : `unknown command '${name}'${hint}`;
     io.stderr.write(`magpie: ${what}\n\n${topLevelUsage(await loadAllCommands())}`);
     return EXIT.usage;
   }

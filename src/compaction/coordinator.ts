@@ -48,6 +48,15 @@ export interface CompactionCoordinatorOptions {
   retryFailedArchives(state: ChannelState, entries: readonly HistoryEntry[]): true | Promise<boolean>;
   /** Estimated tokens of what the model would be sent now for this channel. */
   estimate(state: ChannelState, settings: ChannelSettings): number;
+  /** Sees the usage of every check (metrics); must be cheap, it runs after every message. */
+  usageChecked?: (usage: number) => void;
+  /** Sees the usage of every check (the compaction log samples it); cheap, never throws. */
+  usageObserver?: UsageObserver;
+}
+
+/** Watches usage at each check (the compaction log); must stay cheap, it runs after every message. */
+export interface UsageObserver {
+  observe(state: ChannelState, usage: number, estimatedTokens: number, settings: ChannelSettings): void;
 }
 
 /**
@@ -71,6 +80,8 @@ export class CompactionCoordinator {
     const settings = this.options.settingsFor(state.channelId);
     const tokens = this.options.estimate(state, settings);
     const usage = usageOf(tokens, state.calibration.factor, settings);
+    this.options.usageChecked?.(usage);
+    this.options.usageObserver?.observe(state, usage, tokens, settings);
     const action = decide(usage, settings.compaction, { compactionRunning: state.compaction !== undefined });
     if (action === 'none' || (scope.emergencyOnly && action !== 'emergency')) return 'none';
     if (action === 'emergency' && state.entries.length === 0) return 'none';

@@ -3,7 +3,7 @@ import type { Clock } from '../common/clock.js';
 import type { InputError } from '../common/errors.js';
 import { parseTranscriptLine } from './transcript-line.js';
 
-/** Transcript lines without `ts` count on from here (2020-01-01, UTC). */
+/** The replay clock's time before the first line (only read if something runs before it). */
 const DEFAULT_START_TIME = Date.UTC(2020, 0, 1);
 
 /**
@@ -29,6 +29,10 @@ export interface ReplayProgress {
   error?: InputError;
   /** A failure to store (full disk, I/O error): stopped the replay; everything counted is stored. */
   failure?: unknown;
+  /** Lines read (blank ones included), up to where the replay stopped. */
+  lines: number;
+  /** `shouldStop` said so (a signal): the lines after `lines` were not read. */
+  stopped?: boolean;
 }
 
 /** A line whose id the channel already holds with other text. */
@@ -49,8 +53,17 @@ export async function replayLines(options: {
   clock: TranscriptClock;
   /** Told about each reused id with other text (the CLI reports it on stderr). */
   onConflict?: (conflict: ReplayConflict) => void;
+  /** The time of a channel's newest stored message (lines without `ts` come after it). */
+  lastStoredTime?: (channelId: string) => number | undefined;
+  /** Where lines without `ts` start when nothing earlier gives a time; default: now. */
+  startTime?: number;
+  /** Asked before each line: true stops the replay there (the message before it is complete). */
+  shouldStop?: () => boolean;
+  /** Called after each line with the running counts and the raw line (for progress display). */
+  onLine?: (progress: ReplayProgress, raw: string) => void;
 }): Promise<ReplayProgress> {
-  const progress: ReplayProgress = { messages: 0, duplicates: 0, conflicts: 0, channels: new Set() };
+  const progress: ReplayProgress = { messages: 0, duplicates: 0, conflicts: 0, channels: new Set(), lines: 0 };
+  const times = new UndatedTimes(options.lastStoredTime, options.startTime ?? Date.now());
   let lineNumber = 0;
   try {
     await feed();
@@ -63,17 +76,27 @@ export async function replayLines(options: {
 
   async function feed(): Promise<void> {
     for await (const raw of options.lines) {
+      if (options.shouldStop?.()) {
+        progress.stopped = true;
+        break;
+      }
       lineNumber += 1;
+      progress.lines = lineNumber;
       // Editors on Windows start files with a byte-order mark, which JSON does not allow.
       const text = lineNumber === 1 && raw.startsWith('\uFEFF') ? raw.slice(1) : raw;
-      if (text.trim() === '') continue;
+      if (text.trim() === '') {
+        options.onLine?.(progress, raw);
+        continue;
+      }
       let message;
       try {
-        message = parseTranscriptLine(text, lineNumber, options.clock.current);
+        message = parseTranscriptLine(text, lineNumber, Number.NaN);
       } catch (error) {
         progress.error = error as InputError;
         break;
       }
+      if (Number.isNaN(message.createdAt)) message.createdAt = times.next(message.channelId);
+      else times.seen(message.createdAt);
       options.clock.current = message.createdAt;
       progress.channels.add(message.channelId);
       const before = options.runtime.status(message.channelId).archivedMessages;
@@ -89,6 +112,36 @@ export async function replayLines(options: {
         progress.conflicts += 1;
         options.onConflict?.({ line: lineNumber, channelId: message.channelId, messageId: message.messageId });
       } else progress.duplicates += 1;
+      options.onLine?.(progress, raw);
     }
+  }
+}
+
+/**
+ * Times for lines without `ts`: in file order, one millisecond apart, after both the previous
+ * line and the channel's newest stored message (so a second transcript continues the first).
+ */
+class UndatedTimes {
+  private previous: number | undefined;
+  private readonly checked = new Set<string>();
+
+  constructor(
+    private readonly lastStoredTime: ((channelId: string) => number | undefined) | undefined,
+    private readonly startTime: number,
+  ) {}
+
+  seen(time: number): void {
+    this.previous = time;
+  }
+
+  next(channelId: string): number {
+    let after = this.previous;
+    if (!this.checked.has(channelId)) {
+      this.checked.add(channelId);
+      const stored = this.lastStoredTime?.(channelId);
+      if (stored !== undefined && (after === undefined || stored > after)) after = stored;
+    }
+    this.previous = after === undefined ? this.startTime : after + 1;
+    return this.previous;
   }
 }

@@ -20,7 +20,7 @@ export interface TranscriptLine {
 
 /**
  * Validates one line; throws an InputError naming the line number and the field. `fallbackTime`
- * is used when the line has no `ts` (the previous line's time, so replays stay deterministic).
+ * is used when the line has no `ts`; `NaN` leaves the choice to the caller (see `replayLines`).
  */
 export function parseTranscriptLine(text: string, lineNumber: number, fallbackTime: number): IncomingMessage {
   let value: unknown;

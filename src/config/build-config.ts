@@ -79,8 +79,9 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
   checkDiscordTiming(discord, sink, refusedKeys(rawSection(document, 'discord'), discordSection));
   const runtime = { ...base.runtime, ...sectionOf(partial, 'runtime') };
   const logging = { ...base.logging, ...sectionOf(partial, 'logging') };
+  const metrics = { ...base.metrics, ...sectionOf(partial, 'metrics') };
 
-  return { defaults, channels, llm, memory, discord, runtime, logging } as MagpieConfig;
+  return { defaults, channels, llm, memory, discord, runtime, metrics, logging } as MagpieConfig;
 }
 
 /** A partial compaction table merges key by key, so an override may set just one threshold. */

@@ -88,6 +88,10 @@ export const DEFAULTS: MagpieConfig = {
     channelIdleMs: 600_000,
     maxLoadedChannels: 2_000,
   },
+  metrics: {
+    listen: '127.0.0.1:9464',
+    compactionLogDays: 30,
+  },
   logging: {
     level: 'info',
   },

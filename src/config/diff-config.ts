@@ -19,6 +19,8 @@ export const RESTART_ONLY_PATHS: readonly string[] = [
   'llm.',
   'discord.token_env',
   'discord.register_commands',
+  // The metrics listener is bound once at start.
+  'metrics.',
 ];
 
 export function needsRestart(path: string): boolean {

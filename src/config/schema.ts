@@ -14,6 +14,7 @@ export type FieldSpec =
   | { kind: 'boolean' }
   | { kind: 'enum'; values: readonly string[] }
   | { kind: 'idList' }
+  | { kind: 'listen' } // "host:port" of a local listener, or "" for none
   | { kind: 'table'; fields: TableSpec };
 
 export type TableSpec = Readonly<Record<string, FieldSpec>>;
@@ -130,6 +131,13 @@ export const CONFIG_SPEC: TableSpec = {
     fields: {
       channel_idle_ms: milliseconds,
       max_loaded_channels: { kind: 'integer', min: 1, max: 10_000_000 },
+    },
+  },
+  metrics: {
+    kind: 'table',
+    fields: {
+      listen: { kind: 'listen' },
+      compaction_log_days: { kind: 'integer', min: 1, max: 36_500, meaning: 'days' },
     },
   },
   logging: {

@@ -156,6 +156,14 @@ export interface RuntimeSettings {
   maxLoadedChannels: number;
 }
 
+/** `[metrics]` */
+export interface MetricsSettings {
+  /** `host:port` of the Prometheus and health endpoint; empty = off. */
+  listen: string;
+  /** Days of compaction log (events and usage samples) kept in SQLite for `status` and `report`. */
+  compactionLogDays: number;
+}
+
 /** `[logging]` */
 export interface LoggingSettings {
   level: LogLevel;
@@ -169,5 +177,6 @@ export interface MagpieConfig {
   memory: MemorySettings;
   discord: DiscordSettings;
   runtime: RuntimeSettings;
+  metrics: MetricsSettings;
   logging: LoggingSettings;
 }

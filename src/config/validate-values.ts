@@ -115,7 +115,33 @@ export function checkValue(value: unknown, spec: Exclude<FieldSpec, { kind: 'tab
       // Stray spaces would make an id that never matches what Discord sends.
       return pass(Object.freeze(value.map((item: string) => item.trim())));
     }
+    case 'listen': {
+      if (typeof value !== 'string') return fail(`must be "host:port" (or "" for off), got ${describeType(value)}`);
+      if (value.trim() === '') return pass('');
+      const problem = listenProblem(value.trim());
+      return problem === undefined ? pass(value.trim()) : fail(problem);
+    }
   }
+}
+
+/**
+ * Why a `host:port` listen address is unusable, or undefined when it is fine. IPv6 hosts go in
+ * brackets (`[::1]:9464`); port 0 asks the system for a free port (the log names it).
+ */
+export function listenProblem(text: string): string | undefined {
+  const match = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(text);
+  const shown = text.length > 60 ? `${text.slice(0, 60)}…` : text;
+  if (!match) return `must be "host:port" such as "127.0.0.1:9464" (or "" for off), got "${shown}"`;
+  const port = Number(match[2]);
+  if (port > 65_535) return `port must be between 0 and 65535, got ${port}`;
+  return undefined;
+}
+
+/** Splits a valid listen address into the host and port `net.Server.listen` takes. */
+export function splitListen(text: string): { host: string; port: number } {
+  const at = text.lastIndexOf(':');
+  const host = text.slice(0, at).replace(/^\[(.*)\]$/, '$1');
+  return { host, port: Number(text.slice(at + 1)) };
 }
 
 function integerBounds(spec: { min: number; max?: number; meaning?: string }): string {

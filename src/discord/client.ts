@@ -1,4 +1,4 @@
-import { Client, GatewayIntentBits, Partials } from 'discord.js';
+import { Client, GatewayIntentBits, Partials, Status } from 'discord.js';
 
 /** Where discord.js talks to; tests point it at a fake Discord on loopback. */
 export interface DiscordClientOptions {
@@ -68,4 +68,16 @@ function gatewaySockets(client: Client): ListenableSocket[] {
     if (connection && typeof (connection as { on?: unknown }).on === 'function') sockets.push(connection as ListenableSocket);
   }
   return sockets;
+}
+
+/**
+ * Why the client cannot serve Discord right now (for `/readyz`), or undefined when every shard
+ * is connected. A shard that is resuming or reconnecting counts as not ready.
+ */
+export function connectionProblem(client: Client): string | undefined {
+  if (!client.isReady()) return 'discord not connected yet';
+  const shards = [...client.ws.shards.values()];
+  const waiting = shards.filter((shard) => shard.status !== Status.Ready);
+  if (waiting.length > 0) return `discord reconnecting (${waiting.length} of ${shards.length} shard${shards.length === 1 ? '' : 's'})`;
+  return undefined;
 }

@@ -33,6 +33,12 @@ export interface AnthropicModelOptions {
 }
 
 /**
+ * The model id the hints, `config.toml` and the README suggest: one the SDK does not warn is
+ * deprecated (a test sends it through the SDK and watches for the warning).
+ */
+export const SUGGESTED_MODEL = 'claude-sonnet-4-6';
+
+/**
  * The model behind `ChatModel`: the official SDK pointed at Anthropic or at any
  * Anthropic-compatible endpoint (`[llm] base_url`). Fails fast, at construction, when no key
  * is available and the endpoint needs one.
@@ -41,7 +47,7 @@ export function createAnthropicModel(settings: LlmSettings, options: AnthropicMo
   if (settings.model.trim() === '') {
     throw new InputError('no model is configured ([llm] model is empty)', {
       context: { key: 'llm.model' },
-      hint: 'set [llm] model in config.toml, e.g. model = "claude-sonnet-4-5"',
+      hint: `set [llm] model in config.toml, e.g. model = "${SUGGESTED_MODEL}"`,
     });
   }
   const env = options.env ?? process.env;

@@ -20,3 +20,9 @@ export { limitConcurrency } from './concurrency-limit.js';
 export { ModelError, abortedModelError, type ModelErrorOptions, type ModelFailureReason } from './model-error.js';
 export { toModelError, isRetryableStatus } from './sdk-errors.js';
 export { runToolLoop, parseToolInput, ANSWER_NOW, DROPPED_RESULT, type ToolLoopBudget, type ToolLoopOptions, type ToolLoopResult } from './tool-loop.js';
+export {
+  observeModel,
+  MODEL_PURPOSES,
+  type ModelCallObserver,
+  type ModelCallRecord,
+} from './observed-model.js';

@@ -36,6 +36,15 @@ export interface IndexManagerOptions {
    * files cannot be trusted, and nothing is ever written (files, states, tombstones).
    */
   readOnly?: boolean;
+  /** Called as an index catches up (a rebuild): points in it and points it will hold (CLI progress). */
+  onIndexProgress?: (progress: IndexProgress) => void;
+}
+
+/** How far an index that is catching up with SQLite has come. */
+export interface IndexProgress {
+  indexKey: string;
+  indexed: number;
+  total: number;
 }
 
 interface LoadedIndex {
@@ -326,9 +335,15 @@ export class VectorIndexManager {
     const select = this.statements.get(
       'SELECT seq, item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND seq > ? ORDER BY seq LIMIT 256',
     );
+    const report = this.options.onIndexProgress;
+    const total = report
+      ? entry.index.pointCount +
+        (this.statements.get('SELECT COUNT(*) AS rest FROM memory_vectors WHERE index_key = ? AND seq > ?').get(entry.key, entry.highWater) as { rest: number }).rest
+      : 0;
     for (;;) {
       const rows = select.all(entry.key, entry.highWater) as Array<{ seq: number; label: number; vector: Buffer }>;
       if (rows.length === 0) return true;
+      report?.({ indexKey: entry.key, indexed: entry.index.pointCount + rows.length, total });
       for (const row of rows) {
         entry.index.add(row.label, blobToVector(row.vector));
         entry.highWater = row.seq;

@@ -8,7 +8,7 @@ import { embedderIdentity, vectorToBlob, type Embedder } from './embedder.js';
 import { HashingEmbedder } from './hashing-embedder.js';
 import { HttpEmbedder } from './http-embedder.js';
 import { DEFAULT_SEARCH_TUNING, type SearchTuning } from './hybrid-search.js';
-import { VectorIndexManager } from './index-manager.js';
+import { VectorIndexManager, type IndexProgress } from './index-manager.js';
 import { SqliteMemoryStore } from './sqlite-memory-store.js';
 import { DEFAULT_HNSW_PARAMS, type HnswParams } from './vector-index.js';
 
@@ -25,6 +25,8 @@ export interface OpenMemoryStoreOptions {
   tuning?: Partial<SearchTuning>;
   /** Index load and rebuild events go here. */
   events?: EventStream;
+  /** Progress of index rebuilds and catch-ups (the CLI draws it on a terminal). */
+  onIndexProgress?: (progress: IndexProgress) => void;
   /** Indexes kept loaded at once (least recently used beyond it are saved and dropped). */
   maxLoadedIndexes?: number;
   /** An index unused this long is saved and dropped (default 10 minutes). */
@@ -63,6 +65,7 @@ export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<
     ...(options.maxLoadedIndexes ? { maxLoaded: options.maxLoadedIndexes } : {}),
     ...(options.idleIndexMs !== undefined ? { idleMs: options.idleIndexMs } : {}),
     ...(options.events ? { events: options.events } : {}),
+    ...(options.onIndexProgress ? { onIndexProgress: options.onIndexProgress } : {}),
     ...(options.readOnly ? { readOnly: true } : {}),
   });
   const stored = options.db.prepare(`SELECT value FROM memory_meta WHERE key = 'embedder'`).get() as { value: string } | undefined;

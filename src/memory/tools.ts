@@ -60,6 +60,9 @@ const MEMORY_SEARCH_DEFINITION = {
   },
 };
 
+/** The two tools' definitions, in the order the channel agent offers them (search, save). */
+export const MEMORY_TOOL_DEFINITIONS = [MEMORY_SEARCH_DEFINITION, MEMORY_SAVE_DEFINITION] as const;
+
 /**
  * The `memory_save` and `memory_search` tools, scoped by the caller's context (channel, guild,
  * DM user). Input is checked field by field; anything wrong comes back as a tool error naming

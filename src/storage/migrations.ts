@@ -1,5 +1,6 @@
 import { CALIBRATION_MIGRATIONS } from '../channel/calibration.js';
 import { HISTORY_MIGRATIONS } from '../channel/schema.js';
+import { COMPACTION_LOG_MIGRATIONS } from '../compaction-log/schema.js';
 import { MEMORY_MIGRATIONS } from '../memory/schema.js';
 import { PRIVACY_MIGRATIONS } from '../privacy/schema.js';
 import { WORKER_MIGRATIONS } from '../worker/worker-store.js';
@@ -11,5 +12,6 @@ export const ALL_MIGRATIONS: readonly Migration[] = [
   ...CALIBRATION_MIGRATIONS,
   ...MEMORY_MIGRATIONS,
   ...WORKER_MIGRATIONS,
+  ...COMPACTION_LOG_MIGRATIONS,
   ...PRIVACY_MIGRATIONS,
 ];

@@ -172,6 +172,13 @@ export class FakeDiscord {
   private readonly shardSessions = new Map<number, ShardSession>();
   /** The `shard` field of every IDENTIFY, in order (`[0, 1]` when the client sent none). */
   readonly identifiedShards: Array<[number, number]> = [];
+  /** While set, IDENTIFY is answered only by `releaseIdentify()`. */
+  private identifyHeld = false;
+  private heldIdentify: WebSocket | undefined;
+  /** The next N history reads answer 429 with this `retry_after` (seconds). */
+  private historyRateLimits: number[] = [];
+  /** How many 429s the history route has sent. */
+  historyRateLimited = 0;
 
   constructor(options: FakeDiscordOptions = {}) {
     this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? 41_250;
@@ -243,6 +250,61 @@ export class FakeDiscord {
     const existing = this.interactionReplies.find(predicate);
     if (existing) return Promise.resolve(existing);
     return waitOn(this.interactionWaiters, predicate, options.timeoutMs ?? 5_000, 'interaction reply');
+  }
+
+  /** IDENTIFY waits until `releaseIdentify()`: the bot stays connected but not ready. */
+  holdIdentify(): void {
+    this.identifyHeld = true;
+  }
+
+  releaseIdentify(): void {
+    this.identifyHeld = false;
+    const socket = this.heldIdentify;
+    this.heldIdentify = undefined;
+    if (!socket || socket.readyState !== socket.OPEN) return;
+    this.claimShardZero(socket);
+    this.identify(socket);
+  }
+
+  /**
+   * Past messages of a channel, as if written before the bot was there: stored for
+   * GET /channels/:id/messages, not dispatched. `at` (ms) sets the time inside each snowflake,
+   * so ids sort like the messages; default: one minute apart ending a day ago. Returns the ids.
+   */
+  seedHistory(channelId: string, messages: Array<{ authorId: string; content: string; at?: number }>): string[] {
+    const channel = this.requireChannel(channelId);
+    const guildId = this.guildOf(channel);
+    const start = Date.now() - 86_400_000 - messages.length * 60_000;
+    return messages.map((message, index) => {
+      const at = message.at ?? start + index * 60_000;
+      this.idCounter += 1n;
+      const id = (((BigInt(at) - DISCORD_EPOCH) << 22n) | (this.idCounter & 0x3fffffn)).toString();
+      const author = this.requireUser(message.authorId);
+      this.messages.set(id, {
+        id,
+        channel_id: channel.id,
+        author: this.userPayload(author),
+        content: message.content,
+        timestamp: new Date(at).toISOString(),
+        edited_timestamp: null,
+        tts: false,
+        mention_everyone: false,
+        mentions: [],
+        mention_roles: [],
+        attachments: [],
+        embeds: [],
+        pinned: false,
+        type: 0,
+        flags: 0,
+        ...(guildId ? { guild_id: guildId } : {}),
+      });
+      return id;
+    });
+  }
+
+  /** The next `count` reads of a channel's history answer 429, asking to retry after `retryAfterSeconds`. */
+  rateLimitHistory(count: number, retryAfterSeconds: number): void {
+    for (let index = 0; index < count; index += 1) this.historyRateLimits.push(retryAfterSeconds);
   }
 
   /** The next N POSTs of messages fail with this HTTP status. */
@@ -469,6 +531,10 @@ export class FakeDiscord {
         return;
       case 2: {
         this.handshakes.push(payload);
+        if (this.identifyHeld) {
+          this.heldIdentify = socket;
+          return;
+        }
         const shard = Array.isArray(payload.d?.shard) ? (payload.d.shard as [number, number]) : ([0, 1] as [number, number]);
         this.identifiedShards.push(shard);
         if (this.shardCount > 1 && shard[1] !== this.shardCount) {
@@ -694,6 +760,18 @@ export class FakeDiscord {
       return reply(200, this.channelPayload(channel));
     }
     if (method === 'GET' && (match = path.match(/^\/channels\/(\d+)\/messages$/))) {
+      const retryAfter = this.historyRateLimits.shift();
+      if (retryAfter !== undefined) {
+        this.historyRateLimited += 1;
+        response.writeHead(429, {
+          'content-type': 'application/json',
+          'retry-after': String(retryAfter),
+          'x-ratelimit-scope': 'user',
+        });
+        response.end(JSON.stringify({ message: 'You are being rate limited.', retry_after: retryAfter, global: false }));
+        return;
+      }
+      if (!this.channels.has(match[1]!)) return reply(404, { message: 'Unknown Channel', code: 10003 });
       return reply(200, this.channelHistory(match[1]!, url.searchParams));
     }
     if (method === 'GET' && (match = path.match(/^\/channels\/(\d+)\/messages\/(\d+)$/))) {

@@ -1,9 +1,11 @@
 import os from 'node:os';
 import { openApp } from '../../app/index.js';
 import { EventStream } from '../../common/events.js';
-import { loadConfig } from '../../config/index.js';
+import { loadConfig, watchConfigFile } from '../../config/index.js';
+import { databaseProblem, openOperatorEndpoint } from '../../metrics/index.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { ConsoleAdapter } from '../console-adapter.js';
+import { noticeLogger } from '../notice-logger.js';
 import { parseFlags } from '../parse-flags.js';
 
 const USAGE = `Usage: magpie chat [--channel NAME] [--config FILE] [--data-dir DIR]
@@ -24,6 +26,10 @@ Options:
   --data-dir DIR  data directory (overrides [memory] data_dir)
   -h, --help      show this help
 
+The config file is followed while you chat: a saved edit (a smaller context_window, other
+thresholds) applies from the next message, and an invalid one is refused with its problems.
+Metrics and health are served on [metrics] listen, as for 'magpie start'.
+
 Without a model configured Magpie records and indexes what you write but does not answer:
 set ANTHROPIC_API_KEY and [llm] model, or [llm] base_url of any Anthropic-compatible server
 (a local llama.cpp or Ollama).
@@ -42,10 +48,24 @@ export const chatCommand: CliCommand = {
       return EXIT.ok;
     }
     const channelName = (parsed.values.channel ?? 'local').trim() || 'local';
-    const { config } = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env });
+    const loaded = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env });
+    const config = loaded.config;
     const events = new EventStream();
     const dataDir = parsed.values['data-dir'];
-    const app = await openApp({ config, env: io.env, cwd: io.cwd, events, command: 'magpie chat', ...(dataDir ? { dataDir } : {}) });
+    const operator = await openOperatorEndpoint({ listen: config.metrics.listen, events });
+    let app: Awaited<ReturnType<typeof openApp>>;
+    try {
+      app = await openApp({ config, env: io.env, cwd: io.cwd, events, command: 'magpie chat', metrics: operator.metrics, ...(dataDir ? { dataDir } : {}) });
+    } catch (error) {
+      await operator.close();
+      throw error;
+    }
+    const opened = app;
+    operator.readiness.require('database', () => databaseProblem(opened));
+    const notices = noticeLogger(io.stderr);
+    if (operator.problem) notices.warn({ hint: operator.problem.hint }, `metrics are off: ${operator.problem.message}`);
+    // Tuning in the terminal gives feedback at once: a saved edit applies from the next check.
+    const watcher = loaded.found ? watchConfigFile({ path: loaded.path, live: app.config, logger: notices, env: io.env }) : undefined;
     try {
       const adapter = new ConsoleAdapter({
         app,
@@ -72,7 +92,9 @@ export const chatCommand: CliCommand = {
         process.off('SIGINT', interrupted);
       }
     } finally {
+      watcher?.close();
       await app.close();
+      await operator.close();
     }
     return EXIT.ok;
   },

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { errorMessage, InputError, MagpieError } from '../../common/errors.js';
+import { closestMatch } from '../../config/edit-distance.js';
 import { loadConfig } from '../../config/load-config.js';
 import type { MemorySettings } from '../../config/types.js';
 import { openMemoryStore } from '../../memory/open-memory-store.js';
@@ -283,7 +284,10 @@ async function statsCommand(argv: string[], io: CliIo): Promise<number> {
         `memories:           ${stats.memories}${types ? ` (${types})` : ''}`,
         `transcript entries: ${stats.transcriptEntries}`,
         `embedder:           ${stats.embedder} (dimension ${stats.dimension})`,
-        `vectors indexed:    ${stats.indexedVectors} (pending ${stats.pendingVectors})`,
+        `vectors:            ${stats.indexedVectors + stats.pendingVectors} stored: ${stats.indexedVectors} in the saved vector index, ${stats.pendingVectors} pending`,
+        ...(stats.pendingVectors > 0
+          ? ['                    (pending = stored in SQLite, found by an exact scan, joined to the index in the background once a search loads that index)']
+          : []),
         '',
       ].join('\n'),
     );
@@ -403,10 +407,17 @@ function sumStats(all: MemoryStats[]): MemoryStats {
 function warnIfUnknownChannel(store: SqliteMemoryStore, channelId: string, io: CliIo): void {
   const stats = store.stats({ channelId });
   if (stats.memories + stats.transcriptEntries > 0) return;
-  const known = store.channelIds(20);
+  const all = store.channelIds(1000);
+  const known = all.slice(0, 20);
+  // `magpie chat --channel local` stores its messages under `console:local`.
+  // Under four characters every other short id is "one edit away": no guess then.
+  const guess = all.find((id) => id.endsWith(`:${channelId}`)) ?? (channelId.length >= 4 ? closestMatch(channelId, all) : undefined);
   io.stderr.write(
     `note: nothing is stored for channel '${channelId}'` +
-      (known.length > 0 ? `; channels with data: ${known.join(', ')}\n` : ' (the data directory is empty)\n'),
+      (guess !== undefined ? `; did you mean '${guess}'?` : '') +
+      (known.length > 0
+        ? `; channels with data: ${known.join(', ')}${all.length > known.length ? ` and ${all.length - known.length} more` : ''}\n`
+        : ' (the data directory is empty)\n'),
   );
 }
 

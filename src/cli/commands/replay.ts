@@ -1,11 +1,13 @@
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { HistoryStore } from '../../channel/history-store.js';
 import { ChannelRuntime } from '../../channel/runtime.js';
-import { EventStream, type MagpieEvent } from '../../common/events.js';
+import { EventStream } from '../../common/events.js';
+import { CompactionLog } from '../../compaction-log/index.js';
 import { InputError } from '../../common/errors.js';
 import { createExtractiveSummarizer } from '../../compaction/extractive-summarizer.js';
 import { createLlmSummarizer } from '../../compaction/llm-summarizer.js';
-import { replayLines, TranscriptClock, type ReplayProgress } from '../../compaction/replay.js';
+import { replayLines, TranscriptClock } from '../../compaction/replay.js';
 import { LaggedScheduler } from '../../compaction/scheduler.js';
 import type { Summarizer } from '../../compaction/summarizer.js';
 import { LiveConfig } from '../../config/live-config.js';
@@ -21,6 +23,10 @@ import { storageError } from '../../storage/storage-error.js';
 import { utf8Lines } from '../utf8-lines.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
+import { createProgress, progressEnabled } from '../progress.js';
+import { compareDirs } from './report.js';
+import { reportWritten, writeReport } from './report-output.js';
+import { archiveCensus, readableSummary, replaySummary, ReplayTally } from './replay-summary.js';
 
 const USAGE = `Usage: magpie replay TRANSCRIPT.jsonl --data-dir DIR [options]
 
@@ -34,6 +40,8 @@ Options:
   --summarizer KIND     extractive (default, offline) or llm (needs [llm] configured)
   --worker-lag N        land each worker's result after N more messages in its channel (default 0)
   --json                one JSON event per line, ending with a replay_summary line
+  --report FILE.html    also write the HTML tuning report of this data dir ('magpie report')
+  --compare DIR         with --report: show another replay's data dir beside this one (repeatable)
   --accept-invalid-utf8 replace bytes that are not UTF-8 with U+FFFD (default: such a line is an error)
   -h, --help            show this help
 
@@ -41,6 +49,14 @@ Re-running on the same data dir skips messages already ingested (by id); a line 
 stored id with other text is reported on stderr and counted as a conflict (the stored text is
 kept). A bad line stops the replay with exit 1; what came before it is kept. Replay writes the
 data dir, so it refuses to run while another writer (the bot, chat, another replay) holds it.
+Ctrl-C (or SIGTERM) finishes the current
+message, prints what was stored and the summary, and exits 130 (143); a re-run continues
+where it stopped. Progress (count, rate, ETA) goes to stderr when it is a terminal.
+
+Comparing two settings on the same transcript:
+  magpie replay chat.jsonl --data-dir runs/default
+  magpie replay chat.jsonl --data-dir runs/aggressive --config aggressive.toml \
+    --report compare.html --compare runs/default
 `;
 
 /** The events printed with --json (every compaction event the runtime emits). */
@@ -67,6 +83,8 @@ export const replayCommand: CliCommand = {
         summarizer: { type: 'string' },
         'worker-lag': { type: 'string' },
         json: { type: 'boolean' },
+        report: { type: 'string' },
+        compare: { type: 'string', multiple: true },
         'accept-invalid-utf8': { type: 'boolean' },
       },
       positionals: { min: 1, max: 1 },
@@ -85,6 +103,10 @@ export const replayCommand: CliCommand = {
     }
     if (!existsSync(transcript)) throw new InputError(`transcript not found: ${transcript}`);
     if (!statSync(transcript).isFile()) throw new InputError(`transcript is not a file: ${transcript}`);
+    const report = parsed.values.report;
+    if (report !== undefined && report.trim() === '') throw new UsageError('--report needs a file name', USAGE);
+    if (parsed.values.compare !== undefined && report === undefined) throw new UsageError('--compare goes with --report FILE.html', USAGE);
+    const compare = compareDirs(parsed.values.compare, USAGE, 1).map((dir) => resolve(io.cwd, dir));
     const loaded = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env }).config;
     const config = withContextWindow(loaded, contextWindow);
     return replay({
@@ -96,6 +118,7 @@ export const replayCommand: CliCommand = {
       workerLag,
       json: parsed.values.json === true,
       acceptInvalidUtf8: parsed.values['accept-invalid-utf8'] === true,
+      ...(report === undefined ? {} : { report: { out: report, compare } }),
     });
   },
 };
@@ -109,6 +132,7 @@ async function replay(options: {
   workerLag: number;
   json: boolean;
   acceptInvalidUtf8: boolean;
+  report?: { out: string; compare: string[] };
 }): Promise<number> {
   const { io, config } = options;
   let writable;
@@ -120,13 +144,35 @@ async function replay(options: {
   const db = writable.db;
   let memory: SqliteMemoryStore | undefined;
   let runtime: ChannelRuntime | undefined;
+  let log: CompactionLog | undefined;
+  const indexMeter = createProgress({ stream: io.stderr, label: 'vector index', unit: 'vectors', enabled: progressEnabled(io.stderr, io.env) });
+  // Ctrl-C / SIGTERM: finish the message being ingested, then stop and report; a second one
+  // ends the process at once.
+  let stopSignal: NodeJS.Signals | undefined;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (stopSignal !== undefined) process.exit(exitCodeFor(signal));
+    stopSignal = signal;
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   try {
     // Memories saved by workers carry the transcript's time too, so two runs write the same rows.
     const clock = new TranscriptClock();
-    memory = await openMemoryStore({ db, dataDir: options.dataDir, settings: { ...config.memory, dataDir: options.dataDir }, env: io.env, clock });
+    memory = await openMemoryStore({
+      db,
+      dataDir: options.dataDir,
+      settings: { ...config.memory, dataDir: options.dataDir },
+      env: io.env,
+      clock,
+      // The vector index is built at the end (and saved on close): a long wait worth showing.
+      onIndexProgress: (progress) => indexMeter.update(progress.indexed, { fraction: progress.total > 0 ? progress.indexed / progress.total : 1 }),
+    });
     const summarizer = makeSummarizer(options.summarizerKind, config, memory, io.env);
     const events = new EventStream();
-    const tally = new Tally();
+    const tally = new ReplayTally();
+    // The whole replay is kept (no retention: the report covers the transcript, whatever its dates).
+    log = new CompactionLog({ db, clock, events, batchSize: 512 });
+    log.attach(events);
     events.subscribe((event) => {
       tally.count(event);
       if (options.json && PRINTED_EVENTS.has(event.type)) io.stdout.write(`${JSON.stringify(event)}\n`);
@@ -139,6 +185,7 @@ async function replay(options: {
       summarizer,
       clock,
       scheduler: new LaggedScheduler(options.workerLag),
+      usageObserver: log,
     });
     const started = performance.now();
     let invalidUtf8Lines = 0;
@@ -149,18 +196,30 @@ async function replay(options: {
         io.stderr.write(`magpie replay: line ${line}: not valid UTF-8; bad bytes replaced with U+FFFD\n`);
       },
     });
+    const history = new HistoryStore(db);
+    const size = statSync(options.transcript).size;
+    const meter = createProgress({ stream: io.stderr, label: 'replay', unit: 'messages', enabled: progressEnabled(io.stderr, io.env) });
+    let bytes = 0;
     const progress = await replayLines({
       lines,
       runtime,
       clock,
+      lastStoredTime: (channelId) => history.lastMessageTime(channelId),
       onConflict: (conflict) =>
         io.stderr.write(
           `magpie replay: line ${conflict.line}: id ${JSON.stringify(conflict.messageId)} in channel ${JSON.stringify(conflict.channelId)} ` +
             'is already stored with other text; the stored text is kept\n',
         ),
+      shouldStop: () => stopSignal !== undefined,
+      onLine: (counts, raw) => {
+        bytes += Buffer.byteLength(raw) + 1;
+        meter.update(counts.messages + counts.duplicates, { fraction: size > 0 ? bytes / size : 1 });
+      },
     });
+    meter.finish();
     let failure = progress.failure;
-    if (failure === undefined) {
+    // Interrupted: held worker results are not waited for (a restart would not apply them either).
+    if (failure === undefined && stopSignal === undefined) {
       try {
         await runtime.flushCompactions();
         // Leaves complete index files behind, so readers need not rebuild them.
@@ -176,9 +235,30 @@ async function replay(options: {
       failure ??= error;
     }
     runtime = undefined;
-    const summary = { ...tally.summary(progress, durationMs, options), ...(invalidUtf8Lines > 0 ? { invalid_utf8_lines: invalidUtf8Lines } : {}) };
+    log.close();
+    const census = archiveCensus(db, progress.channels);
+    const summary = {
+      ...replaySummary(tally, progress, census, {
+        summarizerKind: options.summarizerKind,
+        workerLag: options.workerLag,
+        durationMs,
+        ...(stopSignal === undefined ? {} : { interrupted: stopSignal }),
+      }),
+      ...(invalidUtf8Lines > 0 ? { invalid_utf8_lines: invalidUtf8Lines } : {}),
+    };
+    if (stopSignal !== undefined) {
+      io.stderr.write(
+        `magpie replay: stopped by ${stopSignal} after line ${progress.lines}: ${progress.messages} new messages stored in ${options.dataDir}` +
+          (progress.duplicates > 0 ? ` (${progress.duplicates} were already there)` : '') +
+          '.\n  Run the same command again to continue where it stopped: messages already stored are skipped by id.\n',
+      );
+    }
     if (options.json) io.stdout.write(`${JSON.stringify(summary)}\n`);
-    else io.stdout.write(readable(summary));
+    else io.stdout.write(readableSummary(summary));
+    if (options.report) {
+      const runs = writeReport({ sources: [{ dataDir: options.dataDir, db }, ...options.report.compare.map((dir) => ({ dataDir: dir }))], out: options.report.out, io });
+      if (options.report.out !== '-') io.stderr.write(reportWritten(resolve(io.cwd, options.report.out), runs));
+    }
     if (failure !== undefined) {
       const problem = storageError(options.dataDir, failure);
       if (!problem) throw failure;
@@ -191,14 +271,23 @@ async function replay(options: {
       io.stderr.write(`magpie replay: ${progress.error.render()}\n  (the ${kept} messages before it are in ${options.dataDir})\n`);
       return EXIT.failure;
     }
-    return EXIT.ok;
+    return stopSignal === undefined ? EXIT.ok : exitCodeFor(stopSignal);
   } catch (error) {
     throw storageError(options.dataDir, error) ?? error;
   } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
     if (runtime) await runtime.close().catch(() => {});
+    log?.close();
     if (memory) await memory.close().catch(() => {});
+    indexMeter.finish();
     writable.close();
   }
+}
+
+/** The shell's convention: 128 + the signal's number. */
+function exitCodeFor(signal: NodeJS.Signals): number {
+  return signal === 'SIGTERM' ? 143 : 130;
 }
 
 function makeSummarizer(kind: 'extractive' | 'llm', config: MagpieConfig, memory: MemoryStore, env: NodeJS.ProcessEnv): Summarizer {
@@ -217,68 +306,4 @@ function withContextWindow(config: MagpieConfig, contextWindow: number | undefin
     Object.entries(config.channels).map(([id, settings]) => [id, { ...settings, contextWindow }]),
   );
   return { ...config, defaults: { ...config.defaults, contextWindow }, channels };
-}
-
-/** Counts what the events say, for the final summary. */
-class Tally {
-  tiers = { background: 0, aggressive: 0, emergency: 0 };
-  completed = 0;
-  failed = 0;
-  replanned = 0;
-  messagesCompacted = 0;
-  messagesTruncated = 0;
-  memoriesSaved = 0;
-
-  count(event: MagpieEvent): void {
-    if (event.type === 'compaction_triggered') {
-      const tier = event.tier as keyof Tally['tiers'];
-      if (tier in this.tiers) this.tiers[tier] += 1;
-    } else if (event.type === 'compaction_completed') {
-      this.completed += 1;
-      this.messagesCompacted += Number(event.messages_compacted);
-      this.memoriesSaved += Number(event.memories_saved);
-    } else if (event.type === 'compaction_failed') {
-      this.failed += 1;
-    } else if (event.type === 'compaction_replanned') {
-      this.replanned += 1;
-    } else if (event.type === 'emergency_truncation') {
-      this.messagesTruncated += Number(event.messages_dropped);
-    }
-  }
-
-  summary(progress: ReplayProgress, durationMs: number, options: { summarizerKind: string; workerLag: number }) {
-    return {
-      type: 'replay_summary',
-      messages: progress.messages,
-      duplicates: progress.duplicates,
-      conflicts: progress.conflicts,
-      channels: progress.channels.size,
-      tiers: { ...this.tiers },
-      compactions_completed: this.completed,
-      compactions_failed: this.failed,
-      compactions_replanned: this.replanned,
-      messages_compacted: this.messagesCompacted,
-      messages_truncated: this.messagesTruncated,
-      memories_saved: this.memoriesSaved,
-      summarizer: options.summarizerKind,
-      worker_lag: options.workerLag,
-      duration_ms: Math.round(durationMs),
-      messages_per_second: Math.round((progress.messages + progress.duplicates) / Math.max(durationMs / 1000, 1e-3)),
-      ...(progress.error ? { error: progress.error.message } : {}),
-    };
-  }
-}
-
-function readable(summary: ReturnType<Tally['summary']>): string {
-  return [
-    `Replayed ${summary.messages} messages in ${summary.channels} channel(s)` +
-      (summary.duplicates > 0 ? ` (${summary.duplicates} already present, skipped)` : '') +
-      (summary.conflicts > 0 ? ` (${summary.conflicts} reused an id with other text: conflicts, see stderr)` : '') +
-      ` in ${(summary.duration_ms / 1000).toFixed(1)} s (${summary.messages_per_second} messages/s).`,
-    `Compaction triggered: background ${summary.tiers.background}, aggressive ${summary.tiers.aggressive}, emergency ${summary.tiers.emergency}.`,
-    `Compactions completed: ${summary.compactions_completed} (${summary.messages_compacted} messages summarized, ` +
-      `${summary.memories_saved} memories saved); failed: ${summary.compactions_failed}; re-planned: ${summary.compactions_replanned}.`,
-    `Emergency truncation dropped ${summary.messages_truncated} messages from the live context (all still in the archive).`,
-    '',
-  ].join('\n');
 }

@@ -4,7 +4,7 @@ import { MODEL_HINT, openApp } from '../../app/index.js';
 import { errorMessage, MagpieError } from '../../common/errors.js';
 import { EventStream } from '../../common/events.js';
 import { loadConfig, watchConfigFile, type ConfigWatcher } from '../../config/index.js';
-import { createDiscordClient, destroyClient, DiscordAdapter } from '../../discord/index.js';
+import { connectionProblem, createDiscordClient, destroyClient, DiscordAdapter } from '../../discord/index.js';
 import {
   currentShard,
   parseShardCount,
@@ -16,6 +16,7 @@ import {
 import { shardDataDir } from '../../storage/shard-dirs.js';
 import { attachEventLogger, createLogger, followConfigLevel } from '../../logging/index.js';
 import { CatchUpPoints } from '../../channel/catch-up-points.js';
+import { announceOperatorEndpoint, databaseProblem, openOperatorEndpoint } from '../../metrics/index.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { parseFlags, UsageError } from '../parse-flags.js';
 import type { Logger } from 'pino';
@@ -37,6 +38,9 @@ Options:
                     and keeps its data in <data_dir>/shard-<id>
   --shard-ids LIST  only these shards on this machine, e.g. 0,1 (the others run elsewhere)
   -h, --help        show this help
+
+Metrics (/metrics), liveness (/healthz) and readiness (/readyz) are served on [metrics] listen
+(default 127.0.0.1:9464; "" turns them off).
 
 Environment:
   DISCORD_TOKEN      the bot token (the name is set by [discord] token_env)
@@ -100,10 +104,24 @@ export const startCommand: CliCommand = {
     }
     // A shard keeps its own data dir: its channels are its own, and SQLite has one writer.
     const dataDir = shard ? shardDataDir(path.resolve(io.cwd, config.memory.dataDir), shard.id) : undefined;
-    const app = await openApp({ config, env: io.env, cwd: io.cwd, events, command: 'magpie start', ...(dataDir ? { dataDir } : {}) });
+    // Up before the database opens, so /healthz answers and /readyz says what it waits for.
+    const operator = await openOperatorEndpoint({ listen: config.metrics.listen, events });
+    announceOperatorEndpoint(operator, logger);
+    operator.readiness.require('database', () => 'database not open yet');
+    operator.readiness.require('discord', () => 'discord not connected yet');
+    let app: Awaited<ReturnType<typeof openApp>>;
+    try {
+      app = await openApp({ config, env: io.env, cwd: io.cwd, events, command: 'magpie start', metrics: operator.metrics, ...(dataDir ? { dataDir } : {}) });
+    } catch (error) {
+      await operator.close();
+      throw error;
+    }
+    const opened = app;
+    operator.readiness.require('database', () => databaseProblem(opened));
     if (app.modelProblem && config.llm.model.trim() !== '') {
       // A model was asked for but cannot be used: refuse now rather than at the first message.
       await app.close();
+      await operator.close();
       io.stderr.write(`magpie start: ${app.modelProblem.render()}\n`);
       return EXIT.config;
     }
@@ -116,6 +134,7 @@ export const startCommand: CliCommand = {
 
     const apiBase = io.env[DISCORD_API_ENV]?.trim();
     const client = createDiscordClient(apiBase ? { restApi: apiBase } : {});
+    operator.readiness.require('discord', () => connectionProblem(client));
     const adapter = new DiscordAdapter({
       client,
       runtime: app.runtime,
@@ -142,6 +161,7 @@ export const startCommand: CliCommand = {
       watcher?.close();
       await destroyClient(client).catch(() => {});
       await app.close();
+      await operator.close();
       const message = error instanceof MagpieError ? error.render() : errorMessage(error);
       io.stderr.write(`magpie start: could not connect to Discord: ${message}\n`);
       return EXIT.failure;
@@ -151,6 +171,7 @@ export const startCommand: CliCommand = {
       watcher?.close();
       await adapter.stop(0);
       await app.close();
+      await operator.close();
       logger.info({ event: 'stopped' }, 'stopped');
       return EXIT.ok;
     }
@@ -163,8 +184,10 @@ export const startCommand: CliCommand = {
     const graceMs = app.config.current().discord.shutdownGraceMs;
     logger.info({ event: 'stopping', signal, grace_ms: graceMs }, 'stopping: finishing running replies');
     watcher?.close();
+    operator.readiness.require('shutdown', () => 'shutting down');
     await adapter.stop(graceMs);
     await app.close();
+    await operator.close();
     logger.info({ event: 'stopped' }, 'stopped');
     return EXIT.ok;
   },

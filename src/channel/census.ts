@@ -1,0 +1,80 @@
+import type { SqliteDatabase } from '../storage/database.js';
+
+/**
+ * Where a channel's messages are now, read from the database: in the live context, folded into
+ * a live summary, or behind a truncation marker (and in the archive either way). The three
+ * add up to the messages the channel holds, so a replay's summary and `magpie status` can say
+ * what left the context without counting a message twice (one truncated and later summarized
+ * in place of its marker counts once, under the summary).
+ */
+export interface ContextCensus {
+  channelId: string;
+  /** Messages (not tool traffic) the channel's archive holds. */
+  messages: number;
+  liveMessages: number;
+  underSummaries: number;
+  underMarkers: number;
+  /** Entries of every kind in the live context, and their estimated tokens. */
+  liveEntries: number;
+  liveEntryTokens: number;
+  /** Live summaries and markers at the head of the context, and their estimated tokens. */
+  summaries: number;
+  markers: number;
+  summaryTokens: number;
+  /** Newest entry's time (ms), if any. */
+  lastMessageAt: number | undefined;
+}
+
+export function channelIdsWithHistory(db: SqliteDatabase): string[] {
+  return (db.prepare('SELECT DISTINCT channel_id FROM history_entries ORDER BY channel_id').all() as Array<{ channel_id: string }>).map(
+    (row) => row.channel_id,
+  );
+}
+
+export function contextCensus(db: SqliteDatabase, channelId: string): ContextCensus {
+  const liveFrom =
+    (db.prepare('SELECT live_from_seq FROM history_channels WHERE channel_id = ?').get(channelId) as { live_from_seq: number } | undefined)
+      ?.live_from_seq ?? 0;
+  const counts = db
+    .prepare(
+      `SELECT SUM(kind = 'message') AS messages,
+              SUM(kind = 'message' AND seq >= @liveFrom) AS live_messages,
+              SUM(seq >= @liveFrom) AS live_entries,
+              SUM(CASE WHEN seq >= @liveFrom THEN tokens ELSE 0 END) AS live_tokens,
+              MAX(created_at) AS last_at
+         FROM history_entries WHERE channel_id = @channelId`,
+    )
+    .get({ channelId, liveFrom }) as {
+    messages: number | null;
+    live_messages: number | null;
+    live_entries: number | null;
+    live_tokens: number | null;
+    last_at: number | null;
+  };
+  const heads = db
+    .prepare('SELECT kind, COUNT(*) AS total, SUM(tokens) AS tokens FROM history_summaries WHERE channel_id = ? AND live = 1 GROUP BY kind')
+    .all(channelId) as Array<{ kind: string; total: number; tokens: number }>;
+  const covered = db
+    .prepare(
+      `SELECT s.kind AS kind, COUNT(*) AS total
+         FROM history_summaries s
+         JOIN history_entries e ON e.channel_id = s.channel_id AND e.seq BETWEEN s.from_seq AND s.to_seq
+        WHERE s.channel_id = @channelId AND s.live = 1 AND e.kind = 'message' AND e.seq < @liveFrom
+        GROUP BY s.kind`,
+    )
+    .all({ channelId, liveFrom }) as Array<{ kind: string; total: number }>;
+  const head = (kind: string) => heads.find((row) => row.kind === kind);
+  return {
+    channelId,
+    messages: counts.messages ?? 0,
+    liveMessages: counts.live_messages ?? 0,
+    underSummaries: covered.find((row) => row.kind === 'summary')?.total ?? 0,
+    underMarkers: covered.find((row) => row.kind === 'marker')?.total ?? 0,
+    liveEntries: counts.live_entries ?? 0,
+    liveEntryTokens: counts.live_tokens ?? 0,
+    summaries: head('summary')?.total ?? 0,
+    markers: head('marker')?.total ?? 0,
+    summaryTokens: heads.reduce((sum, row) => sum + row.tokens, 0),
+    lastMessageAt: counts.last_at ?? undefined,
+  };
+}

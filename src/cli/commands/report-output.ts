@@ -1,0 +1,63 @@
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { InputError } from '../../common/errors.js';
+import { renderReport, runFromDatabase, runLabels, type ReportRun } from '../../report/index.js';
+import type { SqliteDatabase } from '../../storage/database.js';
+import { openDatabaseReadOnly } from '../../storage/read-only.js';
+import type { CliIo } from '../command.js';
+import { createProgress, progressEnabled } from '../progress.js';
+
+/** A data dir to draw, or one already open (the replay that just ran). */
+export interface ReportSource {
+  dataDir: string;
+  db?: SqliteDatabase;
+}
+
+/**
+ * Reads each source's compaction log (opening compared data dirs read-only), renders the
+ * report and writes it atomically. Shared by `magpie report` and `magpie replay --report`.
+ */
+export function writeReport(options: { sources: readonly ReportSource[]; channelId?: string; out: string; io: CliIo }): ReportRun[] {
+  const { io } = options;
+  const labels = runLabels(options.sources.map((source) => source.dataDir));
+  const progress = createProgress({ stream: io.stderr, label: 'report', unit: 'data dirs', total: options.sources.length, everyMs: 0, enabled: progressEnabled(io.stderr, io.env) });
+  const runs = options.sources.map((source, index) => {
+    progress.update(index);
+    const db = source.db ?? openDatabaseReadOnly(source.dataDir);
+    try {
+      return runFromDatabase(db, {
+        label: labels[index]!,
+        source: source.dataDir,
+        ...(options.channelId === undefined ? {} : { channelId: options.channelId }),
+      });
+    } finally {
+      if (!source.db) db.close();
+    }
+  });
+  progress.update(options.sources.length);
+  progress.finish();
+  const html = renderReport(runs, { generatedAt: new Date() });
+  if (options.out === '-') {
+    io.stdout.write(html);
+    return runs;
+  }
+  const out = path.resolve(io.cwd, options.out);
+  try {
+    mkdirSync(path.dirname(out), { recursive: true });
+    const temporary = `${out}.tmp-${process.pid}`;
+    writeFileSync(temporary, html);
+    renameSync(temporary, out);
+  } catch (error) {
+    throw new InputError(`cannot write the report to ${out}: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  return runs;
+}
+
+/** One line for stderr after writing a report. */
+export function reportWritten(out: string, runs: readonly ReportRun[]): string {
+  const parts = runs.map((run) => {
+    const markers = run.total.summaries + run.total.emergencies;
+    return `${run.label}: ${run.channels.length} channel(s), ${markers} compaction(s)`;
+  });
+  return `report written to ${out} (${parts.join('; ')})\n`;
+}

@@ -1,0 +1,200 @@
+import path from 'node:path';
+import { channelIdsWithHistory, contextCensus } from '../../channel/census.js';
+import { estimateToolTokens, SUMMARY_HEADER_TOKENS } from '../../channel/model-request.js';
+import { usableWindow } from '../../channel/calibration.js';
+import { estimateTokens } from '../../channel/token-estimate.js';
+import { readCompactionLog, tallyLog, type CompactionTally } from '../../compaction-log/index.js';
+import { LiveConfig } from '../../config/live-config.js';
+import { loadConfig } from '../../config/load-config.js';
+import { MEMORY_TOOL_DEFINITIONS } from '../../memory/tools.js';
+import { hasTable, openDatabaseReadOnly } from '../../storage/read-only.js';
+import type { SqliteDatabase } from '../../storage/database.js';
+import { EXIT, type CliCommand } from '../command.js';
+import { parseFlags } from '../parse-flags.js';
+
+const USAGE = `Usage: magpie status [--data-dir DIR] [--channel ID] [--config FILE] [--json]
+
+Each channel's state: context usage and estimated tokens (counted as the bot counts them, with
+the window and thresholds the runtime last used, from the compaction log, else from the
+config), live messages, stacked summaries and truncation
+markers, archive size, memories, the last compaction and the compactions of the last 24 hours.
+Opens the database read-only: safe beside a running bot.
+
+Options:
+  --data-dir DIR  data directory (default: MAGPIE_DATA_DIR, else [memory] data_dir of the config)
+  --channel ID    only this channel
+  --config FILE   config file (default ./config.toml if present, else defaults)
+  --json          one JSON object: { "data_dir", "channels": [...] }
+  -h, --help      show this help
+`;
+
+const DAY_MS = 86_400_000;
+
+export interface ChannelStatus {
+  channel_id: string;
+  /** `calibration_factor × estimated_tokens / usable_window`, as the Compactor computes it. */
+  usage: number;
+  estimated_tokens: number;
+  calibration_factor: number;
+  context_window: number;
+  /** `context_window − max_response_tokens`: what the thresholds apply to. */
+  usable_window: number;
+  thresholds: { background: number; aggressive: number; emergency: number };
+  /** Where window and thresholds come from: the runtime's last check as logged, or the config file. */
+  settings_from: 'compaction_log' | 'config';
+  live_messages: number;
+  live_entries: number;
+  summaries: number;
+  markers: number;
+  archived_messages: number;
+  messages_under_summaries: number;
+  messages_under_markers: number;
+  memories: number;
+  last_message_at: string | null;
+  last_compaction: { tier: string; at: string; tokens_freed: number; messages: number } | null;
+  last_day: { background: number; aggressive: number; emergency: number; manual: number; failed: number };
+  logged: { background: number; aggressive: number; emergency: number; manual: number; failed: number };
+}
+
+export const statusCommand: CliCommand = {
+  name: 'status',
+  summary: "each channel's usage, summaries, archive, memories and last compaction",
+  async run(argv, io) {
+    const parsed = parseFlags(argv, {
+      usage: USAGE,
+      options: { 'data-dir': { type: 'string' }, channel: { type: 'string' }, config: { type: 'string' }, json: { type: 'boolean' } },
+    });
+    if (parsed.help) {
+      io.stdout.write(USAGE);
+      return EXIT.ok;
+    }
+    const { config } = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env });
+    const dataDir = path.resolve(io.cwd, parsed.values['data-dir'] ?? config.memory.dataDir);
+    const db = openDatabaseReadOnly(dataDir);
+    try {
+      const channel = parsed.values.channel;
+      const known = channelIdsWithHistory(db);
+      if (channel !== undefined && !known.includes(channel)) {
+        io.stderr.write(
+          `magpie status: no history for channel '${channel}' in ${dataDir}` +
+            (known.length > 0 ? `; channels with data: ${known.slice(0, 20).join(', ')}\n` : ' (the data directory has no channels yet)\n'),
+        );
+        return EXIT.failure;
+      }
+      const statuses = (channel === undefined ? known : [channel]).map((id) => channelStatus(db, id, new LiveConfig(config), Date.now()));
+      if (parsed.values.json) io.stdout.write(`${JSON.stringify({ data_dir: dataDir, channels: statuses })}\n`);
+      else io.stdout.write(statusTable(dataDir, statuses));
+      return EXIT.ok;
+    } finally {
+      db.close();
+    }
+  },
+};
+
+function channelStatus(db: SqliteDatabase, channelId: string, config: LiveConfig, now: number): ChannelStatus {
+  const census = contextCensus(db, channelId);
+  const log = readCompactionLog(db, { channelId })[0];
+  // The window and thresholds the runtime last used (hot reloads included, a replay's
+  // --context-window too) are in the log; the config file is the fallback.
+  const configured = config.settingsFor(channelId);
+  const recorded = log?.settings.at(-1)?.values;
+  const settings = {
+    contextWindow: recorded?.context_window ?? configured.contextWindow,
+    maxResponseTokens: recorded?.max_response_tokens ?? configured.maxResponseTokens,
+    background: recorded?.background_threshold ?? configured.compaction.backgroundThreshold,
+    aggressive: recorded?.aggressive_threshold ?? configured.compaction.aggressiveThreshold,
+    emergency: recorded?.emergency_threshold ?? configured.compaction.emergencyThreshold,
+  };
+  // The bot's own count: system prompt, the memory tools, the summary header, summaries, live entries.
+  const estimated =
+    estimateTokens(configured.systemPrompt) +
+    estimateToolTokens([...MEMORY_TOOL_DEFINITIONS]) +
+    (census.summaries + census.markers > 0 ? SUMMARY_HEADER_TOKENS : 0) +
+    census.summaryTokens +
+    census.liveEntryTokens;
+  // The channel's calibration (real tokens per estimated one), as the runtime persisted it.
+  const factor = hasTable(db, 'history_calibration')
+    ? ((db.prepare('SELECT factor FROM history_calibration WHERE channel_id = ?').get(channelId) as { factor: number } | undefined)?.factor ?? 1)
+    : 1;
+  const usable = usableWindow(settings);
+  const all = log ? tallyLog(log) : undefined;
+  const lastDay = log ? tallyLog(log, now - DAY_MS) : undefined;
+  const memories = hasTable(db, 'memory_items')
+    ? (db.prepare("SELECT COUNT(*) AS total FROM memory_items WHERE kind = 'memory' AND channel_id = ?").get(channelId) as { total: number }).total
+    : 0;
+  return {
+    channel_id: channelId,
+    usage: Math.round(((factor * estimated) / usable) * 10_000) / 10_000,
+    estimated_tokens: estimated,
+    calibration_factor: factor,
+    context_window: settings.contextWindow,
+    usable_window: usable,
+    thresholds: { background: settings.background, aggressive: settings.aggressive, emergency: settings.emergency },
+    settings_from: recorded ? 'compaction_log' : 'config',
+    live_messages: census.liveMessages,
+    live_entries: census.liveEntries,
+    summaries: census.summaries,
+    markers: census.markers,
+    archived_messages: census.messages,
+    messages_under_summaries: census.underSummaries,
+    messages_under_markers: census.underMarkers,
+    memories,
+    last_message_at: census.lastMessageAt === undefined ? null : new Date(census.lastMessageAt).toISOString(),
+    last_compaction: all?.last
+      ? { tier: all.last.tier, at: new Date(all.last.at).toISOString(), tokens_freed: all.last.tokensFreed, messages: all.last.messages }
+      : lastFromHistory(db, channelId),
+    last_day: tierCounts(lastDay),
+    logged: tierCounts(all),
+  };
+}
+
+/** A data dir written before the compaction log: the newest summary or marker still tells when. */
+function lastFromHistory(db: SqliteDatabase, channelId: string): ChannelStatus['last_compaction'] {
+  const row = db
+    .prepare('SELECT kind, created_at FROM history_summaries WHERE channel_id = ? ORDER BY id DESC LIMIT 1')
+    .get(channelId) as { kind: string; created_at: number } | undefined;
+  if (!row) return null;
+  return { tier: row.kind === 'marker' ? 'emergency' : 'unknown', at: new Date(row.created_at).toISOString(), tokens_freed: 0, messages: 0 };
+}
+
+function tierCounts(tally: CompactionTally | undefined): ChannelStatus['last_day'] {
+  return {
+    background: tally?.triggered.background ?? 0,
+    aggressive: tally?.triggered.aggressive ?? 0,
+    emergency: tally?.emergencies ?? 0,
+    manual: tally?.triggered.manual ?? 0,
+    failed: tally?.failed ?? 0,
+  };
+}
+
+function statusTable(dataDir: string, statuses: readonly ChannelStatus[]): string {
+  if (statuses.length === 0) return `${dataDir}: no channels yet\n`;
+  const header = ['channel', 'usage', 'tokens', 'window', 'live', 'summaries', 'markers', 'archive', 'memories', 'last compaction', 'last 24 h bg/agg/emg/man (failed)'];
+  const rows = statuses.map((status) => [
+    status.channel_id,
+    `${(status.usage * 100).toFixed(1)}%`,
+    status.estimated_tokens.toLocaleString('en-US'),
+    status.context_window.toLocaleString('en-US'),
+    String(status.live_messages),
+    String(status.summaries),
+    String(status.markers),
+    status.archived_messages.toLocaleString('en-US'),
+    String(status.memories),
+    status.last_compaction
+      ? `${status.last_compaction.tier} ${status.last_compaction.at.replace('T', ' ').slice(0, 16)}Z, ${status.last_compaction.tokens_freed.toLocaleString('en-US')} tokens freed`
+      : 'none',
+    `${status.last_day.background}/${status.last_day.aggressive}/${status.last_day.emergency}/${status.last_day.manual} (${status.last_day.failed})`,
+  ]);
+  const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column]!.length)));
+  const right = new Set([1, 2, 3, 4, 5, 6, 7, 8]);
+  const line = (cells: readonly string[]) =>
+    cells.map((cell, column) => (right.has(column) ? cell.padStart(widths[column]!) : cell.padEnd(widths[column]!))).join('  ').trimEnd();
+  return [
+    `${dataDir}`,
+    line(header),
+    ...rows.map(line),
+    '',
+    'usage = calibration factor × estimated tokens / (window − max_response_tokens); thresholds and factor per channel in --json.',
+    '',
+  ].join('\n');
+}

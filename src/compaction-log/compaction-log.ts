@@ -1,0 +1,249 @@
+import type { Clock } from '../common/clock.js';
+import { errorMessage } from '../common/errors.js';
+import type { EventStream, MagpieEvent } from '../common/events.js';
+import type { ChannelSettings } from '../config/types.js';
+import type { SqliteDatabase } from '../storage/database.js';
+
+/** The compaction events the log keeps (everything the coordinator says about compaction). */
+export const LOGGED_EVENTS: ReadonlySet<string> = new Set([
+  'compaction_triggered',
+  'compaction_started',
+  'compaction_completed',
+  'compaction_failed',
+  'compaction_replanned',
+  'emergency_truncation',
+]);
+
+const DAY_MS = 86_400_000;
+/** Pruning runs at most this often (runtime clock), not on every write. */
+const PRUNE_EVERY_MS = 3_600_000;
+
+/** The little the log reads of a channel at a check (a `ChannelState` fits). */
+export interface ObservedChannel {
+  readonly channelId: string;
+  /** Entries in the channel's history, live or not: the report's x axis. */
+  readonly archivedCount: number;
+  readonly entries: { readonly length: number };
+  readonly summaries: { readonly length: number };
+}
+
+export interface CompactionLogOptions {
+  db: SqliteDatabase;
+  clock: Clock;
+  /**
+   * Days of log to keep (read at each prune, so hot reload applies); rows older than that
+   * before the newest row are deleted. Absent: keep everything (a replay's report covers the
+   * whole transcript, whatever its dates).
+   */
+  retentionDays?: () => number;
+  /** Where a failed write is reported (`compaction_log_failed`, once per run of failures). */
+  events?: EventStream;
+  /** The channel's entry count for an event seen before any check of that channel. */
+  positionOf?: (channelId: string) => number;
+  /** Usage samples wait in memory for this many, an event, or `flush()` (default 64). */
+  batchSize?: number;
+  /** Also flush buffered samples this often (an unref'd timer); default: never. */
+  flushEveryMs?: number;
+}
+
+interface PendingRow {
+  channel_id: string;
+  at: number;
+  kind: string;
+  tier: string | null;
+  position: number;
+  usage: number | null;
+  data: string;
+}
+
+interface ChannelMemo {
+  position: number;
+  percent: number;
+  /** Usage per estimated token at the last check (calibration and usable window included). */
+  scale: number;
+  settings: ChannelSettings | undefined;
+  settingsKey: string | undefined;
+}
+
+/**
+ * Writes the compaction log. `observe` is called by the Compactor at every check: it costs a
+ * map lookup and a comparison unless usage entered another whole percent or the settings
+ * changed, and even then it only queues a row. Rows are written in batches, in one
+ * transaction; compaction events flush at once, so what an operator looks for is on disk.
+ */
+export class CompactionLog {
+  private readonly channels = new Map<string, ChannelMemo>();
+  private pending: PendingRow[] = [];
+  private readonly insert;
+  private readonly lastSettings;
+  private lastPruneAt = Number.NEGATIVE_INFINITY;
+  private failing = false;
+  private readonly timer: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(private readonly options: CompactionLogOptions) {
+    this.insert = options.db.prepare(
+      `INSERT INTO compaction_log (channel_id, at, kind, tier, position, usage, data)
+       VALUES (@channel_id, @at, @kind, @tier, @position, @usage, @data)`,
+    );
+    this.lastSettings = options.db.prepare(
+      "SELECT data FROM compaction_log WHERE channel_id = ? AND kind = 'settings' ORDER BY id DESC LIMIT 1",
+    );
+    this.prune();
+    if (options.flushEveryMs !== undefined) {
+      this.timer = setInterval(() => this.flush(), options.flushEveryMs);
+      this.timer.unref();
+    }
+  }
+
+  /** The Compactor's hook: usage and estimate of one check. Never throws. */
+  observe(channel: ObservedChannel, usage: number, estimatedTokens: number, settings: ChannelSettings): void {
+    let memo = this.channels.get(channel.channelId);
+    if (!memo) {
+      memo = { position: 0, percent: -1, scale: 0, settings: undefined, settingsKey: undefined };
+      this.channels.set(channel.channelId, memo);
+    }
+    memo.position = channel.archivedCount;
+    if (estimatedTokens > 0) memo.scale = usage / estimatedTokens;
+    if (memo.settings !== settings) this.noteSettings(channel.channelId, memo, settings);
+    const percent = Math.floor(usage * 100);
+    if (percent === memo.percent) return;
+    memo.percent = percent;
+    this.queue({
+      channel_id: channel.channelId,
+      kind: 'usage',
+      tier: null,
+      position: channel.archivedCount,
+      usage: round(usage),
+      data: JSON.stringify({
+        estimated_tokens: estimatedTokens,
+        context_window: settings.contextWindow,
+        live_messages: channel.entries.length,
+        summaries: channel.summaries.length,
+      }),
+    });
+    if (this.pending.length >= (this.options.batchSize ?? 64)) this.flush();
+  }
+
+  /** Stores every compaction event of the stream. Returns a function that detaches. */
+  attach(events: EventStream): () => void {
+    return events.subscribe((event) => this.record(event));
+  }
+
+  /** Stores one event if it is a compaction event (and flushes, with the samples before it). */
+  record(event: MagpieEvent): void {
+    if (!LOGGED_EVENTS.has(event.type) || typeof event.channel_id !== 'string') return;
+    const channelId = event.channel_id;
+    const memo = this.channels.get(channelId);
+    const position = memo?.position ?? this.options.positionOf?.(channelId) ?? 0;
+    const fields: Record<string, unknown> = { ...event };
+    delete fields.type;
+    delete fields.channel_id;
+    this.queue({
+      channel_id: channelId,
+      kind: event.type,
+      tier: event.type === 'emergency_truncation' ? 'emergency' : typeof event.tier === 'string' ? event.tier : null,
+      position,
+      usage: usageAfter(event, memo?.scale),
+      data: JSON.stringify(fields),
+    });
+    this.flush();
+  }
+
+  /** Writes what is queued, in one transaction. A failure is reported, and the rows dropped. */
+  flush(): void {
+    if (this.pending.length === 0 || this.closed) return;
+    const rows = this.pending;
+    this.pending = [];
+    try {
+      this.options.db.transaction(() => {
+        for (const row of rows) this.insert.run(row);
+      })();
+      this.failing = false;
+    } catch (error) {
+      // The log is for looking back; a full disk must not stop the channel.
+      if (!this.failing) this.options.events?.emit({ type: 'compaction_log_failed', rows: rows.length, reason: errorMessage(error) });
+      this.failing = true;
+      return;
+    }
+    if (this.options.clock.now() - this.lastPruneAt >= PRUNE_EVERY_MS) this.prune();
+  }
+
+  /** Deletes rows older than the retention before the newest row; returns how many. */
+  prune(): number {
+    const days = this.options.retentionDays?.();
+    this.lastPruneAt = this.options.clock.now();
+    if (days === undefined) return 0;
+    try {
+      const result = this.options.db
+        .prepare('DELETE FROM compaction_log WHERE at < (SELECT MAX(at) FROM compaction_log) - ?')
+        .run(days * DAY_MS);
+      return result.changes;
+    } catch (error) {
+      this.options.events?.emit({ type: 'compaction_log_failed', rows: 0, reason: errorMessage(error) });
+      return 0;
+    }
+  }
+
+  /** Flushes and stops the timer; the database belongs to the caller. */
+  close(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.flush();
+    this.closed = true;
+  }
+
+  private noteSettings(channelId: string, memo: ChannelMemo, settings: ChannelSettings): void {
+    memo.settings = settings;
+    const key = JSON.stringify(settingsRecord(settings));
+    if (memo.settingsKey === undefined) {
+      // After a restart: the settings already on record for this channel need no new row.
+      try {
+        memo.settingsKey = (this.lastSettings.get(channelId) as { data: string } | undefined)?.data;
+      } catch {
+        memo.settingsKey = undefined;
+      }
+    }
+    if (key === memo.settingsKey) return;
+    memo.settingsKey = key;
+    this.queue({ channel_id: channelId, kind: 'settings', tier: null, position: memo.position, usage: null, data: key });
+  }
+
+  private queue(row: Omit<PendingRow, 'at'>): void {
+    if (this.closed) return;
+    this.pending.push({ ...row, at: this.options.clock.now() });
+  }
+}
+
+/** The settings the report shows, with their config names. */
+export function settingsRecord(settings: ChannelSettings): Record<string, number> {
+  const compaction = settings.compaction;
+  return {
+    context_window: settings.contextWindow,
+    max_response_tokens: settings.maxResponseTokens,
+    background_threshold: compaction.backgroundThreshold,
+    aggressive_threshold: compaction.aggressiveThreshold,
+    emergency_threshold: compaction.emergencyThreshold,
+    background_fraction: compaction.backgroundFraction,
+    aggressive_fraction: compaction.aggressiveFraction,
+    emergency_fraction: compaction.emergencyFraction,
+    rollup_threshold: compaction.rollupThreshold,
+    summary_max_tokens: compaction.summaryMaxTokens,
+    max_worker_turns: compaction.maxWorkerTurns,
+    fallback_after_failures: compaction.fallbackAfterFailures,
+  };
+}
+
+/** Usage right after the event, where the event tells it. */
+function usageAfter(event: MagpieEvent, scale: number | undefined): number | null {
+  if (event.type === 'compaction_triggered' && typeof event.usage === 'number') return event.usage;
+  if (event.type === 'emergency_truncation' && typeof event.usage_after === 'number') return event.usage_after;
+  if (event.type === 'compaction_completed' && typeof event.tokens_after === 'number' && scale) {
+    // The event counts estimated tokens; usage also weighs in calibration and the usable window.
+    return round(event.tokens_after * scale);
+  }
+  return null;
+}
+
+function round(value: number): number {
+  return Math.round(value * 10_000) / 10_000;
+}
