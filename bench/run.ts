@@ -17,6 +17,7 @@ const BENCHMARKS: Record<string, () => Promise<{ run: Benchmark }>> = {
   'memory-search': () => import('./memory-search.js'),
   'index-validation': () => import('./index-validation.js'),
   'metrics-overhead': () => import('./metrics-overhead.js'),
+  'privacy-delete': () => import('./privacy-delete.js'),
 };
 
 async function main(): Promise<void> {

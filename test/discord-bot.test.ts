@@ -150,7 +150,10 @@ describe('the bot on a fake Discord', () => {
     await waitUntil(() => inHistory(GENERAL, id), 'reply recorded');
     const entry = bot.app.runtime.liveContext(GENERAL).entries.find((candidate) => candidate.messageId === id)!;
     assert.equal(entry.authorName, 'Alice');
-    assert.match(entry.content, /^\(replying to The Moderator: "the build is green"\)/);
+    // History keeps a reference; the quote is resolved when the request is built.
+    assert.ok(entry.content.startsWith(`(replying to The Moderator [msg ${first}])`), entry.content);
+    const request = bot.app.runtime.buildModelRequest(GENERAL, { tools: [], maxTokens: 100 });
+    assert.match(JSON.stringify(request.messages), /\(replying to The Moderator: \\"the build is green\\"\)/);
     assert.match(entry.content, /@The Moderator thanks, see #quiet/);
     assert.match(entry.content, /\[attachment: screenshot\.png\]/);
   });

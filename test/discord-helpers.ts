@@ -5,10 +5,10 @@ import path from 'node:path';
 import { openApp, type MagpieApp } from '../src/app/index.js';
 import { EventStream, type MagpieEvent } from '../src/common/events.js';
 import { DEFAULTS } from '../src/config/defaults.js';
-import type { ChannelSettings, DiscordSettings, MagpieConfig } from '../src/config/types.js';
+import type { ChannelSettings, DiscordSettings, MagpieConfig, MemorySettings } from '../src/config/types.js';
 import { createDiscordClient, DiscordAdapter } from '../src/discord/index.js';
 import { startFakeAnthropic, type FakeAnthropic } from './fakes/fake-anthropic.js';
-import { startFakeDiscord, type FakeDiscord } from './fakes/fake-discord.js';
+import { startFakeDiscord, type FakeChannel, type FakeDiscord } from './fakes/fake-discord.js';
 
 export const ALICE = '100000000000000001';
 export const BOB = '100000000000000002';
@@ -38,6 +38,9 @@ export interface TestBotOptions {
   discord?: Partial<DiscordSettings>;
   channels?: Record<string, Partial<ChannelSettings>>;
   defaults?: Partial<ChannelSettings>;
+  memory?: Partial<MemorySettings>;
+  /** Channels the fake Discord has besides the standard ones. */
+  extraChannels?: FakeChannel[];
 }
 
 export function testConfig(options: TestBotOptions & { baseUrl: string; dataDir: string }): MagpieConfig {
@@ -49,7 +52,7 @@ export function testConfig(options: TestBotOptions & { baseUrl: string; dataDir:
     defaults,
     channels,
     llm: { ...DEFAULTS.llm, model: 'claude-test', baseUrl: options.baseUrl, maxRetries: 0, timeoutMs: 10_000 },
-    memory: { ...DEFAULTS.memory, dataDir: options.dataDir },
+    memory: { ...DEFAULTS.memory, ...options.memory, dataDir: options.dataDir },
     discord: {
       ...DEFAULTS.discord,
       debounceMs: 15,
@@ -92,6 +95,7 @@ export async function startTestBot(options: TestBotOptions = {}): Promise<TestBo
       { id: BURST, name: 'burst', type: 0 },
       { id: DM_ALICE, name: 'dm-alice', type: 1 },
       { id: DM_CAROL, name: 'dm-carol', type: 1 },
+      ...(options.extraChannels ?? []),
     ],
   });
   const model = await startFakeAnthropic();

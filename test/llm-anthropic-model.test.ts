@@ -176,7 +176,10 @@ describe('createAnthropicModel against the fake Messages API', () => {
     fake.enqueue({ delayMs: 5_000, then: { text: 'never seen' } });
     const controller = new AbortController();
     const call = model.createMessage(HELLO, { signal: controller.signal });
-    setTimeout(() => controller.abort(), 50);
+    // Abort once the request has arrived: a request still on its way when the next test starts
+    // would take that test's scripted reply (seen on a loaded machine).
+    while (fake.requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    controller.abort();
     const error = await rejection(call);
     assert.ok(error instanceof ModelError);
     assert.equal(error.reason, 'aborted');

@@ -32,7 +32,7 @@ describe('memory tools', () => {
     const save = tools.memorySave.definition;
     assert.equal(save.name, 'memory_save');
     const saveProperties = save.input_schema.properties as Record<string, { enum?: string[]; type: string }>;
-    assert.deepEqual(Object.keys(saveProperties).sort(), ['content', 'importance', 'memory_type']);
+    assert.deepEqual(Object.keys(saveProperties).sort(), ['content', 'importance', 'memory_type', 'source_ids']);
     assert.deepEqual(saveProperties.memory_type!.enum, [...MEMORY_TYPES]);
     assert.deepEqual(save.input_schema.required, ['content', 'memory_type']);
     const search = tools.memorySearch.definition;

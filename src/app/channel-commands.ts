@@ -2,11 +2,16 @@ import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 import type { ContextStatus } from '../channel/types.js';
 import type { MemoryLocation, MemoryStore } from '../memory/types.js';
+import type { UserErasure } from '../channel/runtime.js';
+import type { ErasureConfirmations } from './forget-me.js';
 
 /** What `/context`, `/compact` and `/memory` need of the runtime. */
 export interface CommandRuntime {
   status(channelId: string): ContextStatus;
   compactNow(channelId: string): Promise<unknown>;
+  /** Forgets an item with the same propagation as a delete (`ChannelRuntime.forgetItem`). */
+  forgetItem?(id: string, within?: MemoryLocation): Promise<'message' | 'memory' | undefined>;
+  forgetUser?(userId: string, requestedFrom: string): Promise<UserErasure>;
 }
 
 /** What `/tasks` needs of the workers (`WorkerManager` satisfies it). */
@@ -19,6 +24,8 @@ export interface CommandDeps {
   runtime: CommandRuntime;
   memory: MemoryStore;
   events: EventStream;
+  /** Pending `/memory forget-me` codes; the command is unavailable without it. */
+  confirmations?: ErasureConfirmations;
   /** Absent where workers cannot run. */
   workers?: TaskControl;
 }
@@ -120,12 +127,16 @@ export async function searchMemory(deps: CommandDeps, location: MemoryLocation, 
  * Ids are sequential, so without that check anyone allowed to forget in one channel could
  * delete what any other channel or DM remembers.
  */
-export function forgetMemory(deps: CommandDeps, location: MemoryLocation, id: string): string {
+export async function forgetMemory(deps: CommandDeps, location: MemoryLocation, id: string): Promise<string> {
   const trimmed = id.trim();
   if (trimmed === '') return 'Which memory? Give its id (from /memory search).';
   // Ids of archived messages start with `msg-`, typed memories with `mem-`.
   const what = trimmed.startsWith('msg-') ? 'archived message' : 'memory';
-  return deps.memory.forget(trimmed, location) ? `Forgot ${what} ${trimmed}.` : `No ${what} with id ${trimmed} in this channel.`;
+  // Through the runtime, a forgotten message also leaves summaries, tool results and memories.
+  const forgotten = deps.runtime.forgetItem
+    ? (await deps.runtime.forgetItem(trimmed, location)) !== undefined
+    : deps.memory.forget(trimmed, location);
+  return forgotten ? `Forgot ${what} ${trimmed}.` : `No ${what} with id ${trimmed} in this channel.`;
 }
 
 /** `/tasks`: the channel's running workers, one line each. */

@@ -6,6 +6,7 @@ import type { ChatModel } from '../llm/chat-model.js';
 import type { ToolContext, ToolHandler } from '../llm/tool.js';
 import { runAgentTurn, type AgentIdentity, type AgentRuntime } from '../channel/agent-turn.js';
 import { DailyTokenBudget, UserRateLimiter } from './cost-guards.js';
+import { withSourceCheck } from '../privacy/source-check.js';
 
 /** Where a turn's answer goes: a Discord channel, the terminal. */
 export interface ReplyTarget {
@@ -69,7 +70,7 @@ export interface ChannelResponderOptions {
   events: EventStream;
   clock?: Clock;
   self?: AgentIdentity;
-  /** Shared with branches and workers, whose tokens count against the same daily budget. */
+  /** Shared with branches and workers, whose tokens count against the same daily budget (kept in SQLite by the app). */
   budget?: DailyTokenBudget;
 }
 
@@ -217,12 +218,16 @@ export class ChannelResponder {
           model,
           tools: this.options.tools,
           settings,
-          // A worker started in this turn reports back where it was asked.
-          context: {
-            ...request.context,
-            ...(request.parentId ? { parentChannelId: request.parentId } : {}),
-            postToChannel: request.context.postToChannel ?? ((text) => target.send(text)),
-          },
+          // A worker started in this turn reports back where it was asked; memory_save takes
+          // its sources from the live context only.
+          context: withSourceCheck(
+            {
+              ...request.context,
+              ...(request.parentId ? { parentChannelId: request.parentId } : {}),
+              postToChannel: request.context.postToChannel ?? ((text) => target.send(text)),
+            },
+            runtime.liveContext(channelId).entries,
+          ),
           ...(request.turnId === undefined ? {} : { turnId: request.turnId }),
           ...(this.self ? { self: this.self } : {}),
           deliver: async (reply) => {
@@ -254,7 +259,7 @@ export class ChannelResponder {
             : {}),
         });
         if (finishing) await finishing.catch((error: unknown) => events.emit({ type: 'reply_failed', channel_id: channelId, error: errorMessage(error) }));
-        this.budget.record(channelId, result.spentTokens);
+        this.budget.record(budgetKey(request), result.spentTokens);
         events.emit({
           type: 'agent_turn_completed',
           channel_id: channelId,
@@ -298,8 +303,8 @@ export class ChannelResponder {
   private async overBudget(request: TurnRequest): Promise<boolean> {
     const { channelId, target } = request;
     const budget = this.options.config.settingsFor(channelId, request.parentId).dailyTokenBudget;
-    if (!this.budget.exhausted(channelId, budget)) return false;
-    this.options.events.emit({ type: 'turn_over_budget', channel_id: channelId, budget, spent: this.budget.spentToday(channelId) });
+    if (!this.budget.exhausted(budgetKey(request), budget)) return false;
+    this.options.events.emit({ type: 'turn_over_budget', channel_id: channelId, budget, spent: this.budget.spentToday(budgetKey(request)) });
     await this.safeSend(target, channelId, 'This channel has used up its model budget for today. I am still listening and will answer again after midnight UTC.');
     return true;
   }
@@ -312,6 +317,11 @@ export class ChannelResponder {
       this.options.events.emit({ type: 'reply_failed', channel_id: channelId, error: errorMessage(error) });
     }
   }
+}
+
+/** A thread spends its parent channel's budget. */
+function budgetKey(request: TurnRequest): string {
+  return request.parentId ?? request.channelId;
 }
 
 /** One turn for two requests: the newer one's target and turn, both one's source messages. */

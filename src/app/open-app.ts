@@ -112,7 +112,8 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
   if (metrics) memory = timeMemorySearch(memory, metrics.memorySearchDuration);
   const memoryTools = createMemoryTools(memory);
   const tools: ToolHandler[] = [memoryTools.memorySearch, memoryTools.memorySave];
-  const budget = new DailyTokenBudget(clock);
+  // Kept in SQLite: a restart does not forgive the day's spending.
+  const budget = new DailyTokenBudget(clock, db);
   const settingsFor = (channelId: string, parentId?: string) => config.settingsFor(channelId, parentId);
   // Branches and workers exist only with a model; they count against the same budget and
   // share the model's concurrency cap.

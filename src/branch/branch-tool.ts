@@ -96,7 +96,7 @@ export function createBranchTool(options: BranchToolOptions): ToolHandler {
             }),
         });
         const spent = outcome.usage.inputTokens + outcome.usage.outputTokens;
-        options.budget.record(channelId, spent);
+        options.budget.record(context.parentChannelId ?? channelId, spent);
         options.events.emit({
           type: 'branch_completed',
           channel_id: channelId,

@@ -25,6 +25,10 @@ import { IngestWriter } from './ingest-writer.js';
 import { buildRequest, estimateToolTokens, SUMMARY_HEADER_TOKENS } from './model-request.js';
 import { SerialQueue } from './serial-queue.js';
 import { TranscriptArchiver } from './transcript-archiver.js';
+import { PrivacyPropagator, type PropagationChanges, type RemovedMessage } from '../privacy/propagator.js';
+import { findUserMessages } from '../privacy/erase-user.js';
+import { resolveReplyReferences } from '../privacy/reply-reference.js';
+import type { MemoryLocation } from '../memory/types.js';
 import { cappedEntryTokens, messageCap } from './oversized-message.js';
 import { estimateTokens } from './token-estimate.js';
 import { channelSettingsIn, windowChanged } from './reload-check.js';
@@ -84,6 +88,16 @@ export interface TurnEntryInput {
   extraTokens?: number;
 }
 
+/** What erasing a user removed, in counts. */
+export interface UserErasure {
+  channels: number;
+  messages: number;
+  memoriesDeleted: number;
+  memoriesUpdated: number;
+  summariesChanged: number;
+  toolEntriesRedacted: number;
+}
+
 /** What the model would be sent now, in parts. */
 export interface LiveContext {
   summaries: SummaryEntry[];
@@ -113,6 +127,8 @@ export class ChannelRuntime {
   private readonly extras: EntryExtras;
   /** Per-channel personas set with `/persona`; they replace the configured system prompt. */
   readonly personas: PersonaStore;
+  /** Takes a removed message's words out of every copy (tool results, summaries, memories). */
+  private readonly privacy: PrivacyPropagator;
   private readonly calibrations: CalibrationKeeper;
   private readonly unsubscribe: () => void;
   private readonly repairTimer: NodeJS.Timeout | undefined;
@@ -162,6 +178,16 @@ export class ChannelRuntime {
       },
       ...(options.observer?.usageChecked ? { usageChecked: (usage: number) => options.observer!.usageChecked!(usage) } : {}),
       ...(options.usageObserver ? { usageObserver: options.usageObserver } : {}),
+    });
+    this.privacy = new PrivacyPropagator({
+      db: options.db,
+      memory: options.memory,
+      events: options.events,
+      clock: this.clock,
+      summarizer: options.summarizer,
+      fallbackSettings: (channelId) => this.settings(channelId).compaction,
+      locationOf: (channelId) => ({ channelId, ...(this.states.get(channelId)?.location ?? {}) }),
+      onSummaryChanged: (summary) => this.applyPrivacyChanges({ entries: [], summaries: [summary] }),
     });
     // A smaller window, a lower threshold or a larger answer room applies at once, not at the
     // channel's next message: every loaded channel is checked now.
@@ -352,7 +378,7 @@ export class ChannelRuntime {
     return buildRequest({
       systemPrompt: settings.systemPrompt,
       summaries: state.summaries,
-      entries: state.entries,
+      entries: resolveReplyReferences(state.entries, (messageId) => this.store.findByMessageId(channelId, messageId)),
       tools: options.tools,
       maxTokens: options.maxTokens,
       ...(decorate ? { decorate } : {}),
@@ -383,6 +409,7 @@ export class ChannelRuntime {
     this.writer.flush();
     const row = this.store.findByMessageId(channelId, messageId);
     if (!row) return false;
+    if (row.content === content) return true;
     const tokens = cappedEntryTokens({ ...row, content }, this.messageCap(state)) + this.extras.tokensOf(channelId, row.seq);
     const edited: HistoryEntry = { ...row, content, tokens };
     this.store.updateContent(channelId, row.seq, content, edited.tokens);
@@ -397,18 +424,28 @@ export class ChannelRuntime {
       // A transcript write still in flight carries the old text: let it land, then correct it.
       await this.archiver.settled(state);
       await this.options.memory.updateTranscript(channelId, messageId, content);
+      // The earlier text leaves tool results, summaries and memories like a deleted message.
+      this.applyPrivacyChanges(this.privacy.propagate(channelId, [removedOf(row)], 'edit'));
     }
     return true;
   }
 
   /** Messages deleted on the platform leave history, live context and archive. Returns how many. */
   async deleteMessages(channelId: string, messageIds: string[]): Promise<number> {
+    return (await this.removeMessages(channelId, messageIds)).messages;
+  }
+
+  private async removeMessages(channelId: string, messageIds: string[]): Promise<{ messages: number; counts: PropagationChanges['counts'] }> {
     const state = this.channel(channelId);
     this.writer.flush();
     const seqs: number[] = [];
+    const removed: RemovedMessage[] = [];
     for (const messageId of messageIds) {
       const row = this.store.findByMessageId(channelId, messageId);
       if (row) seqs.push(row.seq);
+      if (row?.kind === 'message') removed.push(removedOf(row));
+      // Archived only (its history row already gone): memories drawn from it still lose it.
+      if (!row) removed.push({ seq: -1, messageId, authorName: '', content: '' });
     }
     if (seqs.length > 0) {
       this.store.deleteEntries(channelId, seqs);
@@ -424,11 +461,98 @@ export class ChannelRuntime {
       }
       state.archivedCount -= seqs.length;
     }
-    if (messageIds.length === 0) return seqs.length;
+    if (messageIds.length === 0) return { messages: 0, counts: { toolEntries: 0, summaries: 0, memoriesDeleted: 0, memoriesUpdated: 0 } };
     // A transcript write still in flight would bring a deleted message back: let it land first.
     await this.archiver.settled(state);
     await this.options.memory.deleteTranscript(channelId, messageIds);
-    return seqs.length;
+    const changes = this.privacy.propagate(channelId, removed, 'delete');
+    this.applyPrivacyChanges(changes);
+    this.options.events.emit({
+      type: 'deletion_propagated',
+      channel_id: channelId,
+      messages: seqs.length,
+      tool_entries_redacted: changes.counts.toolEntries,
+      summaries_changed: changes.counts.summaries,
+      memories_deleted: changes.counts.memoriesDeleted,
+      memories_updated: changes.counts.memoriesUpdated,
+    });
+    return { messages: seqs.length, counts: changes.counts };
+  }
+
+  /**
+   * Erases everything a user wrote, in every channel of this data dir, with the same
+   * propagation as a delete. Returns counts only (the audit line carries no content).
+   */
+  async forgetUser(userId: string, requestedFrom: string): Promise<UserErasure> {
+    const byChannel = findUserMessages(this.options.db, userId);
+    const erasure: UserErasure = { channels: byChannel.size, messages: 0, memoriesDeleted: 0, memoriesUpdated: 0, summariesChanged: 0, toolEntriesRedacted: 0 };
+    for (const [channelId, messageIds] of byChannel) {
+      const result = await this.removeMessages(channelId, messageIds);
+      erasure.messages += messageIds.length;
+      erasure.memoriesDeleted += result.counts.memoriesDeleted;
+      erasure.memoriesUpdated += result.counts.memoriesUpdated;
+      erasure.summariesChanged += result.counts.summaries;
+      erasure.toolEntriesRedacted += result.counts.toolEntries;
+    }
+    // The audit line: counts only, neither the user nor anything they wrote.
+    this.options.events.emit({
+      type: 'user_erased',
+      requested_from: requestedFrom,
+      channels: erasure.channels,
+      messages: erasure.messages,
+      memories_deleted: erasure.memoriesDeleted,
+      memories_updated: erasure.memoriesUpdated,
+      summaries_changed: erasure.summariesChanged,
+      tool_entries_redacted: erasure.toolEntriesRedacted,
+    });
+    return erasure;
+  }
+
+  /**
+   * `/memory forget` and `magpie memory forget`: an archived message (`msg-…`) is deleted as
+   * if deleted on the platform; a memory (`mem-…`) is deleted and its text leaves tool results.
+   * With `within`, only what belongs to that channel (a DM: its user).
+   */
+  async forgetItem(id: string, within?: MemoryLocation): Promise<'message' | 'memory' | undefined> {
+    const item = this.options.memory.describeItem?.(id);
+    if (item?.kind === 'transcript' && item.messageId !== undefined) {
+      if (within && item.channelId !== within.channelId) return undefined;
+      await this.deleteMessages(item.channelId, [item.messageId]);
+      return 'message';
+    }
+    if (!this.options.memory.forget(id, within)) return undefined;
+    if (item) this.applyPrivacyChanges({ entries: this.privacy.redactTexts([item.content]), summaries: [] });
+    return 'memory';
+  }
+
+  /** Resolves when summary rewrites started by deletes have landed (tests, the CLI). */
+  async privacySettled(): Promise<void> {
+    await this.privacy.settled();
+  }
+
+  /** Mirrors what the privacy propagation changed in SQLite into the live contexts held here. */
+  private applyPrivacyChanges(changes: Pick<PropagationChanges, 'entries' | 'summaries'>): void {
+    const touched = new Set<ChannelState>();
+    for (const entry of changes.entries) {
+      const state = this.states.get(entry.channelId);
+      if (!state) continue;
+      const index = state.indexOfSeq(entry.seq);
+      if (index >= 0) state.replaceEntry(index, entry);
+      for (const dropped of state.markerEntries.values()) {
+        const at = dropped.findIndex((candidate) => candidate.seq === entry.seq);
+        if (at >= 0) dropped[at] = entry;
+      }
+      touched.add(state);
+    }
+    for (const summary of changes.summaries) {
+      const state = this.states.get(summary.channelId);
+      if (!state) continue;
+      const { live, ...entry } = summary;
+      if (!live) state.removeSummary(entry.id);
+      else if (state.summaries.some((existing) => existing.id === entry.id)) state.replaceSummary(entry);
+      touched.add(state);
+    }
+    for (const state of touched) this.coordinator.check(state);
   }
 
   status(channelId: string): ContextStatus {
@@ -502,6 +626,7 @@ export class ChannelRuntime {
     this.unsubscribe();
     if (this.repairTimer) clearInterval(this.repairTimer);
     await this.coordinator.close(this.states.values());
+    await this.privacy.close();
     for (const state of this.states.values()) await this.archiver.settled(state);
     this.archiver.flushFlags();
   }
@@ -589,6 +714,8 @@ export class ChannelRuntime {
     // Repairs a crash between the history write and the transcript index write.
     const missing = this.store.unarchived(channelId);
     if (missing.length > 0) void this.archiver.archive(state, missing);
+    // Summaries that covered a deleted message and still wait for their rewrite.
+    this.privacy.resume(channelId);
     return state;
   }
 
@@ -645,4 +772,8 @@ export class ChannelRuntime {
     state.archivedCount += 1;
     state.appendEntry(entry);
   }
+}
+
+function removedOf(row: HistoryEntry): RemovedMessage {
+  return { seq: row.seq, messageId: row.messageId, authorName: row.authorName, content: row.content };
 }

@@ -6,6 +6,8 @@ import type { HistoryEntry } from './types.js';
 export const CHARS_PER_TOKEN = 4;
 /** Role and speaker framing the model sees around every message. */
 export const MESSAGE_FRAMING_TOKENS = 4;
+/** The most a resolved reply quote adds (120 characters, see `src/privacy/reply-reference.ts`). */
+export const REPLY_QUOTE_TOKENS = 30;
 /** Tool calls and results carry block structure (ids, names, JSON) beyond their text. */
 export const TOOL_BLOCK_TOKENS = 20;
 
@@ -16,7 +18,9 @@ export function estimateTokens(text: string): number {
 /** Computed once per entry, on append; the running totals add these up. */
 export function estimateEntryTokens(entry: Pick<HistoryEntry, 'kind' | 'authorName' | 'content'>): number {
   if (entry.kind === 'message') {
-    return estimateTokens(entry.authorName) + estimateTokens(entry.content) + MESSAGE_FRAMING_TOKENS;
+    // A reply is stored as a reference; the quote it becomes in each request is counted here.
+    const quote = entry.content.startsWith('(replying to ') ? REPLY_QUOTE_TOKENS : 0;
+    return estimateTokens(entry.authorName) + estimateTokens(entry.content) + MESSAGE_FRAMING_TOKENS + quote;
   }
   return estimateTokens(entry.content) + TOOL_BLOCK_TOKENS;
 }

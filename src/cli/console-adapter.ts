@@ -154,7 +154,7 @@ export class ConsoleAdapter {
         const text = words.join(' ');
         if (sub === 'search') output.write(`${await searchMemory(deps, { channelId: this.channelId }, text)}\n`);
         else if (sub === 'mine') output.write(`${describeMyMemories(deps, app.runtime, { channelId: this.channelId }, CONSOLE_USER)}\n`);
-        else if (sub === 'forget') output.write(`${forgetMemory(deps, { channelId: this.channelId }, text)}\n`);
+        else if (sub === 'forget') output.write(`${await forgetMemory(deps, { channelId: this.channelId }, text)}\n`);
         else output.write('Use /memory search TEXT, /memory mine or /memory forget ID.\n');
         return true;
       }

@@ -40,6 +40,10 @@ export function createLlmSummarizer(options: LlmSummarizerOptions): Summarizer {
       ...(request.location.dmUserId !== undefined ? { dmUserId: request.location.dmUserId } : {}),
       // Memories point back at what people and the bot said; tool traffic is not in the transcript.
       sourceMessageIds: request.entries.filter((entry) => entry.kind === 'message').map((entry) => entry.messageId),
+      // memory_save takes its sources from this range only, and records those it names.
+      sourceCandidates: request.entries
+        .filter((entry) => entry.kind === 'message')
+        .map((entry) => ({ messageId: entry.messageId, content: entry.content })),
       signal,
     };
     const messages: ModelMessage[] = [

@@ -15,6 +15,7 @@ Do two things.
 1. Save what is worth remembering, with the memory_save tool, before you write the summary.
    - One memory per call: a single self-contained statement that makes sense without the transcript, naming who it is about (for example "Priya prefers meetings after 14:00 UTC", not "she prefers afternoons").
    - Save every lasting fact, decision, preference, identity detail (names, roles, pronouns, time zones, relationships), event with its date, goal and open todo or commitment (who promised what, by when).
+   - Name in source_ids the message ids (the "msg" ids of the transcript) the memory is drawn from, and only those: when people delete a message, what was drawn from it alone is forgotten.
    - Set memory_type to one of: fact, preference, decision, identity, event, observation, goal, todo. Set importance between 0 and 1: about 0.9 for identity details and firm decisions, 0.6 to 0.7 for preferences, plans and todos, 0.3 to 0.4 for passing observations.
    - Skip greetings, small talk, jokes with no lasting point, and anything already saved. If a call returns an error, read it, fix the input and try again once.
 

@@ -1,5 +1,6 @@
 import {
   Events,
+  type Channel,
   type Client,
   type Interaction,
   type Message,
@@ -14,6 +15,7 @@ import type { ChannelResponder, ReplyTarget, ResponderRuntime } from '../app/cha
 import type { CommandRuntime, TaskControl } from '../app/channel-commands.js';
 import { attachmentEvent } from '../attachments/attachment-event.js';
 import { resolveAttachments, type ResolvedAttachment } from '../attachments/resolve-attachments.js';
+import { ErasureConfirmations } from '../app/forget-me.js';
 import { StorageHealth } from '../storage/storage-health.js';
 import { withStorageRetry } from '../storage/storage-retry.js';
 import { decideAccess, shouldReply } from './access-policy.js';
@@ -24,6 +26,8 @@ import { Debouncer } from './debouncer.js';
 import { normalizeMessage, type NormalizedMessage } from './normalize-message.js';
 import { StreamedReply } from './streamed-reply.js';
 import { handleSlashCommand, registerCommands } from './slash-commands.js';
+import { knownViews, viewOf } from './view-key.js';
+import type { ChannelView } from '../privacy/channel-views.js';
 
 /** Everything the adapter asks of the channel runtime (`ChannelRuntime` satisfies it). */
 export interface DiscordRuntime extends ResponderRuntime, CommandRuntime {
@@ -80,6 +84,8 @@ export class DiscordAdapter {
   private readonly inFlight = new Set<Promise<unknown>>();
   /** Set by `stop`, which may come while `start` is still connecting. */
   private stopped = false;
+  /** Pending `/memory forget-me` confirmation codes. */
+  private readonly confirmations = new ErasureConfirmations();
   private readonly storage: StorageHealth;
   private readonly catchUp: ChannelCatchUp | undefined;
   /** Gateway sessions that turned ready: the first is the start, later ones could not resume. */
@@ -123,6 +129,7 @@ export class DiscordAdapter {
     this.accepting = true;
     this.replying = true;
     this.options.events.emit({ type: 'discord_ready', guilds: client.guilds.cache.size });
+    for (const view of knownViews(client)) this.recordView(view);
     const discord = config.current().discord;
     if (discord.registerCommands && client.isReady()) {
       try {
@@ -164,6 +171,8 @@ export class DiscordAdapter {
     client.on(Events.MessageBulkDelete, (messages, channel) =>
       this.track('message_delete_bulk', () => this.onDelete(channel.id, [...messages.keys()])),
     );
+    client.on(Events.ChannelUpdate, (_previous, next) => this.track('channel_update', async () => this.onChannelUpdate(next)));
+    client.on(Events.ThreadCreate, (thread) => this.track('thread_create', async () => this.onChannelUpdate(thread)));
     client.on(Events.InteractionCreate, (interaction) => this.track('interaction_create', () => this.onInteraction(interaction)));
     // Without these listeners an 'error' event would throw and end the process.
     client.on(Events.Error, (error) => events.emit({ type: 'discord_error', error: errorMessage(error) }));
@@ -244,6 +253,9 @@ export class DiscordAdapter {
     if (message.partial) message = await message.fetch();
     const normalized = normalizeMessage(message, this.selfId);
     if (!this.admit(normalized)) return;
+    // Before the message can become a memory, its channel's view permissions are on record.
+    const view = viewOf(message.channel);
+    if (view) this.recordView(view);
     // Messages missed during an outage go first, in order; this one is answered after them.
     const catchingUp = this.catchUp?.before(normalized.incoming.channelId);
     if (catchingUp) await catchingUp;
@@ -387,6 +399,18 @@ export class DiscordAdapter {
     this.options.events.emit({ type: 'messages_deleted', channel_id: channelId, count: messageIds.length });
   }
 
+  /** Permission overwrites changed: guild scope re-checks what this channel may share. */
+  private onChannelUpdate(channel: Channel): void {
+    const view = viewOf(channel);
+    if (view) this.recordView(view);
+  }
+
+  private recordView(view: ChannelView): void {
+    if (this.options.memory.recordChannelView?.(view)) {
+      this.options.events.emit({ type: 'channel_view_recorded', channel_id: view.channelId });
+    }
+  }
+
   private async onInteraction(interaction: Interaction): Promise<void> {
     if (!interaction.isChatInputCommand()) return;
     const channelId = interaction.channelId;
@@ -415,6 +439,7 @@ export class DiscordAdapter {
         runtime: this.options.runtime,
         memory: this.options.memory,
         events: this.options.events,
+        confirmations: this.confirmations,
         ...(this.options.workers ? { workers: this.options.workers } : {}),
       },
       {

@@ -1,5 +1,6 @@
 import type { Message, PartialMessage } from 'discord.js';
 import type { IncomingMessage } from '../channel/types.js';
+import { replyReference } from '../privacy/reply-reference.js';
 
 /** A Discord message as the runtime and the policies see it. */
 export interface NormalizedMessage {
@@ -12,8 +13,6 @@ export interface NormalizedMessage {
   repliesToBot: boolean;
 }
 
-const QUOTE_LIMIT = 120;
-
 /** The name people see for the author: server nickname, else global name, else username. */
 export function displayNameOf(message: Message | PartialMessage): string {
   return message.member?.displayName ?? message.author?.displayName ?? message.author?.username ?? 'unknown';
@@ -21,7 +20,7 @@ export function displayNameOf(message: Message | PartialMessage): string {
 
 /**
  * Turns a Discord message into what the model reads: mentions resolved to names, the message
- * it replies to as a short quoted line, attachments, embeds and stickers as placeholders. A
+ * it replies to as a reference (resolved to a short quote when a request is built), attachments, embeds and stickers as placeholders. A
  * thread is its own channel.
  */
 export function normalizeMessage(message: Message, selfId: string): NormalizedMessage {
@@ -33,9 +32,8 @@ export function normalizeMessage(message: Message, selfId: string): NormalizedMe
   const reference = message.reference?.messageId ? message.channel.messages.cache.get(message.reference.messageId) : undefined;
   const repliedUserId = message.mentions.repliedUser?.id ?? reference?.author?.id;
   if (message.reference?.messageId) {
-    const who = reference ? displayNameOf(reference) : 'an earlier message';
-    const quoted = reference ? clip(resolveMentions(reference).replace(/\s+/g, ' '), QUOTE_LIMIT) : '';
-    parts.push(reference ? `(replying to ${who}: "${quoted}")` : `(replying to ${who})`);
+    // A reference, not a copy: the quote is resolved from history when a request is built.
+    parts.push(replyReference(reference ? displayNameOf(reference) : 'an earlier message', message.reference.messageId));
   }
   const text = resolveMentions(message);
   if (text.trim() !== '') parts.push(text);
@@ -97,6 +95,3 @@ export function resolveMentions(message: Message | PartialMessage): string {
     });
 }
 
-function clip(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
-}

@@ -26,6 +26,7 @@ import {
 } from '../app/user-commands.js';
 import { errorMessage, InputError } from '../common/errors.js';
 import { MAX_PERSONA_CHARS } from '../persona/persona-store.js';
+import { forgetMe } from '../app/forget-me.js';
 import type { MemoryLocation } from '../memory/types.js';
 
 const MANAGE_MESSAGES = PermissionFlagsBits.ManageMessages.toString();
@@ -58,6 +59,12 @@ export const SLASH_COMMANDS: RESTPostAPIChatInputApplicationCommandsJSONBody[] =
         name: 'forget',
         description: 'Forget one memory (one of yours, or any with Manage Messages)',
         options: [{ type: ApplicationCommandOptionType.String, name: 'id', description: 'Memory id from /memory search', required: true }],
+      },
+      {
+        type: ApplicationCommandOptionType.Subcommand,
+        name: 'forget-me',
+        description: 'Erase everything you wrote, in every channel (asks for a confirmation code first)',
+        options: [{ type: ApplicationCommandOptionType.String, name: 'code', description: 'The code from the first call', required: false }],
       },
     ],
   },
@@ -211,10 +218,20 @@ async function answerCommand(
           await reply('You need the Manage Messages permission to forget memories that are not yours alone (see /memory mine).');
           return;
         }
-        await reply(forgetMemory(deps, location, interaction.options.getString('id', true)));
+        await reply(await forgetMemory(deps, location, interaction.options.getString('id', true)));
         return;
       }
-      await reply('Use /memory search, /memory mine or /memory forget.');
+      if (subcommand === 'forget-me') {
+        const runtime = deps.runtime;
+        if (!deps.confirmations || !runtime.forgetUser) {
+          await reply('Erasing is not available here.');
+          return;
+        }
+        const erasure = { runtime: { forgetUser: runtime.forgetUser.bind(runtime) }, confirmations: deps.confirmations };
+        await reply(await forgetMe(erasure, interaction.user.id, interaction.options.getString('code', false)));
+        return;
+      }
+      await reply('Use /memory search, /memory mine, /memory forget or /memory forget-me.');
       return;
     }
     case 'tasks': {

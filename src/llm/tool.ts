@@ -16,6 +16,15 @@ export interface ToolContext {
   parentChannelId?: string;
   /** Message ids the current work is about (the compaction range, the triggering message). */
   sourceMessageIds?: string[];
+  /**
+   * The messages a memory may be drawn from, when the work was given a fixed range (a
+   * compaction worker): `memory_save` accepts only these ids as sources.
+   */
+  sourceCandidates?: ReadonlyArray<{ messageId: string; content: string }>;
+  /** Otherwise, whether an id names a message of the caller's context (the channel's live context). */
+  isKnownSource?: (messageId: string) => boolean;
+  /** Message ids tool results have shown during this work (a search hit may be a source too). */
+  seenSourceIds?: Set<string>;
   signal?: AbortSignal;
   /**
    * Posts a message where the current work was asked for (on Discord, a reply to that

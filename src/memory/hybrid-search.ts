@@ -184,13 +184,7 @@ export class HybridSearch {
       for (const key of visibility.keys) hits.push(...this.indexes.search(key, queryVector, count, filter));
       for (const hit of request.extraVectorHits ?? []) if (!filter || filter(hit.label)) hits.push(hit);
       if (visibility.wider.kind !== 'none' && request.kind !== 'transcript') {
-        const keyList = visibility.keys.map(() => '?').join(', ');
-        const widerSql =
-          visibility.wider.kind === 'guild'
-            ? `(i.kind = 'memory' AND i.guild_id = ? AND i.index_key NOT IN (${keyList}))`
-            : `(i.kind = 'memory' AND i.scope <> 'user' AND i.index_key NOT IN (${keyList}))`;
-        const widerParams = visibility.wider.kind === 'guild' ? [visibility.wider.guildId, ...visibility.keys] : [...visibility.keys];
-        hits.push(...this.exactMemoryScan(request, queryVector, widerSql, widerParams));
+        hits.push(...this.exactMemoryScan(request, queryVector, visibility.widerSql, visibility.widerParams));
       }
     }
     return hits.sort((left, right) => right.similarity - left.similarity).slice(0, count);

@@ -55,36 +55,62 @@ export interface Visibility {
   keys: string[];
   /** Memories beyond `keys` that the scope also shows (searched by exact scan). */
   wider: { kind: 'none' } | { kind: 'guild'; guildId: string } | { kind: 'global' };
+  /** The SQL (alias `i`) and params selecting those wider memories, own keys excluded. */
+  widerSql: string;
+  widerParams: unknown[];
   sql: string;
   params: unknown[];
   ftsTags: string;
   /** The same rule in code, for rows found through the index (a last check, never a filter that cuts results). */
-  allows(row: { index_key: string; kind: string; guild_id: string | null }): boolean;
+  allows(row: { index_key: string; kind: string; guild_id: string | null; channel_id?: string }): boolean;
 }
 
-export function visibility(location: MemoryLocation, scope: MemoryScope): Visibility {
+/** The view key of a channel (equal keys: equal view permissions); see `src/privacy/channel-views.ts`. */
+export interface ViewLookup {
+  keyOf(channelId: string): string;
+}
+
+/** Under guild scope, a memory's channel must have the caller's view key (a correlated PK lookup). */
+const SAME_VIEW_SQL = `COALESCE((SELECT cv.view_key FROM channel_views cv WHERE cv.channel_id = i.channel_id), '') = ?`;
+
+/**
+ * With `views`, the guild scope shows a memory only when its channel has the same view
+ * permissions as the caller's: a private channel or thread never leaks into a public one.
+ */
+export function visibility(location: MemoryLocation, scope: MemoryScope, views?: ViewLookup): Visibility {
   const keys = [channelKey(location.channelId)];
   if (location.dmUserId) keys.push(userKey(location.dmUserId));
   const tagTerms = keys.map((key) => tagToken('key', key));
   const clauses = [`i.index_key IN (${keys.map(() => '?').join(', ')})`];
   const params: unknown[] = [...keys];
   let wider: Visibility['wider'] = { kind: 'none' };
+  const keyList = keys.map(() => '?').join(', ');
+  let widerSql = '0';
+  let widerParams: unknown[] = [];
+  const viewKey = views?.keyOf(location.channelId);
   if (scope === 'global') {
     wider = { kind: 'global' };
     clauses.push(`(i.kind = 'memory' AND i.scope <> 'user')`);
     tagTerms.push(SHARED_MEMORY_TAG);
+    widerSql = `(i.kind = 'memory' AND i.scope <> 'user' AND i.index_key NOT IN (${keyList}))`;
+    widerParams = [...keys];
   } else if (scope === 'guild' && location.guildId && !location.dmUserId) {
     wider = { kind: 'guild', guildId: location.guildId };
-    clauses.push(`(i.kind = 'memory' AND i.guild_id = ?)`);
-    params.push(location.guildId);
+    const sameView = viewKey === undefined ? '' : ` AND ${SAME_VIEW_SQL}`;
+    const viewParams = viewKey === undefined ? [] : [viewKey];
+    clauses.push(`(i.kind = 'memory' AND i.guild_id = ?${sameView})`);
+    params.push(location.guildId, ...viewParams);
     tagTerms.push(tagToken('guild', location.guildId));
+    widerSql = `(i.kind = 'memory' AND i.guild_id = ?${sameView} AND i.index_key NOT IN (${keyList}))`;
+    widerParams = [location.guildId, ...viewParams, ...keys];
   }
   const keySet = new Set(keys);
-  const allows = (row: { index_key: string; kind: string; guild_id: string | null }): boolean => {
+  const allows = (row: { index_key: string; kind: string; guild_id: string | null; channel_id?: string }): boolean => {
     if (keySet.has(row.index_key)) return true;
     if (row.kind !== 'memory') return false;
     if (wider.kind === 'global') return !row.index_key.startsWith(userKey(''));
-    return wider.kind === 'guild' && row.guild_id === wider.guildId;
+    if (wider.kind !== 'guild' || row.guild_id !== wider.guildId) return false;
+    return viewKey === undefined || (row.channel_id !== undefined && views!.keyOf(row.channel_id) === viewKey);
   };
-  return { keys, wider, sql: `(${clauses.join(' OR ')})`, params, ftsTags: tagTerms.join(' OR '), allows };
+  return { keys, wider, widerSql, widerParams, sql: `(${clauses.join(' OR ')})`, params, ftsTags: tagTerms.join(' OR '), allows };
 }

@@ -7,6 +7,7 @@ import { blobToVector, dot, vectorToBlob, type Embedder } from './embedder.js';
 import { HybridSearch, itemId, parseItemId, parseSourceIds, type SearchTuning } from './hybrid-search.js';
 import type { VectorIndexManager } from './index-manager.js';
 import { channelKey, ftsTags, memoryHome, visibility } from './scope.js';
+import { ChannelViews, type ChannelView } from '../privacy/channel-views.js';
 import { VectorBacklog } from './vector-backlog.js';
 import type { EventStream } from '../common/events.js';
 import type {
@@ -21,6 +22,8 @@ import type {
   SaveMemoryResult,
   SearchQuery,
   SearchResult,
+  SourceDropResult,
+  ItemDescription,
   TranscriptEntryInput,
 } from './types.js';
 import {
@@ -86,11 +89,18 @@ export class SqliteMemoryStore implements MemoryStore {
   private readonly transcriptExists;
   private readonly backlog: VectorBacklog;
   private closed = false;
+  /** View keys of guild channels (guild scope follows Discord's view permissions). */
+  private readonly views: ChannelViews | undefined;
+  private readonly deletedIds: { get(...params: unknown[]): unknown } | undefined;
   private backfillTimer: NodeJS.Timeout | undefined;
   private backfilling: Promise<void> | undefined;
 
   constructor(private readonly options: SqliteMemoryStoreOptions) {
     this.db = options.db;
+    this.views = hasTable(options.db, 'channel_views') ? new ChannelViews(options.db) : undefined;
+    this.deletedIds = hasTable(options.db, 'deleted_messages')
+      ? options.db.prepare('SELECT 1 FROM deleted_messages WHERE channel_id = ? AND message_id = ?')
+      : undefined;
     this.embedder = options.embedder;
     this.indexes = options.indexes;
     this.clock = options.clock ?? systemClock;
@@ -153,6 +163,12 @@ export class SqliteMemoryStore implements MemoryStore {
     // Checked and written in one synchronous transaction, after the (possibly slow) embedding,
     // so two concurrent saves of the same text cannot both add it.
     const result = this.db.transaction((): SaveMemoryResult => {
+      // A message deleted while the memory was being drawn from it (a worker's snapshot) is no source.
+      if (this.deletedIds && sourceIds.length > 0) {
+        const kept = sourceIds.filter((id) => this.deletedIds!.get(location.channelId, id) === undefined);
+        if (kept.length === 0) throw new InputError('the messages this memory is drawn from were deleted; it was not saved');
+        sourceIds.splice(0, sourceIds.length, ...kept);
+      }
       const exact = this.db
         .prepare(`SELECT rowid FROM memory_items WHERE index_key = ? AND kind = 'memory' AND content_hash = ?`)
         .get(home.indexKey, contentHash) as { rowid: number } | undefined;
@@ -356,7 +372,7 @@ export class SqliteMemoryStore implements MemoryStore {
       queryVector = undefined;
     }
     this.assertOpen();
-    const seen = visibility(location, this.options.scope);
+    const seen = visibility(location, this.options.scope, this.views);
     // Rows whose vector is still owed are compared exactly: accepted means searchable.
     const memoriesOnly = query.kind === 'memory' || memoryType !== undefined;
     const lagging = memoriesOnly || !queryVector ? [] : await this.backlog.scan(seen.keys, queryVector);
@@ -376,7 +392,7 @@ export class SqliteMemoryStore implements MemoryStore {
     const clauses: string[] = [];
     const params: unknown[] = [];
     if (options.location) {
-      const seen = visibility(checkLocation(options.location), this.options.scope);
+      const seen = visibility(checkLocation(options.location), this.options.scope, this.views);
       clauses.push(seen.sql);
       params.push(...seen.params);
     }
@@ -412,12 +428,62 @@ export class SqliteMemoryStore implements MemoryStore {
     return true;
   }
 
+  recordChannelView(view: ChannelView): boolean {
+    return this.views?.record(view) ?? false;
+  }
+
+  dropSources(channelId: string, messageIds: readonly string[]): SourceDropResult {
+    const result: SourceDropResult = { deleted: [], updated: 0 };
+    if (messageIds.length === 0) return result;
+    const gone = new Set(messageIds);
+    const rows = this.db
+      .prepare(
+        `SELECT rowid, index_key, content, source_ids FROM memory_items
+          WHERE kind = 'memory' AND channel_id = ?
+            AND EXISTS (SELECT 1 FROM json_each(memory_items.source_ids) s WHERE s.value IN (SELECT value FROM json_each(?)))`,
+      )
+      .all(channelId, JSON.stringify([...gone])) as Array<{ rowid: number; index_key: string; content: string; source_ids: string }>;
+    const remove = this.db.prepare('DELETE FROM memory_items WHERE rowid = ?');
+    const update = this.db.prepare('UPDATE memory_items SET source_ids = ? WHERE rowid = ?');
+    this.db.transaction(() => {
+      for (const row of rows) {
+        const kept = parseSourceIds(row.source_ids).filter((id) => !gone.has(id));
+        if (kept.length === 0) {
+          remove.run(row.rowid);
+          this.indexes.noteDeleted(row.index_key, [row.rowid]);
+          result.deleted.push({ id: itemId({ rowid: row.rowid, kind: 'memory' }), content: row.content });
+        } else {
+          update.run(JSON.stringify(kept), row.rowid);
+          result.updated += 1;
+        }
+      }
+    })();
+    return result;
+  }
+
+  describeItem(id: string): ItemDescription | undefined {
+    const rowid = parseItemId(id);
+    if (rowid === undefined) return undefined;
+    const row = this.db
+      .prepare('SELECT rowid, kind, channel_id, message_id, index_key, content FROM memory_items WHERE rowid = ?')
+      .get(rowid) as { rowid: number; kind: MemoryKind; channel_id: string; message_id: string | null; index_key: string; content: string } | undefined;
+    if (!row) return undefined;
+    return {
+      id: itemId(row),
+      kind: row.kind,
+      channelId: row.channel_id,
+      ...(row.message_id ? { messageId: row.message_id } : {}),
+      indexKey: row.index_key,
+      content: row.content,
+    };
+  }
+
   stats(location?: MemoryLocation): MemoryStats {
     let where = '';
     let params: unknown[] = [];
     let keys: string[] | undefined;
     if (location) {
-      const seen = visibility(checkLocation(location), this.options.scope);
+      const seen = visibility(checkLocation(location), this.options.scope, this.views);
       where = `WHERE ${seen.sql}`;
       params = seen.params;
       keys = seen.keys;
@@ -543,6 +609,10 @@ export class SqliteMemoryStore implements MemoryStore {
     this.db.prepare('DELETE FROM memory_vectors WHERE item_rowid = ?').run(rowid);
     this.insertVector.run(rowid, indexKey, vectorToBlob(vector));
   }
+}
+
+function hasTable(db: SqliteDatabase, name: string): boolean {
+  return db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(name) !== undefined;
 }
 
 /** Transcript text carries the speaker, so a search for a name finds what that person said. */

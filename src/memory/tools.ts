@@ -1,6 +1,7 @@
 import { errorMessage, InputError } from '../common/errors.js';
 import type { ToolContext, ToolHandler, ToolOutcome } from '../llm/tool.js';
 import { MEMORY_TYPES, type MemoryLocation, type MemoryStore } from './types.js';
+import { resolveSources, MAX_SOURCE_IDS } from './provenance.js';
 import {
   checkContent,
   checkImportance,
@@ -27,6 +28,13 @@ const MEMORY_SAVE_DEFINITION = {
         minimum: 0,
         maximum: 1,
         description: 'How much it matters later, from 0 to 1; a default per type when omitted.',
+      },
+      source_ids: {
+        type: 'array',
+        items: { type: 'string' },
+        maxItems: MAX_SOURCE_IDS,
+        description:
+          'The ids of the messages this memory is drawn from (only those), so that it can be forgotten when they are deleted.',
       },
     },
     required: ['content', 'memory_type'],
@@ -65,16 +73,17 @@ export function createMemoryTools(store: MemoryStore): { memorySave: ToolHandler
     definition: MEMORY_SAVE_DEFINITION,
     async run(input, context) {
       return guarded(async () => {
-        const fields = objectInput(input, ['content', 'memory_type', 'importance']);
+        const fields = objectInput(input, ['content', 'memory_type', 'importance', 'source_ids']);
         const content = checkContent(fields.content);
         const memoryType = checkMemoryType(fields.memory_type);
         const importance = fields.importance === undefined ? undefined : checkImportance(fields.importance);
+        const sourceIds = resolveSources(fields.source_ids, content, context);
         const result = await store.save({
           location: locationOf(context),
           content,
           memoryType,
           ...(importance === undefined ? {} : { importance }),
-          sourceIds: context.sourceMessageIds ?? [],
+          sourceIds,
         });
         return JSON.stringify({ id: result.id, status: result.status });
       });
@@ -94,6 +103,8 @@ export function createMemoryTools(store: MemoryStore): { memorySave: ToolHandler
           ...(limit === undefined ? {} : { limit }),
           ...(memoryType === undefined ? {} : { memoryType }),
         });
+        // Only the channel's own messages may become sources (memories of other channels are theirs).
+        for (const result of results) if (result.kind === 'transcript') for (const id of result.source_ids) context.seenSourceIds?.add(id);
         return JSON.stringify(
           results.map((result) => ({
             content: result.content,

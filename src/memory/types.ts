@@ -1,3 +1,4 @@
+import type { ChannelView } from '../privacy/channel-views.js';
 /**
  * The memory seam: what the channel, its agent, the compaction worker and the CLI may ask of
  * long-term memory. SQLite is the source of truth behind it; vector indexes are derived.
@@ -147,4 +148,29 @@ export interface MemoryStore {
   transcriptStager?(db: unknown): ((entries: TranscriptEntryInput[]) => void) | undefined;
   /** Optional: the channel was unloaded from memory; its vector index may be saved and dropped. */
   releaseChannel?(channelId: string): void;
+  /**
+   * Messages of a channel are gone (deleted, edited, erased): memories drawn only from them are
+   * deleted, the others lose those ids. Returns what was deleted, so its text can be removed
+   * from wherever it was quoted.
+   */
+  dropSources?(channelId: string, messageIds: readonly string[]): SourceDropResult;
+  /** What an item id (`mem-12`, `msg-40`) stands for, without its neighbours; undefined if unknown. */
+  describeItem?(id: string): ItemDescription | undefined;
+  /** Who can view a guild channel (guild scope shares memories only between equal views); true if it changed. */
+  recordChannelView?(view: ChannelView): boolean;
+}
+
+export interface SourceDropResult {
+  deleted: Array<{ id: string; content: string }>;
+  updated: number;
+}
+
+export interface ItemDescription {
+  id: string;
+  kind: MemoryKind;
+  channelId: string;
+  /** For a transcript entry: the message it archives. */
+  messageId?: string;
+  indexKey: string;
+  content: string;
 }

@@ -51,6 +51,8 @@ export function openDatabase(
   // commits of many channels' messages cheap; measured +30% raw insert rate (bench discord).
   db.pragma('wal_autocheckpoint = 10000');
   db.pragma('foreign_keys = ON');
+  // Deleted text is overwritten with zeros rather than left in free pages of the file.
+  db.pragma('secure_delete = ON');
   applyMigrations(db, migrations);
   return db;
 }

@@ -5,6 +5,7 @@ import { REPLY_MIGRATIONS } from '../channel/reply-context.js';
 import { COMPACTION_LOG_MIGRATIONS } from '../compaction-log/schema.js';
 import { MEMORY_MIGRATIONS } from '../memory/schema.js';
 import { PERSONA_MIGRATIONS } from '../persona/persona-store.js';
+import { PRIVACY_MIGRATIONS } from '../privacy/schema.js';
 import { WORKER_MIGRATIONS } from '../worker/worker-store.js';
 import type { Migration } from './database.js';
 
@@ -18,4 +19,5 @@ export const ALL_MIGRATIONS: readonly Migration[] = [
   ...ATTACHMENT_MIGRATIONS,
   ...REPLY_MIGRATIONS,
   ...PERSONA_MIGRATIONS,
+  ...PRIVACY_MIGRATIONS,
 ];

@@ -190,7 +190,8 @@ export class WorkerManager {
         usage.inputTokens += response.usage.inputTokens;
         usage.outputTokens += response.usage.outputTokens;
         entry.info.tokens = usage.inputTokens + usage.outputTokens;
-        budget.record(channelId, response.usage.inputTokens + response.usage.outputTokens);
+        // A thread spends its parent channel's budget.
+        budget.record(request.context.parentChannelId ?? channelId, response.usage.inputTokens + response.usage.outputTokens);
         return response;
       },
     };

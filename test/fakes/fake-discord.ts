@@ -24,11 +24,24 @@ export interface FakeUser {
 export interface FakeChannel {
   id: string;
   name: string;
-  /** 0 text, 11 public thread, 1 DM. */
-  type: 0 | 11 | 1;
+  /** 0 text, 11 public thread, 12 private thread, 1 DM. */
+  type: 0 | 11 | 12 | 1;
   parentId?: string;
   guildId?: string;
+  /** Permission overwrites (role: type 0, member: type 1); none by default. */
+  overwrites?: FakeOverwrite[];
 }
+
+/** A channel permission overwrite as Discord sends it (bitfields as decimal strings). */
+export interface FakeOverwrite {
+  id: string;
+  type: 0 | 1;
+  allow: string;
+  deny: string;
+}
+
+/** The View Channel permission bit, as a decimal string. */
+export const VIEW_CHANNEL = '1024';
 
 export interface FakeRole {
   id: string;
@@ -483,6 +496,13 @@ export class FakeDiscord {
     });
     return { id, token };
   }
+
+  /** Replaces a channel's permission overwrites and tells the bot (CHANNEL_UPDATE). */
+  setOverwrites(channelId: string, overwrites: FakeOverwrite[]): void {
+    const channel = this.requireChannel(channelId);
+    channel.overwrites = overwrites;
+    this.dispatch('CHANNEL_UPDATE', this.channelPayload(channel));
+}
 
   /** The shard Discord sends a guild's events to. */
   shardOfGuild(guildId: string): number {
@@ -985,7 +1005,7 @@ export class FakeDiscord {
       emojis: [],
       stickers: [],
       channels: guildChannels.filter((channel) => channel.type === 0).map((channel) => this.channelPayload(channel)),
-      threads: guildChannels.filter((channel) => channel.type === 11).map((channel) => this.channelPayload(channel)),
+      threads: guildChannels.filter((channel) => channel.type === 11 || channel.type === 12).map((channel) => this.channelPayload(channel)),
       members: [...this.users.values()].filter((user) => user.roles !== undefined || user.id === FAKE_BOT_ID || !user.bot).map((user) => ({
         ...this.memberPayload(user),
         user: this.userPayload(user),
@@ -1008,13 +1028,13 @@ export class FakeDiscord {
       name: channel.name,
       guild_id: this.guildOf(channel) ?? FAKE_GUILD_ID,
       position: 0,
-      permission_overwrites: [],
+      permission_overwrites: (channel.overwrites ?? []).map((overwrite) => ({ ...overwrite })),
       nsfw: false,
       topic: null,
       last_message_id: null,
       rate_limit_per_user: 0,
     };
-    if (channel.type === 11) {
+    if (channel.type === 11 || channel.type === 12) {
       return {
         ...base,
         parent_id: channel.parentId ?? null,

@@ -16,6 +16,7 @@ import { dataDirOfChannel, listDataDirs, type DataDirEntry } from '../../storage
 import { storageError } from '../../storage/storage-error.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
+import { forgetCommand } from './memory-forget.js';
 
 const USAGE = `Usage: magpie memory <subcommand> [options]
 
@@ -25,7 +26,8 @@ Subcommands:
   search QUERY --channel ID     search what a channel may see (memories and its transcript)
   search --queries FILE --json  many searches at once, one JSON object a line
   list                          the newest memories and transcript entries
-  forget ID                     delete one memory or transcript entry
+  forget ID                     forget one memory or archived message, everywhere it was copied
+  forget --user ID              erase everything one user wrote, in every channel
   stats                         counts, embedder and index state
 
 Run magpie memory <subcommand> --help for its options.
@@ -68,15 +70,6 @@ Options:
   -h, --help       show this help
 `;
 
-const FORGET_USAGE = `Usage: magpie memory forget ID [--data-dir DIR]
-
-Deletes one memory or transcript entry (ids as shown by list and search, e.g. mem-12, msg-40).
-
-Options:
-  --data-dir DIR   data directory (default: $MAGPIE_DATA_DIR, else [memory] data_dir of the config)
-  --config FILE    config file (default ./config.toml if present)
-  -h, --help       show this help
-`;
 
 const STATS_USAGE = `Usage: magpie memory stats [--data-dir DIR] [--channel ID] [--json]
 
@@ -262,24 +255,6 @@ async function listCommand(argv: string[], io: CliIo): Promise<number> {
       }
     }
     if (!values.json && records.length === 0) io.stdout.write('(nothing stored)\n');
-    return EXIT.ok;
-  });
-}
-
-async function forgetCommand(argv: string[], io: CliIo): Promise<number> {
-  const parsed = parseFlags(argv, { usage: FORGET_USAGE, options: { ...COMMON_OPTIONS }, positionals: { min: 1, max: 1 } });
-  if (parsed.help) {
-    io.stdout.write(FORGET_USAGE);
-    return EXIT.ok;
-  }
-  const id = parsed.positionals[0]!;
-  return withStores(parsed.values, io, { write: true }, async (stores) => {
-    const store = await stores.only('forget');
-    if (!store.forget(id)) {
-      io.stderr.write(`magpie memory forget: no memory or transcript entry with id '${id}'\n`);
-      return EXIT.failure;
-    }
-    io.stdout.write(`forgot ${id}\n`);
     return EXIT.ok;
   });
 }

@@ -1,0 +1,96 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { openApp } from '../../app/open-app.js';
+import { EventStream } from '../../common/events.js';
+import { MagpieError } from '../../common/errors.js';
+import { loadConfig } from '../../config/load-config.js';
+import { DATABASE_FILE } from '../../storage/database.js';
+import { listDataDirs } from '../../storage/shard-dirs.js';
+import { EXIT, type CliIo } from '../command.js';
+import { parseFlags, UsageError } from '../parse-flags.js';
+
+export const FORGET_USAGE = `Usage: magpie memory forget ID [--data-dir DIR]
+       magpie memory forget --user USER_ID [--data-dir DIR] [--json]
+
+Forgets with the same propagation as a delete in Discord: an archived message (msg-40) leaves
+history, the archive, the summaries that covered it (rewritten without it), the tool results
+that quoted it, and the memories drawn only from it. A memory (mem-12) is deleted and its text
+leaves the tool results that quoted it. --user erases everything one user wrote, in every
+channel of the data dir. Run it while the bot is stopped.
+
+Options:
+  --user USER_ID   erase every message of this author (Discord user id; author in a transcript)
+  --data-dir DIR   data directory (default: $MAGPIE_DATA_DIR, else [memory] data_dir of the config)
+  --json           one JSON object with the counts (--user)
+  --config FILE    config file (default ./config.toml if present)
+  -h, --help       show this help
+`;
+
+/** `magpie memory forget ID | --user ID`. */
+export async function forgetCommand(argv: string[], io: CliIo): Promise<number> {
+  const parsed = parseFlags(argv, {
+    usage: FORGET_USAGE,
+    options: { 'data-dir': { type: 'string' }, config: { type: 'string' }, user: { type: 'string' }, json: { type: 'boolean' } },
+    positionals: { min: 0, max: 1 },
+  });
+  if (parsed.help) {
+    io.stdout.write(FORGET_USAGE);
+    return EXIT.ok;
+  }
+  const { values } = parsed;
+  const id = parsed.positionals[0];
+  if (id !== undefined && values.user !== undefined) throw new UsageError('give either ID or --user USER_ID, not both', FORGET_USAGE);
+  if (id === undefined && values.user === undefined) throw new UsageError('missing ID (or --user USER_ID)', FORGET_USAGE);
+  if (values.user !== undefined && (values.user.trim() === '' || /\s/.test(values.user))) {
+    throw new UsageError(`--user must be one user id without spaces, got '${values.user}'`, FORGET_USAGE);
+  }
+
+  const { config } = loadConfig({ path: values.config, cwd: io.cwd, env: io.env });
+  const dataDir = path.resolve(io.cwd, values['data-dir'] ?? config.memory.dataDir);
+  // A sharded bot keeps one data dir per shard: forgetting works on one at a time.
+  const dirs = listDataDirs(dataDir);
+  if (dirs.length > 1 || (dirs.length === 1 && dirs[0]!.dir !== dataDir)) {
+    throw new MagpieError('sharded_data_dir', `${dataDir} holds ${dirs.length} shard data directories; forget works on one`, {
+      hint: `pass --data-dir ${dirs.map((entry) => entry.dir).join(' or ')} (for --user, each of them in turn)`,
+    });
+  }
+  if (!existsSync(path.join(dataDir, DATABASE_FILE))) {
+    throw new MagpieError('no_data', `no Magpie data in ${dataDir} (${DATABASE_FILE} not found)`, {
+      hint: 'pass --data-dir with a directory written by `magpie start`, `magpie chat` or `magpie replay`',
+    });
+  }
+  const events = new EventStream();
+  // The audit line: counts only, as the bot logs it.
+  events.subscribe((event) => {
+    if (event.type === 'user_erased') io.stderr.write(`${JSON.stringify({ level: 'info', time: Date.now(), event: event.type, ...event, type: undefined })}\n`);
+  });
+  // No model here: summaries that covered a forgotten message are rewritten at once by the
+  // extractive summarizer, so nothing is left waiting when the command exits.
+  const app = await openApp({ config: { ...config, llm: { ...config.llm, model: '' } }, dataDir, env: io.env, cwd: io.cwd, events, command: 'memory forget' });
+  try {
+    if (values.user !== undefined) {
+      const erased = await app.runtime.forgetUser(values.user, 'cli');
+      await app.runtime.privacySettled();
+      if (values.json) io.stdout.write(`${JSON.stringify({ user_erased: true, ...erased })}\n`);
+      else {
+        io.stdout.write(
+          `erased ${erased.messages} message(s) in ${erased.channels} channel(s); ${erased.memoriesDeleted} memor${erased.memoriesDeleted === 1 ? 'y' : 'ies'} deleted, ` +
+            `${erased.memoriesUpdated} updated; ${erased.summariesChanged} summar${erased.summariesChanged === 1 ? 'y' : 'ies'} rewritten; ` +
+            `${erased.toolEntriesRedacted} tool result(s) redacted\n`,
+        );
+      }
+      if (erased.messages === 0) io.stderr.write(`note: nothing written by user '${values.user}' is stored in ${dataDir}\n`);
+      return EXIT.ok;
+    }
+    const what = await app.runtime.forgetItem(id!);
+    await app.runtime.privacySettled();
+    if (what === undefined) {
+      io.stderr.write(`magpie memory forget: no memory or transcript entry with id '${id}'\n`);
+      return EXIT.failure;
+    }
+    io.stdout.write(`forgot ${id}\n`);
+    return EXIT.ok;
+  } finally {
+    await app.close();
+  }
+}

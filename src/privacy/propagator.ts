@@ -1,0 +1,372 @@
+import { errorMessage } from '../common/errors.js';
+import type { Clock } from '../common/clock.js';
+import type { EventStream } from '../common/events.js';
+import type { CompactionSettings } from '../config/types.js';
+import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
+import { estimateSummaryTokens } from '../channel/model-request.js';
+import { estimateEntryTokens } from '../channel/token-estimate.js';
+import { markerText } from '../compaction/emergency.js';
+import { extractiveSummary } from '../compaction/extractive-summarizer.js';
+import type { Summarizer } from '../compaction/summarizer.js';
+import type { MemoryLocation, MemoryStore } from '../memory/types.js';
+import type { SqliteDatabase } from '../storage/database.js';
+import { DELETED_NOTE, EDITED_NOTE, redactionTarget, redactToolBlock, type RedactionTarget } from './redact.js';
+
+/** A message whose words must leave every copy: deleted, edited (its old text), erased. */
+export interface RemovedMessage {
+  seq: number;
+  messageId: string;
+  authorName: string;
+  /** The text that must go (for an edit: the text before it). */
+  content: string;
+}
+
+/** What changed in the database, for the runtime to mirror in the live contexts it holds. */
+export interface PropagationChanges {
+  /** Tool calls and results whose quoted text was replaced (any channel). */
+  entries: HistoryEntry[];
+  /** Summaries of the channel that changed: turned into markers, rewritten, or retired (`live: false`). */
+  summaries: Array<SummaryEntry & { live: boolean }>;
+  counts: { toolEntries: number; summaries: number; memoriesDeleted: number; memoriesUpdated: number };
+}
+
+export interface PrivacyPropagatorOptions {
+  db: SqliteDatabase;
+  memory: MemoryStore;
+  events: EventStream;
+  clock: Clock;
+  /** Writes rewritten summaries of model-written ones (the channel's summarizer). */
+  summarizer: Summarizer;
+  /** Used at once for extractive summaries, and when the model fails a rewrite. */
+  fallbackSettings(channelId: string): CompactionSettings;
+  /** Where the channel's memories belong (for memories saved during a model rewrite). */
+  locationOf(channelId: string): MemoryLocation;
+  /** A rewrite landed (or a summary changed later): the runtime updates its live context. */
+  onSummaryChanged(summary: SummaryEntry & { live: boolean }): void;
+}
+
+interface SummaryRow {
+  id: number;
+  channel_id: string;
+  kind: 'summary' | 'marker';
+  from_seq: number;
+  to_seq: number;
+  content: string;
+  tokens: number;
+  created_at: number;
+  live: number;
+  summarizer: string | null;
+  needs_rewrite: number;
+}
+
+interface EntryRow {
+  channel_id: string;
+  seq: number;
+  message_id: string;
+  kind: HistoryEntry['kind'];
+  role: HistoryEntry['role'];
+  author_id: string;
+  author_name: string;
+  content: string;
+  created_at: number;
+  tokens: number;
+  turn_id: number;
+}
+
+/** What a retired summary that covered a removed message keeps: nothing of its words. */
+const RETIRED_PLACEHOLDER = '(removed: this summary covered a deleted message)';
+
+/**
+ * Deleted means gone: once messages leave history (or change), this takes their words out of
+ * every other place they were copied to — tool results kept in any channel's history, the
+ * summaries that covered them, memories drawn from them — and rewrites those summaries
+ * without them. Runs against SQLite only; the runtime mirrors the returned changes.
+ */
+export class PrivacyPropagator {
+  private readonly statements;
+  /** Bumped whenever a summary is touched, so a rewrite started before lands only if still current. */
+  private readonly generations = new Map<number, number>();
+  private readonly rewrites = new Map<number, Promise<void>>();
+  private readonly abort = new AbortController();
+
+  constructor(private readonly options: PrivacyPropagatorOptions) {
+    const { db } = options;
+    this.statements = {
+      toolRows: db.prepare(`SELECT * FROM history_entries WHERE kind IN ('tool_call', 'tool_result')`),
+      updateEntry: db.prepare('UPDATE history_entries SET content = ?, tokens = ? WHERE channel_id = ? AND seq = ?'),
+      covering: db.prepare('SELECT * FROM history_summaries WHERE channel_id = ? AND from_seq <= ? AND to_seq >= ?'),
+      summary: db.prepare('SELECT * FROM history_summaries WHERE id = ?'),
+      updateSummary: db.prepare(
+        'UPDATE history_summaries SET kind = ?, content = ?, tokens = ?, needs_rewrite = ?, live = ? WHERE id = ?',
+      ),
+      pending: db.prepare('SELECT id FROM history_summaries WHERE channel_id = ? AND live = 1 AND needs_rewrite = 1'),
+      tombstone: db.prepare('INSERT OR REPLACE INTO deleted_messages (channel_id, message_id, deleted_at) VALUES (?, ?, ?)'),
+      pruneTombstones: db.prepare('DELETE FROM deleted_messages WHERE deleted_at < ?'),
+      rangeMessages: db.prepare(
+        `SELECT * FROM history_entries WHERE channel_id = ? AND seq BETWEEN ? AND ? AND kind = 'message' ORDER BY seq`,
+      ),
+    };
+  }
+
+  /**
+   * Propagates the removal of `removed` (already gone from, or changed in, history and the
+   * transcript index). `mode` picks the note that stands in for quoted text.
+   */
+  propagate(channelId: string, removed: readonly RemovedMessage[], mode: 'delete' | 'edit'): PropagationChanges {
+    const changes: PropagationChanges = {
+      entries: [],
+      summaries: [],
+      counts: { toolEntries: 0, summaries: 0, memoriesDeleted: 0, memoriesUpdated: 0 },
+    };
+    if (removed.length === 0) return changes;
+    if (mode === 'delete') {
+      // Ids only, for a day: a worker that read the message before it was deleted cannot save from it.
+      const now = this.options.clock.now();
+      this.options.db.transaction(() => {
+        for (const message of removed) this.statements.tombstone.run(channelId, message.messageId, now);
+        this.statements.pruneTombstones.run(now - TOMBSTONE_MS);
+      })();
+    }
+    const dropped = this.options.memory.dropSources?.(channelId, removed.map((message) => message.messageId)) ?? { deleted: [], updated: 0 };
+    changes.counts.memoriesDeleted = dropped.deleted.length;
+    changes.counts.memoriesUpdated = dropped.updated;
+    const target = redactionTarget({
+      messageIds: removed.map((message) => message.messageId),
+      texts: [
+        ...removed.flatMap((message) => (message.content === '' ? [] : [message.content, `${message.authorName}: ${message.content}`])),
+        ...dropped.deleted.map((memory) => memory.content),
+      ],
+      note: mode === 'delete' ? DELETED_NOTE : EDITED_NOTE,
+    });
+    this.options.db.transaction(() => {
+      changes.entries = this.redactToolRows(target);
+      changes.summaries = this.retireCoveringSummaries(channelId, removed);
+    })();
+    changes.counts.toolEntries = changes.entries.length;
+    changes.counts.summaries = changes.summaries.length;
+    return changes;
+  }
+
+  /** A forgotten memory's text leaves the tool results that quoted it. */
+  redactTexts(texts: readonly string[]): HistoryEntry[] {
+    const target = redactionTarget({ messageIds: [], texts, note: DELETED_NOTE });
+    return this.options.db.transaction(() => this.redactToolRows(target))();
+  }
+
+  /** Rewrites every summary of the channel still waiting for one (after a restart, too). */
+  resume(channelId: string): void {
+    for (const row of this.statements.pending.all(channelId) as Array<{ id: number }>) this.startRewrite(row.id);
+  }
+
+  /** Resolves when no rewrite is running (tests, the CLI before it exits). */
+  async settled(): Promise<void> {
+    while (this.rewrites.size > 0) await Promise.allSettled([...this.rewrites.values()]);
+  }
+
+  /** Stops model rewrites; the summaries stay markers and are rewritten at the next start. */
+  async close(): Promise<void> {
+    this.abort.abort(new Error('shutting down'));
+    await Promise.allSettled([...this.rewrites.values()]);
+  }
+
+  private redactToolRows(target: RedactionTarget): HistoryEntry[] {
+    const changed: HistoryEntry[] = [];
+    for (const row of this.candidateToolRows(target)) {
+      const content = redactToolBlock(row.content, target);
+      if (content === undefined) continue;
+      changed.push({ ...toEntry(row), content, tokens: estimateEntryTokens({ kind: row.kind, authorName: row.author_name, content }) });
+    }
+    for (const entry of changed) this.statements.updateEntry.run(entry.content, entry.tokens, entry.channelId, entry.seq);
+    return changed;
+  }
+
+  /**
+   * Tool rows that may quote the target: those containing, verbatim, a message id or the
+   * longest stretch of each text that JSON leaves unescaped (a block's JSON holds its text
+   * escaped twice). Found by `instr` in SQLite, so a delete does not parse every tool row
+   * ever stored; when a text has no such stretch worth the name, every tool row is checked.
+   */
+  private candidateToolRows(target: RedactionTarget): Iterable<EntryRow> {
+    const fragments = [...target.messageIds];
+    for (const text of target.texts) {
+      const fragment = longestVerbatimRun(text);
+      if (fragment.length < MIN_FRAGMENT) return this.statements.toolRows.iterate() as IterableIterator<EntryRow>;
+      fragments.push(fragment);
+    }
+    if (fragments.length === 0) return [];
+    const matches = fragments.map(() => 'instr(content, ?) > 0').join(' OR ');
+    return this.options.db
+      .prepare(`SELECT * FROM history_entries WHERE kind IN ('tool_call', 'tool_result') AND (${matches})`)
+      .iterate(...fragments) as IterableIterator<EntryRow>;
+  }
+
+  /**
+   * Every summary that covered a removed message loses its words at once: an extractive one is
+   * rewritten now from what remains; a model-written one becomes a truncation marker (not sent
+   * as a summary) until a rewrite lands; a retired one keeps only a placeholder.
+   */
+  private retireCoveringSummaries(channelId: string, removed: readonly RemovedMessage[]): Array<SummaryEntry & { live: boolean }> {
+    const touched = new Map<number, SummaryRow>();
+    for (const message of removed) {
+      for (const row of this.statements.covering.all(channelId, message.seq, message.seq) as SummaryRow[]) touched.set(row.id, row);
+    }
+    const changed: Array<SummaryEntry & { live: boolean }> = [];
+    const toRewrite: number[] = [];
+    for (const row of touched.values()) {
+      this.generations.set(row.id, (this.generations.get(row.id) ?? 0) + 1);
+      if (row.live === 0) {
+        if (row.content !== RETIRED_PLACEHOLDER) this.statements.updateSummary.run(row.kind, RETIRED_PLACEHOLDER, row.tokens, 0, 0, row.id);
+        continue;
+      }
+      if (row.kind === 'marker' && row.needs_rewrite === 0) continue; // A marker quotes nothing.
+      const messages = this.statements.rangeMessages.all(channelId, row.from_seq, row.to_seq) as EntryRow[];
+      if (row.summarizer === 'extractive' || messages.length === 0) {
+        changed.push(this.rewriteExtractive(row, messages.map(toEntry)));
+      } else {
+        const draft = { kind: 'marker' as const, fromSeq: row.from_seq, toSeq: row.to_seq, content: markerText(messages.length) };
+        const tokens = estimateSummaryTokens(draft);
+        this.statements.updateSummary.run('marker', draft.content, tokens, 1, 1, row.id);
+        changed.push({ ...toSummary(row), ...draft, tokens, live: true });
+        toRewrite.push(row.id);
+      }
+    }
+    // After the transaction that made them markers: a rewrite reads the committed rows.
+    if (toRewrite.length > 0) queueMicrotask(() => toRewrite.forEach((id) => this.startRewrite(id)));
+    return changed;
+  }
+
+  /** Extractive rewrite from the archive; a range with nothing left is retired. */
+  private rewriteExtractive(row: SummaryRow, entries: HistoryEntry[]): SummaryEntry & { live: boolean } {
+    const settings = this.options.fallbackSettings(row.channel_id);
+    const content = entries.length === 0 ? '' : extractiveSummary({ entries, priorSummaries: [], settings });
+    if (content === '') {
+      this.statements.updateSummary.run(row.kind, RETIRED_PLACEHOLDER, row.tokens, 0, 0, row.id);
+      return { ...toSummary(row), content: RETIRED_PLACEHOLDER, live: false };
+    }
+    const draft = { kind: 'summary' as const, fromSeq: row.from_seq, toSeq: row.to_seq, content };
+    const tokens = estimateSummaryTokens(draft);
+    this.statements.updateSummary.run('summary', content, tokens, 0, 1, row.id);
+    return { ...toSummary(row), ...draft, tokens, live: true };
+  }
+
+  private startRewrite(id: number): void {
+    if (this.rewrites.has(id) || this.abort.signal.aborted) return;
+    const work = this.rewrite(id).then(
+      (superseded) => {
+        this.rewrites.delete(id);
+        // Another delete in the range meanwhile: write it again from what remains now.
+        if (superseded) this.startRewrite(id);
+      },
+      () => {
+        this.rewrites.delete(id);
+      },
+    );
+    this.rewrites.set(id, work);
+  }
+
+  /** A worker writes the summary again from the archive, which no longer holds the message. */
+  /** Returns true when the summary changed meanwhile and must be rewritten again. */
+  private async rewrite(id: number): Promise<boolean> {
+    const generation = this.generations.get(id) ?? 0;
+    const row = this.statements.summary.get(id) as SummaryRow | undefined;
+    if (!row || row.live === 0 || row.needs_rewrite === 0) return false;
+    const entries = (this.statements.rangeMessages.all(row.channel_id, row.from_seq, row.to_seq) as EntryRow[]).map(toEntry);
+    const settings = this.options.fallbackSettings(row.channel_id);
+    let content = '';
+    let summarizer = this.options.summarizer.name;
+    let rangeTokens = 0;
+    for (const entry of entries) rangeTokens += entry.tokens;
+    try {
+      // A roll-up can span a channel's whole past: more than a model request holds goes extractive.
+      if (entries.length > 0 && rangeTokens <= MAX_MODEL_REWRITE_TOKENS) {
+        const signal = AbortSignal.any([this.abort.signal, AbortSignal.timeout(settings.workerTimeoutMs)]);
+        // A summarizer that ignores the signal still loses the race against it.
+        const result = await Promise.race([
+          this.options.summarizer.summarize({
+            channelId: row.channel_id,
+            location: this.options.locationOf(row.channel_id),
+            priorSummaries: [],
+            entries,
+            settings,
+            signal,
+          }),
+          new Promise<never>((_, reject) => {
+            if (signal.aborted) reject(signal.reason);
+            signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+          }),
+        ]);
+        content = typeof result.summary === 'string' ? result.summary.trim() : '';
+      }
+    } catch (error) {
+      if (this.abort.signal.aborted) return false;
+      this.options.events.emit({ type: 'summary_rewrite_failed', channel_id: row.channel_id, summary_id: id, error: errorMessage(error) });
+    }
+    if (content === '' && entries.length > 0) {
+      content = extractiveSummary({ entries, priorSummaries: [], settings });
+      summarizer = 'extractive';
+    }
+    // Only onto the summary as it was: another delete or a roll-up meanwhile starts over or wins.
+    const now = this.statements.summary.get(id) as SummaryRow | undefined;
+    if (!now || now.live === 0 || now.needs_rewrite === 0) return false;
+    if ((this.generations.get(id) ?? 0) !== generation || now.from_seq !== row.from_seq || now.to_seq !== row.to_seq) return true;
+    let changed: SummaryEntry & { live: boolean };
+    if (content === '') {
+      this.statements.updateSummary.run(now.kind, RETIRED_PLACEHOLDER, now.tokens, 0, 0, id);
+      changed = { ...toSummary(now), content: RETIRED_PLACEHOLDER, live: false };
+    } else {
+      const draft = { kind: 'summary' as const, fromSeq: now.from_seq, toSeq: now.to_seq, content };
+      const tokens = estimateSummaryTokens(draft);
+      this.options.db.prepare('UPDATE history_summaries SET kind = ?, content = ?, tokens = ?, needs_rewrite = 0, summarizer = ? WHERE id = ?')
+        .run('summary', content, tokens, summarizer, id);
+      changed = { ...toSummary(now), ...draft, tokens, live: true };
+    }
+    this.options.events.emit({ type: 'summary_rewritten', channel_id: now.channel_id, summary_id: id, summarizer, messages: entries.length });
+    this.options.onSummaryChanged(changed);
+    return false;
+  }
+}
+
+/** How long the ids of deleted messages are remembered (longer than any worker runs). */
+const TOMBSTONE_MS = 86_400_000;
+
+/** Ranges larger than this (estimated tokens) are rewritten by the extractive summarizer. */
+const MAX_MODEL_REWRITE_TOKENS = 60_000;
+
+/** Shorter stretches would match too many rows to be worth a prefilter. */
+const MIN_FRAGMENT = 4;
+
+/** The longest run of characters JSON.stringify writes as they are (no quote, backslash, control). */
+export function longestVerbatimRun(text: string): string {
+  let best = '';
+  for (const run of text.split(/["\\\u0000-\u001f\u2028\u2029]/)) if (run.length > best.length) best = run;
+  return best;
+}
+
+function toEntry(row: EntryRow): HistoryEntry {
+  return {
+    seq: row.seq,
+    channelId: row.channel_id,
+    messageId: row.message_id,
+    kind: row.kind,
+    role: row.role,
+    authorId: row.author_id,
+    authorName: row.author_name,
+    content: row.content,
+    createdAt: row.created_at,
+    tokens: row.tokens,
+    turnId: row.turn_id,
+  };
+}
+
+function toSummary(row: SummaryRow): SummaryEntry {
+  return {
+    id: row.id,
+    channelId: row.channel_id,
+    kind: row.kind,
+    fromSeq: row.from_seq,
+    toSeq: row.to_seq,
+    content: row.content,
+    tokens: row.tokens,
+    createdAt: row.created_at,
+  };
+}

@@ -1,0 +1,50 @@
+import type { Migration } from '../storage/database.js';
+
+/**
+ * Schema for privacy: what deletes must reach, and who may see what.
+ *
+ * - `history_summaries.needs_rewrite` flags a summary that covered a deleted or edited message.
+ *   Its text has already been replaced by a truncation marker (so the old words are gone from
+ *   the file); a rewrite from the archive, without that message, turns it back into a summary.
+ * - `channel_views` records, per guild channel, a key of who can view it (derived from its
+ *   permission overwrites). Under guild scope a memory crosses only between channels of one key.
+ * - `token_budget` is the daily token spending per parent channel (threads count with it).
+ * - `deleted_messages` remembers the ids (never the text) of messages deleted in the last day,
+ *   so a compaction worker that read one before the delete cannot save a memory drawn from it.
+ */
+export const PRIVACY_MIGRATIONS: readonly Migration[] = [
+  {
+    name: 'privacy-001-init',
+    up(db) {
+      db.exec(`
+        ALTER TABLE history_summaries ADD COLUMN needs_rewrite INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX history_summaries_rewrite ON history_summaries (channel_id) WHERE needs_rewrite = 1;
+        CREATE INDEX history_entries_author ON history_entries (author_id, channel_id);
+
+        CREATE TABLE channel_views (
+          channel_id TEXT PRIMARY KEY,
+          guild_id TEXT NOT NULL,
+          parent_id TEXT,
+          view_key TEXT NOT NULL,
+          updated_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX channel_views_key ON channel_views (guild_id, view_key);
+        CREATE INDEX channel_views_parent ON channel_views (parent_id);
+
+        CREATE TABLE token_budget (
+          channel_id TEXT NOT NULL,
+          day INTEGER NOT NULL,
+          tokens INTEGER NOT NULL,
+          PRIMARY KEY (channel_id, day)
+        ) WITHOUT ROWID;
+
+        CREATE TABLE deleted_messages (
+          channel_id TEXT NOT NULL,
+          message_id TEXT NOT NULL,
+          deleted_at INTEGER NOT NULL,
+          PRIMARY KEY (channel_id, message_id)
+        ) WITHOUT ROWID;
+      `);
+    },
+  },
+];
