@@ -18,7 +18,8 @@ export interface LoadedChannel {
   location: ChannelLocation;
 }
 
-interface EntryRow {
+/** A `history_entries` row as SQLite returns it. */
+export interface EntryRow {
   channel_id: string;
   seq: number;
   message_id: string;
@@ -32,7 +33,8 @@ interface EntryRow {
   turn_id: number;
 }
 
-interface SummaryRow {
+/** A `history_summaries` row as SQLite returns it (the columns every reader needs). */
+export interface SummaryRow {
   id: number;
   channel_id: string;
   kind: 'summary' | 'marker';
@@ -58,7 +60,7 @@ export interface SpliceChange {
   summary: NewSummary;
 }
 
-function toEntry(row: EntryRow): HistoryEntry {
+export function toEntry(row: EntryRow): HistoryEntry {
   return {
     seq: row.seq,
     channelId: row.channel_id,
@@ -74,7 +76,7 @@ function toEntry(row: EntryRow): HistoryEntry {
   };
 }
 
-function toSummary(row: SummaryRow): SummaryEntry {
+export function toSummary(row: SummaryRow): SummaryEntry {
   return {
     id: row.id,
     channelId: row.channel_id,

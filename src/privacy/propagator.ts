@@ -2,6 +2,7 @@ import { errorMessage } from '../common/errors.js';
 import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
 import type { CompactionSettings } from '../config/types.js';
+import { toEntry, toSummary, type EntryRow, type SummaryRow as BaseSummaryRow } from '../channel/history-store.js';
 import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
 import { estimateSummaryTokens } from '../channel/model-request.js';
 import { estimateEntryTokens } from '../channel/token-estimate.js';
@@ -45,32 +46,11 @@ export interface PrivacyPropagatorOptions {
   onSummaryChanged(summary: SummaryEntry & { live: boolean }): void;
 }
 
-interface SummaryRow {
-  id: number;
-  channel_id: string;
-  kind: 'summary' | 'marker';
-  from_seq: number;
-  to_seq: number;
-  content: string;
-  tokens: number;
-  created_at: number;
+/** The summary columns the propagator also reads. */
+interface SummaryRow extends BaseSummaryRow {
   live: number;
   summarizer: string | null;
   needs_rewrite: number;
-}
-
-interface EntryRow {
-  channel_id: string;
-  seq: number;
-  message_id: string;
-  kind: HistoryEntry['kind'];
-  role: HistoryEntry['role'];
-  author_id: string;
-  author_name: string;
-  content: string;
-  created_at: number;
-  tokens: number;
-  turn_id: number;
 }
 
 /** What a retired summary that covered a removed message keeps: nothing of its words. */
@@ -340,33 +320,4 @@ export function longestVerbatimRun(text: string): string {
   let best = '';
   for (const run of text.split(/["\\\u0000-\u001f\u2028\u2029]/)) if (run.length > best.length) best = run;
   return best;
-}
-
-function toEntry(row: EntryRow): HistoryEntry {
-  return {
-    seq: row.seq,
-    channelId: row.channel_id,
-    messageId: row.message_id,
-    kind: row.kind,
-    role: row.role,
-    authorId: row.author_id,
-    authorName: row.author_name,
-    content: row.content,
-    createdAt: row.created_at,
-    tokens: row.tokens,
-    turnId: row.turn_id,
-  };
-}
-
-function toSummary(row: SummaryRow): SummaryEntry {
-  return {
-    id: row.id,
-    channelId: row.channel_id,
-    kind: row.kind,
-    fromSeq: row.from_seq,
-    toSeq: row.to_seq,
-    content: row.content,
-    tokens: row.tokens,
-    createdAt: row.created_at,
-  };
 }
