@@ -5,7 +5,6 @@
  * reads across them.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -14,7 +13,7 @@ import { dataDirOfChannel, listDataDirs, shardDataDir } from '../src/storage/sha
 import { waitUntil } from './discord-helpers.js';
 import { startFakeAnthropic } from './fakes/fake-anthropic.js';
 import { FAKE_GUILD_ID, startFakeDiscord } from './fakes/fake-discord.js';
-import { MAGPIE_MAIN, runMagpie } from './support/magpie-process.js';
+import { runMagpie, startMagpie } from './support/magpie-process.js';
 
 const ALICE = '100000000000000001';
 /** (id >> 22) % 2 === 0 */
@@ -59,15 +58,10 @@ test('two shard processes each answer their own guilds, DMs go to shard 0, data 
       '',
     ].join('\n'),
   );
-  const child = spawn(process.execPath, [MAGPIE_MAIN, 'start', '--config', configFile, '--shards', '2'], {
+  const { child, output, exited } = startMagpie(['start', '--config', configFile, '--shards', '2'], {
     cwd: dir,
     env: { PATH: process.env.PATH, HOME: dir, DISCORD_TOKEN: 'test-token', MAGPIE_DISCORD_API: discord.restApi },
-    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const output = { stdout: '', stderr: '' };
-  child.stdout.on('data', (chunk) => (output.stdout += chunk));
-  child.stderr.on('data', (chunk) => (output.stderr += chunk));
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
   try {
     await waitUntil(() => output.stdout.includes('"event":"shards_started"'), `both shards running: ${output.stderr}`, 120_000);
     assert.deepEqual(

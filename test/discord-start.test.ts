@@ -1,31 +1,20 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { startFakeAnthropic } from './fakes/fake-anthropic.js';
 import { startFakeDiscord } from './fakes/fake-discord.js';
 import { waitUntil } from './discord-helpers.js';
+import { startMagpie } from './support/magpie-process.js';
 
-const MAIN = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
 const ALICE = '100000000000000001';
 const GENERAL = '700000000000000001';
 
 function start(args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }) {
-  const child = spawn(process.execPath, [MAIN, 'start', ...args], {
-    cwd: options.cwd,
-    env: { PATH: process.env.PATH, HOME: options.cwd, ...options.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const output = { stdout: '', stderr: '' };
-  child.stdout.on('data', (chunk) => (output.stdout += chunk));
-  child.stderr.on('data', (chunk) => (output.stderr += chunk));
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
-  return { child, output, exited };
+  return startMagpie(['start', ...args], { cwd: options.cwd, env: { PATH: process.env.PATH, HOME: options.cwd, ...options.env } });
 }
 
 test('magpie start without a token explains what to set and suggests magpie chat', async () => {

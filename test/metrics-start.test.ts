@@ -1,13 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startFakeAnthropic, type RecordedRequest } from './fakes/fake-anthropic.js';
 import { startFakeDiscord } from './fakes/fake-discord.js';
 import { waitUntil } from './discord-helpers.js';
-import { MAGPIE_MAIN } from './support/magpie-process.js';
+import { startMagpie } from './support/magpie-process.js';
 import { parseMetrics, sampleValue } from './support/prometheus-text.js';
 
 const ALICE = '100000000000000001';
@@ -72,15 +71,10 @@ test('magpie start serves /healthz, /readyz and metrics that follow a conversati
       '',
     ].join('\n'),
   );
-  const child = spawn(process.execPath, [MAGPIE_MAIN, 'start', '--config', configFile], {
+  const { child, output, exited } = startMagpie(['start', '--config', configFile], {
     cwd: dir,
     env: { PATH: process.env.PATH, HOME: dir, DISCORD_TOKEN: 'test-token', MAGPIE_DISCORD_API: discord.restApi },
-    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const output = { stdout: '', stderr: '' };
-  child.stdout.on('data', (chunk) => (output.stdout += chunk));
-  child.stderr.on('data', (chunk) => (output.stderr += chunk));
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
   try {
     await waitUntil(() => output.stdout.includes('"event":"metrics_listening"'), 'the metrics listener', 20_000);
     const listening = logEvents(output.stdout).find((event) => event.event === 'metrics_listening')!;

@@ -46,7 +46,8 @@ export interface CompactionLogOptions {
   flushEveryMs?: number;
 }
 
-interface PendingRow {
+/** One row of `compaction_log` as written (the id is SQLite's). */
+export interface LogRow {
   channel_id: string;
   at: number;
   kind: string;
@@ -73,7 +74,7 @@ interface ChannelMemo {
  */
 export class CompactionLog {
   private readonly channels = new Map<string, ChannelMemo>();
-  private pending: PendingRow[] = [];
+  private pending: LogRow[] = [];
   private readonly insert;
   private readonly lastSettings;
   private lastPruneAt = Number.NEGATIVE_INFINITY;
@@ -208,7 +209,7 @@ export class CompactionLog {
     this.queue({ channel_id: channelId, kind: 'settings', tier: null, position: memo.position, usage: null, data: key });
   }
 
-  private queue(row: Omit<PendingRow, 'at'>): void {
+  private queue(row: Omit<LogRow, 'at'>): void {
     if (this.closed) return;
     this.pending.push({ ...row, at: this.options.clock.now() });
   }

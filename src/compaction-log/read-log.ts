@@ -1,4 +1,5 @@
 import type { SqliteDatabase } from '../storage/database.js';
+import type { LogRow } from './compaction-log.js';
 
 /** One usage sample: where in the conversation, how full the window was. */
 export interface UsagePoint {
@@ -36,16 +37,7 @@ export interface ChannelLog {
   settings: LoggedSettings[];
 }
 
-interface Row {
-  id: number;
-  channel_id: string;
-  at: number;
-  kind: string;
-  tier: string | null;
-  position: number;
-  usage: number | null;
-  data: string;
-}
+type Row = LogRow & { id: number };
 
 /** Whether the database has a compaction log at all (a data dir from an older version has not). */
 export function hasCompactionLog(db: SqliteDatabase): boolean {

@@ -1,7 +1,8 @@
 /** Runs the real `magpie` executable in a child process, as a user or a script would. */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessByStdio, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 
 /** The compiled CLI entry point, found next to the compiled tests whatever the output dir. */
@@ -35,6 +36,27 @@ export function runMagpie(
     child.on('close', (code) => resolve({ code, stdout, stderr }));
     child.stdin.end(options.input ?? '');
   });
+}
+
+/** A long-running `magpie ARGS` (start, chat): its output so far and its exit code when it ends. */
+export interface MagpieChild {
+  child: ChildProcessWithoutNullStreams | ChildProcessByStdio<null, Readable, Readable>;
+  output: { stdout: string; stderr: string };
+  exited: Promise<number | null>;
+}
+
+/** Starts `magpie ARGS` without waiting for it; `env` is the child's whole environment. */
+export function startMagpie(args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }): MagpieChild {
+  const child = spawn(process.execPath, [MAGPIE_MAIN, ...args], {
+    cwd: options.cwd,
+    env: options.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output = { stdout: '', stderr: '' };
+  child.stdout.on('data', (chunk: Buffer) => (output.stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output.stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  return { child, output, exited };
 }
 
 /** The project root: the first directory above the compiled tests holding config.toml and package.json. */

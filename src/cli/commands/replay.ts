@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { HistoryStore } from '../../channel/history-store.js';
 import { ChannelRuntime } from '../../channel/runtime.js';
 import { EventStream } from '../../common/events.js';
-import { CompactionLog } from '../../compaction-log/index.js';
+import { CompactionLog, LOGGED_EVENTS } from '../../compaction-log/index.js';
 import { InputError } from '../../common/errors.js';
 import { createExtractiveSummarizer } from '../../compaction/extractive-summarizer.js';
 import { createLlmSummarizer } from '../../compaction/llm-summarizer.js';
@@ -59,16 +59,8 @@ Comparing two settings on the same transcript:
     --report compare.html --compare runs/default
 `;
 
-/** The events printed with --json (every compaction event the runtime emits). */
-const PRINTED_EVENTS = new Set([
-  'compaction_triggered',
-  'compaction_started',
-  'compaction_completed',
-  'compaction_failed',
-  'compaction_replanned',
-  'emergency_truncation',
-  'archive_failed',
-]);
+/** The events printed with --json: every compaction event the runtime emits, and archive failures. */
+const PRINTED_EVENTS: ReadonlySet<string> = new Set([...LOGGED_EVENTS, 'archive_failed']);
 
 export const replayCommand: CliCommand = {
   name: 'replay',
