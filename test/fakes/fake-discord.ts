@@ -330,16 +330,7 @@ export class FakeDiscord {
         author: this.userPayload(author),
         content: message.content,
         timestamp: new Date(at).toISOString(),
-        edited_timestamp: null,
-        tts: false,
-        mention_everyone: false,
-        mentions: [],
-        mention_roles: [],
-        attachments: [],
-        embeds: [],
-        pinned: false,
-        type: 0,
-        flags: 0,
+        ...plainMessageFields(),
         ...(guildId ? { guild_id: guildId } : {}),
       });
       return id;
@@ -933,16 +924,8 @@ export class FakeDiscord {
       author: this.userPayload(bot),
       content: options.content,
       timestamp: new Date().toISOString(),
-      edited_timestamp: null,
-      tts: false,
-      mention_everyone: false,
-      mentions: [],
-      mention_roles: [],
-      attachments: [],
-      embeds: [],
-      pinned: false,
+      ...plainMessageFields(),
       type: options.referenceId ? 19 : 0,
-      flags: 0,
       ...(guildId ? { guild_id: guildId, member: this.memberPayload(bot) } : { channel_type: 1 }),
       ...(options.referenceId
         ? {
@@ -1118,4 +1101,20 @@ function withTimeout<T>(promise: Promise<T>, timeoutMs: number, what: string): P
     timer = setTimeout(() => reject(new Error(`fake discord: timed out after ${timeoutMs} ms waiting for ${what}`)), timeoutMs);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** The fields of a message with no mentions, files or embeds (fresh arrays for each message). */
+function plainMessageFields(): Record<string, unknown> {
+  return {
+    edited_timestamp: null,
+    tts: false,
+    mention_everyone: false,
+    mentions: [],
+    mention_roles: [],
+    attachments: [],
+    embeds: [],
+    pinned: false,
+    type: 0,
+    flags: 0,
+  };
 }
