@@ -11,7 +11,7 @@ import { DEFAULTS } from '../src/config/defaults.js';
 import { LiveConfig } from '../src/config/live-config.js';
 import type { MagpieConfig } from '../src/config/types.js';
 import type { MemoryStore } from '../src/memory/types.js';
-import { openDatabase, type SqliteDatabase } from '../src/storage/database.js';
+import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
 import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
 
 /** Accepts transcript writes and does nothing: these benchmarks time the channel side only. */
@@ -37,7 +37,7 @@ export function benchConfig(contextWindow: number, channels: Record<string, numb
 }
 
 export interface BenchRuntime {
-  db: SqliteDatabase;
+  db: SqlDatabase;
   runtime: ChannelRuntime;
   close(): Promise<void>;
 }
@@ -68,7 +68,7 @@ export function openBenchRuntime(config: MagpieConfig, options: Partial<ChannelR
  * Writes `count` archived, live messages of about `words` words straight into SQLite in one
  * transaction (setup, not what is measured); the runtime loads them on first use.
  */
-export function fillHistory(db: SqliteDatabase, channelId: string, count: number, words = 40): number {
+export function fillHistory(db: SqlDatabase, channelId: string, count: number, words = 40): number {
   const store = new HistoryStore(db);
   let tokens = 0;
   db.transaction(() => {

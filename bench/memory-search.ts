@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { openMemoryStore, type SqliteMemoryStore, type TranscriptEntryInput } from '../src/memory/index.js';
-import { openDatabase, type SqliteDatabase } from '../src/storage/database.js';
+import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
 import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
 import { median, p99, type BenchMetric, type BenchReport } from './harness.js';
 import { chatLines, type ChatLine } from './memory-corpus.js';
@@ -21,7 +21,7 @@ const QUERY_COUNT = 300;
 export async function run(): Promise<BenchReport> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-bench-'));
   const metrics: BenchMetric[] = [];
-  let db: SqliteDatabase = openDatabase(dir, ALL_MIGRATIONS);
+  let db: SqlDatabase = openDatabase(dir, ALL_MIGRATIONS);
   let store = await openMemoryStore({ db, dataDir: dir, settings: DEFAULTS.memory });
   try {
     const corpus = chatLines(100_000, 5);

@@ -21,7 +21,7 @@ import type { MagpieConfig } from '../src/config/types.js';
 import { createAnthropicModel, limitConcurrency } from '../src/llm/index.js';
 import { createMemoryTools, openMemoryStore } from '../src/memory/index.js';
 import type { MemoryStore } from '../src/memory/types.js';
-import { openDatabase, type SqliteDatabase } from '../src/storage/database.js';
+import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
 import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
 import { startFakeAnthropic } from '../test/fakes/fake-anthropic.js';
 
@@ -207,7 +207,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
  * (history) and in its searchable transcript, and memory_search with its own text returns it.
  */
 export async function verifyNothingLost(options: {
-  db: SqliteDatabase;
+  db: SqlDatabase;
   memory: MemoryStore;
   channels: number;
   messagesPerChannel: number;

@@ -11,7 +11,7 @@ import { LiveConfig } from '../src/config/live-config.js';
 import { createAnthropicModel } from '../src/llm/index.js';
 import { createMemoryTools, openMemoryStore } from '../src/memory/index.js';
 import type { MemoryStore } from '../src/memory/types.js';
-import { openDatabase, type SqliteDatabase } from '../src/storage/database.js';
+import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
 import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
 import { ChannelRuntime } from '../src/channel/index.js';
 import { EventStream, type MagpieEvent } from '../src/common/events.js';
@@ -29,7 +29,7 @@ after(async () => {
 interface Setup {
   runtime: ChannelRuntime;
   memory: MemoryStore;
-  db: SqliteDatabase;
+  db: SqlDatabase;
   events: MagpieEvent[];
   close(): Promise<void>;
 }

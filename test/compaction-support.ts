@@ -20,7 +20,7 @@ import type {
   SearchResult,
   TranscriptEntryInput,
 } from '../src/memory/types.js';
-import { openDatabase, type SqliteDatabase } from '../src/storage/database.js';
+import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
 import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
 
 export function tempDir(): { path: string; remove(): void } {
@@ -137,7 +137,7 @@ export class TickingClock implements Clock {
 
 export interface Harness {
   dir: string;
-  db: SqliteDatabase;
+  db: SqlDatabase;
   memory: FakeMemoryStore;
   config: LiveConfig;
   events: MagpieEvent[];
@@ -239,7 +239,7 @@ export function generateTranscript(count: number, options: { channels?: number; 
  * The history is consistent: every archived entry is either live or inside exactly one live
  * summary's range, summaries do not overlap, and live entries come after every summary.
  */
-export function assertConsistentHistory(db: SqliteDatabase, channelId: string): { archived: number; live: number; summaries: number } {
+export function assertConsistentHistory(db: SqlDatabase, channelId: string): { archived: number; live: number; summaries: number } {
   const loaded = new HistoryStore(db).load(channelId);
   const archive = new HistoryStore(db).archive(channelId);
   const live = new Set(loaded.entries.map((entry) => entry.seq));

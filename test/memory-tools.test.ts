@@ -6,12 +6,12 @@ import { after, before, describe, test } from 'node:test';
 import { DEFAULTS } from '../src/config/defaults.js';
 import type { ToolContext } from '../src/llm/tool.js';
 import { createMemoryTools, MEMORY_TYPES, openMemoryStore, type SqliteMemoryStore } from '../src/memory/index.js';
-import { openDatabase, type SqliteDatabase } from '../src/storage/database.js';
+import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
 import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
 
 describe('memory tools', () => {
   let dir: string;
-  let db: SqliteDatabase;
+  let db: SqlDatabase;
   let store: SqliteMemoryStore;
   let tools: ReturnType<typeof createMemoryTools>;
   const context: ToolContext = { channelId: 'tools-channel', guildId: 'g', sourceMessageIds: ['m-7', 'm-8'] };

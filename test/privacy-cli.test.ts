@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { openDatabase, type SqliteDatabase } from '../src/storage/database.js';
+import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
 import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
 import { tempDir } from './compaction-support.js';
 import { runMagpie } from './support/magpie-process.js';
@@ -33,7 +33,7 @@ function transcript(count: number): string {
   return `${lines.join('\n')}\n`;
 }
 
-function copiesOf(db: SqliteDatabase, text: string): number {
+function copiesOf(db: SqlDatabase, text: string): number {
   const like = `%${text}%`;
   const count = (sql: string) => (db.prepare(sql).get(like) as { total: number }).total;
   return (

@@ -1,5 +1,5 @@
 import { systemClock, type Clock } from '../common/clock.js';
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 
 const MINUTE_MS = 60_000;
 const DAY_MS = 86_400_000;
@@ -44,7 +44,7 @@ export class DailyTokenBudget {
 
   constructor(
     private readonly clock: Clock = systemClock,
-    db?: SqliteDatabase,
+    db?: SqlDatabase,
   ) {
     this.statements = db
       ? {

@@ -14,7 +14,7 @@ import type { ToolHandler } from '../llm/tool.js';
 import { createMemoryTools, openMemoryStore } from '../memory/index.js';
 import type { MemoryStore } from '../memory/types.js';
 import { timeMemorySearch, type MagpieMetrics } from '../metrics/index.js';
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 import { openDataDirForWriting } from '../storage/data-dir.js';
 import { ALL_MIGRATIONS } from '../storage/migrations.js';
 import { createBranchTool } from '../branch/index.js';
@@ -42,7 +42,7 @@ export interface MagpieApp {
   config: LiveConfig;
   events: EventStream;
   dataDir: string;
-  db: SqliteDatabase;
+  db: SqlDatabase;
   memory: MemoryStore;
   /** Undefined when no model is configured or usable; `modelProblem` says why. */
   model: ChatModel | undefined;

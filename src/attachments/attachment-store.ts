@@ -1,4 +1,4 @@
-import type { Migration, SqliteDatabase } from '../storage/database.js';
+import type { Migration, SqlDatabase } from '../storage/database.js';
 import type { ImageMediaType } from '../llm/chat-model.js';
 import type { ResolvedAttachment } from './resolve-attachments.js';
 
@@ -56,7 +56,7 @@ interface AttachmentRow {
 export class AttachmentStore {
   private readonly statements;
 
-  constructor(private readonly db: SqliteDatabase) {
+  constructor(private readonly db: SqlDatabase) {
     this.statements = {
       insert: db.prepare(
         `INSERT OR REPLACE INTO message_attachments

@@ -1,6 +1,6 @@
 import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 import { CalibrationStore, observe, observeOverflow, type Calibration } from './calibration.js';
 import type { ChannelState } from './channel-state.js';
 
@@ -11,7 +11,7 @@ import type { ChannelState } from './channel-state.js';
 export class CalibrationKeeper {
   private readonly store: CalibrationStore;
 
-  constructor(private readonly options: { db: SqliteDatabase; events: EventStream; clock: Clock }) {
+  constructor(private readonly options: { db: SqlDatabase; events: EventStream; clock: Clock }) {
     this.store = new CalibrationStore(options.db);
   }
 

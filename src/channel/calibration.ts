@@ -1,5 +1,5 @@
 import type { ChannelSettings } from '../config/types.js';
-import type { Migration, SqliteDatabase } from '../storage/database.js';
+import type { Migration, SqlDatabase } from '../storage/database.js';
 
 /**
  * Calibration of the 4-characters-per-token estimate against the model's own count.
@@ -104,7 +104,7 @@ export const CALIBRATION_MIGRATIONS: readonly Migration[] = [
 export class CalibrationStore {
   private readonly statements;
 
-  constructor(db: SqliteDatabase) {
+  constructor(db: SqlDatabase) {
     this.statements = {
       get: db.prepare('SELECT factor, observations FROM history_calibration WHERE channel_id = ?'),
       put: db.prepare(

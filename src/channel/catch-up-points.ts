@@ -1,4 +1,4 @@
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 
 /** A channel that was active, and the newest platform message id stored for it. */
 export interface CatchUpPoint {
@@ -15,7 +15,7 @@ export class CatchUpPoints {
   private readonly channels;
   private readonly last;
 
-  constructor(db: SqliteDatabase) {
+  constructor(db: SqlDatabase) {
     this.channels = db.prepare(
       `SELECT channel_id, MAX(created_at) AS last_at FROM history_entries WHERE kind = 'message'
         GROUP BY channel_id ORDER BY last_at DESC LIMIT ?`,

@@ -1,4 +1,4 @@
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 
 /**
  * Where a channel's messages are now, read from the database: in the live context, folded into
@@ -25,13 +25,13 @@ export interface ContextCensus {
   lastMessageAt: number | undefined;
 }
 
-export function channelIdsWithHistory(db: SqliteDatabase): string[] {
+export function channelIdsWithHistory(db: SqlDatabase): string[] {
   return (db.prepare('SELECT DISTINCT channel_id FROM history_entries ORDER BY channel_id').all() as Array<{ channel_id: string }>).map(
     (row) => row.channel_id,
   );
 }
 
-export function contextCensus(db: SqliteDatabase, channelId: string): ContextCensus {
+export function contextCensus(db: SqlDatabase, channelId: string): ContextCensus {
   const liveFrom =
     (db.prepare('SELECT live_from_seq FROM history_channels WHERE channel_id = ?').get(channelId) as { live_from_seq: number } | undefined)
       ?.live_from_seq ?? 0;

@@ -1,7 +1,7 @@
 import { AttachmentStore, type StoredAttachment } from '../attachments/attachment-store.js';
 import type { ContentBlock } from '../llm/chat-model.js';
 import { placeholderOf, renderTextFile, type ResolvedAttachment } from '../attachments/resolve-attachments.js';
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 import type { HistoryStore } from './history-store.js';
 import type { EntryDecorator } from './model-request.js';
 import type { HistoryEntry } from './types.js';
@@ -16,7 +16,7 @@ export class EntryExtras {
   readonly attachments: AttachmentStore;
   readonly replies: ReplyContext;
 
-  constructor(db: SqliteDatabase, history: HistoryStore) {
+  constructor(db: SqlDatabase, history: HistoryStore) {
     this.attachments = new AttachmentStore(db);
     this.replies = new ReplyContext(db, history);
   }

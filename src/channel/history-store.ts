@@ -1,5 +1,5 @@
 import { MagpieError } from '../common/errors.js';
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 import type { EntryKind, HistoryEntry, SummaryEntry } from './types.js';
 
 /** Where a channel's memories belong, remembered with its messages. */
@@ -97,7 +97,7 @@ export function toSummary(row: SummaryRow): SummaryEntry {
 export class HistoryStore {
   private readonly statements;
 
-  constructor(private readonly db: SqliteDatabase) {
+  constructor(private readonly db: SqlDatabase) {
     this.statements = {
       // Only a known message id is skipped (idempotent ingest); a sequence number already taken
       // by another message is an error, never a silently dropped message.

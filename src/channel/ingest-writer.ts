@@ -1,12 +1,12 @@
 import { MagpieError } from '../common/errors.js';
 import type { MemoryStore, TranscriptEntryInput } from '../memory/types.js';
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 import { GroupCommit } from '../storage/group-commit.js';
 import type { ChannelLocation, HistoryStore } from './history-store.js';
 import type { HistoryEntry } from './types.js';
 
 export interface IngestWriterOptions {
-  db: SqliteDatabase;
+  db: SqlDatabase;
   store: HistoryStore;
   memory: MemoryStore;
   /** Most rows one group commit carries. */

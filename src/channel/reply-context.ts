@@ -1,4 +1,4 @@
-import type { Migration, SqliteDatabase } from '../storage/database.js';
+import type { Migration, SqlDatabase } from '../storage/database.js';
 import type { TextBlock } from '../llm/chat-model.js';
 import type { HistoryStore } from './history-store.js';
 import { estimateTokens, MESSAGE_FRAMING_TOKENS } from './token-estimate.js';
@@ -40,7 +40,7 @@ const INTRO = '(This message replies to an earlier one that is no longer in view
 export class ReplyContext {
   private readonly statements;
 
-  constructor(db: SqliteDatabase, private readonly history: HistoryStore) {
+  constructor(db: SqlDatabase, private readonly history: HistoryStore) {
     this.statements = {
       insert: db.prepare(
         'INSERT OR REPLACE INTO message_replies (channel_id, seq, message_id, reply_to, tokens) VALUES (?, ?, ?, ?, ?)',

@@ -5,7 +5,7 @@ import type { LiveConfig } from '../config/live-config.js';
 import type { ChannelSettings } from '../config/types.js';
 import type { ModelRequest, ToolDefinition } from '../llm/chat-model.js';
 import type { MemoryStore } from '../memory/types.js';
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 import { CompactionCoordinator, type CompactionOutcome, type UsageObserver } from '../compaction/coordinator.js';
 import type { CompactionAction } from '../compaction/compactor.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
@@ -35,7 +35,7 @@ import { channelSettingsIn, windowChanged } from './reload-check.js';
 import type { ContextStatus, EntryKind, HistoryEntry, IncomingMessage, SummaryEntry } from './types.js';
 
 export interface ChannelRuntimeOptions {
-  db: SqliteDatabase;
+  db: SqlDatabase;
   memory: MemoryStore;
   config: LiveConfig;
   events: EventStream;

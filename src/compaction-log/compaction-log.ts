@@ -2,7 +2,7 @@ import type { Clock } from '../common/clock.js';
 import { errorMessage } from '../common/errors.js';
 import type { EventStream, MagpieEvent } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 
 /** The compaction events the log keeps (everything the coordinator says about compaction). */
 export const LOGGED_EVENTS: ReadonlySet<string> = new Set([
@@ -28,7 +28,7 @@ export interface ObservedChannel {
 }
 
 export interface CompactionLogOptions {
-  db: SqliteDatabase;
+  db: SqlDatabase;
   clock: Clock;
   /**
    * Days of log to keep (read at each prune, so hot reload applies); rows older than that

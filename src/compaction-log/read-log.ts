@@ -1,4 +1,4 @@
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 import type { LogRow } from './compaction-log.js';
 
 /** One usage sample: where in the conversation, how full the window was. */
@@ -40,12 +40,12 @@ export interface ChannelLog {
 type Row = LogRow & { id: number };
 
 /** Whether the database has a compaction log at all (a data dir from an older version has not). */
-export function hasCompactionLog(db: SqliteDatabase): boolean {
+export function hasCompactionLog(db: SqlDatabase): boolean {
   return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'compaction_log'").get() !== undefined;
 }
 
 /** The whole log, per channel (one channel with `channelId`), channels in id order. */
-export function readCompactionLog(db: SqliteDatabase, filter: { channelId?: string } = {}): ChannelLog[] {
+export function readCompactionLog(db: SqlDatabase, filter: { channelId?: string } = {}): ChannelLog[] {
   if (!hasCompactionLog(db)) return [];
   const rows = (
     filter.channelId === undefined

@@ -1,4 +1,4 @@
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 import { blobToVector, dot } from './embedder.js';
 import type { VectorIndexManager } from './index-manager.js';
 import { StatementCache } from './statement-cache.js';
@@ -102,7 +102,7 @@ export class HybridSearch {
   private readonly statements: StatementCache;
 
   constructor(
-    db: SqliteDatabase,
+    db: SqlDatabase,
     private readonly indexes: VectorIndexManager,
     private readonly tuning: SearchTuning,
   ) {

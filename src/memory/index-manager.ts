@@ -1,7 +1,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { EventStream } from '../common/events.js';
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 import { blobToVector, dot } from './embedder.js';
 import { checkIndexFile, moveAside, prepareIndexDirectory, removeIndexFile, saveIndexFile } from './index-file.js';
 import { StatementCache } from './statement-cache.js';
@@ -9,7 +9,7 @@ import { fnv1a } from './text.js';
 import { HnswVectorIndex, type HnswParams, type VectorHit } from './vector-index.js';
 
 export interface IndexManagerOptions {
-  db: SqliteDatabase;
+  db: SqlDatabase;
   /** Where index files live: `<dataDir>/index`. */
   directory: string;
   dimension: number;

@@ -3,7 +3,7 @@ import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
 import { InputError, MagpieError } from '../common/errors.js';
 import type { MemorySettings } from '../config/types.js';
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 import { embedderIdentity, vectorToBlob, type Embedder } from './embedder.js';
 import { HashingEmbedder } from './hashing-embedder.js';
 import { HttpEmbedder } from './http-embedder.js';
@@ -14,7 +14,7 @@ import { DEFAULT_HNSW_PARAMS, type HnswParams } from './vector-index.js';
 
 export interface OpenMemoryStoreOptions {
   /** From `openDatabase(dataDir, ALL_MIGRATIONS)`; the caller owns it and closes it. */
-  db: SqliteDatabase;
+  db: SqlDatabase;
   dataDir: string;
   settings: MemorySettings;
   env?: NodeJS.ProcessEnv;
@@ -110,7 +110,7 @@ function defaultVectorWeight(embedder: Embedder): number {
 }
 
 /** Recomputes every vector from SQLite content (the source of truth), in batches. */
-async function reembedAll(db: SqliteDatabase, embedder: Embedder): Promise<number> {
+async function reembedAll(db: SqlDatabase, embedder: Embedder): Promise<number> {
   const select = db.prepare('SELECT rowid, content, index_key FROM memory_items WHERE rowid > ? ORDER BY rowid LIMIT 512');
   const insert = db.prepare('INSERT INTO memory_vectors (item_rowid, index_key, vector) VALUES (?, ?, ?)');
   const replaced: Array<{ rowid: number; indexKey: string; vector: Float32Array }> = [];

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { systemClock, type Clock } from '../common/clock.js';
 import { InputError } from '../common/errors.js';
 import type { MemoryScope } from '../config/types.js';
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 import { blobToVector, dot, vectorToBlob, type Embedder } from './embedder.js';
 import { HybridSearch, itemId, parseItemId, parseSourceIds, type SearchTuning } from './hybrid-search.js';
 import type { VectorIndexManager } from './index-manager.js';
@@ -40,7 +40,7 @@ import {
 export const NEAR_DUPLICATE_SIMILARITY = 0.9;
 
 export interface SqliteMemoryStoreOptions {
-  db: SqliteDatabase;
+  db: SqlDatabase;
   embedder: Embedder;
   indexes: VectorIndexManager;
   scope: MemoryScope;
@@ -78,7 +78,7 @@ interface RecordRow {
  * indexes derived from those vectors.
  */
 export class SqliteMemoryStore implements MemoryStore {
-  private readonly db: SqliteDatabase;
+  private readonly db: SqlDatabase;
   private readonly embedder: Embedder;
   private readonly indexes: VectorIndexManager;
   private readonly clock: Clock;
@@ -611,7 +611,7 @@ export class SqliteMemoryStore implements MemoryStore {
   }
 }
 
-function hasTable(db: SqliteDatabase, name: string): boolean {
+function hasTable(db: SqlDatabase, name: string): boolean {
   return db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(name) !== undefined;
 }
 

@@ -1,5 +1,5 @@
-import type { Statement } from 'better-sqlite3';
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlStatement as Statement } from '../storage/sql-database.js';
+import type { SqlDatabase } from '../storage/database.js';
 
 /**
  * Prepared statements by SQL text. Compiling a statement costs tens of microseconds, which adds
@@ -10,7 +10,7 @@ export class StatementCache {
   private readonly statements = new Map<string, Statement>();
 
   constructor(
-    private readonly db: SqliteDatabase,
+    private readonly db: SqlDatabase,
     private readonly capacity = 256,
   ) {}
 

@@ -1,13 +1,13 @@
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 import { dot, vectorToBlob, type Embedder } from './embedder.js';
 import type { VectorIndexManager } from './index-manager.js';
 import { StatementCache } from './statement-cache.js';
 import type { VectorHit } from './vector-index.js';
 
 export interface VectorBacklogOptions {
-  db: SqliteDatabase;
+  db: SqlDatabase;
   embedder: Embedder;
   indexes: VectorIndexManager;
   events?: EventStream;

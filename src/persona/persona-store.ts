@@ -1,5 +1,5 @@
 import { InputError } from '../common/errors.js';
-import type { Migration, SqliteDatabase } from '../storage/database.js';
+import type { Migration, SqlDatabase } from '../storage/database.js';
 
 /**
  * Per-channel personas set from chat with `/persona`. They live in the data directory's
@@ -47,7 +47,7 @@ function toPersona(row: PersonaRow): Persona {
 }
 
 /** Every persona override of a data directory's database, for operators. */
-export function listPersonas(db: SqliteDatabase): Persona[] {
+export function listPersonas(db: SqlDatabase): Persona[] {
   const exists = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'channel_personas'").get();
   if (!exists) return [];
   return (db.prepare('SELECT * FROM channel_personas ORDER BY channel_id').all() as PersonaRow[]).map(toPersona);
@@ -69,7 +69,7 @@ export class PersonaStore {
   private readonly cache = new Map<string, Persona>();
   private readonly statements;
 
-  constructor(db: SqliteDatabase) {
+  constructor(db: SqlDatabase) {
     this.statements = {
       upsert: db.prepare(
         `INSERT INTO channel_personas (channel_id, prompt, set_by, set_at) VALUES (?, ?, ?, ?)

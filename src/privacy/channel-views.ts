@@ -1,4 +1,4 @@
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 
 /** Who can view a guild channel, as far as memory scope is concerned. */
 export interface ChannelView {
@@ -26,7 +26,7 @@ export class ChannelViews {
   private readonly cache = new Map<string, string>();
   private readonly statements;
 
-  constructor(db: SqliteDatabase) {
+  constructor(db: SqlDatabase) {
     this.statements = {
       read: db.prepare('SELECT view_key FROM channel_views WHERE channel_id = ?'),
       upsert: db.prepare(

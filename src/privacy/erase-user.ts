@@ -1,10 +1,10 @@
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 
 /**
  * Every message a user wrote, by channel: from history and from the transcript index (which
  * may hold messages whose history row is gone). Tool traffic and the bot's words are not theirs.
  */
-export function findUserMessages(db: SqliteDatabase, userId: string): Map<string, string[]> {
+export function findUserMessages(db: SqlDatabase, userId: string): Map<string, string[]> {
   const rows = db
     .prepare(
       `SELECT channel_id, message_id FROM history_entries WHERE author_id = ? AND kind = 'message' AND role = 'user'

@@ -10,7 +10,7 @@ import { markerText } from '../compaction/emergency.js';
 import { extractiveSummary } from '../compaction/extractive-summarizer.js';
 import type { Summarizer } from '../compaction/summarizer.js';
 import type { MemoryLocation, MemoryStore } from '../memory/types.js';
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 import { DELETED_NOTE, EDITED_NOTE, redactionTarget, redactToolBlock, type RedactionTarget } from './redact.js';
 
 /** A message whose words must leave every copy: deleted, edited (its old text), erased. */
@@ -32,7 +32,7 @@ export interface PropagationChanges {
 }
 
 export interface PrivacyPropagatorOptions {
-  db: SqliteDatabase;
+  db: SqlDatabase;
   memory: MemoryStore;
   events: EventStream;
   clock: Clock;

@@ -1,7 +1,7 @@
 import { basename } from 'node:path';
 import type { ChannelLog, CompactionTally, LoggedEvent, LoggedSettings } from '../compaction-log/index.js';
 import { readCompactionLog, sumTallies, tallyLog } from '../compaction-log/index.js';
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 import { hasTable } from '../storage/read-only.js';
 
 /** One point of the usage line. */
@@ -43,7 +43,7 @@ export interface ReportRun {
 }
 
 /** Reads a data dir's compaction log into what the report draws. */
-export function runFromDatabase(db: SqliteDatabase, options: { label: string; source: string; channelId?: string }): ReportRun {
+export function runFromDatabase(db: SqlDatabase, options: { label: string; source: string; channelId?: string }): ReportRun {
   const logs = readCompactionLog(db, options.channelId === undefined ? {} : { channelId: options.channelId });
   const channels = logs.map(channelReport);
   if (hasTable(db, 'history_entries')) {

@@ -1,11 +1,11 @@
 import { mkdirSync } from 'node:fs';
-import { closeDatabase, openDatabase, type Migration, type SqliteDatabase } from './database.js';
+import { closeDatabase, openDatabase, type Migration, type SqlDatabase } from './database.js';
 import { WriterLock } from './writer-lock.js';
 
 /** A data dir opened by its one writer: the lock is held until `close`. */
 export interface WritableDataDir {
   dataDir: string;
-  db: SqliteDatabase;
+  db: SqlDatabase;
   lock: WriterLock;
   /** Closes the database, then releases the lock. */
   close(): void;
@@ -31,7 +31,7 @@ export function openDataDirForWriting(dataDir: string, migrations: readonly Migr
     openDatabase(dataDir, migrations).close();
     throw error;
   }
-  let db: SqliteDatabase;
+  let db: SqlDatabase;
   try {
     db = openDatabase(dataDir, migrations);
   } catch (error) {

@@ -4,7 +4,8 @@ import Database from 'better-sqlite3';
 import { MagpieError } from '../common/errors.js';
 import { storageError } from './storage-error.js';
 
-export type SqliteDatabase = Database.Database;
+export type { SqlDatabase } from "./sql-database.js";
+import type { SqlDatabase } from "./sql-database.js";
 
 /**
  * A named schema step. Names are unique across the project (`memory-001-init`,
@@ -13,7 +14,7 @@ export type SqliteDatabase = Database.Database;
  */
 export interface Migration {
   name: string;
-  up(db: SqliteDatabase): void;
+  up(db: SqlDatabase): void;
 }
 
 export const DATABASE_FILE = 'magpie.sqlite';
@@ -28,9 +29,9 @@ export function openDatabase(
   dataDir: string,
   migrations: readonly Migration[],
   options: { readOnly?: boolean } = {},
-): SqliteDatabase {
+): SqlDatabase {
   if (options.readOnly) return openReadOnly(dataDir, migrations);
-  let db: SqliteDatabase;
+  let db: SqlDatabase;
   try {
     mkdirSync(dataDir, { recursive: true });
     db = new Database(join(dataDir, DATABASE_FILE));
@@ -63,7 +64,7 @@ export function openDatabase(
  * directory cannot create). When a reader is still open the switch waits for no one: the file
  * stays in WAL mode, with its -wal and -shm files, which read-only readers can use as well.
  */
-export function closeDatabase(db: SqliteDatabase): void {
+export function closeDatabase(db: SqlDatabase): void {
   if (!db.open) return;
   try {
     db.pragma('busy_timeout = 0');
@@ -74,7 +75,7 @@ export function closeDatabase(db: SqliteDatabase): void {
   db.close();
 }
 
-function openReadOnly(dataDir: string, migrations: readonly Migration[]): SqliteDatabase {
+function openReadOnly(dataDir: string, migrations: readonly Migration[]): SqlDatabase {
   const file = join(dataDir, DATABASE_FILE);
   if (!existsSync(file)) {
     throw new MagpieError('no_data', `no Magpie data in ${dataDir} (${DATABASE_FILE} not found)`, {
@@ -82,7 +83,7 @@ function openReadOnly(dataDir: string, migrations: readonly Migration[]): Sqlite
       hint: 'pass --data-dir with a directory written by `magpie start`, `magpie chat` or `magpie replay`',
     });
   }
-  let db: SqliteDatabase;
+  let db: SqlDatabase;
   try {
     db = new Database(file, { readonly: true, fileMustExist: true, timeout: 5000 });
     db.pragma('query_only = ON');
@@ -125,7 +126,7 @@ function unusableDataDir(dataDir: string, cause: unknown, mode: 'read' | 'write'
  * re-checks whether another process applied it meanwhile, so two processes migrating a fresh
  * data dir at once take turns (busy_timeout) instead of failing on "table already exists".
  */
-export function applyMigrations(db: SqliteDatabase, migrations: readonly Migration[]): void {
+export function applyMigrations(db: SqlDatabase, migrations: readonly Migration[]): void {
   db.exec(
     'CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)',
   );

@@ -1,7 +1,7 @@
-import type { SqliteDatabase } from './database.js';
+import type { SqlDatabase } from './database.js';
 
 export interface GroupCommitOptions {
-  db: SqliteDatabase;
+  db: SqlDatabase;
   /** Writes in one transaction at most (a burst is cut into several commits beyond it). */
   maxBatch?: number;
 }
@@ -31,7 +31,7 @@ export class GroupCommit {
   private scheduled: NodeJS.Immediate | undefined;
   private readonly maxBatch: number;
   private readonly commitGroup: (batch: QueuedWrite[]) => void;
-  private readonly db: SqliteDatabase;
+  private readonly db: SqlDatabase;
   /** Commits done and writes carried (for benchmarks and status). */
   readonly stats = { commits: 0, writes: 0, largestGroup: 0 };
 

@@ -2,13 +2,13 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { MagpieError } from '../common/errors.js';
-import { DATABASE_FILE, type SqliteDatabase } from './database.js';
+import { DATABASE_FILE, type SqlDatabase } from './database.js';
 
 /**
  * Opens a data directory's database for reading only (`magpie status`, `magpie report`): no
  * migration, no write, so it can run beside a live bot and never creates an empty database.
  */
-export function openDatabaseReadOnly(dataDir: string): SqliteDatabase {
+export function openDatabaseReadOnly(dataDir: string): SqlDatabase {
   const file = join(dataDir, DATABASE_FILE);
   if (!existsSync(file)) {
     throw new MagpieError('no_data', `no Magpie data in ${dataDir} (${DATABASE_FILE} not found)`, {
@@ -26,6 +26,6 @@ export function openDatabaseReadOnly(dataDir: string): SqliteDatabase {
 }
 
 /** Whether a table exists (a data dir written by an older version may lack newer ones). */
-export function hasTable(db: SqliteDatabase, name: string): boolean {
+export function hasTable(db: SqlDatabase, name: string): boolean {
   return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined;
 }

@@ -1,5 +1,5 @@
 import type { ToolContext, ToolHandler, ToolOutcome } from '../llm/tool.js';
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 
 /** The most messages one call returns. */
 export const MAX_HISTORY_LIMIT = 50;
@@ -49,7 +49,7 @@ export interface HistoryMessage {
  * message ever appended and not deleted). Scoped to the caller's channel; tool calls and
  * results are not messages and are left out. Bad input is a tool error naming the field.
  */
-export function createChannelHistoryTool(db: SqliteDatabase): ToolHandler {
+export function createChannelHistoryTool(db: SqlDatabase): ToolHandler {
   return {
     definition: CHANNEL_HISTORY_DEFINITION,
     run(input: unknown, context: ToolContext): ToolOutcome {

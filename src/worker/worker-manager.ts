@@ -6,7 +6,7 @@ import type { EventStream } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
 import type { ChatModel, ModelUsage } from '../llm/chat-model.js';
 import type { ToolContext, ToolHandler } from '../llm/tool.js';
-import type { SqliteDatabase } from '../storage/database.js';
+import type { SqlDatabase } from '../storage/database.js';
 import type { TurnEntryInput } from '../channel/runtime.js';
 import { calibratedWindow } from '../branch/branch-tool.js';
 import { runWorker, type WorkerResult } from './run-worker.js';
@@ -20,7 +20,7 @@ export interface WorkerRuntime {
 }
 
 export interface WorkerManagerOptions {
-  db: SqliteDatabase;
+  db: SqlDatabase;
   runtime: WorkerRuntime;
   /** Undefined when no model is configured: nothing starts, but interrupted workers are still reported. */
   model: ChatModel | undefined;

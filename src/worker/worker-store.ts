@@ -1,4 +1,4 @@
-import type { Migration, SqliteDatabase } from '../storage/database.js';
+import type { Migration, SqlDatabase } from '../storage/database.js';
 
 /**
  * One row per worker, so that a restart knows which were running when the process stopped.
@@ -55,7 +55,7 @@ interface RawRow {
 }
 
 export class WorkerStore {
-  constructor(private readonly db: SqliteDatabase) {}
+  constructor(private readonly db: SqlDatabase) {}
 
   insert(row: { id: string; channelId: string; task: string; requestedBy?: string; startedAt: number }): void {
     this.db

@@ -5,12 +5,12 @@ import path from 'node:path';
 import { DEFAULTS } from '../../src/config/defaults.js';
 import type { MemoryScope } from '../../src/config/types.js';
 import { openMemoryStore, type SqliteMemoryStore } from '../../src/memory/index.js';
-import { openDatabase, type SqliteDatabase } from '../../src/storage/database.js';
+import { openDatabase, type SqlDatabase } from '../../src/storage/database.js';
 import { ALL_MIGRATIONS } from '../../src/storage/migrations.js';
 
 export interface OpenedStore {
   dir: string;
-  db: SqliteDatabase;
+  db: SqlDatabase;
   store: SqliteMemoryStore;
   /** Closes store and database (if still open) and removes the directory. */
   close(): Promise<void>;

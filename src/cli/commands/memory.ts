@@ -8,7 +8,7 @@ import { openMemoryStore } from '../../memory/open-memory-store.js';
 import type { SqliteMemoryStore } from '../../memory/sqlite-memory-store.js';
 import { MEMORY_TYPES, type MemoryKind, type MemoryStats, type MemoryType, type SearchResult } from '../../memory/types.js';
 import { checkLimit, checkMemoryType, checkQuery, MAX_SEARCH_LIMIT } from '../../memory/validation.js';
-import { DATABASE_FILE, openDatabase, type SqliteDatabase } from '../../storage/database.js';
+import { DATABASE_FILE, openDatabase, type SqlDatabase } from '../../storage/database.js';
 import { openDataDirForWriting, type WritableDataDir } from '../../storage/data-dir.js';
 import { EventStream } from '../../common/events.js';
 import { ALL_MIGRATIONS } from '../../storage/migrations.js';
@@ -335,11 +335,11 @@ async function withStores(
       io.stderr.write(`warning: ${String(event.path)} is ${String(event.reason)}; ${event.moved_to ? `moved to ${String(event.moved_to)}` : 'ignored'}\n`);
     }
   });
-  const opened = new Map<string, { writable?: WritableDataDir; db?: SqliteDatabase; store?: SqliteMemoryStore }>();
+  const opened = new Map<string, { writable?: WritableDataDir; db?: SqlDatabase; store?: SqliteMemoryStore }>();
   const open = async (entry: DataDirEntry): Promise<SqliteMemoryStore> => {
     const existing = opened.get(entry.dir);
     if (existing?.store) return existing.store;
-    const slot: { writable?: WritableDataDir; db?: SqliteDatabase; store?: SqliteMemoryStore } = {};
+    const slot: { writable?: WritableDataDir; db?: SqlDatabase; store?: SqliteMemoryStore } = {};
     opened.set(entry.dir, slot);
     try {
       if (mode.write) {

@@ -1,7 +1,7 @@
 import { channelIdsWithHistory, contextCensus } from '../../channel/census.js';
 import type { MagpieEvent } from '../../common/events.js';
 import type { ReplayProgress } from '../../compaction/replay.js';
-import type { SqliteDatabase } from '../../storage/database.js';
+import type { SqlDatabase } from '../../storage/database.js';
 
 /** Counts what the events say, for the final summary. */
 export class ReplayTally {
@@ -45,7 +45,7 @@ export interface ArchiveCensus {
   underMarkers: number;
 }
 
-export function archiveCensus(db: SqliteDatabase, channels: ReadonlySet<string>): ArchiveCensus {
+export function archiveCensus(db: SqlDatabase, channels: ReadonlySet<string>): ArchiveCensus {
   const total: ArchiveCensus = { messages: 0, live: 0, underSummaries: 0, underMarkers: 0 };
   const known = new Set(channelIdsWithHistory(db));
   for (const channelId of channels) {

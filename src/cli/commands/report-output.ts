@@ -2,7 +2,7 @@ import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { InputError } from '../../common/errors.js';
 import { renderReport, runFromDatabase, runLabels, type ReportRun } from '../../report/index.js';
-import type { SqliteDatabase } from '../../storage/database.js';
+import type { SqlDatabase } from '../../storage/database.js';
 import { openDatabaseReadOnly } from '../../storage/read-only.js';
 import type { CliIo } from '../command.js';
 import { createProgress, progressEnabled } from '../progress.js';
@@ -10,7 +10,7 @@ import { createProgress, progressEnabled } from '../progress.js';
 /** A data dir to draw, or one already open (the replay that just ran). */
 export interface ReportSource {
   dataDir: string;
-  db?: SqliteDatabase;
+  db?: SqlDatabase;
 }
 
 /**

@@ -9,7 +9,7 @@ import { loadConfig } from '../../config/load-config.js';
 import { MEMORY_TOOL_DEFINITIONS } from '../../memory/tools.js';
 import { listPersonas } from '../../persona/persona-store.js';
 import { hasTable, openDatabaseReadOnly } from '../../storage/read-only.js';
-import type { SqliteDatabase } from '../../storage/database.js';
+import type { SqlDatabase } from '../../storage/database.js';
 import { EXIT, type CliCommand } from '../command.js';
 import { parseFlags } from '../parse-flags.js';
 
@@ -102,7 +102,7 @@ export const statusCommand: CliCommand = {
   },
 };
 
-function channelStatus(db: SqliteDatabase, channelId: string, config: LiveConfig, now: number): ChannelStatus {
+function channelStatus(db: SqlDatabase, channelId: string, config: LiveConfig, now: number): ChannelStatus {
   const census = contextCensus(db, channelId);
   const log = readCompactionLog(db, { channelId })[0];
   // The window and thresholds the runtime last used (hot reloads included, a replay's
@@ -160,7 +160,7 @@ function channelStatus(db: SqliteDatabase, channelId: string, config: LiveConfig
 }
 
 /** A data dir written before the compaction log: the newest summary or marker still tells when. */
-function lastFromHistory(db: SqliteDatabase, channelId: string): ChannelStatus['last_compaction'] {
+function lastFromHistory(db: SqlDatabase, channelId: string): ChannelStatus['last_compaction'] {
   const row = db
     .prepare('SELECT kind, created_at FROM history_summaries WHERE channel_id = ? ORDER BY id DESC LIMIT 1')
     .get(channelId) as { kind: string; created_at: number } | undefined;
