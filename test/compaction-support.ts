@@ -20,8 +20,8 @@ import type {
   SearchResult,
   TranscriptEntryInput,
 } from '../src/memory/types.js';
-import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import type { SqlDatabase } from '../src/storage/database.js';
+import { openTestDatabase } from './support/storage.js';
 
 export function tempDir(): { path: string; remove(): void } {
   const path = mkdtempSync(join(tmpdir(), 'magpie-'));
@@ -152,7 +152,7 @@ export function openHarness(
   options: Partial<ChannelRuntimeOptions> & { dir?: string; memory?: FakeMemoryStore; configValue?: MagpieConfig } = {},
 ): Harness {
   const dir = options.dir ?? tempDir().path;
-  const db = openDatabase(dir, ALL_MIGRATIONS);
+  const db = openTestDatabase(dir);
   const memory = options.memory ?? new FakeMemoryStore();
   const config = options.config ?? new LiveConfig(options.configValue ?? testConfig());
   const stream = options.events ?? new EventStream();

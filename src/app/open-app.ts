@@ -15,7 +15,7 @@ import { createMemoryTools, openMemoryStore } from '../memory/index.js';
 import type { MemoryStore } from '../memory/types.js';
 import { timeMemorySearch, type MagpieMetrics } from '../metrics/index.js';
 import type { SqlDatabase } from '../storage/database.js';
-import { openDataDirForWriting } from '../storage/data-dir.js';
+import { openStorageForWriting, storageTarget, type StorageTarget } from '../storage/open-storage.js';
 import { ALL_MIGRATIONS } from '../storage/migrations.js';
 import { createBranchTool } from '../branch/index.js';
 import { createChannelHistoryTool, createSpawnWorkerTool, WorkerManager } from '../worker/index.js';
@@ -33,6 +33,8 @@ export interface OpenAppOptions {
   clock?: Clock;
   /** Names this process in the data dir's writer lock (what a second writer is told). */
   command?: string;
+  /** On a shared PostgreSQL store: what this process writes (one key per shard); default all. */
+  writerKey?: string;
   /** Counts model calls by purpose, messages, usage checks and searches; gauges read the app. */
   metrics?: MagpieMetrics;
 }
@@ -42,6 +44,8 @@ export interface MagpieApp {
   config: LiveConfig;
   events: EventStream;
   dataDir: string;
+  /** Where history and memories live (the data dir, or PostgreSQL). */
+  target: StorageTarget;
   db: SqlDatabase;
   memory: MemoryStore;
   /** Undefined when no model is configured or usable; `modelProblem` says why. */
@@ -97,8 +101,12 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     shared && metrics ? observeModel(shared, purpose, metrics.modelObserver) : shared;
   model = modelFor('channel');
 
-  // One writer per data dir: a second bot, chat or replay on it is refused here, naming the holder.
-  const writable = openDataDirForWriting(dataDir, ALL_MIGRATIONS, { command: options.command ?? 'magpie' });
+  // One writer per data dir (per shard on PostgreSQL): a second one is refused here, naming the holder.
+  const target = storageTarget(current, dataDir, env);
+  const writable = openStorageForWriting(target, ALL_MIGRATIONS, {
+    command: options.command ?? 'magpie',
+    ...(options.writerKey ? { writerKey: options.writerKey } : {}),
+  });
   const db = writable.db;
   let memory: MemoryStore;
   try {
@@ -183,6 +191,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     config,
     events,
     dataDir,
+    target,
     db,
     memory,
     model,

@@ -81,7 +81,8 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
   const logging = { ...base.logging, ...sectionOf(partial, 'logging') };
   const metrics = { ...base.metrics, ...sectionOf(partial, 'metrics') };
 
-  return { defaults, channels, llm, memory, discord, runtime, metrics, logging } as MagpieConfig;
+  const storage = { ...base.storage, ...sectionOf(partial, 'storage') };
+  return { defaults, channels, llm, memory, discord, runtime, storage, metrics, logging } as MagpieConfig;
 }
 
 /** A partial compaction table merges key by key, so an override may set just one threshold. */

@@ -92,6 +92,11 @@ export const DEFAULTS: MagpieConfig = {
     channelIdleMs: 600_000,
     maxLoadedChannels: 2_000,
   },
+  storage: {
+    backend: 'sqlite',
+    urlEnv: 'MAGPIE_DATABASE_URL',
+    schema: 'public',
+  },
   metrics: {
     listen: '127.0.0.1:9464',
     compactionLogDays: 30,

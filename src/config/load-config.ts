@@ -10,6 +10,10 @@ import type { MagpieConfig } from './types.js';
 /** Environment variable that overrides `[memory] data_dir` (the container sets it to /data). */
 export const DATA_DIR_ENV = 'MAGPIE_DATA_DIR';
 
+/** Environment variables that override `[storage] backend` and `[storage] schema` (deployments set them per process). */
+export const STORAGE_BACKEND_ENV = 'MAGPIE_STORAGE_BACKEND';
+export const STORAGE_SCHEMA_ENV = 'MAGPIE_STORAGE_SCHEMA';
+
 /** The config file looked for in the working directory when none is named. */
 export const DEFAULT_CONFIG_FILE = 'config.toml';
 
@@ -137,7 +141,17 @@ export function defaultConfig(options: { env?: NodeJS.ProcessEnv } = {}): Magpie
 }
 
 function applyEnvironment(config: MagpieConfig, env: NodeJS.ProcessEnv | undefined): MagpieConfig {
+  let applied = config;
   const dataDir = env?.[DATA_DIR_ENV];
-  if (dataDir === undefined || dataDir.trim() === '') return config;
-  return { ...config, memory: { ...config.memory, dataDir } };
+  if (dataDir !== undefined && dataDir.trim() !== '') applied = { ...applied, memory: { ...applied.memory, dataDir } };
+  const backend = env?.[STORAGE_BACKEND_ENV]?.trim();
+  if (backend) {
+    if (backend !== 'sqlite' && backend !== 'postgres') {
+      throw new ConfigError(STORAGE_BACKEND_ENV, [{ path: '', message: `${STORAGE_BACKEND_ENV} must be "sqlite" or "postgres"; got ${JSON.stringify(backend)}` }]);
+    }
+    applied = { ...applied, storage: { ...applied.storage, backend } };
+  }
+  const schema = env?.[STORAGE_SCHEMA_ENV]?.trim();
+  if (schema) applied = { ...applied, storage: { ...applied.storage, schema } };
+  return applied;
 }

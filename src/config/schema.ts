@@ -137,6 +137,14 @@ export const CONFIG_SPEC: TableSpec = {
       max_loaded_channels: { kind: 'integer', min: 1, max: 10_000_000 },
     },
   },
+  storage: {
+    kind: 'table',
+    fields: {
+      backend: { kind: 'enum', values: ['sqlite', 'postgres'] },
+      url_env: { kind: 'envName', allowEmpty: false },
+      schema: { kind: 'string', nonEmpty: true },
+    },
+  },
   metrics: {
     kind: 'table',
     fields: {

@@ -164,6 +164,19 @@ export interface RuntimeSettings {
   maxLoadedChannels: number;
 }
 
+/**
+ * `[storage]`: where history, summaries, the archive and memories live. SQLite keeps them in the
+ * data dir (one process per data dir); PostgreSQL shares them between processes and machines.
+ * Index files stay in each process's data dir either way (they are derived).
+ */
+export interface StorageSettings {
+  backend: 'sqlite' | 'postgres';
+  /** Environment variable holding the PostgreSQL connection URL (never the URL itself). */
+  urlEnv: string;
+  /** PostgreSQL schema holding Magpie's tables (created if missing). */
+  schema: string;
+}
+
 /** `[metrics]` */
 export interface MetricsSettings {
   /** `host:port` of the Prometheus and health endpoint; empty = off. */
@@ -185,6 +198,7 @@ export interface MagpieConfig {
   memory: MemorySettings;
   discord: DiscordSettings;
   runtime: RuntimeSettings;
+  storage: StorageSettings;
   metrics: MetricsSettings;
   logging: LoggingSettings;
 }

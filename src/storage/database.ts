@@ -14,7 +14,10 @@ import type { SqlDatabase } from "./sql-database.js";
  */
 export interface Migration {
   name: string;
+  /** The step on SQLite. */
   up(db: SqlDatabase): void;
+  /** The same step on PostgreSQL: SQL run as one script inside the step's transaction. */
+  postgres?: string;
 }
 
 export const DATABASE_FILE = 'magpie.sqlite';

@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import { storageEnv } from './storage.js';
 
 /** The compiled CLI entry point, found next to the compiled tests whatever the output dir. */
 export const MAGPIE_MAIN = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
@@ -25,7 +26,7 @@ export function runMagpie(
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [MAGPIE_MAIN, ...args], {
       cwd: options.cwd,
-      env: options.env,
+      env: withStorage(args, options),
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -49,7 +50,7 @@ export interface MagpieChild {
 export function startMagpie(args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }): MagpieChild {
   const child = spawn(process.execPath, [MAGPIE_MAIN, ...args], {
     cwd: options.cwd,
-    env: options.env,
+    env: withStorage(args, options),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output = { stdout: '', stderr: '' };
@@ -68,4 +69,15 @@ export function projectRoot(): string {
     directory = parent;
   }
   return directory;
+}
+
+/**
+ * On a PostgreSQL test run, the child works in the schema of its data dir (`--data-dir`, else
+ * MAGPIE_DATA_DIR, else its working directory), unless the test chose a store itself.
+ */
+function withStorage(args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }): NodeJS.ProcessEnv {
+  if (options.env.MAGPIE_STORAGE_BACKEND !== undefined) return options.env;
+  const flag = args.indexOf('--data-dir');
+  const dir = flag >= 0 && args[flag + 1] ? path.resolve(options.cwd, args[flag + 1]!) : options.env.MAGPIE_DATA_DIR ? path.resolve(options.cwd, options.env.MAGPIE_DATA_DIR) : options.cwd;
+  return { ...options.env, ...storageEnv(dir) };
 }

@@ -5,8 +5,8 @@ import path from 'node:path';
 import { DEFAULTS } from '../../src/config/defaults.js';
 import type { MemoryScope } from '../../src/config/types.js';
 import { openMemoryStore, type SqliteMemoryStore } from '../../src/memory/index.js';
-import { openDatabase, type SqlDatabase } from '../../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../../src/storage/migrations.js';
+import type { SqlDatabase } from '../../src/storage/database.js';
+import { openTestDatabase } from './storage.js';
 
 export interface OpenedStore {
   dir: string;
@@ -18,7 +18,7 @@ export interface OpenedStore {
 
 export async function openTestStore(options: { scope?: MemoryScope; dir?: string } = {}): Promise<OpenedStore> {
   const dir = options.dir ?? mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
-  const db = openDatabase(dir, ALL_MIGRATIONS);
+  const db = openTestDatabase(dir);
   const store = await openMemoryStore({ db, dataDir: dir, settings: { ...DEFAULTS.memory, scope: options.scope ?? 'channel' } });
   return {
     dir,

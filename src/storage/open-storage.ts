@@ -1,0 +1,101 @@
+import { InputError } from '../common/errors.js';
+import type { MagpieConfig } from '../config/types.js';
+import { openDataDirForWriting } from './data-dir.js';
+import { closeDatabase, openDatabase, type Migration } from './database.js';
+import { PgDatabase, redactUrl } from './postgres/pg-database.js';
+import { applyPgMigrations, missingPgMigrations } from './postgres/pg-migrations.js';
+import { acquirePgWriterLock, STORAGE_WRITERS_TABLE } from './postgres/pg-writer-lock.js';
+import type { SqlDatabase } from './sql-database.js';
+import { MagpieError } from '../common/errors.js';
+
+/** Where a process keeps its data: the data dir alone (SQLite), or PostgreSQL plus the data dir for index files. */
+export type StorageTarget =
+  | { backend: 'sqlite'; dataDir: string }
+  | { backend: 'postgres'; dataDir: string; url: string; schema: string };
+
+/** An open store and what closes it (the database, then the writer lock). */
+export interface OpenedStorage {
+  target: StorageTarget;
+  dataDir: string;
+  db: SqlDatabase;
+  close(): void;
+}
+
+/** The target `[storage]` names; PostgreSQL needs its URL in the environment variable `url_env` names. */
+export function storageTarget(config: Pick<MagpieConfig, 'storage'>, dataDir: string, env: NodeJS.ProcessEnv = process.env): StorageTarget {
+  const storage = config.storage;
+  if (storage.backend === 'sqlite') return { backend: 'sqlite', dataDir };
+  const url = env[storage.urlEnv]?.trim();
+  if (!url) {
+    throw new InputError(`[storage] backend = "postgres" needs a connection URL in ${storage.urlEnv}, which is not set`, {
+      context: { key: 'storage.url_env' },
+      hint: `export ${storage.urlEnv}=postgres://user@host:5432/database (or name another variable in [storage] url_env)`,
+    });
+  }
+  return { backend: 'postgres', dataDir, url, schema: storage.schema };
+}
+
+/** Where the data is, for messages and logs (no password). */
+export function describeTarget(target: StorageTarget): string {
+  return target.backend === 'sqlite' ? target.dataDir : `${redactUrl(target.url)} (schema ${target.schema})`;
+}
+
+/**
+ * Opens the store for its one writer. SQLite: the data dir's writer lock, then the database.
+ * PostgreSQL: the schema is migrated, then an advisory lock per `writerKey` (one per shard) is
+ * taken on the writer's connection, so two processes never write the same channels.
+ */
+export function openStorageForWriting(
+  target: StorageTarget,
+  migrations: readonly Migration[],
+  options: { command: string; writerKey?: string },
+): OpenedStorage {
+  if (target.backend === 'sqlite') {
+    const writable = openDataDirForWriting(target.dataDir, migrations, { command: options.command });
+    return { target, dataDir: target.dataDir, db: writable.db, close: () => writable.close() };
+  }
+  const db = connect(target, options.command);
+  try {
+    db.exec(STORAGE_WRITERS_TABLE);
+    applyPgMigrations(db, migrations);
+    const lock = acquirePgWriterLock(db, options.writerKey ?? 'all', options.command);
+    return {
+      target,
+      dataDir: target.dataDir,
+      db,
+      close() {
+        try {
+          lock.release();
+        } finally {
+          db.close();
+        }
+      },
+    };
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}
+
+/** Opens the store to read beside a running writer: nothing is created, migrated or locked. */
+export function openStorageForReading(target: StorageTarget, migrations: readonly Migration[], options: { command?: string } = {}): OpenedStorage {
+  if (target.backend === 'sqlite') {
+    const db = openDatabase(target.dataDir, migrations, { readOnly: true });
+    return { target, dataDir: target.dataDir, db, close: () => closeDatabase(db) };
+  }
+  const db = connect(target, options.command ?? 'magpie reader');
+  const missing = missingPgMigrations(db, migrations);
+  if (missing.length > 0) {
+    db.close();
+    throw new MagpieError(missing.length === migrations.length ? 'no_data' : 'data_dir_outdated', `no complete Magpie schema in ${describeTarget(target)}`, {
+      context: { schema: target.schema, missing },
+      hint: 'run a writing command (magpie start, chat or replay) against this database first',
+    });
+  }
+  db.exec('SET default_transaction_read_only = on');
+  return { target, dataDir: target.dataDir, db, close: () => db.close() };
+}
+
+function connect(target: Extract<StorageTarget, { backend: 'postgres' }>, command: string): PgDatabase {
+  return new PgDatabase({ url: target.url, schema: target.schema, applicationName: command.slice(0, 60), statementTimeoutMs: 60_000 });
+}

@@ -1,0 +1,81 @@
+import { workerData, type MessagePort } from 'node:worker_threads';
+import pg from 'pg';
+import type { BridgeReply, BridgeRequest, BridgeSettings } from './bridge-protocol.js';
+
+/**
+ * The connection thread behind `PgDatabase`: one `pg` client, statements run strictly in the
+ * order they arrive. Each reply is posted on the port and then signalled through the shared
+ * flag, which is what the caller's thread sleeps on.
+ */
+const { port, flag, settings } = workerData as { port: MessagePort; flag: SharedArrayBuffer; settings: BridgeSettings };
+const signal = new Int32Array(flag);
+
+// Integers come back as numbers, as SQLite returns them (timestamps in ms fit in 2^53).
+pg.types.setTypeParser(20, (value: string) => Number(value));
+pg.types.setTypeParser(1700, (value: string) => Number(value));
+
+const client = new pg.Client({
+  connectionString: settings.url,
+  application_name: settings.applicationName,
+  statement_timeout: settings.statementTimeoutMs,
+});
+const ready: Promise<void> = (async () => {
+  await client.connect();
+  const schema = quoteIdentifier(settings.schema);
+  await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`).catch((error: { code?: string }) => {
+    // Two processes creating the schema at once: the loser sees a unique violation.
+    if (error.code !== '23505' && error.code !== '42P06') throw error;
+  });
+  await client.query(`SET search_path TO ${schema}`);
+})();
+// An error from a dead connection must not end the thread: the next request reports it.
+client.on('error', () => undefined);
+ready.catch(() => undefined);
+
+let chain: Promise<void> = Promise.resolve();
+port.on('message', (request: BridgeRequest) => {
+  chain = chain.then(() => handle(request));
+});
+
+async function handle(request: BridgeRequest): Promise<void> {
+  let reply: BridgeReply;
+  try {
+    await ready;
+    if (request.close) {
+      await client.end();
+      reply = { ok: true, rows: [], rowCount: 0, fields: [] };
+    } else {
+      for (const statement of request.prefix) await client.query(statement);
+      const result = request.simple
+        ? await client.query(request.sql)
+        : await client.query({ text: request.sql, values: request.params, ...(request.name ? { name: request.name } : {}) });
+      // A multi-statement simple query returns one result per statement: the last one counts.
+      const last = Array.isArray(result) ? result[result.length - 1] : result;
+      reply = {
+        ok: true,
+        rows: (last?.rows ?? []) as Array<Record<string, unknown>>,
+        rowCount: last?.rowCount ?? 0,
+        fields: (last?.fields ?? []).map((field: { name: string }) => field.name),
+      };
+    }
+  } catch (error) {
+    const failure = error as { message?: string; code?: string; constraint?: string; detail?: string; table?: string };
+    reply = {
+      ok: false,
+      error: {
+        message: failure.message ?? String(error),
+        ...(failure.code ? { code: failure.code } : {}),
+        ...(failure.constraint ? { constraint: failure.constraint } : {}),
+        ...(failure.detail ? { detail: failure.detail } : {}),
+        ...(failure.table ? { table: failure.table } : {}),
+      },
+    };
+  }
+  port.postMessage(reply);
+  Atomics.store(signal, 0, 1);
+  Atomics.notify(signal, 0);
+}
+
+function quoteIdentifier(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}

@@ -1,0 +1,46 @@
+import os from 'node:os';
+import { MagpieError } from '../../common/errors.js';
+import type { PgDatabase } from './pg-database.js';
+
+/**
+ * One writer per key on a shared PostgreSQL schema: a session-level advisory lock on the
+ * writer's own connection. The server drops it when that connection ends, however the process
+ * ended, so it cannot go stale. `storage_writers` only names the holder for the refusal message.
+ */
+export function acquirePgWriterLock(db: PgDatabase, key: string, command: string): { release(): void } {
+  const lockId = db.prepare(`SELECT pg_try_advisory_lock(hashtextextended(current_schema() || ':writer:' || ?, 0)) AS locked`);
+  const { locked } = lockId.get(key) as { locked: boolean };
+  if (!locked) {
+    const holder = db.prepare('SELECT pid, host, command, started_at FROM storage_writers WHERE lock_key = ?').get(key) as
+      | { pid: number; host: string; command: string; started_at: string }
+      | undefined;
+    const who = holder ? `${holder.command} (pid ${holder.pid} on ${holder.host}, since ${holder.started_at})` : 'another process';
+    throw new MagpieError('data_dir_locked', `${who} already writes ${key} in PostgreSQL schema ${db.settings.schema}`, {
+      context: { schema: db.settings.schema, key },
+      hint: 'stop that process first, or give this one other shards (--shard-ids); readers (status, memory search) need no lock',
+    });
+  }
+  db.prepare(
+    `INSERT INTO storage_writers (lock_key, pid, host, command, started_at) VALUES (?, ?, ?, ?, ?)
+     ON CONFLICT (lock_key) DO UPDATE SET pid = excluded.pid, host = excluded.host, command = excluded.command, started_at = excluded.started_at`,
+  ).run(key, process.pid, os.hostname(), command, new Date().toISOString());
+  const unlock = db.prepare(`SELECT pg_advisory_unlock(hashtextextended(current_schema() || ':writer:' || ?, 0)) AS unlocked`);
+  let held = true;
+  return {
+    release() {
+      if (!held || !db.open) return;
+      held = false;
+      unlock.get(key);
+    },
+  };
+}
+
+/** The bookkeeping table of `acquirePgWriterLock` (part of the schema's first step). */
+export const STORAGE_WRITERS_TABLE = `
+  CREATE TABLE IF NOT EXISTS storage_writers (
+    lock_key TEXT PRIMARY KEY,
+    pid INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    command TEXT NOT NULL,
+    started_at TEXT NOT NULL
+  )`;

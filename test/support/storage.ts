@@ -1,0 +1,41 @@
+/**
+ * Which store the tests run on. `npm test` runs the suite on SQLite, then the store tests again
+ * with MAGPIE_TEST_STORAGE=postgres (`npm run test:postgres`): every helper that opens a
+ * database, and every `magpie` process a test starts, then uses a PostgreSQL schema of its own,
+ * named after the test's data dir so that a later command on the same dir finds the same data.
+ */
+import { createHash } from 'node:crypto';
+import { ALL_MIGRATIONS } from '../../src/storage/migrations.js';
+import { openDatabase, type SqlDatabase } from '../../src/storage/database.js';
+import { openStorageForWriting, type StorageTarget } from '../../src/storage/open-storage.js';
+
+export const TEST_STORAGE: 'sqlite' | 'postgres' = process.env.MAGPIE_TEST_STORAGE === 'postgres' ? 'postgres' : 'sqlite';
+export const TEST_DATABASE_URL = process.env.MAGPIE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+/** The schema a data dir's data lives in when the tests run on PostgreSQL. */
+export function schemaForDir(dir: string): string {
+  return `t_${createHash('sha256').update(dir).digest('hex').slice(0, 20)}`;
+}
+
+/** Where a test's data dir keeps its data, on the backend this run tests. */
+export function testTarget(dir: string): StorageTarget {
+  return TEST_STORAGE === 'postgres'
+    ? { backend: 'postgres', dataDir: dir, url: TEST_DATABASE_URL, schema: schemaForDir(dir) }
+    : { backend: 'sqlite', dataDir: dir };
+}
+
+/**
+ * The database of a test's data dir, migrated: SQLite in the dir, or its PostgreSQL schema. On
+ * PostgreSQL no writer lock is taken (several harnesses of one test may share a dir in turn).
+ */
+export function openTestDatabase(dir: string): SqlDatabase {
+  if (TEST_STORAGE === 'sqlite') return openDatabase(dir, ALL_MIGRATIONS);
+  const opened = openStorageForWriting(testTarget(dir), ALL_MIGRATIONS, { command: 'magpie test', writerKey: `test-${process.pid}-${Math.random()}` });
+  return opened.db;
+}
+
+/** Environment for a `magpie` child process working on `dir`: empty on SQLite. */
+export function storageEnv(dir: string): NodeJS.ProcessEnv {
+  if (TEST_STORAGE === 'sqlite') return {};
+  return { MAGPIE_STORAGE_BACKEND: 'postgres', MAGPIE_DATABASE_URL: TEST_DATABASE_URL, MAGPIE_STORAGE_SCHEMA: schemaForDir(dir) };
+}
