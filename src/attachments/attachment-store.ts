@@ -32,6 +32,26 @@ export const ATTACHMENT_MIGRATIONS: readonly Migration[] = [
         ) WITHOUT ROWID;
       `);
     },
+    postgres: `
+        CREATE TABLE message_attachments (
+          channel_id TEXT NOT NULL,
+          seq BIGINT NOT NULL,
+          ordinal BIGINT NOT NULL,
+          message_id TEXT NOT NULL,
+          kind TEXT NOT NULL,
+          name TEXT NOT NULL,
+          size BIGINT NOT NULL,
+          media_type TEXT,
+          width BIGINT,
+          height BIGINT,
+          tokens BIGINT NOT NULL,
+          text TEXT,
+          truncated BIGINT NOT NULL DEFAULT 0,
+          max_chars BIGINT,
+          data BYTEA,
+          PRIMARY KEY (channel_id, seq, ordinal)
+        );
+      `,
   },
 ];
 

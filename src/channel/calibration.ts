@@ -97,6 +97,14 @@ export const CALIBRATION_MIGRATIONS: readonly Migration[] = [
         ) WITHOUT ROWID;
       `);
     },
+    postgres: `
+        CREATE TABLE history_calibration (
+          channel_id TEXT PRIMARY KEY,
+          factor DOUBLE PRECISION NOT NULL,
+          observations BIGINT NOT NULL,
+          updated_at BIGINT NOT NULL
+        );
+      `,
   },
 ];
 

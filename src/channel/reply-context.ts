@@ -27,6 +27,17 @@ export const REPLY_MIGRATIONS: readonly Migration[] = [
         CREATE INDEX message_replies_message ON message_replies (channel_id, message_id);
       `);
     },
+    postgres: `
+        CREATE TABLE message_replies (
+          channel_id TEXT NOT NULL,
+          seq BIGINT NOT NULL,
+          message_id TEXT NOT NULL,
+          reply_to TEXT NOT NULL,
+          tokens BIGINT NOT NULL DEFAULT 0,
+          PRIMARY KEY (channel_id, seq)
+        );
+        CREATE INDEX message_replies_message ON message_replies (channel_id, message_id);
+      `,
   },
 ];
 

@@ -20,6 +20,14 @@ export const PERSONA_MIGRATIONS: readonly Migration[] = [
         ) WITHOUT ROWID;
       `);
     },
+    postgres: `
+        CREATE TABLE channel_personas (
+          channel_id TEXT PRIMARY KEY,
+          prompt TEXT NOT NULL,
+          set_by TEXT NOT NULL,
+          set_at BIGINT NOT NULL
+        );
+      `,
   },
 ];
 

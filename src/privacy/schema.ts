@@ -46,5 +46,34 @@ export const PRIVACY_MIGRATIONS: readonly Migration[] = [
         ) WITHOUT ROWID;
       `);
     },
+    postgres: `
+        ALTER TABLE history_summaries ADD COLUMN needs_rewrite BIGINT NOT NULL DEFAULT 0;
+        CREATE INDEX history_summaries_rewrite ON history_summaries (channel_id) WHERE needs_rewrite = 1;
+        CREATE INDEX history_entries_author ON history_entries (author_id, channel_id);
+
+        CREATE TABLE channel_views (
+          channel_id TEXT PRIMARY KEY,
+          guild_id TEXT NOT NULL,
+          parent_id TEXT,
+          view_key TEXT NOT NULL,
+          updated_at BIGINT NOT NULL
+        );
+        CREATE INDEX channel_views_key ON channel_views (guild_id, view_key);
+        CREATE INDEX channel_views_parent ON channel_views (parent_id);
+
+        CREATE TABLE token_budget (
+          channel_id TEXT NOT NULL,
+          day BIGINT NOT NULL,
+          tokens BIGINT NOT NULL,
+          PRIMARY KEY (channel_id, day)
+        );
+
+        CREATE TABLE deleted_messages (
+          channel_id TEXT NOT NULL,
+          message_id TEXT NOT NULL,
+          deleted_at BIGINT NOT NULL,
+          PRIMARY KEY (channel_id, message_id)
+        );
+      `,
   },
 ];

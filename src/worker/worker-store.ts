@@ -24,6 +24,20 @@ export const WORKER_MIGRATIONS: readonly Migration[] = [
         CREATE INDEX worker_tasks_running ON worker_tasks (status) WHERE status = 'running';
       `);
     },
+    postgres: `
+        CREATE TABLE worker_tasks (
+          id TEXT PRIMARY KEY,
+          channel_id TEXT NOT NULL,
+          task TEXT NOT NULL,
+          status TEXT NOT NULL,
+          requested_by TEXT,
+          segment BIGINT NOT NULL DEFAULT 0,
+          tokens BIGINT NOT NULL DEFAULT 0,
+          started_at BIGINT NOT NULL,
+          finished_at BIGINT
+        );
+        CREATE INDEX worker_tasks_running ON worker_tasks (status) WHERE status = 'running';
+      `,
   },
 ];
 
