@@ -1,3 +1,4 @@
+import { hasTable } from '../storage/read-only.js';
 import type { SqlDatabase } from '../storage/database.js';
 import type { LogRow } from './compaction-log.js';
 
@@ -41,7 +42,7 @@ type Row = LogRow & { id: number };
 
 /** Whether the database has a compaction log at all (a data dir from an older version has not). */
 export function hasCompactionLog(db: SqlDatabase): boolean {
-  return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'compaction_log'").get() !== undefined;
+  return hasTable(db, 'compaction_log');
 }
 
 /** The whole log, per channel (one channel with `channelId`), channels in id order. */

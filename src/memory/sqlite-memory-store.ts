@@ -1,3 +1,4 @@
+import { hasTable } from '../storage/read-only.js';
 import { createHash } from 'node:crypto';
 import { systemClock, type Clock } from '../common/clock.js';
 import { InputError } from '../common/errors.js';
@@ -611,9 +612,6 @@ export class SqliteMemoryStore implements MemoryStore {
   }
 }
 
-function hasTable(db: SqlDatabase, name: string): boolean {
-  return db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(name) !== undefined;
-}
 
 /** Transcript text carries the speaker, so a search for a name finds what that person said. */
 export function transcriptText(authorName: string, content: string): string {

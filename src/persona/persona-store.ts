@@ -1,3 +1,4 @@
+import { hasTable } from '../storage/read-only.js';
 import { InputError } from '../common/errors.js';
 import type { Migration, SqlDatabase } from '../storage/database.js';
 
@@ -56,8 +57,7 @@ function toPersona(row: PersonaRow): Persona {
 
 /** Every persona override of a data directory's database, for operators. */
 export function listPersonas(db: SqlDatabase): Persona[] {
-  const exists = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'channel_personas'").get();
-  if (!exists) return [];
+  if (!hasTable(db, 'channel_personas')) return [];
   return (db.prepare('SELECT * FROM channel_personas ORDER BY channel_id').all() as PersonaRow[]).map(toPersona);
 }
 

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { MagpieError } from '../common/errors.js';
 import { DATABASE_FILE, type SqlDatabase } from './database.js';
+import { isPostgres } from './sql-database.js';
 
 /**
  * Opens a data directory's database for reading only (`magpie status`, `magpie report`): no
@@ -27,5 +28,6 @@ export function openDatabaseReadOnly(dataDir: string): SqlDatabase {
 
 /** Whether a table exists (a data dir written by an older version may lack newer ones). */
 export function hasTable(db: SqlDatabase, name: string): boolean {
+  if (isPostgres(db)) return (db.prepare('SELECT to_regclass(?) IS NOT NULL AS present').get(name) as { present: boolean }).present;
   return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined;
 }
