@@ -10,6 +10,7 @@ const BENCHMARKS: Record<string, () => Promise<{ run: Benchmark }>> = {
   'compaction-turn-latency': () => import('./compaction-turn-latency.js'),
   'compaction-replay': () => import('./compaction-replay.js'),
   discord: () => import('./discord-latency.js'),
+  'discord-ingest': () => import('./discord-ingest.js'),
   'chat-extras': () => import('./chat-extras.js'),
   'chunk-message': () => import('./chunk-message.js'),
   'token-calibration': () => import('./token-calibration.js'),

@@ -1,0 +1,116 @@
+/**
+ * PostgreSQL for benchmarks: whether one answers, a fresh schema per measurement (dropped after),
+ * and the raw insert rate of ingest's rows with no Magpie code in between, as the SQLite floor
+ * measures it.
+ */
+import pg from 'pg';
+import type { StorageSettings } from '../src/config/types.js';
+import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { openStorageForWriting } from '../src/storage/open-storage.js';
+import { redactUrl } from '../src/storage/postgres/pg-database.js';
+
+const URL_ENV = 'MAGPIE_DATABASE_URL';
+
+export interface BenchPostgres {
+  /** Where it is (no password). */
+  describe: string;
+  /** Runs `work` on a schema of its own, then drops the schema whatever happened. */
+  withSchema<T>(work: (storage: StorageSettings, env: NodeJS.ProcessEnv) => Promise<T>): Promise<T>;
+}
+
+/** The PostgreSQL benchmarks use, or undefined when none answers within a few seconds. */
+export async function postgresForBench(env: NodeJS.ProcessEnv = process.env): Promise<BenchPostgres | undefined> {
+  const url = env.MAGPIE_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+  const probe = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3_000 });
+  try {
+    await probe.connect();
+    await probe.query('SELECT 1');
+  } catch {
+    return undefined;
+  } finally {
+    await probe.end().catch(() => undefined);
+  }
+  return {
+    describe: redactUrl(url),
+    async withSchema(work) {
+      const schema = `bench_${process.pid}_${Math.random().toString(36).slice(2, 10)}`;
+      try {
+        return await work({ backend: 'postgres', urlEnv: URL_ENV, schema }, { [URL_ENV]: url });
+      } finally {
+        const client = new pg.Client({ connectionString: url });
+        await client.connect();
+        try {
+          await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+        } finally {
+          await client.end();
+        }
+      }
+    },
+  };
+}
+
+/**
+ * Ingest's rows (history row, transcript row with its tsvector under GIN, vector backlog row)
+ * inserted into a freshly migrated schema by one connection, `batch` messages per transaction,
+ * each table's rows of a batch in one multi-row statement: the most this server takes.
+ */
+export async function measurePostgresInsertRate(options: {
+  storage: StorageSettings;
+  env: NodeJS.ProcessEnv;
+  rows: number;
+  channels: number;
+  batch: number;
+}): Promise<number> {
+  const url = options.env[options.storage.urlEnv]!;
+  const migrated = openStorageForWriting({ backend: 'postgres', dataDir: '', url, schema: options.storage.schema }, ALL_MIGRATIONS, {
+    command: 'magpie bench',
+  });
+  migrated.close();
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`SET search_path TO ${options.storage.schema}`);
+    const started = process.hrtime.bigint();
+    for (let first = 0; first < options.rows; first += options.batch) {
+      const channels: string[] = [];
+      const seqs: number[] = [];
+      const ids: string[] = [];
+      const texts: string[] = [];
+      const hashes: string[] = [];
+      const tags: string[] = [];
+      const turns: number[] = [];
+      for (let index = first; index < Math.min(options.rows, first + options.batch); index += 1) {
+        channels.push((700_000_000_000_000_000n + BigInt(index % options.channels)).toString());
+        seqs.push(Math.floor(index / options.channels) + 1);
+        ids.push(`raw-${index}`);
+        texts.push(`alice: message ${index}: the watering rota moves to thursdays from next week`);
+        hashes.push(`h${index}`);
+        tags.push(`k${index % options.channels} kt`);
+        turns.push(index + 1);
+      }
+      const now = Date.now();
+      await client.query('BEGIN');
+      await client.query(
+        `INSERT INTO history_entries (channel_id, seq, message_id, kind, role, author_id, author_name, content, created_at, tokens, turn_id, archived)
+         SELECT c, s, m, 'message', 'user', 'u1', 'alice', t, $6, 20, n, 1
+           FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[]) AS u(c, s, m, t, n)`,
+        [channels, seqs, ids, texts, turns, now],
+      );
+      const inserted = await client.query<{ rowid: string; index_key: string }>(
+        `INSERT INTO memory_items (kind, content, scope, index_key, channel_id, message_id, author_id, author_name, content_hash, fts_tags, created_at, updated_at)
+         SELECT 'transcript', t, 'channel', 'c:' || c, c, m, 'u1', 'alice', h, g, $6, $6
+           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS u(c, m, t, h, g)
+         RETURNING rowid, index_key`,
+        [channels, ids, texts, hashes, tags, now],
+      );
+      await client.query(
+        'INSERT INTO memory_vector_backlog (item_rowid, index_key) SELECT * FROM unnest($1::bigint[], $2::text[])',
+        [inserted.rows.map((row) => row.rowid), inserted.rows.map((row) => row.index_key)],
+      );
+      await client.query('COMMIT');
+    }
+    return options.rows / (Number(process.hrtime.bigint() - started) / 1e9);
+  } finally {
+    await client.end();
+  }
+}
