@@ -16,6 +16,7 @@ import type { StorageSettings } from '../src/config/types.js';
 import { createDiscordClient, DiscordAdapter, type DiscordRuntime } from '../src/discord/index.js';
 import { testConfig } from '../test/discord-helpers.js';
 import { startGatewayThread, type GatewayThread } from './gateway-thread.js';
+import { mainThreadCpuMs } from './thread-cpu.js';
 import { median, type BenchMetric, type BenchReport } from './harness.js';
 import { measureSqliteInsertRate } from './sqlite-ingest-floor.js';
 import { measurePostgresInsertRate, postgresForBench, type BenchPostgres } from './postgres-bench.js';
@@ -39,6 +40,10 @@ export interface IngestFigures {
   direct: number;
   /** Messages per group commit on the gateway path. */
   perCommit: number;
+  /** Main-thread CPU per message on the gateway path, in µs (Linux only). */
+  mainCpuUs: number | undefined;
+  /** The same until every vector is written too. */
+  mainCpuWithVectorsUs: number | undefined;
 }
 
 interface Rig {
@@ -107,6 +112,7 @@ export async function measureIngest(storage: StorageSettings, env: NodeJS.Proces
   const rig = await startRig(storage, env);
   try {
     const before = rig.app.runtime.ingestStats();
+    const cpuBefore = mainThreadCpuMs();
     const started = process.hrtime.bigint();
     const sent = rig.gateway.sendBurst({ count: MESSAGES, authorId: USER, content: TEXT });
     const deadline = Date.now() + 600_000;
@@ -115,11 +121,13 @@ export async function measureIngest(storage: StorageSettings, env: NodeJS.Proces
       await new Promise((resolve) => setTimeout(resolve, 2));
     }
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    const cpuAfter = mainThreadCpuMs();
     await sent;
     const memory = rig.app.memory as { whenIndexed?: () => Promise<void> };
     if (!memory.whenIndexed) throw new Error('this memory store cannot tell when its vectors are written');
     await memory.whenIndexed();
     const vectorSeconds = Number(process.hrtime.bigint() - started) / 1e9;
+    const cpuVectors = mainThreadCpuMs();
     const after = rig.app.runtime.ingestStats();
 
     // Straight into the runtime, as many at once as the gateway delivers (each awaited for
@@ -151,6 +159,8 @@ export async function measureIngest(storage: StorageSettings, env: NodeJS.Proces
       withVectors: MESSAGES / vectorSeconds,
       direct,
       perCommit: MESSAGES / Math.max(1, after.commits - before.commits),
+      mainCpuUs: cpuBefore === undefined || cpuAfter === undefined ? undefined : ((cpuAfter - cpuBefore) * 1000) / MESSAGES,
+      mainCpuWithVectorsUs: cpuBefore === undefined || cpuVectors === undefined ? undefined : ((cpuVectors - cpuBefore) * 1000) / MESSAGES,
     };
   } finally {
     await rig.close();
@@ -160,6 +170,21 @@ export async function measureIngest(storage: StorageSettings, env: NodeJS.Proces
 function spread(values: number[]): string {
   const sorted = [...values].sort((a, b) => a - b);
   return `${Math.round(sorted[0]!)}–${Math.round(sorted[sorted.length - 1]!)}`;
+}
+
+/** Main-thread CPU per message: what the event loop spends, whatever the neighbours' load. */
+function cpuMetric(label: string, rounds: IngestFigures[]): BenchMetric[] {
+  const values = rounds.map((round) => round.mainCpuUs).filter((value): value is number => value !== undefined);
+  const withVectors = rounds.map((round) => round.mainCpuWithVectorsUs).filter((value): value is number => value !== undefined);
+  if (values.length === 0 || withVectors.length === 0) return [];
+  return [
+    {
+      name: `${label}: main-thread CPU per message, gateway path, median (range ${spread(values)}); 1e6 / this = the rate with a core to itself`,
+      value: Math.round(median(values)),
+      unit: 'µs',
+    },
+    { name: `${label}: the same, until every vector is written too`, value: Math.round(median(withVectors)), unit: 'µs' },
+  ];
 }
 
 function backendMetrics(label: string, rounds: IngestFigures[], raw: number[]): BenchMetric[] {
@@ -189,6 +214,7 @@ function backendMetrics(label: string, rounds: IngestFigures[], raw: number[]): 
     },
     { name: `${label}: gateway path / raw insert`, value: gateway / rawRate, unit: 'ratio' },
     { name: `${label}: messages per group commit (gateway path)`, value: median(rounds.map((round) => round.perCommit)), unit: 'messages' },
+    ...cpuMetric(label, rounds),
   ];
 }
 

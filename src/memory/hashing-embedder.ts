@@ -1,4 +1,5 @@
 import { normalizeInPlace, type Embedder } from './embedder.js';
+import { embeddingThread } from './embedding-thread.js';
 import { fnv1a, STOP_WORDS, words } from './text.js';
 
 export interface HashingEmbedderOptions {
@@ -8,7 +9,15 @@ export interface HashingEmbedderOptions {
   stopWordWeight?: number;
   /** Weight of one character trigram (default 0.6): lets "paint" meet "painting" without drowning words. */
   trigramWeight?: number;
+  /**
+   * Large batches are embedded on the process's embedding thread (same code, same vectors), off
+   * the event loop; small ones, such as a search query, stay inline. Default false.
+   */
+  offThread?: boolean;
 }
+
+/** Batches at least this large go to the embedding thread when `offThread` is set. */
+const OFF_THREAD_MIN_BATCH = 32;
 
 const STOP_WORD_WEIGHT = 0.1;
 const TRIGRAM_WEIGHT = 0.6;
@@ -25,6 +34,7 @@ export class HashingEmbedder implements Embedder {
   readonly dimension: number;
   private readonly stopWordWeight: number;
   private readonly trigramWeight: number;
+  private readonly offThread: boolean;
 
   constructor(options: HashingEmbedderOptions) {
     if (!Number.isInteger(options.dimension) || options.dimension < 8) {
@@ -33,12 +43,19 @@ export class HashingEmbedder implements Embedder {
     this.dimension = options.dimension;
     this.stopWordWeight = options.stopWordWeight ?? STOP_WORD_WEIGHT;
     this.trigramWeight = options.trigramWeight ?? TRIGRAM_WEIGHT;
+    this.offThread = options.offThread ?? false;
     // Other weights make other vectors: the name says so, and a change rebuilds the vectors.
     const custom = this.stopWordWeight !== STOP_WORD_WEIGHT || this.trigramWeight !== TRIGRAM_WEIGHT;
     this.name = custom ? `hash-v1-s${this.stopWordWeight}-t${this.trigramWeight}` : 'hash-v1';
   }
 
   async embed(texts: string[]): Promise<Float32Array[]> {
+    if (this.offThread && texts.length >= OFF_THREAD_MIN_BATCH) {
+      return embeddingThread().embed(
+        { dimension: this.dimension, stopWordWeight: this.stopWordWeight, trigramWeight: this.trigramWeight },
+        texts,
+      );
+    }
     return texts.map((text) => this.embedOne(text));
   }
 

@@ -43,7 +43,7 @@ export interface OpenMemoryStoreOptions {
 /** The embedder `[memory]` asks for. */
 export function createEmbedder(settings: MemorySettings, options: { env?: NodeJS.ProcessEnv } = {}): Embedder {
   if (settings.embedder === 'http') return new HttpEmbedder({ settings: settings.http, ...(options.env ? { env: options.env } : {}) });
-  if (settings.embedder === 'hash') return new HashingEmbedder({ dimension: settings.hashDimension });
+  if (settings.embedder === 'hash') return new HashingEmbedder({ dimension: settings.hashDimension, offThread: true });
   throw new InputError(`memory.embedder must be "hash" or "http"; got ${JSON.stringify(settings.embedder)}`);
 }
 
