@@ -108,16 +108,16 @@ async function startRig(storage: StorageSettings, env: NodeJS.ProcessEnv): Promi
 }
 
 /** One round: a fresh process state (data dir or schema), gateway path then direct path. */
-export async function measureIngest(storage: StorageSettings, env: NodeJS.ProcessEnv = {}): Promise<IngestFigures> {
+export async function measureIngest(storage: StorageSettings, env: NodeJS.ProcessEnv = {}, messages = MESSAGES): Promise<IngestFigures> {
   const rig = await startRig(storage, env);
   try {
     const before = rig.app.runtime.ingestStats();
     const cpuBefore = mainThreadCpuMs();
     const started = process.hrtime.bigint();
-    const sent = rig.gateway.sendBurst({ count: MESSAGES, authorId: USER, content: TEXT });
+    const sent = rig.gateway.sendBurst({ count: messages, authorId: USER, content: TEXT });
     const deadline = Date.now() + 600_000;
-    while (rig.ingested.count < MESSAGES) {
-      if (Date.now() > deadline) throw new Error(`only ${rig.ingested.count} of ${MESSAGES} ingested`);
+    while (rig.ingested.count < messages) {
+      if (Date.now() > deadline) throw new Error(`only ${rig.ingested.count} of ${messages} ingested`);
       await new Promise((resolve) => setTimeout(resolve, 2));
     }
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
@@ -134,7 +134,7 @@ export async function measureIngest(storage: StorageSettings, env: NodeJS.Proces
     // durability), so the difference is discord.js and the adapter.
     const directStarted = process.hrtime.bigint();
     const inFlight: Array<Promise<unknown>> = [];
-    for (let index = 0; index < MESSAGES; index += 1) {
+    for (let index = 0; index < messages; index += 1) {
       inFlight.push(
         rig.app.runtime.ingest({
           messageId: `direct-${index}`,
@@ -153,14 +153,14 @@ export async function measureIngest(storage: StorageSettings, env: NodeJS.Proces
       }
     }
     await Promise.all(inFlight);
-    const direct = MESSAGES / (Number(process.hrtime.bigint() - directStarted) / 1e9);
+    const direct = messages / (Number(process.hrtime.bigint() - directStarted) / 1e9);
     return {
-      viaGateway: MESSAGES / seconds,
-      withVectors: MESSAGES / vectorSeconds,
+      viaGateway: messages / seconds,
+      withVectors: messages / vectorSeconds,
       direct,
-      perCommit: MESSAGES / Math.max(1, after.commits - before.commits),
-      mainCpuUs: cpuBefore === undefined || cpuAfter === undefined ? undefined : ((cpuAfter - cpuBefore) * 1000) / MESSAGES,
-      mainCpuWithVectorsUs: cpuBefore === undefined || cpuVectors === undefined ? undefined : ((cpuVectors - cpuBefore) * 1000) / MESSAGES,
+      perCommit: messages / Math.max(1, after.commits - before.commits),
+      mainCpuUs: cpuBefore === undefined || cpuAfter === undefined ? undefined : ((cpuAfter - cpuBefore) * 1000) / messages,
+      mainCpuWithVectorsUs: cpuBefore === undefined || cpuVectors === undefined ? undefined : ((cpuVectors - cpuBefore) * 1000) / messages,
     };
   } finally {
     await rig.close();

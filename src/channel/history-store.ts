@@ -1,5 +1,6 @@
 import { MagpieError } from '../common/errors.js';
 import type { SqlDatabase } from '../storage/database.js';
+import { isPostgres } from '../storage/sql-database.js';
 import type { EntryKind, HistoryEntry, SummaryEntry } from './types.js';
 
 /** Where a channel's memories belong, remembered with its messages. */
@@ -194,6 +195,44 @@ export class HistoryStore {
         hint: 'another process wrote this data dir without its writer lock; stop it and restart Magpie (nothing was dropped)',
       });
     }
+  }
+
+  /**
+   * Inserts many entries at once (a group commit); returns how many were new, so a caller can
+   * tell that one of them was already held. On PostgreSQL, where each statement is a round trip,
+   * they go in one statement; SQLite inserts them one by one, which costs it nothing more.
+   */
+  insertMany(rows: ReadonlyArray<{ entry: HistoryEntry; location: ChannelLocation; archived: boolean }>): number {
+    if (!isPostgres(this.db) || rows.length === 1) {
+      let inserted = 0;
+      for (const row of rows) if (this.insert(row.entry, row.location, { archived: row.archived })) inserted += 1;
+      return inserted;
+    }
+    return this.db
+      .prepare(
+        `INSERT INTO history_entries
+           (channel_id, seq, message_id, kind, role, author_id, author_name, content, created_at, tokens, turn_id, archived, guild_id, dm_user_id)
+         SELECT * FROM unnest(@channelIds::text[], @seqs::bigint[], @messageIds::text[], @kinds::text[], @roles::text[],
+           @authorIds::text[], @authorNames::text[], @contents::text[], @createdAts::bigint[], @tokens::bigint[],
+           @turnIds::bigint[], @archived::bigint[], @guildIds::text[], @dmUserIds::text[])
+         ON CONFLICT (channel_id, message_id) DO NOTHING`,
+      )
+      .run({
+        channelIds: rows.map((row) => row.entry.channelId),
+        seqs: rows.map((row) => row.entry.seq),
+        messageIds: rows.map((row) => row.entry.messageId),
+        kinds: rows.map((row) => row.entry.kind),
+        roles: rows.map((row) => row.entry.role),
+        authorIds: rows.map((row) => row.entry.authorId),
+        authorNames: rows.map((row) => row.entry.authorName),
+        contents: rows.map((row) => row.entry.content),
+        createdAts: rows.map((row) => row.entry.createdAt),
+        tokens: rows.map((row) => row.entry.tokens),
+        turnIds: rows.map((row) => row.entry.turnId),
+        archived: rows.map((row) => (row.archived ? 1 : 0)),
+        guildIds: rows.map((row) => row.location.guildId ?? null),
+        dmUserIds: rows.map((row) => row.location.dmUserId ?? null),
+      }).changes;
   }
 
   /** The time of the channel's newest stored message, or undefined when it has none. */

@@ -21,11 +21,15 @@ export interface IngestWriterOptions {
  * searchable. With a memory store elsewhere (tests' fakes), the runtime archives separately.
  */
 export class IngestWriter {
-  private readonly group: GroupCommit;
+  private readonly group: GroupCommit<{ entry: HistoryEntry; location: ChannelLocation }>;
   private readonly stage: ((entries: TranscriptEntryInput[]) => void) | undefined;
 
   constructor(private readonly options: IngestWriterOptions) {
-    this.group = new GroupCommit({ db: options.db, ...(options.maxBatch ? { maxBatch: options.maxBatch } : {}) });
+    this.group = new GroupCommit({
+      db: options.db,
+      write: (payloads) => this.insertGroup(payloads),
+      ...(options.maxBatch ? { maxBatch: options.maxBatch } : {}),
+    });
     this.stage = options.memory.transcriptStager?.(options.db);
   }
 
@@ -45,7 +49,7 @@ export class IngestWriter {
    * there first) or when the commit fails; the caller then takes the entry back out of memory.
    */
   write(entry: HistoryEntry, location: ChannelLocation): Promise<void> {
-    return this.group.submit(() => this.insert(entry, location));
+    return this.group.submit({ entry, location });
   }
 
   /**
@@ -70,6 +74,25 @@ export class IngestWriter {
   /** Commits whatever is queued, synchronously: call before a write that must come after it. */
   flush(): void {
     this.group.flush();
+  }
+
+  /** A group's history rows, then their transcript rows: a few statements for the whole group. */
+  private insertGroup(payloads: ReadonlyArray<{ entry: HistoryEntry; location: ChannelLocation }>): void {
+    const rows = payloads.map(({ entry, location }) => ({ entry, location, archived: this.stage !== undefined || entry.kind !== 'message' }));
+    if (this.options.store.insertMany(rows) < rows.length) {
+      // Rolled back, then retried one by one: the message already held is named then.
+      const first = payloads[0]!.entry;
+      throw new MagpieError(
+        'history_conflict',
+        payloads.length === 1
+          ? `channel ${first.channelId} already holds seq ${first.seq} or message ${first.messageId}`
+          : `one of ${payloads.length} messages is already held`,
+        { context: { channelId: first.channelId } },
+      );
+    }
+    if (!this.stage) return;
+    const transcripts = payloads.filter(({ entry }) => entry.kind === 'message').map(({ entry, location }) => transcriptInput(entry, location));
+    if (transcripts.length > 0) this.stage(transcripts);
   }
 
   private insert(entry: HistoryEntry, location: ChannelLocation): void {

@@ -1,13 +1,18 @@
 import type { SqlDatabase } from './database.js';
 
-export interface GroupCommitOptions {
+export interface GroupCommitOptions<P> {
   db: SqlDatabase;
+  /**
+   * Writes the payloads of one group, inside the group's open transaction: plain database work
+   * that can run twice (after a rollback) and throws if any payload cannot be written.
+   */
+  write: (payloads: P[]) => void;
   /** Writes in one transaction at most (a burst is cut into several commits beyond it). */
   maxBatch?: number;
 }
 
-interface QueuedWrite {
-  write: () => void;
+interface QueuedWrite<P> {
+  payload: P;
   resolve: () => void;
   reject: (error: unknown) => void;
 }
@@ -16,33 +21,30 @@ interface QueuedWrite {
 export const DEFAULT_GROUP_COMMIT_BATCH = 1_000;
 
 /**
- * Group commit over one SQLite connection. Each write is queued and its promise settles once the
- * transaction that carries it has committed, so a caller that awaits it knows its rows are in the
- * WAL (they survive `kill -9`). Writes queued during the same turn of the event loop share one
- * commit: a message alone is committed at the next `setImmediate` (no timer, no added delay),
- * while under load everything that arrived while the previous batch ran goes in the next one.
+ * Group commit over one database connection. Each payload is queued and its promise settles once
+ * the transaction that carries it has committed, so a caller that awaits it knows its rows are
+ * durable (in SQLite's WAL, they survive `kill -9`). Payloads queued during the same turn of the
+ * event loop share one commit: a message alone is committed at the next `setImmediate` (no
+ * timer, no added delay), while under load everything that arrived while the previous batch ran
+ * goes in the next one. The whole group goes to one `write` call, so a backend where each
+ * statement is a round trip (PostgreSQL) can write it in a few multi-row statements.
  *
- * A write that throws rolls the group back; the group is then retried one write per transaction,
- * so the bad write rejects alone (and a full disk rejects each write with its own error). Writes
- * must therefore be plain SQLite work that can run twice.
+ * A group whose write throws rolls back; it is then retried one payload per transaction, so the
+ * bad payload rejects alone (and a full disk rejects each with its own error).
  */
-export class GroupCommit {
-  private queue: QueuedWrite[] = [];
+export class GroupCommit<P> {
+  private queue: QueuedWrite<P>[] = [];
   private scheduled: NodeJS.Immediate | undefined;
   private readonly maxBatch: number;
-  private readonly commitGroup: (batch: QueuedWrite[]) => void;
-  private readonly db: SqlDatabase;
+  private readonly commitGroup: (payloads: P[]) => void;
   /** Commits done and writes carried (for benchmarks and status). */
   readonly stats = { commits: 0, writes: 0, largestGroup: 0 };
 
-  constructor(options: GroupCommitOptions) {
+  constructor(options: GroupCommitOptions<P>) {
     this.maxBatch = options.maxBatch ?? DEFAULT_GROUP_COMMIT_BATCH;
-    this.db = options.db;
     // No savepoint per write: FTS5 flushes its pending terms to a new segment at every
     // savepoint, which would cost as much as a commit per message.
-    this.commitGroup = options.db.transaction((batch: QueuedWrite[]) => {
-      for (const item of batch) item.write();
-    });
+    this.commitGroup = options.db.transaction((payloads: P[]) => options.write(payloads));
   }
 
   /** Writes queued and not yet committed. */
@@ -51,12 +53,12 @@ export class GroupCommit {
   }
 
   /**
-   * Queues `write` (synchronous SQLite work) for the next group; resolves once it committed.
-   * The promise rejects with the write's own error, or with the commit's.
+   * Queues `payload` for the next group; resolves once it committed. The promise rejects with the
+   * error of its own write, or with the commit's.
    */
-  submit(write: () => void): Promise<void> {
+  submit(payload: P): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ write, resolve, reject });
+      this.queue.push({ payload, resolve, reject });
       if (this.queue.length >= this.maxBatch) this.flush();
       else this.scheduled ??= setImmediate(() => this.flush());
     });
@@ -74,7 +76,7 @@ export class GroupCommit {
       const batch = this.queue.length <= this.maxBatch ? this.queue : this.queue.slice(0, this.maxBatch);
       this.queue = this.queue.length <= this.maxBatch ? [] : this.queue.slice(this.maxBatch);
       try {
-        this.commitGroup(batch);
+        this.commitGroup(batch.map((item) => item.payload));
       } catch {
         // One write (or the commit) failed and the whole group rolled back: each write is now
         // tried in a transaction of its own, so only the bad one (or all, if the disk is full) fails.
@@ -88,10 +90,10 @@ export class GroupCommit {
     }
   }
 
-  private commitOneByOne(batch: QueuedWrite[]): void {
+  private commitOneByOne(batch: QueuedWrite<P>[]): void {
     for (const item of batch) {
       try {
-        this.db.transaction(item.write)();
+        this.commitGroup([item.payload]);
         this.stats.commits += 1;
         this.stats.writes += 1;
         item.resolve();
