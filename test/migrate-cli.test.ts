@@ -138,6 +138,8 @@ test('a second migrate into a schema holding data is refused, --force replaces i
   assert.match(again.stderr, /--force/);
   assert.equal(await postgresCount(client, schema, 'history_entries'), 60);
 
+  // A table of someone else's in the same schema is neither counted as Magpie data nor touched.
+  await client.query(`CREATE TABLE "${schema}".operator_notes (note TEXT); INSERT INTO "${schema}".operator_notes VALUES ('keep me')`);
   // More history in the data dir, then --force: the target holds exactly the data dir's rows.
   const more = join(root.path, 'more.jsonl');
   writeFileSync(more, generateTranscript(90, { channels: 2 }));
@@ -146,6 +148,7 @@ test('a second migrate into a schema holding data is refused, --force replaces i
   assert.equal(forced.code, 0, forced.stderr);
   assert.match(forced.stdout, /replaced the data the schema held/);
   assert.equal(await postgresCount(client, schema, 'history_entries'), 90);
+  assert.equal(await postgresCount(client, schema, 'operator_notes'), 1);
 
   // A bot (here: this process) holding the data dir's writer lock keeps migrate out.
   const lock = WriterLock.acquire(dir, { command: 'magpie start' });

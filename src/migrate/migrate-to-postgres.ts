@@ -93,7 +93,7 @@ async function inTransaction(client: pg.Client, options: MigrateOptions, sources
   };
   try {
     const plan = await planCopy(client, schema, sources);
-    const dataTables = await targetDataTables(client, schema);
+    const dataTables = [...new Set([...plan.tables.map((table) => table.name), ...(await targetDataTables(client, schema, ALL_MIGRATIONS))])].sort();
     // Taken at once or not at all: a session reading or writing these tables (a bot left
     // running on this schema) is reported instead of waited for.
     await client.query(`SET LOCAL lock_timeout = '10s'`);
@@ -155,8 +155,9 @@ async function inTransaction(client: pg.Client, options: MigrateOptions, sources
     if (verification.ok) {
       await client.query('COMMIT');
       open = false;
-      // Fresh statistics, so the first queries on the copied tables are planned on real sizes.
-      await client.query(`ANALYZE ${plan.tables.map((table) => quote(table.name)).join(', ')}`);
+      // Fresh statistics, so the first queries on the copied tables are planned on real sizes;
+      // autovacuum would get there too, so a refusal here changes nothing that was committed.
+      await client.query(`ANALYZE ${plan.tables.map((table) => quote(table.name)).join(', ')}`).catch(() => undefined);
     } else {
       await rollback();
     }

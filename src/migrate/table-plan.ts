@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { MagpieError } from '../common/errors.js';
+import type { Migration } from '../storage/database.js';
 import { highestId, sourceColumns, sourceName, sourceTables, type SqliteSource } from './sqlite-sources.js';
 
 /**
@@ -123,10 +124,17 @@ export function isShifted(plan: CopyPlan, sourceIndex: number): boolean {
   return [...plan.offsets.values()].some((perSource) => (perSource[sourceIndex] ?? 0n) !== 0n);
 }
 
-/** The tables of the target schema that hold Magpie data (all but its own bookkeeping). */
-export async function targetDataTables(client: pg.ClientBase, schema: string): Promise<string[]> {
+/**
+ * The tables of the target schema that Magpie's migrations create: the ones checked for data,
+ * locked and (with --force) emptied. Other tables sharing the schema are never touched.
+ */
+export async function targetDataTables(client: pg.ClientBase, schema: string, migrations: readonly Migration[]): Promise<string[]> {
+  const created = new Set<string>();
+  for (const migration of migrations) {
+    for (const match of (migration.postgres ?? '').matchAll(/CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?"?(\w+)"?/gi)) created.add(match[1]!);
+  }
   const columns = await targetColumns(client, schema);
-  return [...columns.keys()].filter((name) => !TARGET_ONLY_TABLES.has(name)).sort();
+  return [...columns.keys()].filter((name) => created.has(name) && !TARGET_ONLY_TABLES.has(name)).sort();
 }
 
 async function targetColumns(client: pg.ClientBase, schema: string): Promise<Map<string, TargetColumn[]>> {
