@@ -15,7 +15,8 @@ import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
 import { WriterLock } from '../src/storage/writer-lock.js';
 import { generateTranscript, tempDir } from './compaction-support.js';
 import { MAGPIE_MAIN, runMagpie } from './support/magpie-process.js';
-import { dropSchema, freshSchema, postgresCount, postgresOrSkip, postgresRows, sqliteRows, sqliteTables } from './support/postgres-compare.js';
+import { freshSchema } from './support/postgres-available.js';
+import { dropSchema, postgresCount, postgresOrSkip, postgresRows, sqliteRows, sqliteTables } from './support/postgres-compare.js';
 import { TEST_DATABASE_URL } from './support/storage.js';
 
 /** A child's whole environment: SQLite for replay, the test server as migrate's target. */
@@ -75,7 +76,7 @@ test('a replayed data dir migrates with every row of every table, ids and sequen
   const client = await postgresOrSkip(t);
   if (!client) return;
   const root = tempDir();
-  const schema = freshSchema('full');
+  const schema = freshSchema('t_migrate_full');
   t.after(async () => {
     await dropSchema(client, schema);
     await client.end();
@@ -121,7 +122,7 @@ test('a second migrate into a schema holding data is refused, --force replaces i
   const client = await postgresOrSkip(t);
   if (!client) return;
   const root = tempDir();
-  const schema = freshSchema('again');
+  const schema = freshSchema('t_migrate_again');
   t.after(async () => {
     await dropSchema(client, schema);
     await client.end();
@@ -165,7 +166,7 @@ test('shard dirs merge into one schema: the first keeps its ids, the next are mo
   const client = await postgresOrSkip(t);
   if (!client) return;
   const root = tempDir();
-  const schema = freshSchema('shards');
+  const schema = freshSchema('t_migrate_shards');
   t.after(async () => {
     await dropSchema(client, schema);
     await client.end();
@@ -198,7 +199,7 @@ test('shard dirs merge into one schema: the first keeps its ids, the next are mo
   const clash = join(root.path, 'clash');
   await replayedDir(clash, 'shard-0', generateTranscript(10, { channels: 1 }), schema);
   await replayedDir(clash, 'shard-1', generateTranscript(10, { channels: 1, seed: 9 }), schema);
-  const refused = await migrate(['--data-dir', clash, '--schema', freshSchema('clash')], root.path, schema);
+  const refused = await migrate(['--data-dir', clash, '--schema', freshSchema('t_migrate_clash')], root.path, schema);
   assert.equal(refused.code, 1);
   assert.match(refused.stderr, /channel chan-0 has data in both shard-0 .* and shard-1/);
 });
@@ -207,7 +208,7 @@ test('kill -9 in the middle of the copy leaves the target without any of the dat
   const client = await postgresOrSkip(t);
   if (!client) return;
   const root = tempDir();
-  const schema = freshSchema('killed');
+  const schema = freshSchema('t_migrate_killed');
   t.after(async () => {
     await dropSchema(client, schema);
     await client.end();
@@ -252,7 +253,7 @@ test('kill -9 in the middle of the copy leaves the target without any of the dat
 test('bad flags and unusable targets are refused with what to do', { timeout: 120_000 }, async (t) => {
   const root = tempDir();
   t.after(() => root.remove());
-  const schema = freshSchema('flags');
+  const schema = freshSchema('t_migrate_flags');
   const dir = await replayedDir(root.path, 'data', generateTranscript(6, { channels: 1 }), schema);
   const cases: Array<{ args: string[]; extra?: NodeJS.ProcessEnv; code: number; stderr: RegExp }> = [
     { args: ['--data-dir', dir], code: 2, stderr: /missing required option --to/ },

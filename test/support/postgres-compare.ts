@@ -1,34 +1,24 @@
 /**
  * For tests that need PostgreSQL whatever backend the run tests (`magpie migrate`): a client on
- * the test server, fresh schemas, and the rows of a table on either side in one comparable form.
+ * the test server, and the rows of a table on either side in one comparable form.
  */
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { DATABASE_FILE } from '../../src/storage/database.js';
+import { requirePostgres } from './postgres-available.js';
 import { TEST_DATABASE_URL } from './storage.js';
 
 /**
- * A connected client, or undefined after `t.skip` with the reason. Under CI=true an unreachable
- * server fails the test instead: there the PostgreSQL checks must run.
+ * A connected client on the test server, or undefined after `t.skip` with the reason (under
+ * CI=true an unreachable server fails the test instead: there the PostgreSQL checks must run).
  */
 export async function postgresOrSkip(t: TestContext): Promise<pg.Client | undefined> {
+  if (!(await requirePostgres(t))) return undefined;
   const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
-  try {
-    await client.connect();
-    return client;
-  } catch (error) {
-    const reason = `PostgreSQL is not reachable at ${TEST_DATABASE_URL} (${(error as Error).message})`;
-    if (process.env.CI === 'true') throw new Error(`${reason}, and CI=true: the migrate tests must run`);
-    t.skip(`${reason}; skipped`);
-    return undefined;
-  }
-}
-
-/** A schema name no other test uses; `run-postgres-suite` drops leftovers (`t_` prefix). */
-export function freshSchema(label: string): string {
-  return `t_migrate_${label}_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
+  await client.connect();
+  return client;
 }
 
 export async function dropSchema(client: pg.Client, schema: string): Promise<void> {
