@@ -5,7 +5,7 @@ import type { ChannelSettings } from '../config/types.js';
 import type { ToolDefinition } from '../llm/chat-model.js';
 import type { MemoryStore } from '../memory/types.js';
 import type { SqlDatabase } from '../storage/database.js';
-import type { CompactionCoordinator, UsageObserver } from '../compaction/coordinator.js';
+import type { CompactionCoordinator } from '../compaction/coordinator.js';
 import type { CompactionScheduler } from '../compaction/scheduler.js';
 import type { Summarizer } from '../compaction/summarizer.js';
 import type { ChannelState } from './channel-state.js';
@@ -31,8 +31,8 @@ export interface ChannelRuntimeOptions {
   scheduler?: CompactionScheduler;
   /** Sees what no event reports because it happens too often to log (metrics). */
   observer?: RuntimeObserver;
-  /** Sees usage at every check (the compaction log). */
-  usageObserver?: UsageObserver;
+  /** Sees usage at every check, and what the estimate counted (the compaction log). */
+  usageObserver?: EstimateObserver;
   /** How often transcript writes that failed are sent again, in ms (0: only before compaction). Default 30 s. */
   archiveRepairIntervalMs?: number;
 }
@@ -43,6 +43,15 @@ export interface RuntimeObserver {
   messageIngested?(): void;
   /** The usage one Compactor check saw (the same number it compares with the thresholds). */
   usageChecked?(usage: number): void;
+}
+
+/**
+ * Watches usage at each check (the compaction log), with the tokens of the tool definitions the
+ * estimate counted: `magpie status` reads them back to count as this runtime did. Must stay
+ * cheap: it runs after every message.
+ */
+export interface EstimateObserver {
+  observe(state: ChannelState, usage: number, estimatedTokens: number, settings: ChannelSettings, toolTokens: number): void;
 }
 
 /** What a model request of a channel is estimated at, and how the estimate is corrected there. */

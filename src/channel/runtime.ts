@@ -1,7 +1,7 @@
 import { systemClock, type Clock } from '../common/clock.js';
 import type { ChannelSettings } from '../config/types.js';
 import type { ModelRequest, ToolDefinition } from '../llm/chat-model.js';
-import { CompactionCoordinator, type CompactionOutcome } from '../compaction/coordinator.js';
+import { CompactionCoordinator, type CompactionOutcome, type UsageObserver } from '../compaction/coordinator.js';
 import type { CompactionAction } from '../compaction/compactor.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { ImmediateScheduler } from '../compaction/scheduler.js';
@@ -23,12 +23,12 @@ import { IngestPath } from './ingest-path.js';
 import { IngestWriter } from './ingest-writer.js';
 import { MessageChanges } from './message-changes.js';
 import { channelSettingsIn, windowChanged } from './reload-check.js';
-import type { ChannelRuntimeOptions, LiveContext, RequestEstimate, RuntimeParts, TurnEntryInput, UserErasure } from './runtime-types.js';
+import type { ChannelRuntimeOptions, EstimateObserver, LiveContext, RequestEstimate, RuntimeParts, TurnEntryInput, UserErasure } from './runtime-types.js';
 import { SerialQueue } from './serial-queue.js';
 import { TranscriptArchiver } from './transcript-archiver.js';
 import type { ContextStatus, HistoryEntry, IncomingMessage } from './types.js';
 
-export type { ChannelRuntimeOptions, LiveContext, RequestEstimate, RuntimeObserver, TurnEntryInput, UserErasure } from './runtime-types.js';
+export type { ChannelRuntimeOptions, EstimateObserver, LiveContext, RequestEstimate, RuntimeObserver, TurnEntryInput, UserErasure } from './runtime-types.js';
 
 /**
  * Every channel's history and live context, one serial turn queue per channel, and the
@@ -105,7 +105,7 @@ export class ChannelRuntime {
         return this.archiver.retryFailed(state, entries);
       },
       ...(options.observer?.usageChecked ? { usageChecked: (usage: number) => options.observer!.usageChecked!(usage) } : {}),
-      ...(options.usageObserver ? { usageObserver: options.usageObserver } : {}),
+      ...(options.usageObserver ? { usageObserver: this.observeEstimates(options.usageObserver) } : {}),
     });
     this.privacy = new PrivacyPropagator({
       db: options.db,
@@ -354,6 +354,11 @@ export class ChannelRuntime {
     const ceiling = (settings.compaction.emergencyThreshold * room) / next.factor;
     const truncated = this.coordinator.truncateNow(state, { ceilingTokens: ceiling, reason: 'context_overflow' });
     return truncated || next.factor > before;
+  }
+
+  /** The coordinator's usage hook, passing on the tool tokens each estimate counted. */
+  private observeEstimates(observer: EstimateObserver): UsageObserver {
+    return { observe: (state, usage, tokens, settings) => observer.observe(state, usage, tokens, settings, this.estimator.toolTokens) };
   }
 
   private channel(channelId: string): ChannelState {

@@ -15,10 +15,11 @@ import { parseFlags } from '../parse-flags.js';
 
 const USAGE = `Usage: magpie status [--data-dir DIR] [--channel ID] [--config FILE] [--json]
 
-Each channel's state: context usage and estimated tokens (counted as the bot counts them, with
-the window and thresholds the runtime last used, from the compaction log, else from the
-config), live messages, stacked summaries and truncation
-markers, archive size, memories, the last compaction and the compactions of the last 24 hours.
+Each channel's state: context usage and estimated tokens (counted as the runtime that wrote the
+data counted them: the bot with its tool definitions, a replay without; with the window and
+thresholds it last used; all from the compaction log, else from the config), live messages,
+stacked summaries and truncation markers, archive size, memories, the last compaction and the
+compactions of the last 24 hours.
 Opens the database read-only: safe beside a running bot.
 
 Options:
@@ -82,9 +83,11 @@ export const statusCommand: CliCommand = {
         );
         return EXIT.failure;
       }
-      const statuses = (channel === undefined ? known : [channel]).map((id) => channelStatus(db, id, new LiveConfig(config), Date.now()));
       // Personas set from chat with /persona live in the data dir, never in config.toml.
-      const personas = listPersonas(db).filter((persona) => channel === undefined || persona.channelId === channel);
+      const allPersonas = listPersonas(db);
+      const promptOf = (channelId: string): string | undefined => allPersonas.find((persona) => persona.channelId === channelId)?.prompt;
+      const statuses = (channel === undefined ? known : [channel]).map((id) => channelStatus(db, id, new LiveConfig(config), Date.now(), promptOf(id)));
+      const personas = allPersonas.filter((persona) => channel === undefined || persona.channelId === channel);
       if (parsed.values.json) {
         const shown = personas.map((persona) => ({ channel_id: persona.channelId, prompt: persona.prompt, set_by: persona.setBy, set_at: new Date(persona.setAt).toISOString() }));
         io.stdout.write(`${JSON.stringify({ data_dir: dataDir, channels: statuses, personas: shown })}\n`);
@@ -102,7 +105,7 @@ export const statusCommand: CliCommand = {
   },
 };
 
-function channelStatus(db: SqlDatabase, channelId: string, config: LiveConfig, now: number): ChannelStatus {
+function channelStatus(db: SqlDatabase, channelId: string, config: LiveConfig, now: number, persona: string | undefined): ChannelStatus {
   const census = contextCensus(db, channelId);
   const log = readCompactionLog(db, { channelId })[0];
   // The window and thresholds the runtime last used (hot reloads included, a replay's
@@ -116,10 +119,13 @@ function channelStatus(db: SqlDatabase, channelId: string, config: LiveConfig, n
     aggressive: recorded?.aggressive_threshold ?? configured.compaction.aggressiveThreshold,
     emergency: recorded?.emergency_threshold ?? configured.compaction.emergencyThreshold,
   };
-  // The bot's own count: system prompt, the memory tools, the summary header, summaries, live entries.
+  // The runtime's own count: system prompt, tool definitions, the summary header, summaries, live
+  // entries. Prompt and tools as that runtime counted them (a replay offers no tools, the bot
+  // its own); a log from before they were recorded: the persona or configured prompt and the
+  // two memory tools, as the bot had.
   const estimated =
-    estimateTokens(configured.systemPrompt) +
-    estimateToolTokens([...MEMORY_TOOL_DEFINITIONS]) +
+    (recorded?.prompt_tokens ?? estimateTokens(persona ?? configured.systemPrompt)) +
+    (recorded?.tool_tokens ?? estimateToolTokens([...MEMORY_TOOL_DEFINITIONS])) +
     (census.summaries + census.markers > 0 ? SUMMARY_HEADER_TOKENS : 0) +
     census.summaryTokens +
     census.liveEntryTokens;
