@@ -78,7 +78,7 @@ export class MessageChanges {
       }
       state.archivedCount -= seqs.length;
     }
-    if (messageIds.length === 0) return { messages: 0, counts: { toolEntries: 0, summaries: 0, memoriesDeleted: 0, memoriesUpdated: 0 } };
+    if (messageIds.length === 0) return { messages: 0, counts: { toolEntries: 0, summaries: 0, memoriesDeleted: 0, memoriesUpdated: 0, workerTasks: 0 } };
     // A transcript write still in flight would bring a deleted message back: let it land first.
     await parts.archiver.settled(state);
     await parts.options.memory.deleteTranscript(channelId, messageIds);
@@ -89,6 +89,7 @@ export class MessageChanges {
       channel_id: channelId,
       messages: seqs.length,
       tool_entries_redacted: changes.counts.toolEntries,
+      worker_tasks_redacted: changes.counts.workerTasks,
       summaries_changed: changes.counts.summaries,
       memories_deleted: changes.counts.memoriesDeleted,
       memories_updated: changes.counts.memoriesUpdated,
