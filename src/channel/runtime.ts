@@ -1,3 +1,5 @@
+import { isPostgres } from '../storage/sql-database.js';
+import { PgChannelLocks } from '../storage/postgres/pg-channel-locks.js';
 import { systemClock, type Clock } from '../common/clock.js';
 import type { ChannelSettings } from '../config/types.js';
 import type { ModelRequest, ToolDefinition } from '../llm/chat-model.js';
@@ -92,6 +94,8 @@ export class ChannelRuntime {
     const scheduler = options.scheduler ?? new ImmediateScheduler();
     this.coordinator = new CompactionCoordinator({
       store: this.store,
+      // On a shared store, one process at a time compacts a channel.
+      ...(isPostgres(options.db) ? { locks: new PgChannelLocks(options.db) } : {}),
       events: options.events,
       clock: this.clock,
       summarizer: withAttachmentNote(options.summarizer),
