@@ -279,3 +279,39 @@ test('status counts what the runtime that wrote the data counted: no tools after
   assert.equal(afterBot.channels[0]!.usage, Math.round(counted.usage * 10_000) / 10_000);
   dir.remove();
 });
+
+test('status reads every shard data dir of a sharded deployment', async (t) => {
+  // Shard dirs are a SQLite layout; on PostgreSQL every shard shares one schema.
+  if (process.env.MAGPIE_TEST_STORAGE === 'postgres') return t.skip('shard data dirs are SQLite only');
+  const dir = tempDir();
+  try {
+    const base = join(dir.path, 'data');
+    for (const [shard, channel] of [
+      [0, 'guild-a-chan'],
+      [1, 'guild-b-chan'],
+    ] as const) {
+      const transcript = join(dir.path, `shard-${shard}.jsonl`);
+      writeFileSync(
+        transcript,
+        [0, 1, 2].map((index) => JSON.stringify({ id: `${shard}-${index}`, channel, author: 'ana', content: `hello number ${index}` })).join('\n') + '\n',
+      );
+      const replayed = await magpie(['replay', transcript, '--data-dir', join(base, `shard-${shard}`)], dir.path);
+      assert.equal(replayed.code, 0, replayed.stderr);
+    }
+    const status = await magpie(['status', '--data-dir', base, '--json'], dir.path);
+    assert.equal(status.code, 0, status.stderr);
+    const channels = (JSON.parse(status.stdout) as { channels: Array<{ channel_id: string; archived_messages: number }> }).channels;
+    assert.deepEqual(
+      channels.map((channel) => [channel.channel_id, channel.archived_messages]),
+      [
+        ['guild-a-chan', 3],
+        ['guild-b-chan', 3],
+      ],
+    );
+    const one = await magpie(['status', '--data-dir', base, '--channel', 'guild-b-chan', '--json'], dir.path);
+    assert.equal(one.code, 0, one.stderr);
+    assert.equal((JSON.parse(one.stdout) as { channels: unknown[] }).channels.length, 1);
+  } finally {
+    dir.remove();
+  }
+});
