@@ -1,4 +1,5 @@
 import { hasTable } from '../storage/read-only.js';
+import { isPostgres } from '../storage/sql-database.js';
 import { createHash } from 'node:crypto';
 import { systemClock, type Clock } from '../common/clock.js';
 import { InputError } from '../common/errors.js';
@@ -139,6 +140,11 @@ export class SqliteMemoryStore implements MemoryStore {
     return (entries) => {
       this.assertOpen();
       const now = this.clock.now();
+      if (isPostgres(this.db) && entries.length > 1) {
+        this.stageMany(entries, now);
+        this.backlog.schedule();
+        return;
+      }
       for (const entry of entries) {
         const indexKey = channelKey(entry.channelId);
         const text = transcriptText(entry.authorName, entry.content);
@@ -147,6 +153,42 @@ export class SqliteMemoryStore implements MemoryStore {
       }
       this.backlog.schedule();
     };
+  }
+
+  /** A group's transcript rows and their backlog rows in two statements (PostgreSQL: a round trip each). */
+  private stageMany(entries: TranscriptEntryInput[], now: number): void {
+    const rows = entries.map((entry) => {
+      const indexKey = channelKey(entry.channelId);
+      return this.transcriptRow(entry, transcriptText(entry.authorName, entry.content), indexKey, now) as Record<string, string | number | null>;
+    });
+    const column = (name: string): unknown[] => rows.map((row) => row[name] ?? null);
+    const inserted = this.db
+      .prepare(
+        `INSERT INTO memory_items (kind, content, scope, index_key, channel_id, guild_id, user_id, message_id, author_id,
+           author_name, source_ids, content_hash, fts_tags, created_at, updated_at)
+         SELECT 'transcript', content, 'channel', index_key, channel_id, guild_id, user_id, message_id, author_id,
+           author_name, '[]', content_hash, fts_tags, created_at, @now
+           FROM unnest(@content::text[], @indexKey::text[], @channelId::text[], @guildId::text[], @userId::text[],
+             @messageId::text[], @authorId::text[], @authorName::text[], @contentHash::text[], @ftsTags::text[], @createdAt::bigint[])
+             AS staged (content, index_key, channel_id, guild_id, user_id, message_id, author_id, author_name, content_hash, fts_tags, created_at)
+         ON CONFLICT DO NOTHING
+         RETURNING rowid, index_key`,
+      )
+      .all({
+        now,
+        ...Object.fromEntries(
+          ['content', 'indexKey', 'channelId', 'guildId', 'userId', 'messageId', 'authorId', 'authorName', 'contentHash', 'ftsTags', 'createdAt'].map(
+            (name) => [name, column(name)],
+          ),
+        ),
+      }) as Array<{ rowid: number; index_key: string }>;
+    if (inserted.length === 0) return;
+    this.db
+      .prepare(
+        `INSERT INTO memory_vector_backlog (item_rowid, index_key)
+         SELECT * FROM unnest(@rowids::bigint[], @indexKeys::text[]) ON CONFLICT DO NOTHING`,
+      )
+      .run({ rowids: inserted.map((row) => row.rowid), indexKeys: inserted.map((row) => row.index_key) });
   }
 
   async save(input: SaveMemoryInput): Promise<SaveMemoryResult> {

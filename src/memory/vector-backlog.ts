@@ -1,6 +1,7 @@
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 import type { SqlDatabase } from '../storage/database.js';
+import { isPostgres } from '../storage/sql-database.js';
 import { dot, vectorToBlob, type Embedder } from './embedder.js';
 import type { VectorIndexManager } from './index-manager.js';
 import { StatementCache } from './statement-cache.js';
@@ -17,6 +18,14 @@ export interface VectorBacklogOptions {
   maxScan?: number;
   /** How long new rows wait for company before a drain starts (default 10 ms). */
   delayMs?: number;
+}
+
+/** A backlog row as a batch reads it. */
+interface BacklogRow {
+  rowid: number;
+  index_key: string;
+  content: string;
+  content_hash: string;
 }
 
 /** Waits after a failed embedding, doubling up to the maximum. */
@@ -141,16 +150,8 @@ export class VectorBacklog {
     }
   }
 
-  /** Embeds and writes one batch; returns how many rows it took off the backlog. */
-  private async step(): Promise<number> {
-    const rows = this.statements
-      .get(
-        `SELECT b.item_rowid AS rowid, b.index_key, i.content, i.content_hash FROM memory_vector_backlog b
-         JOIN memory_items i ON i.rowid = b.item_rowid ORDER BY b.item_rowid LIMIT ?`,
-      )
-      .all(this.batch) as Array<{ rowid: number; index_key: string; content: string; content_hash: string }>;
-    if (rows.length === 0) return 0;
-    const vectors = await this.options.embedder.embed(rows.map((row) => row.content));
+  /** SQLite: each row checked and written with its own statements (cheap, no round trips). */
+  private writeEach(rows: BacklogRow[], vectors: Float32Array[]): { written: number; keys: Set<string> } {
     const { db } = this.options;
     const current = this.statements.get(
       'SELECT i.content_hash FROM memory_vector_backlog b JOIN memory_items i ON i.rowid = b.item_rowid WHERE b.item_rowid = ?',
@@ -172,6 +173,50 @@ export class VectorBacklog {
         written += 1;
       });
     })();
+    return { written, keys };
+  }
+
+  /**
+   * PostgreSQL: the batch in three statements (each one a round trip), with the same checks: a
+   * row deleted or edited since it was read is left alone.
+   */
+  private writeGrouped(rows: BacklogRow[], vectors: Float32Array[]): { written: number; keys: Set<string> } {
+    const { db } = this.options;
+    const batch = {
+      rowids: rows.map((row) => row.rowid),
+      hashes: rows.map((row) => row.content_hash),
+      vectors: vectors.map((vector) => vectorToBlob(vector)),
+    };
+    const current = `unnest(@rowids::bigint[], @hashes::text[], @vectors::bytea[]) AS batch (item_rowid, content_hash, vector)
+      JOIN memory_vector_backlog b ON b.item_rowid = batch.item_rowid
+      JOIN memory_items i ON i.rowid = batch.item_rowid AND i.content_hash = batch.content_hash`;
+    const added = db.transaction(() => {
+      db.prepare(`DELETE FROM memory_vectors WHERE item_rowid IN (SELECT batch.item_rowid FROM ${current})`).run(batch);
+      const inserted = db
+        .prepare(
+          `INSERT INTO memory_vectors (item_rowid, index_key, vector)
+           SELECT batch.item_rowid, b.index_key, batch.vector FROM ${current} RETURNING item_rowid, index_key`,
+        )
+        .all(batch) as Array<{ item_rowid: number; index_key: string }>;
+      if (inserted.length > 0) {
+        db.prepare('DELETE FROM memory_vector_backlog WHERE item_rowid = ANY(@done::bigint[])').run({ done: inserted.map((row) => row.item_rowid) });
+      }
+      return inserted;
+    })();
+    return { written: added.length, keys: new Set(added.map((row) => row.index_key)) };
+  }
+
+  /** Embeds and writes one batch; returns how many rows it took off the backlog. */
+  private async step(): Promise<number> {
+    const rows = this.statements
+      .get(
+        `SELECT b.item_rowid AS rowid, b.index_key, i.content, i.content_hash FROM memory_vector_backlog b
+         JOIN memory_items i ON i.rowid = b.item_rowid ORDER BY b.item_rowid LIMIT ?`,
+      )
+      .all(this.batch) as BacklogRow[];
+    if (rows.length === 0) return 0;
+    const vectors = await this.options.embedder.embed(rows.map((row) => row.content));
+    const { written, keys } = isPostgres(this.options.db) ? this.writeGrouped(rows, vectors) : this.writeEach(rows, vectors);
     for (const key of keys) this.options.indexes.noteInserted(key);
     // Rows edited meanwhile stay in the backlog: count them as progress only if something moved.
     return written > 0 ? rows.length : 0;

@@ -16,6 +16,7 @@ export const POSTGRES_SUITE = [
   'channel-runtime',
   'compaction-invariants',
   'memory-store',
+  'group-commit',
 ];
 
 const testDir = path.dirname(path.dirname(fileURLToPath(import.meta.url)));

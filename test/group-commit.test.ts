@@ -1,0 +1,142 @@
+/**
+ * A group commit writes its whole group at once (on PostgreSQL in a few multi-row statements),
+ * yet keeps the per-message contract: a message already held rejects alone, every other one is
+ * stored with its transcript row, and the vectors that follow skip a row edited meanwhile.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { HistoryStore } from '../src/channel/history-store.js';
+import { IngestWriter } from '../src/channel/ingest-writer.js';
+import type { HistoryEntry } from '../src/channel/types.js';
+import { DEFAULTS } from '../src/config/defaults.js';
+import { HashingEmbedder, openMemoryStore, type Embedder } from '../src/memory/index.js';
+import { tempDir } from './compaction-support.js';
+import { openTestDatabase } from './support/storage.js';
+
+function message(channel: number, index: number): HistoryEntry {
+  return {
+    seq: index + 1,
+    channelId: `gc-${channel}`,
+    messageId: `gc-${channel}-${index}`,
+    kind: 'message',
+    role: 'user',
+    authorId: 'u1',
+    authorName: 'ann',
+    content: `note ${index} of channel ${channel}: the ferry leaves at nine`,
+    createdAt: 1_000 + index,
+    tokens: 12,
+    turnId: index + 1,
+  };
+}
+
+/** The hashing embedder behind a gate: each batch waits until `open()` is called. */
+class GatedEmbedder implements Embedder {
+  private readonly inner = new HashingEmbedder({ dimension: 64 });
+  readonly name = this.inner.name;
+  readonly dimension = this.inner.dimension;
+  private gate: Promise<void> = Promise.resolve();
+  private release: (() => void) | undefined;
+  waiting: Promise<void> | undefined;
+  private arrived: (() => void) | undefined;
+
+  hold(): void {
+    this.gate = new Promise((resolve) => (this.release = resolve));
+    this.waiting = new Promise((resolve) => (this.arrived = resolve));
+  }
+
+  open(): void {
+    this.release?.();
+    this.gate = Promise.resolve();
+  }
+
+  async embed(texts: string[]): Promise<Float32Array[]> {
+    this.arrived?.();
+    await this.gate;
+    return this.inner.embed(texts);
+  }
+}
+
+test('a group of messages is stored whole; one already held rejects alone', async () => {
+  const dir = tempDir();
+  const db = openTestDatabase(dir.path);
+  const memory = await openMemoryStore({ db, dataDir: dir.path, settings: DEFAULTS.memory, embedder: new HashingEmbedder({ dimension: 64 }) });
+  try {
+    const store = new HistoryStore(db);
+    const writer = new IngestWriter({ db, store, memory });
+    assert.ok(writer.staged, 'transcript rows commit with their history rows');
+    await writer.write(message(0, 0), { guildId: 'g1' });
+
+    // One group: 40 new messages over 4 channels, and one whose id channel 0 already holds.
+    const fresh: HistoryEntry[] = [];
+    for (let index = 1; index <= 10; index += 1) for (let channel = 0; channel < 4; channel += 1) fresh.push(message(channel, index));
+    const writes = fresh.map((entry) => writer.write(entry, { guildId: 'g1' }));
+    const duplicate = writer.write({ ...message(0, 0), seq: 99 }, { guildId: 'g1' });
+    await Promise.all(writes);
+    await assert.rejects(duplicate, (error: { code?: string }) => error.code === 'history_conflict');
+
+    for (let channel = 0; channel < 4; channel += 1) {
+      const held = store.archive(`gc-${channel}`).map((entry) => entry.messageId);
+      const expected = Array.from({ length: channel === 0 ? 11 : 10 }, (_, position) => `gc-${channel}-${channel === 0 ? position : position + 1}`);
+      assert.deepEqual(held, expected, `channel ${channel} holds its messages in order, once`);
+    }
+    const transcripts = db.prepare(`SELECT COUNT(*) AS total FROM memory_items WHERE kind = 'transcript'`).get() as { total: number };
+    assert.equal(Number(transcripts.total), 41, 'every stored message has its transcript row');
+
+    await memory.whenIndexed();
+    const vectors = db.prepare('SELECT COUNT(*) AS total FROM memory_vectors').get() as { total: number };
+    const owed = db.prepare('SELECT COUNT(*) AS total FROM memory_vector_backlog').get() as { total: number };
+    assert.deepEqual([Number(vectors.total), Number(owed.total)], [41, 0], 'every transcript row got its vector');
+  } finally {
+    await memory.close();
+    db.close();
+    dir.remove();
+  }
+});
+
+test('a row edited while its vector was being made gets the vector of its new text', async () => {
+  const dir = tempDir();
+  const db = openTestDatabase(dir.path);
+  const embedder = new GatedEmbedder();
+  const memory = await openMemoryStore({ db, dataDir: dir.path, settings: DEFAULTS.memory, embedder });
+  try {
+    const writer = new IngestWriter({ db, store: new HistoryStore(db), memory });
+    embedder.hold();
+    await Promise.all([writer.write(message(0, 0), {}), writer.write(message(0, 1), {})]);
+    // The backlog has read both rows and waits for their vectors: one is edited now.
+    await embedder.waiting;
+    await memory.updateTranscript('gc-0', 'gc-0-1', 'the ferry now leaves at ten');
+    embedder.open();
+    await memory.whenIndexed();
+
+    const rows = db
+      .prepare(
+        `SELECT i.content, v.vector FROM memory_items i JOIN memory_vectors v ON v.item_rowid = i.rowid
+          WHERE i.kind = 'transcript' ORDER BY i.rowid`,
+      )
+      .all() as Array<{ content: string; vector: Uint8Array }>;
+    assert.equal(rows.length, 2, 'both rows have one vector');
+    const reference = new HashingEmbedder({ dimension: 64 });
+    for (const row of rows) {
+      const stored = new Float32Array(new Uint8Array(row.vector).buffer);
+      assert.deepEqual([...stored], [...reference.embedOne(row.content)], `the vector is that of "${row.content}"`);
+    }
+  } finally {
+    embedder.open();
+    await memory.close();
+    db.close();
+    dir.remove();
+  }
+});
+
+test('large batches embedded on the embedding thread equal the inline vectors', async () => {
+  const texts = Array.from({ length: 200 }, (_, index) => `message ${index}: Ünïcode, numbers ${index * 7} and the café rota`);
+  const inline = new HashingEmbedder({ dimension: 256 });
+  const threaded = new HashingEmbedder({ dimension: 256, offThread: true });
+  const [expected, actual] = [await inline.embed(texts), await threaded.embed(texts)];
+  assert.equal(actual.length, texts.length);
+  actual.forEach((vector, index) => assert.deepEqual([...vector], [...expected[index]!], `vector ${index}`));
+  // Another weighting in the same thread keeps its own vectors.
+  const weighted = new HashingEmbedder({ dimension: 256, stopWordWeight: 0.5, offThread: true });
+  const reweighted = await weighted.embed(texts);
+  assert.deepEqual([...reweighted[3]!], [...new HashingEmbedder({ dimension: 256, stopWordWeight: 0.5 }).embedOne(texts[3]!)]);
+});
