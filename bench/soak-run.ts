@@ -60,6 +60,8 @@ export interface SoakReport {
   ingestSeconds: number;
   messagesPerSecond: number;
   peakRssBytes: number;
+  /** Peak RSS while the verdict searched every channel in turn (each search loads that channel's index). */
+  peakRssVerifyBytes: number;
   baselineRssBytes: number;
   peakLoadedChannels: number;
   /** Heap still held per channel once every channel is unloaded (after a GC when exposed). */
@@ -128,6 +130,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const sampler = setInterval(() => {
     peakRss = Math.max(peakRss, process.memoryUsage().rss);
   }, 50);
+  let verifySampler: NodeJS.Timeout | undefined;
   const started = performance.now();
   try {
     let sent = 0;
@@ -173,8 +176,14 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const idleRss = process.memoryUsage().rss;
     const idleHeap = process.memoryUsage().heapUsed;
 
+    let peakVerifyRss = process.memoryUsage().rss;
+    verifySampler = setInterval(() => {
+      peakVerifyRss = Math.max(peakVerifyRss, process.memoryUsage().rss);
+    }, 50);
     const verifyStarted = performance.now();
     const verdict = await verifyNothingLost({ db, memory, channels: options.channels, messagesPerChannel: options.messagesPerChannel, search: options.search });
+    clearInterval(verifySampler);
+    peakVerifyRss = Math.max(peakVerifyRss, process.memoryUsage().rss);
     const messages = options.channels * options.messagesPerChannel;
     return {
       options,
@@ -182,6 +191,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       ingestSeconds,
       messagesPerSecond: messages / ingestSeconds,
       peakRssBytes: peakRss,
+      peakRssVerifyBytes: peakVerifyRss,
       baselineRssBytes: baselineRss,
       peakLoadedChannels: peakLoaded,
       heapPerIdleChannelBytes: Math.max(0, idleHeap - baselineHeap) / options.channels,
@@ -194,6 +204,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     };
   } finally {
     clearInterval(sampler);
+    clearInterval(verifySampler);
     await runtime.close();
     await memory.close();
     db.close();
@@ -239,6 +250,9 @@ export async function verifyNothingLost(options: {
       }
       if (sample && !sample.has(index)) continue;
       verdict.searched += 1;
+      // A bot's searches come one per turn, between network reads; so do these (native index
+      // memory is returned on a later turn of the event loop, never inside a run of promises).
+      if (verdict.searched % 16 === 0) await new Promise((resolve) => setImmediate(resolve));
       const results = await options.memory.search({ location: { channelId, guildId: 'soak-guild' }, query: soakText(channel, index), limit: 5 });
       if (!results.some((result) => result.source_ids.includes(id))) {
         verdict.notFound += 1;

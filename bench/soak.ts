@@ -52,6 +52,7 @@ const { verdict } = report;
 const lines = [
   `  messages ingested: ${report.messages} in ${report.ingestSeconds.toFixed(1)} s = ${Math.round(report.messagesPerSecond)} messages/s (each durably committed and searchable before it counts)`,
   `  peak RSS: ${(report.peakRssBytes / MIB).toFixed(0)} MiB (baseline ${(report.baselineRssBytes / MIB).toFixed(0)} MiB); peak loaded channels ${report.peakLoadedChannels} (cap ${soak.maxLoadedChannels})`,
+  `  peak RSS while verifying (a memory_search in every channel in turn, ${report.verdict.searched} searches): ${(report.peakRssVerifyBytes / MIB).toFixed(0)} MiB`,
   `  RSS per loaded channel at peak: ${((report.peakRssBytes - report.baselineRssBytes) / Math.max(1, report.peakLoadedChannels) / 1024).toFixed(1)} KiB`,
   `  per idle (unloaded) channel: heap ${report.heapPerIdleChannelBytes.toFixed(0)} bytes, RSS ${report.rssPerIdleChannelBytes.toFixed(0)} bytes (RSS is not returned to the OS at once)`,
   `  compactions triggered by tier: background ${report.tiers.background}, aggressive ${report.tiers.aggressive}, emergency ${report.tiers.emergency}`,

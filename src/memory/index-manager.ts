@@ -356,23 +356,27 @@ export class VectorIndexManager {
   }
 
   private scheduleCatchUp(entry: LoadedIndex): void {
-    if (this.closed || this.scheduled.has(entry.key)) return;
-    this.scheduled.add(entry.key);
+    const { key } = entry;
+    if (this.closed || this.scheduled.has(key)) return;
+    this.scheduled.add(key);
+    // The queue holds the key, not the index: an index evicted while its turn waits (a burst of
+    // searches over many channels) is freed at once, not when the queue reaches it.
     const run = (resolve: () => void): void => {
       setImmediate(() => {
-        if (entry.evicted || this.closed) {
-          this.scheduled.delete(entry.key);
+        const current = this.loaded.get(key);
+        if (!current || current.evicted || this.closed) {
+          this.scheduled.delete(key);
           resolve();
           return;
         }
         let done = true;
         try {
-          done = this.catchUp(entry, this.sliceMs);
+          done = this.catchUp(current, this.sliceMs);
         } catch {
           done = true; // The database went away (closed); the next load starts over from SQLite.
         }
         if (done) {
-          this.scheduled.delete(entry.key);
+          this.scheduled.delete(key);
           resolve();
         } else {
           run(resolve);
