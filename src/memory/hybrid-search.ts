@@ -2,8 +2,9 @@ import type { SqlDatabase } from '../storage/database.js';
 import { blobToVector, dot } from './embedder.js';
 import type { VectorIndexManager } from './index-manager.js';
 import { StatementCache } from './statement-cache.js';
-import { KIND_MEMORY_TAG, KIND_TRANSCRIPT_TAG, typeTag, type Visibility } from './scope.js';
-import { ftsAnyOf, queryTerms } from './text.js';
+import { fullTextFor, type FullText } from './full-text.js';
+import type { Visibility } from './scope.js';
+import { queryTerms } from './text.js';
 import type { MemoryKind, MemoryType, SearchResult } from './types.js';
 
 /** Knobs of the fusion, chosen on LoCoMo evidence recall (see the memory benchmarks). */
@@ -98,8 +99,9 @@ const ITEM_COLUMNS =
  */
 export class HybridSearch {
   /** Document counts of terms, refreshed after a while: only used to bound query cost. */
-  private readonly termCounts = new Map<string, { count: number; at: number }>();
+  private readonly termCountCache = new Map<string, { count: number; at: number }>();
   private readonly statements: StatementCache;
+  private readonly fullText: FullText;
 
   constructor(
     db: SqlDatabase,
@@ -107,6 +109,7 @@ export class HybridSearch {
     private readonly tuning: SearchTuning,
   ) {
     this.statements = new StatementCache(db);
+    this.fullText = fullTextFor(db);
   }
 
   run(request: HybridSearchRequest): SearchResult[] {
@@ -207,32 +210,24 @@ export class HybridSearch {
   }
 
   private textCandidates(request: HybridSearchRequest, count: number): Array<{ label: number; strength: number }> {
-    const terms = ftsAnyOf(this.affordableTerms(queryTerms(request.queryText)));
-    if (!terms) return [];
-    const { visibility } = request;
-    // Scope, kind and type are FTS tokens, so the whole filter runs inside the full-text match:
-    // no join per matching row, and nothing outside the scope competes for the top candidates.
-    const filters = [`fts_tags : (${visibility.ftsTags})`];
-    if (request.kind) filters.push(`fts_tags : ${request.kind === 'memory' ? KIND_MEMORY_TAG : KIND_TRANSCRIPT_TAG}`);
-    if (request.memoryType) filters.push(`fts_tags : ${typeTag(request.memoryType)}`);
-    const contentMatch = `content : (${terms})`;
-    // bm25() computes statistics for every phrase of its MATCH, the scope tag included, and a
-    // tag's doclist is as long as the whole channel. So bm25 ranks the content terms alone and
-    // the scoped match (cheap without bm25) restricts the rows before the top is taken.
-    const rows = this.statements
-      .get(
-        `SELECT rowid AS label, bm25(memory_fts, 1.0, 0.0) AS rank FROM memory_fts
-         WHERE memory_fts MATCH ? AND +rowid IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?)
-         ORDER BY rank LIMIT ?`,
-      )
-      .all(contentMatch, `${filters.join(' AND ')} AND ${contentMatch}`, count) as Array<{ label: number; rank: number }>;
-    return rows.map((row) => ({ label: row.label, strength: Math.max(0, -row.rank) }));
+    const terms = this.affordableTerms(queryTerms(request.queryText));
+    if (terms.length === 0) return [];
+    return this.fullText.candidates(
+      terms,
+      {
+        visibility: request.visibility,
+        ...(request.kind ? { kind: request.kind } : {}),
+        ...(request.memoryType ? { memoryType: request.memoryType } : {}),
+      },
+      count,
+    );
   }
 
   /** The rarest terms whose postings fit the budget; terms found nowhere are dropped. */
   private affordableTerms(terms: string[]): string[] {
+    const counts = this.termCounts(terms);
     const counted = terms
-      .map((term) => ({ term, count: this.termCount(term) }))
+      .map((term, position) => ({ term, count: counts[position]! }))
       .filter((entry) => entry.count > 0)
       .sort((left, right) => left.count - right.count);
     const chosen: string[] = [];
@@ -245,16 +240,20 @@ export class HybridSearch {
     return chosen;
   }
 
-  private termCount(term: string): number {
+  /** Document counts of the terms, from the cache where it is fresh, the rest in one go. */
+  private termCounts(terms: string[]): number[] {
     const now = performance.now();
-    const cached = this.termCounts.get(term);
-    if (cached && now - cached.at < 30_000) return cached.count;
-    if (this.termCounts.size > 20_000) this.termCounts.clear();
-    const row = this.statements
-      .get('SELECT count(*) AS count FROM memory_fts WHERE memory_fts MATCH ?')
-      .get(`content : ${ftsAnyOf([term])!}`) as { count: number };
-    this.termCounts.set(term, { count: row.count, at: now });
-    return row.count;
+    if (this.termCountCache.size > 20_000) this.termCountCache.clear();
+    const fresh = (term: string): boolean => {
+      const cached = this.termCountCache.get(term);
+      return cached !== undefined && now - cached.at < 30_000;
+    };
+    const missing = terms.filter((term) => !fresh(term));
+    if (missing.length > 0) {
+      const counts = this.fullText.termCounts(missing);
+      missing.forEach((term, position) => this.termCountCache.set(term, { count: counts[position]!, at: now }));
+    }
+    return terms.map((term) => this.termCountCache.get(term)!.count);
   }
 
   /** Full-text-only candidates get their exact cosine too, so their evidence is complete. */

@@ -1,0 +1,109 @@
+import type { SqlDatabase } from '../storage/sql-database.js';
+import type { FullText, FullTextFilter } from './full-text.js';
+import { StatementCache } from './statement-cache.js';
+
+/** BM25 constants, those of FTS5's bm25(). */
+const K1 = 1.2;
+const B = 0.75;
+
+/** Store-wide row count and length total, refreshed now and then (they move slowly). */
+interface CorpusStats {
+  rows: number;
+  totalLength: number;
+  /** The largest rowid when counted: rows added since are counted from it, exactly. */
+  top: number;
+  at: number;
+  tookMs: number;
+}
+
+/** Least time between two full counts of the store. */
+const STATS_MIN_AGE_MS = 30_000;
+
+/**
+ * PostgreSQL: `memory_items.fts` (a tsvector, English stemming) under a GIN index, ranked by the
+ * BM25 that FTS5's bm25() computes, so strengths (and the fusion tuned on them) mean the same on
+ * both backends: IDF from store-wide document frequencies, term frequencies from the tsvector's
+ * positions, length normalized by the store's average. One statement per search; the store's
+ * row count and average length come from a cached count, advanced by the rowids added since.
+ */
+export class PgFullText implements FullText {
+  private readonly statements: StatementCache;
+  private stats: CorpusStats | undefined;
+
+  constructor(db: SqlDatabase) {
+    this.statements = new StatementCache(db, 32);
+  }
+
+  termCounts(terms: readonly string[]): number[] {
+    if (terms.length === 0) return [];
+    const rows = this.statements
+      .get(
+        `SELECT (SELECT count(*) FROM memory_items m WHERE m.fts @@ plainto_tsquery('english', t.term)) AS count
+           FROM json_array_elements_text(?::json) WITH ORDINALITY AS t(term, position) ORDER BY t.position`,
+      )
+      .all(JSON.stringify(terms)) as Array<{ count: number }>;
+    return rows.map((row) => row.count);
+  }
+
+  candidates(terms: readonly string[], filter: FullTextFilter, count: number): Array<{ label: number; strength: number }> {
+    if (terms.length === 0) return [];
+    const stats = this.corpusStats();
+    const clauses = [filter.visibility.sql];
+    const params: unknown[] = [...filter.visibility.params];
+    if (filter.kind) {
+      clauses.push('i.kind = ?');
+      params.push(filter.kind);
+    }
+    if (filter.memoryType) {
+      clauses.push('i.memory_type = ?');
+      params.push(filter.memoryType);
+    }
+    const averageLength = stats.rows > 0 ? Math.max(1, stats.totalLength / stats.rows) : 1;
+    // Each distinct lexeme of the query is one BM25 term. Its document frequency is counted over
+    // the whole store through the GIN index, as FTS5 counts a phrase's rows for its IDF.
+    const rows = this.statements
+      .get(
+        `WITH lexemes AS (
+           SELECT DISTINCT u.lexeme FROM json_array_elements_text(?::json) AS t(term), unnest(to_tsvector('english', t.term)) AS u
+         ),
+         corpus AS (
+           SELECT ?::float8 + greatest(0, (SELECT coalesce(max(rowid), 0) FROM memory_items) - ?::float8) AS rows
+         ),
+         weights AS (
+           SELECT l.lexeme, greatest(1e-6, ln((c.rows - l.hits + 0.5) / (l.hits + 0.5))) AS idf
+             FROM (SELECT lexeme, (SELECT count(*) FROM memory_items m WHERE m.fts @@ quote_literal(lexeme)::tsquery) AS hits
+                     FROM lexemes) l, corpus c
+         ),
+         matched AS (
+           SELECT i.rowid, i.fts, length(i.fts) AS len FROM memory_items i
+            WHERE i.fts @@ (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM lexemes) AND ${clauses.join(' AND ')}
+         )
+         SELECT m.rowid AS label,
+                sum(w.idf * f.tf * ${K1 + 1} / (f.tf + ${K1} * (${1 - B} + ${B} * m.len / ?::float8))) AS strength
+           FROM matched m
+           CROSS JOIN LATERAL (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf FROM unnest(m.fts) AS u) f
+           JOIN weights w ON w.lexeme = f.lexeme
+          GROUP BY m.rowid, m.len
+          ORDER BY strength DESC, label
+          LIMIT ?`,
+      )
+      .all(JSON.stringify(terms), stats.rows, stats.top, ...params, averageLength, count) as Array<{ label: number; strength: number }>;
+    return rows;
+  }
+
+  /**
+   * The cached count, taken again once it is old. A count reads the whole table, so it is taken
+   * at most once per thousand times its own duration: a large store is counted rarely.
+   */
+  private corpusStats(): CorpusStats {
+    const now = performance.now();
+    const stats = this.stats;
+    if (stats && now - stats.at < Math.max(STATS_MIN_AGE_MS, stats.tookMs * 1000)) return stats;
+    const row = this.statements
+      .get('SELECT count(*) AS rows, coalesce(sum(length(fts)), 0) AS total, coalesce(max(rowid), 0) AS top FROM memory_items')
+      .get() as { rows: number; total: number; top: number };
+    const done = performance.now();
+    this.stats = { rows: row.rows, totalLength: row.total, top: row.top, at: done, tookMs: done - now };
+    return this.stats;
+  }
+}
