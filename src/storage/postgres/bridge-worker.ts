@@ -32,6 +32,12 @@ const ready: Promise<void> = (async () => {
 client.on('error', () => undefined);
 ready.catch(() => undefined);
 
+// A thread that ends for any reason wakes its caller, which would otherwise sleep until timeout.
+process.on('exit', () => {
+  Atomics.store(signal, 0, 2);
+  Atomics.notify(signal, 0);
+});
+
 let chain: Promise<void> = Promise.resolve();
 port.on('message', (request: BridgeRequest) => {
   chain = chain.then(() => handle(request));
