@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { openMemoryStore } from '../src/memory/index.js';
 import { runMagpie, type MagpieRun } from './support/magpie-process.js';
-import { openTestDatabase } from './support/storage.js';
+import { openTestDatabase, TEST_STORAGE } from './support/storage.js';
 
 
 function magpie(args: string[], options: { cwd: string; stdin?: string }): Promise<MagpieRun> {
@@ -123,7 +123,8 @@ describe('magpie memory (real process)', () => {
     const missing = path.join(work, 'nowhere');
     const { code, stderr } = await magpie(['memory', 'search', 'x', '--data-dir', missing, '--channel', 'c1'], { cwd: work });
     assert.equal(code, 1);
-    assert.match(stderr, /no Magpie data in .*nowhere/);
+    // On PostgreSQL the data lives in the dir's schema, which no writer created.
+    assert.match(stderr, TEST_STORAGE === 'postgres' ? /no complete Magpie schema in postgres:/ : /no Magpie data in .*nowhere/);
     assert.equal(existsSync(missing), false);
   });
 

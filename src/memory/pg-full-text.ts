@@ -59,20 +59,21 @@ export class PgFullText implements FullText {
       params.push(filter.memoryType);
     }
     const averageLength = stats.rows > 0 ? Math.max(1, stats.totalLength / stats.rows) : 1;
+    // (\`materialized\` in lower case: the dialect translation quotes capitalized words after AS.)
     // Each distinct lexeme of the query is one BM25 term. Its document frequency is counted over
     // the whole store through the GIN index, as FTS5 counts a phrase's rows for its IDF.
     const rows = this.statements
       .get(
-        `WITH lexemes AS (
+        `WITH lexemes AS materialized (
            SELECT DISTINCT u.lexeme FROM json_array_elements_text(?::json) AS t(term), unnest(to_tsvector('english', t.term)) AS u
          ),
          corpus AS (
            SELECT ?::float8 + greatest(0, (SELECT coalesce(max(rowid), 0) FROM memory_items) - ?::float8) AS rows
          ),
-         weights AS (
-           SELECT l.lexeme, greatest(1e-6, ln((c.rows - l.hits + 0.5) / (l.hits + 0.5))) AS idf
-             FROM (SELECT lexeme, (SELECT count(*) FROM memory_items m WHERE m.fts @@ quote_literal(lexeme)::tsquery) AS hits
-                     FROM lexemes) l, corpus c
+         weights AS materialized (
+           SELECT l.lexeme, greatest(1e-6, ln((c.rows - h.hits + 0.5) / (h.hits + 0.5))) AS idf
+             FROM lexemes l CROSS JOIN corpus c
+             CROSS JOIN LATERAL (SELECT count(*) AS hits FROM memory_items m WHERE m.fts @@ quote_literal(l.lexeme)::tsquery) h
          ),
          matched AS (
            SELECT i.rowid, i.fts, length(i.fts) AS len FROM memory_items i
