@@ -3,6 +3,7 @@ import { blobToVector, dot } from './embedder.js';
 import type { VectorIndexManager } from './index-manager.js';
 import { StatementCache } from './statement-cache.js';
 import { fullTextFor, type FullText } from './full-text.js';
+import { ItemRows, type ItemRow, type Neighbourhood } from './item-rows.js';
 import type { Visibility } from './scope.js';
 import { queryTerms } from './text.js';
 import type { MemoryKind, MemoryType, SearchResult } from './types.js';
@@ -67,19 +68,6 @@ export interface HybridSearchRequest {
   extraVectorHits?: Array<{ label: number; similarity: number }>;
 }
 
-interface ItemRow {
-  rowid: number;
-  kind: MemoryKind;
-  content: string;
-  memory_type: MemoryType | null;
-  source_ids: string;
-  created_at: number;
-  channel_id: string;
-  message_id: string | null;
-  index_key: string;
-  guild_id: string | null;
-  author_name: string | null;
-}
 
 interface Candidate {
   label: number;
@@ -88,8 +76,6 @@ interface Candidate {
   lexical?: number;
 }
 
-const ITEM_COLUMNS =
-  'rowid, kind, content, memory_type, source_ids, created_at, channel_id, message_id, index_key, guild_id, author_name';
 
 /**
  * Vector neighbours and BM25 matches, each already restricted to what the caller may see and
@@ -102,6 +88,7 @@ export class HybridSearch {
   private readonly termCountCache = new Map<string, { count: number; at: number }>();
   private readonly statements: StatementCache;
   private readonly fullText: FullText;
+  private readonly rows: ItemRows;
 
   constructor(
     db: SqlDatabase,
@@ -110,6 +97,7 @@ export class HybridSearch {
   ) {
     this.statements = new StatementCache(db);
     this.fullText = fullTextFor(db);
+    this.rows = new ItemRows(db);
   }
 
   run(request: HybridSearchRequest): SearchResult[] {
@@ -274,70 +262,69 @@ export class HybridSearch {
 
   private materialize(ranked: Array<{ entry: Candidate; score: number }>, request: HybridSearchRequest): SearchResult[] {
     const limit = request.limit;
+    const radius = this.tuning.neighbors;
     const results: SearchResult[] = [];
     const covered = new Set<number>();
-    const load = this.statements.get(`SELECT ${ITEM_COLUMNS} FROM memory_items WHERE rowid = ?`);
+    const eligible = ranked.filter(({ score }) => score >= this.tuning.minScore);
     // Results come in fused-rank order (best for recall) while each score measures evidence;
     // a running minimum keeps the scores a reader sees non-increasing down the list.
     let ceiling = 1;
-    for (const { entry, score: evidence } of ranked) {
-      if (results.length >= limit) break;
-      if (covered.has(entry.label) || evidence < this.tuning.minScore) continue;
-      const score = Math.min(evidence, ceiling);
-      const row = load.get(entry.label) as ItemRow | undefined;
-      if (!row) continue; // Deleted after the index saw it.
+    // Rows and their neighbours are read a batch at a time (usually one batch is enough).
+    const batch = Math.max(16, limit * 2);
+    for (let start = 0; start < eligible.length && results.length < limit; start += batch) {
+      const chunk = eligible.slice(start, start + batch).filter(({ entry }) => !covered.has(entry.label));
+      const rows = this.rows.load(chunk.map(({ entry }) => entry.label));
       // Tags are hashes: a collision may bring in a row from elsewhere, which is dropped here.
-      if (!this.admits(row, request)) continue;
-      ceiling = score;
-      if (row.kind === 'transcript' && this.tuning.neighbors > 0) {
-        const window = this.neighbourhood(row, this.tuning.neighbors).filter((item) => !covered.has(item.rowid));
-        for (const item of window) covered.add(item.rowid);
-        // The match is named on its own and its neighbours are listed apart, labelled, so a
-        // reader can quote exactly the message that matched and cite it by id.
-        const matchAt = window.findIndex((item) => item.rowid === row.rowid);
-        results.push({
-          id: itemId(row),
-          content: row.content,
-          score: round(score),
-          kind: 'transcript',
-          source_ids: window.map((item) => item.message_id ?? '').filter((id) => id.length > 0),
-          created_at: new Date(row.created_at).toISOString(),
-          message_id: row.message_id ?? '',
-          author: row.author_name ?? '',
-          neighbors: window
-            .filter((item) => item.rowid !== row.rowid)
-            .map((item) => ({
-              position: window.indexOf(item) < matchAt ? ('before' as const) : ('after' as const),
-              message_id: item.message_id ?? '',
-              author: item.author_name ?? '',
-              created_at: new Date(item.created_at).toISOString(),
-              content: withoutAuthor(item.content, item.author_name),
-            })),
-        });
-        continue;
+      const admitted = [...rows.values()].filter((row) => this.admits(row, request));
+      const windows = radius > 0 ? this.rows.neighbourhoods(admitted.filter((row) => row.kind === 'transcript'), radius) : new Map<number, Neighbourhood>();
+      for (const { entry, score: evidence } of chunk) {
+        if (results.length >= limit) break;
+        if (covered.has(entry.label)) continue;
+        const row = rows.get(entry.label);
+        if (!row) continue; // Deleted after the index saw it.
+        if (!this.admits(row, request)) continue;
+        const score = Math.min(evidence, ceiling);
+        ceiling = score;
+        const around = windows.get(row.rowid);
+        if (row.kind === 'transcript' && around) {
+          const window = [...around.before, row, ...around.after].filter((item) => !covered.has(item.rowid));
+          for (const item of window) covered.add(item.rowid);
+          results.push(transcriptResult(row, window, score));
+          continue;
+        }
+        covered.add(row.rowid);
+        results.push(toResult(row, score));
       }
-      covered.add(row.rowid);
-      results.push(toResult(row, score));
     }
     return results;
   }
+}
 
-  /** The hit with up to `radius` messages before and after it in its channel, in order. */
-  private neighbourhood(row: ItemRow, radius: number): ItemRow[] {
-    const before = this.statements
-      .get(
-        `SELECT ${ITEM_COLUMNS} FROM memory_items WHERE channel_id = ? AND kind = 'transcript'
-         AND (created_at, rowid) < (?, ?) ORDER BY created_at DESC, rowid DESC LIMIT ?`,
-      )
-      .all(row.channel_id, row.created_at, row.rowid, radius) as ItemRow[];
-    const after = this.statements
-      .get(
-        `SELECT ${ITEM_COLUMNS} FROM memory_items WHERE channel_id = ? AND kind = 'transcript'
-         AND (created_at, rowid) > (?, ?) ORDER BY created_at, rowid LIMIT ?`,
-      )
-      .all(row.channel_id, row.created_at, row.rowid, radius) as ItemRow[];
-    return [...before.reverse(), row, ...after];
-  }
+/**
+ * The match is named on its own and its neighbours are listed apart, labelled, so a reader can
+ * quote exactly the message that matched and cite it by id.
+ */
+function transcriptResult(row: ItemRow, window: ItemRow[], score: number): SearchResult {
+  const matchAt = window.findIndex((item) => item.rowid === row.rowid);
+  return {
+    id: itemId(row),
+    content: row.content,
+    score: round(score),
+    kind: 'transcript',
+    source_ids: window.map((item) => item.message_id ?? '').filter((id) => id.length > 0),
+    created_at: new Date(row.created_at).toISOString(),
+    message_id: row.message_id ?? '',
+    author: row.author_name ?? '',
+    neighbors: window
+      .filter((item) => item.rowid !== row.rowid)
+      .map((item) => ({
+        position: window.indexOf(item) < matchAt ? ('before' as const) : ('after' as const),
+        message_id: item.message_id ?? '',
+        author: item.author_name ?? '',
+        created_at: new Date(item.created_at).toISOString(),
+        content: withoutAuthor(item.content, item.author_name),
+      })),
+  };
 }
 
 export function itemId(row: { rowid: number; kind: MemoryKind }): string {

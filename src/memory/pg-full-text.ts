@@ -59,13 +59,18 @@ export class PgFullText implements FullText {
       params.push(filter.memoryType);
     }
     const averageLength = stats.rows > 0 ? Math.max(1, stats.totalLength / stats.rows) : 1;
+    // Each distinct lexeme of the query is one BM25 term. Every row matching any of them is read
+    // once: its scope decides whether it is a candidate, and all of them count towards each
+    // lexeme's document frequency, store-wide as FTS5 counts a phrase's rows for its IDF.
     // (\`materialized\` in lower case: the dialect translation quotes capitalized words after AS.)
-    // Each distinct lexeme of the query is one BM25 term. Its document frequency is counted over
-    // the whole store through the GIN index, as FTS5 counts a phrase's rows for its IDF.
     const rows = this.statements
       .get(
         `WITH lexemes AS materialized (
            SELECT DISTINCT u.lexeme FROM json_array_elements_text(?::json) AS t(term), unnest(to_tsvector('english', t.term)) AS u
+         ),
+         anywhere AS materialized (
+           SELECT i.rowid, i.fts, (${clauses.join(' AND ')}) AS visible FROM memory_items i
+            WHERE i.fts @@ (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM lexemes)
          ),
          corpus AS (
            SELECT ?::float8 + greatest(0, (SELECT coalesce(max(rowid), 0) FROM memory_items) - ?::float8) AS rows
@@ -73,22 +78,19 @@ export class PgFullText implements FullText {
          weights AS materialized (
            SELECT l.lexeme, greatest(1e-6, ln((c.rows - h.hits + 0.5) / (h.hits + 0.5))) AS idf
              FROM lexemes l CROSS JOIN corpus c
-             CROSS JOIN LATERAL (SELECT count(*) AS hits FROM memory_items m WHERE m.fts @@ quote_literal(l.lexeme)::tsquery) h
-         ),
-         matched AS (
-           SELECT i.rowid, i.fts, length(i.fts) AS len FROM memory_items i
-            WHERE i.fts @@ (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM lexemes) AND ${clauses.join(' AND ')}
+             CROSS JOIN LATERAL (SELECT count(*) AS hits FROM anywhere a WHERE a.fts @@ quote_literal(l.lexeme)::tsquery) h
          )
          SELECT m.rowid AS label,
-                sum(w.idf * f.tf * ${K1 + 1} / (f.tf + ${K1} * (${1 - B} + ${B} * m.len / ?::float8))) AS strength
-           FROM matched m
+                sum(w.idf * f.tf * ${K1 + 1} / (f.tf + ${K1} * (${1 - B} + ${B} * length(m.fts) / ?::float8))) AS strength
+           FROM anywhere m
            CROSS JOIN LATERAL (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf FROM unnest(m.fts) AS u) f
            JOIN weights w ON w.lexeme = f.lexeme
-          GROUP BY m.rowid, m.len
+          WHERE m.visible
+          GROUP BY m.rowid
           ORDER BY strength DESC, label
           LIMIT ?`,
       )
-      .all(JSON.stringify(terms), stats.rows, stats.top, ...params, averageLength, count) as Array<{ label: number; strength: number }>;
+      .all(JSON.stringify(terms), ...params, stats.rows, stats.top, averageLength, count) as Array<{ label: number; strength: number }>;
     return rows;
   }
 

@@ -121,7 +121,7 @@ export const MEMORY_MIGRATIONS: readonly Migration[] = [
         CREATE INDEX memory_items_key ON memory_items (index_key, kind, memory_type);
         CREATE INDEX memory_items_hash ON memory_items (index_key, content_hash) WHERE kind = 'memory';
         CREATE INDEX memory_items_guild ON memory_items (guild_id, kind) WHERE kind = 'memory';
-        CREATE INDEX memory_items_channel_time ON memory_items (channel_id, kind, created_at);
+        CREATE INDEX memory_items_channel_time ON memory_items (channel_id, kind, created_at, rowid);
         CREATE INDEX memory_items_fts ON memory_items USING GIN (fts);
 
         CREATE TABLE memory_vectors (
