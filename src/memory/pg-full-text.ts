@@ -69,7 +69,7 @@ export class PgFullText implements FullText {
            SELECT DISTINCT u.lexeme FROM json_array_elements_text(?::json) AS t(term), unnest(to_tsvector('english', t.term)) AS u
          ),
          anywhere AS materialized (
-           SELECT i.rowid, i.fts, (${clauses.join(' AND ')}) AS visible FROM memory_items i
+           SELECT i.rowid, i.fts, i.fts_length, (${clauses.join(' AND ')}) AS visible FROM memory_items i
             WHERE i.fts @@ (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM lexemes)
          ),
          corpus AS (
@@ -81,7 +81,7 @@ export class PgFullText implements FullText {
              CROSS JOIN LATERAL (SELECT count(*) AS hits FROM anywhere a WHERE a.fts @@ quote_literal(l.lexeme)::tsquery) h
          )
          SELECT m.rowid AS label,
-                sum(w.idf * f.tf * ${K1 + 1} / (f.tf + ${K1} * (${1 - B} + ${B} * length(m.fts) / ?::float8))) AS strength
+                sum(w.idf * f.tf * ${K1 + 1} / (f.tf + ${K1} * (${1 - B} + ${B} * m.fts_length / ?::float8))) AS strength
            FROM anywhere m
            CROSS JOIN LATERAL (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf FROM unnest(m.fts) AS u) f
            JOIN weights w ON w.lexeme = f.lexeme
@@ -103,7 +103,7 @@ export class PgFullText implements FullText {
     const stats = this.stats;
     if (stats && now - stats.at < Math.max(STATS_MIN_AGE_MS, stats.tookMs * 1000)) return stats;
     const row = this.statements
-      .get('SELECT count(*) AS rows, coalesce(sum(length(fts)), 0) AS total, coalesce(max(rowid), 0) AS top FROM memory_items')
+      .get('SELECT count(*) AS rows, coalesce(sum(fts_length), 0) AS total, coalesce(max(rowid), 0) AS top FROM memory_items')
       .get() as { rows: number; total: number; top: number };
     const done = performance.now();
     this.stats = { rows: row.rows, totalLength: row.total, top: row.top, at: done, tookMs: done - now };
