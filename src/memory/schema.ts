@@ -7,7 +7,9 @@ import type { Migration } from '../storage/database.js';
  *   the label of the item's vector in the HNSW index of its `index_key`.
  * - `memory_fts` is an external-content FTS5 table over `content` plus `fts_tags`, a column of
  *   opaque tokens (hashed index key, guild, kind) so that a search can restrict its match to one
- *   scope inside the full-text query instead of ranking every row of the database.
+ *   scope inside the full-text query instead of ranking every row of the database. PostgreSQL
+ *   has the generated `fts` (tsvector) and `fts_length` columns instead, and filters scope on
+ *   plain columns.
  * - `memory_vectors` stores one Float32 vector per item. `seq` only ever grows, so "every vector
  *   with seq above the high-water mark" is exactly what an index file has not seen yet.
  * - `memory_index_state` records, per index key, what the index file on disk holds; an index file

@@ -75,9 +75,10 @@ interface RecordRow {
 }
 
 /**
- * The memory store over the shared SQLite database: typed memories and transcript entries in
- * `memory_items`, kept in FTS5 by triggers, one vector per item in `memory_vectors`, and HNSW
- * indexes derived from those vectors.
+ * The memory store over the shared database (SQLite or PostgreSQL): typed memories and
+ * transcript entries in `memory_items`, searchable by full text (FTS5 kept by triggers, or a
+ * generated tsvector column), one vector per item in `memory_vectors`, and HNSW indexes derived
+ * from those vectors in the data dir.
  */
 export class SqliteMemoryStore implements MemoryStore {
   private readonly db: SqlDatabase;
