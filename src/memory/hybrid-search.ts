@@ -3,7 +3,7 @@ import { blobToVector, dot } from './embedder.js';
 import type { VectorIndexManager } from './index-manager.js';
 import { StatementCache } from './statement-cache.js';
 import { fullTextFor, type FullText } from './full-text.js';
-import { ItemRows, type ItemRow, type Neighbourhood } from './item-rows.js';
+import { ItemRows, padded, type ItemRow, type Neighbourhood } from './item-rows.js';
 import type { Visibility } from './scope.js';
 import { queryTerms } from './text.js';
 import type { MemoryKind, MemoryType, SearchResult } from './types.js';
@@ -248,9 +248,10 @@ export class HybridSearch {
   private fillSimilarities(candidates: Map<number, Candidate>, queryVector: Float32Array): void {
     const missing = [...candidates.values()].filter((entry) => entry.similarity === undefined).map((entry) => entry.label);
     if (missing.length === 0) return;
+    const list = padded(missing);
     const rows = this.statements
-      .get(`SELECT item_rowid AS label, vector FROM memory_vectors WHERE item_rowid IN (${missing.map(() => '?').join(', ')})`)
-      .all(...missing) as Array<{ label: number; vector: Buffer }>;
+      .get(`SELECT item_rowid AS label, vector FROM memory_vectors WHERE item_rowid IN (${list.map(() => '?').join(', ')})`)
+      .all(...list) as Array<{ label: number; vector: Buffer }>;
     for (const row of rows) candidates.get(row.label)!.similarity = dot(queryVector, blobToVector(row.vector));
   }
 

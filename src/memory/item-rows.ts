@@ -104,7 +104,7 @@ function byTime(left: ItemRow, right: ItemRow): number {
  * The list padded (repeating its last value) to a power of two, so that a handful of statement
  * texts serve every list length instead of one per length.
  */
-function padded(values: readonly number[]): number[] {
+export function padded(values: readonly number[]): number[] {
   let size = 8;
   while (size < values.length) size *= 2;
   const list = [...values];

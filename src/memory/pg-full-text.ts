@@ -6,25 +6,29 @@ import { StatementCache } from './statement-cache.js';
 const K1 = 1.2;
 const B = 0.75;
 
-/** Store-wide row count and length total, refreshed now and then (they move slowly). */
+/** Store-wide row count and average length, refreshed now and then (they move slowly). */
 interface CorpusStats {
   rows: number;
-  totalLength: number;
+  averageLength: number;
   /** The largest rowid when counted: rows added since are counted from it, exactly. */
   top: number;
   at: number;
   tookMs: number;
 }
 
-/** Least time between two full counts of the store. */
+/** Least time between two readings of the store's statistics. */
 const STATS_MIN_AGE_MS = 30_000;
+/** Above this many rows (the planner's estimate) the store's average length is sampled, not read whole. */
+const EXACT_COUNT_ROWS = 50_000;
+/** Rows a sample aims at. */
+const SAMPLE_ROWS = 20_000;
 
 /**
  * PostgreSQL: `memory_items.fts` (a tsvector, English stemming) under a GIN index, ranked by the
  * BM25 that FTS5's bm25() computes, so strengths (and the fusion tuned on them) mean the same on
  * both backends: IDF from store-wide document frequencies, term frequencies from the tsvector's
  * positions, length normalized by the store's average. One statement per search; the store's
- * row count and average length come from a cached count, advanced by the rowids added since.
+ * row count and average length are cached, the count advanced by the rowids added since.
  */
 export class PgFullText implements FullText {
   private readonly statements: StatementCache;
@@ -58,7 +62,6 @@ export class PgFullText implements FullText {
       clauses.push('i.memory_type = ?');
       params.push(filter.memoryType);
     }
-    const averageLength = stats.rows > 0 ? Math.max(1, stats.totalLength / stats.rows) : 1;
     // Each distinct lexeme of the query is one BM25 term. Every row matching any of them is read
     // once: its scope decides whether it is a candidate, and all of them count towards each
     // lexeme's document frequency, store-wide as FTS5 counts a phrase's rows for its IDF.
@@ -90,23 +93,39 @@ export class PgFullText implements FullText {
           ORDER BY strength DESC, label
           LIMIT ?`,
       )
-      .all(JSON.stringify(terms), ...params, stats.rows, stats.top, averageLength, count) as Array<{ label: number; strength: number }>;
+      .all(JSON.stringify(terms), ...params, stats.rows, stats.top, stats.averageLength, count) as Array<{ label: number; strength: number }>;
     return rows;
   }
 
   /**
-   * The cached count, taken again once it is old. A count reads the whole table, so it is taken
-   * at most once per thousand times its own duration: a large store is counted rarely.
+   * The cached statistics, taken again once they are old. Taking them reads the table, so they
+   * are taken at most once per thousand times their own duration; a large store (by the
+   * planner's estimate) is sampled rather than read whole, so no search waits on a full scan.
    */
   private corpusStats(): CorpusStats {
     const now = performance.now();
     const stats = this.stats;
     if (stats && now - stats.at < Math.max(STATS_MIN_AGE_MS, stats.tookMs * 1000)) return stats;
-    const row = this.statements
-      .get('SELECT count(*) AS rows, coalesce(sum(fts_length), 0) AS total, coalesce(max(rowid), 0) AS top FROM memory_items')
-      .get() as { rows: number; total: number; top: number };
+    const estimated = this.statements.get(`SELECT reltuples AS estimate FROM pg_class WHERE oid = to_regclass('memory_items')`).get() as
+      | { estimate: number }
+      | undefined;
+    const estimate = estimated?.estimate ?? -1;
+    let counted: { rows: number; average: number | null; top: number };
+    if (estimate < EXACT_COUNT_ROWS) {
+      counted = this.statements
+        .get('SELECT count(*) AS rows, avg(fts_length)::float8 AS average, coalesce(max(rowid), 0) AS top FROM memory_items')
+        .get() as { rows: number; average: number | null; top: number };
+    } else {
+      const sampled = this.statements
+        .get(
+          `SELECT avg(fts_length)::float8 AS average, (SELECT coalesce(max(rowid), 0) FROM memory_items) AS top
+             FROM memory_items TABLESAMPLE SYSTEM (?)`,
+        )
+        .get(Math.min(100, (100 * SAMPLE_ROWS) / estimate)) as { average: number | null; top: number };
+      counted = { rows: estimate, average: sampled.average, top: sampled.top };
+    }
     const done = performance.now();
-    this.stats = { rows: row.rows, totalLength: row.total, top: row.top, at: done, tookMs: done - now };
+    this.stats = { rows: counted.rows, averageLength: Math.max(1, counted.average ?? 1), top: counted.top, at: done, tookMs: done - now };
     return this.stats;
   }
 }
