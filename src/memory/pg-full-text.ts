@@ -65,7 +65,7 @@ export class PgFullText implements FullText {
     // Each distinct lexeme of the query is one BM25 term. Every row matching any of them is read
     // once: its scope decides whether it is a candidate, and all of them count towards each
     // lexeme's document frequency, store-wide as FTS5 counts a phrase's rows for its IDF.
-    // (\`materialized\` in lower case: the dialect translation quotes capitalized words after AS.)
+    // (`materialized` in lower case: the dialect translation quotes capitalized words after AS.)
     const rows = this.statements
       .get(
         `WITH lexemes AS materialized (
