@@ -16,6 +16,12 @@ export const POSTGRES_SUITE = [
   'channel-runtime',
   'compaction-invariants',
   'memory-store',
+  'memory-edges',
+  'memory-index',
+  'memory-tools',
+  'memory-vector-lag',
+  'memory-http-embedder',
+  'memory-cli',
   'group-commit',
 ];
 
