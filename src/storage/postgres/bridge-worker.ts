@@ -28,8 +28,15 @@ const ready: Promise<void> = (async () => {
   });
   await client.query(`SET search_path TO ${schema}`);
 })();
-// An error from a dead connection must not end the thread: the next request reports it.
-client.on('error', () => undefined);
+// An error from a dead connection must not end the thread: the next request reports it, as a
+// connection failure (SQLSTATE 08006) when the driver gave it no code of its own.
+let lost = false;
+client.on('error', () => {
+  lost = true;
+});
+client.on('end', () => {
+  lost = true;
+});
 ready.catch(() => undefined);
 
 let chain: Promise<void> = Promise.resolve();
@@ -60,6 +67,7 @@ async function handle(request: BridgeRequest): Promise<void> {
     }
   } catch (error) {
     const failure = error as { message?: string; code?: string; constraint?: string; detail?: string; table?: string };
+    if (lost && !failure.code && !request.close) failure.code = '08006';
     reply = {
       ok: false,
       error: {
