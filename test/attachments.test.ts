@@ -16,6 +16,7 @@ import { openApp, type MagpieApp } from '../src/app/index.js';
 import { estimateEntryTokens } from '../src/channel/token-estimate.js';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { makeGifHeader, makeJpegHeader, makePng, makeWebpHeader } from './support/images.js';
+import { appEnv, withTestStorage } from './support/storage.js';
 
 const OPTIONS = { vision: true, maxImages: 4, maxChars: 20_000 };
 
@@ -103,7 +104,7 @@ test('resolving respects max_images_per_message, vision = false, max_attachment_
 
 async function withOfflineApp(work: (app: MagpieApp) => Promise<void>): Promise<void> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-attach-'));
-  const app = await openApp({ config: { ...DEFAULTS, memory: { ...DEFAULTS.memory, dataDir } }, env: {} });
+  const app = await openApp({ config: withTestStorage({ ...DEFAULTS, memory: { ...DEFAULTS.memory, dataDir } }), env: appEnv() });
   try {
     await work(app);
   } finally {

@@ -8,7 +8,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
 import pg from 'pg';
+import { PgError } from '../src/storage/postgres/pg-database.js';
+import { storageError } from '../src/storage/storage-error.js';
 import type { StorageTarget } from '../src/storage/open-storage.js';
 import { POSTGRES_ONLY_CONTRACT, STORE_CONTRACT, type ContractBackend, type ContractCase } from './support/store-contract.js';
 import { TEST_DATABASE_URL } from './support/storage.js';
@@ -65,6 +68,30 @@ if (unavailable && process.env.CI === 'true') {
     runCases(postgres, POSTGRES_ONLY_CONTRACT);
   });
 }
+
+test('PostgreSQL failures an operator can act on become storage errors that say what to do', () => {
+  const cases: Array<[string, string, boolean, RegExp]> = [
+    ['53100', 'storage_full', true, /out of disk space/],
+    ['58030', 'storage_io', true, /I\/O error/],
+    ['40P01', 'storage_busy', true, /overloaded or held a lock/],
+    ['57014', 'storage_busy', true, /overloaded or held a lock/],
+    ['25006', 'storage_read_only', false, /refuses writes/],
+    ['XX001', 'storage_corrupt', false, /damaged data/],
+    ['57P01', 'storage_connection', false, /dropped the connection/],
+    ['08006', 'storage_connection', false, /dropped the connection/],
+  ];
+  for (const [sqlstate, code, retryable, message] of cases) {
+    const problem = storageError('/data', new PgError('the server said no', sqlstate, undefined));
+    assert.ok(problem, sqlstate);
+    assert.deepEqual([problem.code, problem.retryable], [code, retryable], sqlstate);
+    assert.match(problem.message, message);
+    assert.match(problem.message, new RegExp(`\\(${sqlstate}: the server said no\\)`));
+    assert.ok(problem.hint && !problem.hint.includes('data dir'), `${sqlstate}: the hint is about the server, not a data dir`);
+  }
+  // A constraint or syntax error is the program's, not the store's.
+  assert.equal(storageError('/data', new PgError('duplicate key', '23505', 'history_entries_pkey')), undefined);
+  assert.equal(storageError('/data', new PgError('syntax error', '42601', undefined)), undefined);
+});
 
 after(async () => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });

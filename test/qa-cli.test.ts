@@ -5,6 +5,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { appEnv, withTestStorage } from './support/storage.js';
 
 const MAIN = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
 
@@ -164,14 +165,14 @@ test('openApp passes its event stream to memory: a vector rebuild after an embed
   const { DEFAULTS } = await import('../src/config/defaults.js');
   const dir = tempDir();
   try {
-    const config = (hashDimension: number) => ({ ...DEFAULTS, memory: { ...DEFAULTS.memory, dataDir: dir, hashDimension } });
-    const first = await openApp({ config: config(256), env: {} });
+    const config = (hashDimension: number) => withTestStorage({ ...DEFAULTS, memory: { ...DEFAULTS.memory, dataDir: dir, hashDimension } });
+    const first = await openApp({ config: config(256), env: appEnv() });
     await first.runtime.ingest({ messageId: 'm1', channelId: 'c1', authorId: 'a', authorName: 'ana', role: 'user', content: 'the boiler code is 4471', createdAt: Date.now() });
     await first.close();
     const events = new EventStream();
     const seen: string[] = [];
     events.subscribe((event) => seen.push(event.type));
-    const second = await openApp({ config: config(128), env: {}, events });
+    const second = await openApp({ config: config(128), env: appEnv(), events });
     try {
       await second.memory.search({ location: { channelId: 'c1' }, query: 'boiler code', limit: 3 });
     } finally {

@@ -3,12 +3,16 @@
  * run literally the same on SQLite and on PostgreSQL (test/postgres-store.test.ts).
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { CalibrationStore } from '../../src/channel/calibration.js';
 import { HistoryStore, type NewSummary } from '../../src/channel/history-store.js';
 import type { HistoryEntry } from '../../src/channel/types.js';
+import { DailyTokenBudget } from '../../src/app/cost-guards.js';
+import type { Clock } from '../../src/common/clock.js';
 import { MagpieError } from '../../src/common/errors.js';
+import { ChannelViews, privateThreadKey } from '../../src/privacy/channel-views.js';
+import { storageError } from '../../src/storage/storage-error.js';
 import { listPersonas, PersonaStore } from '../../src/persona/persona-store.js';
 import { ALL_MIGRATIONS } from '../../src/storage/migrations.js';
 import { openStorageForWriting, type OpenedStorage, type StorageTarget } from '../../src/storage/open-storage.js';
@@ -261,6 +265,40 @@ export const STORE_CONTRACT: readonly ContractCase[] = [
       }),
   },
   {
+    name: 'token budget: spending adds up per channel and day, survives a new store, old days are pruned',
+    run: (backend) =>
+      withStore(backend, ({ db }) => {
+        const DAY = 86_400_000;
+        const clock: Clock & { at: number } = { at: 100 * DAY, now: () => clock.at };
+        const budget = new DailyTokenBudget(clock, db);
+        budget.record('c1', 400.4);
+        budget.record('c1', 600);
+        budget.record('c2', 5);
+        assert.equal(new DailyTokenBudget(clock, db).spentToday('c1'), 1_000);
+        assert.equal(budget.spentToday('c2'), 5);
+        clock.at += 8 * DAY;
+        budget.record('c1', 1);
+        assert.equal(budget.spentToday('c1'), 1, 'a new day starts from nothing');
+        assert.equal((db.prepare('SELECT COUNT(*) AS total FROM token_budget').get() as { total: number }).total, 1, 'days past a week are pruned');
+      }),
+  },
+  {
+    name: 'channel views: keys per channel, public threads follow their parent, private ones keep theirs',
+    run: (backend) =>
+      withStore(backend, ({ db }) => {
+        const views = new ChannelViews(db);
+        assert.equal(views.record({ channelId: 'parent', guildId: 'g1', viewKey: 'everyone' }), true);
+        views.record({ channelId: 'public-thread', guildId: 'g1', parentId: 'parent', viewKey: 'everyone' });
+        views.record({ channelId: 'private-thread', guildId: 'g1', parentId: 'parent', viewKey: privateThreadKey('private-thread') });
+        assert.equal(views.record({ channelId: 'parent', guildId: 'g1', viewKey: 'everyone' }), false, 'unchanged');
+        assert.equal(views.record({ channelId: 'parent', guildId: 'g1', viewKey: 'mods' }), true);
+        const fresh = new ChannelViews(db);
+        assert.equal(fresh.keyOf('public-thread'), 'mods');
+        assert.equal(fresh.keyOf('private-thread'), privateThreadKey('private-thread'));
+        assert.equal(fresh.keyOf('never-seen'), '');
+      }),
+  },
+  {
     name: 'a writer killed (SIGKILL) in the middle of a transaction leaves nothing of it',
     async run(backend) {
       const target = backend.freshTarget();
@@ -304,8 +342,47 @@ export const STORE_CONTRACT: readonly ContractCase[] = [
   },
 ];
 
-/** PostgreSQL alone: writers of different keys (shards) share one schema. */
+/** PostgreSQL alone: writers of different keys (shards) share one schema; the server can go away. */
 export const POSTGRES_ONLY_CONTRACT: readonly ContractCase[] = [
+  {
+    name: 'a connection the server drops is reported as such, with what to do, and nothing half-written is kept',
+    run: (backend) =>
+      withStore(backend, async ({ db }, target) => {
+        assert.equal(target.backend, 'postgres');
+        const history = new HistoryStore(db);
+        history.insert(entry('c1', 1), {});
+        const { pid } = db.prepare('SELECT pg_backend_pid() AS pid').get() as { pid: number };
+        // The server ends the session in the middle of a transaction (another process asks it to).
+        const terminate = `const pg = require('pg'); const client = new pg.Client(process.argv[1]);
+          client.connect().then(() => client.query('SELECT pg_terminate_backend($1)', [Number(process.argv[2])])).then(() => client.end());`;
+        let failure: unknown;
+        assert.throws(() =>
+          db.transaction(() => {
+            history.insert(entry('c1', 2), {});
+            const ended = spawnSync(process.execPath, ['-e', terminate, target.backend === 'postgres' ? target.url : '', String(pid)], { encoding: 'utf8' });
+            assert.equal(ended.status, 0, ended.stderr);
+            try {
+              history.insert(entry('c1', 3), {});
+            } catch (error) {
+              failure = error;
+              throw error;
+            }
+          })(),
+        );
+        const problem = storageError(target.dataDir, failure);
+        assert.ok(problem, `a storage error: ${String(failure)}`);
+        assert.equal(problem.code, 'storage_connection');
+        assert.equal(problem.retryable, false);
+        assert.match(problem.message, /PostgreSQL database dropped the connection/);
+        assert.match(problem.hint ?? '', /restart Magpie/);
+        const again = open(target);
+        try {
+          assert.deepEqual(new HistoryStore(again.db).archive('c1').map((row) => row.seq), [1], 'nothing of the interrupted transaction');
+        } finally {
+          again.close();
+        }
+      }),
+  },
   {
     name: 'writers with different writer keys work side by side on one schema',
     async run(backend) {
