@@ -1,3 +1,5 @@
+import { isPostgres } from '../storage/sql-database.js';
+import { PgChannelLocks } from '../storage/postgres/pg-channel-locks.js';
 import { systemClock, type Clock } from '../common/clock.js';
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
@@ -164,6 +166,8 @@ export class ChannelRuntime {
     this.toolTokens = estimateToolTokens(this.countedTools);
     this.coordinator = new CompactionCoordinator({
       store: this.store,
+      // On a shared store, one process at a time compacts a channel.
+      ...(isPostgres(options.db) ? { locks: new PgChannelLocks(options.db) } : {}),
       events: options.events,
       clock: this.clock,
       summarizer: withAttachmentNote(options.summarizer),

@@ -1,3 +1,4 @@
+import type { ChannelLocks } from './channel-locks.js';
 import type { ChannelState } from '../channel/channel-state.js';
 import type { HistoryStore } from '../channel/history-store.js';
 import type { HistoryEntry } from '../channel/types.js';
@@ -52,6 +53,8 @@ export interface CompactionCoordinatorOptions {
   usageChecked?: (usage: number) => void;
   /** Sees the usage of every check (the compaction log samples it); cheap, never throws. */
   usageObserver?: UsageObserver;
+  /** Cross-process exclusion on a shared store; absent, this process is the only writer. */
+  locks?: ChannelLocks;
 }
 
 /** Watches usage at each check (the compaction log); must stay cheap, it runs after every message. */
@@ -259,6 +262,12 @@ export class CompactionCoordinator {
     onLanded?: (outcome: CompactionOutcome) => void,
   ): void {
     const compaction = settings.compaction;
+    if (this.options.locks && !this.options.locks.tryAcquire(state.channelId)) {
+      // Another process is compacting this channel: this one waits for a later check.
+      this.emit({ type: 'compaction_skipped', channel_id: state.channelId, tier, reason: 'locked_by_another_process' });
+      onLanded?.({ status: 'busy', reason: 'locked_by_another_process' });
+      return;
+    }
     this.sequence += 1;
     const compactionId = `${state.channelId}/${this.sequence}`;
     const useFallback = state.consecutiveFailures >= compaction.fallbackAfterFailures;
@@ -314,8 +323,28 @@ export class CompactionCoordinator {
       startedAt: number;
     },
   ): CompactionOutcome {
-    const { compactionId, tier, plan, outcome } = job;
+    const { compactionId } = job;
     if (state.compaction?.compactionId === compactionId) state.compaction = undefined;
+    try {
+      return this.apply(state, job);
+    } finally {
+      // After the splice committed (or was given up): another process may compact it now.
+      this.options.locks?.release(state.channelId);
+    }
+  }
+
+  private apply(
+    state: ChannelState,
+    job: {
+      compactionId: string;
+      tier: Exclude<CompactionTier, 'emergency'>;
+      plan: CompactionPlan;
+      outcome: WorkerOutcome;
+      summarizer: string;
+      startedAt: number;
+    },
+  ): CompactionOutcome {
+    const { compactionId, tier, plan, outcome } = job;
     if (this.closed) return { status: 'failed', compactionId, reason: 'shutting_down' };
     // A measurement, not a time of day: it stays on the monotonic clock even when replay drives `clock`.
     const duration = Math.round(performance.now() - job.startedAt);

@@ -70,6 +70,13 @@ export interface CompactionReplannedEvent extends ChannelEvent {
   reason: string;
 }
 
+/** A worker tier not started: another process holds the channel's compaction lock (shared store). */
+export interface CompactionSkippedEvent extends ChannelEvent {
+  type: 'compaction_skipped';
+  tier: CompactionTier;
+  reason: string;
+}
+
 export interface EmergencyTruncationEvent extends ChannelEvent {
   type: 'emergency_truncation';
   marker_id: number;
@@ -98,5 +105,6 @@ export type CompactionEvent =
   | CompactionCompletedEvent
   | CompactionFailedEvent
   | CompactionReplannedEvent
+  | CompactionSkippedEvent
   | EmergencyTruncationEvent
   | ArchiveFailedEvent;

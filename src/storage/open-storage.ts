@@ -6,6 +6,8 @@ import { PgDatabase, redactUrl } from './postgres/pg-database.js';
 import { applyPgMigrations, missingPgMigrations } from './postgres/pg-migrations.js';
 import { acquirePgWriterLock, STORAGE_WRITERS_TABLE } from './postgres/pg-writer-lock.js';
 import type { SqlDatabase } from './sql-database.js';
+import { openDatabaseReadOnly } from './read-only.js';
+import { listDataDirs } from './shard-dirs.js';
 import { MagpieError } from '../common/errors.js';
 
 /** Where a process keeps its data: the data dir alone (SQLite), or PostgreSQL plus the data dir for index files. */
@@ -77,15 +79,23 @@ export function openStorageForWriting(
   }
 }
 
-/** Opens the store to read beside a running writer: nothing is created, migrated or locked. */
-export function openStorageForReading(target: StorageTarget, migrations: readonly Migration[], options: { command?: string } = {}): OpenedStorage {
+/**
+ * Opens the store to read beside a running writer: nothing is created, migrated or locked.
+ * `anyVersion` accepts a store an older Magpie wrote (status and report check for the tables they
+ * read); otherwise a store missing a schema step is refused.
+ */
+export function openStorageForReading(
+  target: StorageTarget,
+  migrations: readonly Migration[],
+  options: { command?: string; anyVersion?: boolean } = {},
+): OpenedStorage {
   if (target.backend === 'sqlite') {
-    const db = openDatabase(target.dataDir, migrations, { readOnly: true });
+    const db = options.anyVersion ? openDatabaseReadOnly(target.dataDir) : openDatabase(target.dataDir, migrations, { readOnly: true });
     return { target, dataDir: target.dataDir, db, close: () => closeDatabase(db) };
   }
   const db = connect(target, options.command ?? 'magpie reader');
   const missing = missingPgMigrations(db, migrations);
-  if (missing.length > 0) {
+  if (missing.length === migrations.length || (missing.length > 0 && !options.anyVersion)) {
     db.close();
     throw new MagpieError(missing.length === migrations.length ? 'no_data' : 'data_dir_outdated', `no complete Magpie schema in ${describeTarget(target)}`, {
       context: { schema: target.schema, missing },
@@ -98,4 +108,21 @@ export function openStorageForReading(target: StorageTarget, migrations: readonl
 
 function connect(target: Extract<StorageTarget, { backend: 'postgres' }>, command: string): PgDatabase {
   return new PgDatabase({ url: target.url, schema: target.schema, applicationName: command.slice(0, 60), statementTimeoutMs: 60_000 });
+}
+
+/** One store of a deployment: the data dir (or a shard's) on SQLite; the one schema on PostgreSQL. */
+export interface StorageEntry {
+  dir: string;
+  shardId?: number;
+  target: StorageTarget;
+}
+
+/**
+ * Every store a reader looks across. SQLite: the data dir and its `shard-<N>` dirs that hold a
+ * database (empty when there is none). PostgreSQL: the one schema every shard shares.
+ */
+export function listStorage(config: Pick<MagpieConfig, 'storage'>, dataDir: string, env: NodeJS.ProcessEnv = process.env): StorageEntry[] {
+  const target = storageTarget(config, dataDir, env);
+  if (target.backend === 'postgres') return [{ dir: dataDir, target }];
+  return listDataDirs(dataDir).map((entry) => ({ ...entry, target: { backend: 'sqlite', dataDir: entry.dir } }));
 }

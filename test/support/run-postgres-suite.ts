@@ -13,6 +13,8 @@ import { TEST_DATABASE_URL } from './storage.js';
 /** The test files whose stores must behave the same on both backends. */
 export const POSTGRES_SUITE = [
   'postgres-store',
+  'channel-runtime',
+  'compaction-invariants',
   'memory-store',
 ];
 

@@ -1,11 +1,10 @@
-import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { openApp } from '../../app/open-app.js';
 import { EventStream } from '../../common/events.js';
 import { MagpieError } from '../../common/errors.js';
 import { loadConfig } from '../../config/load-config.js';
 import { DATABASE_FILE } from '../../storage/database.js';
-import { listDataDirs } from '../../storage/shard-dirs.js';
+import { listStorage } from '../../storage/open-storage.js';
 import { EXIT, type CliIo } from '../command.js';
 import { parseFlags, UsageError } from '../parse-flags.js';
 
@@ -48,13 +47,13 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
   const { config } = loadConfig({ path: values.config, cwd: io.cwd, env: io.env });
   const dataDir = path.resolve(io.cwd, values['data-dir'] ?? config.memory.dataDir);
   // A sharded bot keeps one data dir per shard: forgetting works on one at a time.
-  const dirs = listDataDirs(dataDir);
+  const dirs = listStorage(config, dataDir, io.env);
   if (dirs.length > 1 || (dirs.length === 1 && dirs[0]!.dir !== dataDir)) {
     throw new MagpieError('sharded_data_dir', `${dataDir} holds ${dirs.length} shard data directories; forget works on one`, {
       hint: `pass --data-dir ${dirs.map((entry) => entry.dir).join(' or ')} (for --user, each of them in turn)`,
     });
   }
-  if (!existsSync(path.join(dataDir, DATABASE_FILE))) {
+  if (dirs.length === 0) {
     throw new MagpieError('no_data', `no Magpie data in ${dataDir} (${DATABASE_FILE} not found)`, {
       hint: 'pass --data-dir with a directory written by `magpie start`, `magpie chat` or `magpie replay`',
     });

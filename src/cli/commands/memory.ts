@@ -8,11 +8,11 @@ import { openMemoryStore } from '../../memory/open-memory-store.js';
 import type { SqliteMemoryStore } from '../../memory/sqlite-memory-store.js';
 import { MEMORY_TYPES, type MemoryKind, type MemoryStats, type MemoryType, type SearchResult } from '../../memory/types.js';
 import { checkLimit, checkMemoryType, checkQuery, MAX_SEARCH_LIMIT } from '../../memory/validation.js';
-import { DATABASE_FILE, openDatabase, type SqlDatabase } from '../../storage/database.js';
-import { openDataDirForWriting, type WritableDataDir } from '../../storage/data-dir.js';
+import { DATABASE_FILE } from '../../storage/database.js';
+import { describeTarget, listStorage, openStorageForReading, openStorageForWriting, type OpenedStorage, type StorageEntry } from '../../storage/open-storage.js';
 import { EventStream } from '../../common/events.js';
 import { ALL_MIGRATIONS } from '../../storage/migrations.js';
-import { dataDirOfChannel, listDataDirs, type DataDirEntry } from '../../storage/shard-dirs.js';
+import { dataDirOfChannel } from '../../storage/shard-dirs.js';
 import { storageError } from '../../storage/storage-error.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
@@ -320,7 +320,7 @@ async function withStores(
 ): Promise<number> {
   const { config } = loadConfig({ path: values.config, cwd: io.cwd, env: io.env });
   const dataDir = path.resolve(io.cwd, values['data-dir'] ?? config.memory.dataDir);
-  const dirs = listDataDirs(dataDir);
+  const dirs = listStorage(config, dataDir, io.env);
   if (dirs.length === 0) {
     throw new MagpieError('no_data', `no Magpie data in ${dataDir} (${DATABASE_FILE} not found)`, {
       hint: 'pass --data-dir with a directory written by `magpie start`, `magpie chat` or `magpie replay`',
@@ -335,28 +335,30 @@ async function withStores(
       io.stderr.write(`warning: ${String(event.path)} is ${String(event.reason)}; ${event.moved_to ? `moved to ${String(event.moved_to)}` : 'ignored'}\n`);
     }
   });
-  const opened = new Map<string, { writable?: WritableDataDir; db?: SqlDatabase; store?: SqliteMemoryStore }>();
-  const open = async (entry: DataDirEntry): Promise<SqliteMemoryStore> => {
+  const opened = new Map<string, { storage?: OpenedStorage; store?: SqliteMemoryStore }>();
+  const open = async (entry: StorageEntry): Promise<SqliteMemoryStore> => {
     const existing = opened.get(entry.dir);
     if (existing?.store) return existing.store;
-    const slot: { writable?: WritableDataDir; db?: SqlDatabase; store?: SqliteMemoryStore } = {};
+    const slot: { storage?: OpenedStorage; store?: SqliteMemoryStore } = {};
     opened.set(entry.dir, slot);
     try {
-      if (mode.write) {
-        slot.writable = openDataDirForWriting(entry.dir, ALL_MIGRATIONS, { command: 'magpie memory forget' });
-        slot.db = slot.writable.db;
-      } else {
-        slot.db = openDatabase(entry.dir, ALL_MIGRATIONS, { readOnly: true });
-      }
+      slot.storage = mode.write
+        ? openStorageForWriting(entry.target, ALL_MIGRATIONS, { command: 'magpie memory forget' })
+        : openStorageForReading(entry.target, ALL_MIGRATIONS, { command: 'magpie memory' });
       const settings: MemorySettings = { ...config.memory, dataDir: entry.dir };
-      slot.store = await openMemoryStore({ db: slot.db, dataDir: entry.dir, settings, env: io.env, events, readOnly: !mode.write });
+      slot.store = await openMemoryStore({ db: slot.storage.db, dataDir: entry.dir, settings, env: io.env, events, readOnly: !mode.write });
       return slot.store;
     } catch (error) {
-      throw storageError(entry.dir, error) ?? error;
+      throw storageError(describeTarget(entry.target), error) ?? error;
     }
   };
+  const byChannel = (channelId: string): StorageEntry => {
+    if (dirs.length === 1) return dirs[0]!;
+    const found = dataDirOfChannel(dataDir, channelId);
+    return dirs.find((entry) => entry.dir === found?.dir) ?? dirs[0]!;
+  };
   const stores: StoreSet = {
-    forChannel: (channelId) => open(dirs.length === 1 ? dirs[0]! : (dataDirOfChannel(dataDir, channelId) ?? dirs[0]!)),
+    forChannel: (channelId) => open(byChannel(channelId)),
     all: async () => {
       const all: SqliteMemoryStore[] = [];
       for (const entry of dirs) all.push(await open(entry));
@@ -382,8 +384,7 @@ async function withStores(
       } catch (error) {
         io.stderr.write(`magpie memory: could not save the vector index: ${errorMessage(error)}\n`);
       }
-      if (slot.writable) slot.writable.close();
-      else slot.db?.close();
+      slot.storage?.close();
     }
   }
 }

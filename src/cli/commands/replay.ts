@@ -17,7 +17,7 @@ import { createAnthropicModel } from '../../llm/anthropic-model.js';
 import { createMemoryTools, openMemoryStore } from '../../memory/index.js';
 import type { SqliteMemoryStore } from '../../memory/sqlite-memory-store.js';
 import type { MemoryStore } from '../../memory/types.js';
-import { openDataDirForWriting } from '../../storage/data-dir.js';
+import { openStorageForWriting, storageTarget } from '../../storage/open-storage.js';
 import { ALL_MIGRATIONS } from '../../storage/migrations.js';
 import { storageError } from '../../storage/storage-error.js';
 import { utf8Lines } from '../utf8-lines.js';
@@ -129,7 +129,7 @@ async function replay(options: {
   const { io, config } = options;
   let writable;
   try {
-    writable = openDataDirForWriting(options.dataDir, ALL_MIGRATIONS, { command: 'magpie replay' });
+    writable = openStorageForWriting(storageTarget(config, options.dataDir, options.io.env), ALL_MIGRATIONS, { command: 'magpie replay' });
   } catch (error) {
     throw storageError(options.dataDir, error) ?? error;
   }

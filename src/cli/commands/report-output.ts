@@ -3,7 +3,8 @@ import path from 'node:path';
 import { InputError } from '../../common/errors.js';
 import { renderReport, runFromDatabase, runLabels, type ReportRun } from '../../report/index.js';
 import type { SqlDatabase } from '../../storage/database.js';
-import { openDatabaseReadOnly } from '../../storage/read-only.js';
+import { ALL_MIGRATIONS } from '../../storage/migrations.js';
+import { openStorageForReading, type StorageTarget } from '../../storage/open-storage.js';
 import type { CliIo } from '../command.js';
 import { createProgress, progressEnabled } from '../progress.js';
 
@@ -11,6 +12,8 @@ import { createProgress, progressEnabled } from '../progress.js';
 export interface ReportSource {
   dataDir: string;
   db?: SqlDatabase;
+  /** Where its data lives; default the SQLite database in `dataDir`. */
+  target?: StorageTarget;
 }
 
 /**
@@ -23,7 +26,8 @@ export function writeReport(options: { sources: readonly ReportSource[]; channel
   const progress = createProgress({ stream: io.stderr, label: 'report', unit: 'data dirs', total: options.sources.length, everyMs: 0, enabled: progressEnabled(io.stderr, io.env) });
   const runs = options.sources.map((source, index) => {
     progress.update(index);
-    const db = source.db ?? openDatabaseReadOnly(source.dataDir);
+    const opened = source.db ? undefined : openStorageForReading(source.target ?? { backend: 'sqlite', dataDir: source.dataDir }, ALL_MIGRATIONS, { command: 'magpie report', anyVersion: true });
+    const db = source.db ?? opened!.db;
     try {
       return runFromDatabase(db, {
         label: labels[index]!,
@@ -31,7 +35,7 @@ export function writeReport(options: { sources: readonly ReportSource[]; channel
         ...(options.channelId === undefined ? {} : { channelId: options.channelId }),
       });
     } finally {
-      if (!source.db) db.close();
+      opened?.close();
     }
   });
   progress.update(options.sources.length);

@@ -3,6 +3,7 @@ import { loadConfig } from '../../config/load-config.js';
 import { EXIT, type CliCommand } from '../command.js';
 import { parseFlags, requireFlag, UsageError } from '../parse-flags.js';
 import { reportWritten, writeReport } from './report-output.js';
+import { storageTarget } from '../../storage/open-storage.js';
 
 const USAGE = `Usage: magpie report [--data-dir DIR] [--compare DIR]... [--channel ID] --out FILE.html
 
@@ -49,7 +50,8 @@ export const reportCommand: CliCommand = {
     const compare = compareDirs(parsed.values.compare, USAGE, 1);
     const { config } = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env });
     const dataDir = path.resolve(io.cwd, parsed.values['data-dir'] ?? config.memory.dataDir);
-    const sources = [dataDir, ...compare.map((dir) => path.resolve(io.cwd, dir))].map((dir) => ({ dataDir: dir }));
+    // The data dir is read where [storage] says; compared runs are SQLite data dirs (replays).
+    const sources = [{ dataDir, target: storageTarget(config, dataDir, io.env) }, ...compare.map((dir) => ({ dataDir: path.resolve(io.cwd, dir) }))];
     const channel = parsed.values.channel;
     if (channel !== undefined && channel.trim() === '') throw new UsageError('--channel needs a channel id', USAGE);
     const runs = writeReport({ sources, out, io, ...(channel === undefined ? {} : { channelId: channel }) });

@@ -95,7 +95,7 @@ export const startCommand: CliCommand = {
       env: io.env,
       destination: io.stdout,
       // The variables the config names hold secrets whatever they are called.
-      secretEnv: [config.discord.tokenEnv, config.llm.apiKeyEnv, config.memory.http.apiKeyEnv],
+      secretEnv: [config.discord.tokenEnv, config.llm.apiKeyEnv, config.memory.http.apiKeyEnv, config.storage.urlEnv],
     });
     const events = new EventStream();
     attachEventLogger(events, logger);
@@ -111,7 +111,17 @@ export const startCommand: CliCommand = {
     operator.readiness.require('discord', () => 'discord not connected yet');
     let app: Awaited<ReturnType<typeof openApp>>;
     try {
-      app = await openApp({ config, env: io.env, cwd: io.cwd, events, command: 'magpie start', metrics: operator.metrics, ...(dataDir ? { dataDir } : {}) });
+      app = await openApp({
+        config,
+        env: io.env,
+        cwd: io.cwd,
+        events,
+        command: 'magpie start',
+        metrics: operator.metrics,
+        ...(dataDir ? { dataDir } : {}),
+        // On PostgreSQL every shard shares the schema; each holds the writer lock of its own shard.
+        ...(shard ? { writerKey: `shard-${shard.id}-of-${shard.count}` } : {}),
+      });
     } catch (error) {
       await operator.close();
       throw error;

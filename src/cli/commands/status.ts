@@ -8,7 +8,9 @@ import { LiveConfig } from '../../config/live-config.js';
 import { loadConfig } from '../../config/load-config.js';
 import { MEMORY_TOOL_DEFINITIONS } from '../../memory/tools.js';
 import { listPersonas } from '../../persona/persona-store.js';
-import { hasTable, openDatabaseReadOnly } from '../../storage/read-only.js';
+import { hasTable } from '../../storage/read-only.js';
+import { openStorageForReading, storageTarget } from '../../storage/open-storage.js';
+import { ALL_MIGRATIONS } from '../../storage/migrations.js';
 import type { SqlDatabase } from '../../storage/database.js';
 import { EXIT, type CliCommand } from '../command.js';
 import { parseFlags } from '../parse-flags.js';
@@ -71,7 +73,8 @@ export const statusCommand: CliCommand = {
     }
     const { config } = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env });
     const dataDir = path.resolve(io.cwd, parsed.values['data-dir'] ?? config.memory.dataDir);
-    const db = openDatabaseReadOnly(dataDir);
+    const storage = openStorageForReading(storageTarget(config, dataDir, io.env), ALL_MIGRATIONS, { command: 'magpie status', anyVersion: true });
+    const db = storage.db;
     try {
       const channel = parsed.values.channel;
       const known = channelIdsWithHistory(db);
@@ -97,7 +100,7 @@ export const statusCommand: CliCommand = {
       }
       return EXIT.ok;
     } finally {
-      db.close();
+      storage.close();
     }
   },
 };

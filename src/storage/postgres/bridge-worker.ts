@@ -39,6 +39,12 @@ client.on('end', () => {
 });
 ready.catch(() => undefined);
 
+// A thread that ends for any reason wakes its caller, which would otherwise sleep until timeout.
+process.on('exit', () => {
+  Atomics.store(signal, 0, 2);
+  Atomics.notify(signal, 0);
+});
+
 let chain: Promise<void> = Promise.resolve();
 port.on('message', (request: BridgeRequest) => {
   chain = chain.then(() => handle(request));

@@ -176,6 +176,12 @@ export class PgDatabase implements SqlDatabase {
     this.statementCount += 1;
     const waited = Atomics.wait(this.signal, 0, 0, REPLY_TIMEOUT_MS);
     const message = receiveMessageOnPort(this.port);
+    if (!message && Atomics.load(this.signal, 0) === 2) {
+      this.isOpen = false;
+      throw new MagpieError('postgres_connection_lost', 'the PostgreSQL connection thread ended', {
+        hint: 'restart Magpie; nothing half-applied stays in the database (the server rolled back the open transaction)',
+      });
+    }
     if (!message) {
       throw new MagpieError('postgres_timeout', `PostgreSQL did not answer within ${REPLY_TIMEOUT_MS / 1000} s (${waited})`, {
         hint: 'check the server and the network; Magpie retries the write when the store is back',

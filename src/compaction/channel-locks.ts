@@ -1,0 +1,10 @@
+/**
+ * Which process may compact a channel. In one process the coordinator already runs one
+ * compaction per channel; on a shared store (PostgreSQL) a second process serving the same
+ * channel (a reshard, a mistaken second deployment) must not compact it at the same time.
+ */
+export interface ChannelLocks {
+  /** True when this process now holds the channel's compaction lock. */
+  tryAcquire(channelId: string): boolean;
+  release(channelId: string): void;
+}

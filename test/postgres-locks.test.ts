@@ -1,0 +1,86 @@
+/** Cross-process exclusion on PostgreSQL: compaction locks and their release. */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ChannelRuntime } from '../src/channel/index.js';
+import { EventStream, type MagpieEvent } from '../src/common/events.js';
+import { LiveConfig } from '../src/config/live-config.js';
+import { createExtractiveSummarizer } from '../src/compaction/extractive-summarizer.js';
+import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { openStorageForWriting, type OpenedStorage } from '../src/storage/open-storage.js';
+import { PgChannelLocks } from '../src/storage/postgres/pg-channel-locks.js';
+import { FakeMemoryStore, testConfig, TickingClock, userMessage } from './compaction-support.js';
+import { freshSchema, requirePostgres } from './support/postgres-available.js';
+import { TEST_DATABASE_URL } from './support/storage.js';
+
+function openSchema(schema: string, writerKey: string): OpenedStorage {
+  return openStorageForWriting({ backend: 'postgres', dataDir: '/nonexistent', url: TEST_DATABASE_URL, schema }, ALL_MIGRATIONS, {
+    command: 'postgres-locks test',
+    writerKey,
+  });
+}
+
+test('a channel compaction lock is held by one connection at a time and freed when its holder goes', async (t) => {
+  if (!(await requirePostgres(t))) return;
+  const schema = freshSchema();
+  const first = openSchema(schema, 'one');
+  const second = openSchema(schema, 'two');
+  try {
+    const mine = new PgChannelLocks(first.db);
+    const theirs = new PgChannelLocks(second.db);
+    assert.equal(mine.tryAcquire('c1'), true);
+    assert.equal(mine.tryAcquire('c1'), true, 'the holder may ask again');
+    assert.equal(theirs.tryAcquire('c1'), false, 'another process is refused');
+    assert.equal(theirs.tryAcquire('c2'), true, 'other channels are free');
+    mine.release('c1');
+    assert.equal(theirs.tryAcquire('c1'), true, 'released once, even after being asked twice');
+    theirs.release('c1');
+    assert.equal(mine.tryAcquire('c1'), true);
+    first.close();
+    assert.equal(theirs.tryAcquire('c1'), true, 'a closed connection (a dead process) leaves no lock behind');
+  } finally {
+    if (first.db.open) first.close();
+    second.db.exec(`DROP SCHEMA "${schema}" CASCADE`);
+    second.close();
+  }
+});
+
+test('a runtime does not compact a channel another process is compacting, and does once it is free', async (t) => {
+  if (!(await requirePostgres(t))) return;
+  const schema = freshSchema();
+  const storage = openSchema(schema, 'runtime');
+  const other = openSchema(schema, 'other');
+  const events: MagpieEvent[] = [];
+  const stream = new EventStream();
+  stream.subscribe((event) => events.push(event));
+  const runtime = new ChannelRuntime({
+    db: storage.db,
+    memory: new FakeMemoryStore(),
+    config: new LiveConfig(testConfig({ contextWindow: 2000, compaction: { emergencyThreshold: 0.99 } })),
+    events: stream,
+    summarizer: createExtractiveSummarizer(),
+    clock: new TickingClock(),
+  });
+  const elsewhere = new PgChannelLocks(other.db);
+  try {
+    assert.equal(elsewhere.tryAcquire('busy'), true);
+    let index = 0;
+    while (!events.some((event) => event.type === 'compaction_skipped') && index < 200) {
+      await runtime.ingest(userMessage('busy', index, { words: 20 }));
+      index += 1;
+    }
+    await runtime.flushCompactions();
+    assert.ok(events.some((event) => event.type === 'compaction_skipped' && event.channel_id === 'busy'), 'the locked channel was skipped');
+    assert.equal(events.filter((event) => event.type === 'compaction_started').length, 0, 'no compaction started while locked');
+    elsewhere.release('busy');
+    await runtime.ingest(userMessage('busy', index, { words: 20 }));
+    await runtime.flushCompactions();
+    assert.ok(events.some((event) => event.type === 'compaction_completed' && event.channel_id === 'busy'), `compacted once the lock was free: ${events.slice(-6).map((event) => JSON.stringify(event)).join('\n')}`);
+    const summaries = storage.db.prepare('SELECT count(*) AS n FROM history_summaries WHERE channel_id = ?').get('busy') as { n: number };
+    assert.ok(summaries.n >= 1);
+  } finally {
+    await runtime.close();
+    storage.close();
+    other.db.exec(`DROP SCHEMA "${schema}" CASCADE`);
+    other.close();
+  }
+});
