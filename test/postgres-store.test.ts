@@ -14,6 +14,7 @@ import { PgError } from '../src/storage/postgres/pg-database.js';
 import { storageError } from '../src/storage/storage-error.js';
 import type { StorageTarget } from '../src/storage/open-storage.js';
 import { POSTGRES_ONLY_CONTRACT, STORE_CONTRACT, type ContractBackend, type ContractCase } from './support/store-contract.js';
+import { freshSchema, postgresProblem } from './support/postgres-available.js';
 import { TEST_DATABASE_URL } from './support/storage.js';
 
 const dirs: string[] = [];
@@ -29,27 +30,13 @@ const postgres: ContractBackend = {
   name: 'postgres',
   freshTarget(): StorageTarget {
     // `t_` schemas are the tests' own: the PostgreSQL suite drops those left by earlier runs.
-    const schema = `t_contract_${process.pid}_${schemas.length + 1}`;
+    const schema = freshSchema('t_contract');
     schemas.push(schema);
     return { backend: 'postgres', dataDir: freshDir(), url: TEST_DATABASE_URL, schema };
   },
 };
 
-/** Why PostgreSQL cannot be tested here, or undefined when it can. */
-async function postgresUnavailable(): Promise<string | undefined> {
-  const client = new pg.Client({ connectionString: TEST_DATABASE_URL, connectionTimeoutMillis: 10_000 });
-  try {
-    await client.connect();
-    await client.query('SELECT 1');
-    return undefined;
-  } catch (error) {
-    return `PostgreSQL is not reachable at ${TEST_DATABASE_URL}: ${(error as Error).message}`;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
-
-const unavailable = await postgresUnavailable();
+const unavailable = await postgresProblem();
 if (unavailable && process.env.CI !== 'true') console.log(`postgres-store: PostgreSQL cases skipped, ${unavailable}`);
 
 function runCases(backend: ContractBackend, cases: readonly ContractCase[]): void {

@@ -33,6 +33,7 @@ const POSTGRES_KINDS: ReadonlyArray<[RegExp, StorageProblemKind]> = [
 /** The kind of storage failure `error` is (SQLite result codes, PostgreSQL SQLSTATEs, file system errno), if it is one. */
 export function storageProblemKind(error: unknown): StorageProblemKind | undefined {
   const code = (error as { code?: unknown } | undefined)?.code;
+  if (error instanceof MagpieError) return error.code === 'postgres_connection_lost' ? 'connection' : undefined;
   if (error instanceof PgError) {
     if (typeof code === 'string') for (const [pattern, kind] of POSTGRES_KINDS) if (pattern.test(code)) return kind;
     return undefined;
@@ -108,7 +109,7 @@ export function storageError(dataDir: string, error: unknown): MagpieError | und
   const kind = storageProblemKind(error);
   if (!kind) return undefined;
   const code = (error as { code: string }).code;
-  const postgres = error instanceof PgError;
+  const postgres = error instanceof PgError || kind === 'connection';
   const { what, hint } = postgres ? POSTGRES_DESCRIPTIONS[kind] : SQLITE_DESCRIPTIONS[kind as Exclude<StorageProblemKind, 'connection'>];
   const subject = postgres ? 'the PostgreSQL database' : `the data directory ${dataDir}`;
   return new MagpieError(`storage_${kind}`, `${subject} ${what} (${code}: ${errorMessage(error)})`, {
