@@ -37,9 +37,9 @@ export function contextCensus(db: SqlDatabase, channelId: string): ContextCensus
       ?.live_from_seq ?? 0;
   const counts = db
     .prepare(
-      `SELECT SUM(kind = 'message') AS messages,
-              SUM(kind = 'message' AND seq >= @liveFrom) AS live_messages,
-              SUM(seq >= @liveFrom) AS live_entries,
+      `SELECT SUM(CASE WHEN kind = 'message' THEN 1 ELSE 0 END) AS messages,
+              SUM(CASE WHEN kind = 'message' AND seq >= @liveFrom THEN 1 ELSE 0 END) AS live_messages,
+              SUM(CASE WHEN seq >= @liveFrom THEN 1 ELSE 0 END) AS live_entries,
               SUM(CASE WHEN seq >= @liveFrom THEN tokens ELSE 0 END) AS live_tokens,
               MAX(created_at) AS last_at
          FROM history_entries WHERE channel_id = @channelId`,

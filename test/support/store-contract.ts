@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { CalibrationStore } from '../../src/channel/calibration.js';
+import { channelIdsWithHistory, contextCensus } from '../../src/channel/census.js';
 import { HistoryStore, type NewSummary } from '../../src/channel/history-store.js';
 import type { HistoryEntry } from '../../src/channel/types.js';
 import { DailyTokenBudget } from '../../src/app/cost-guards.js';
@@ -174,6 +175,21 @@ export const STORE_CONTRACT: readonly ContractCase[] = [
           history.allSummaries('c1').map((row) => [row.id, row.live]),
           [[first, false], [second, true]],
         );
+        history.insert(entry('c1', 7, { messageId: 'tool-7', kind: 'tool_call', role: 'assistant', tokens: 3 }), {});
+        assert.deepEqual(channelIdsWithHistory(db), ['c1']);
+        assert.deepEqual(contextCensus(db, 'c1'), {
+          channelId: 'c1',
+          messages: 6,
+          liveMessages: 2,
+          underSummaries: 4,
+          underMarkers: 0,
+          liveEntries: 3,
+          liveEntryTokens: 13,
+          summaries: 1,
+          markers: 0,
+          summaryTokens: 7,
+          lastMessageAt: entry('c1', 7).createdAt,
+        });
       }),
   },
   {
