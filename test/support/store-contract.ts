@@ -10,6 +10,7 @@ import { channelIdsWithHistory, contextCensus } from '../../src/channel/census.j
 import { HistoryStore, type NewSummary } from '../../src/channel/history-store.js';
 import type { HistoryEntry } from '../../src/channel/types.js';
 import { DailyTokenBudget } from '../../src/app/cost-guards.js';
+import { AttachmentStore, type StoredAttachment } from '../../src/attachments/attachment-store.js';
 import type { Clock } from '../../src/common/clock.js';
 import { MagpieError } from '../../src/common/errors.js';
 import { ChannelViews, privateThreadKey } from '../../src/privacy/channel-views.js';
@@ -312,6 +313,25 @@ export const STORE_CONTRACT: readonly ContractCase[] = [
         assert.equal(fresh.keyOf('public-thread'), 'mods');
         assert.equal(fresh.keyOf('private-thread'), privateThreadKey('private-thread'));
         assert.equal(fresh.keyOf('never-seen'), '');
+      }),
+  },
+  {
+    name: 'attachments: image bytes and text files come back exactly, replaced per message, gone with it',
+    run: (backend) =>
+      withStore(backend, ({ db }) => {
+        const attachments = new AttachmentStore(db);
+        // Every byte value, so that no encoding can pass by luck.
+        const bytes = Buffer.from(Array.from({ length: 512 }, (_, index) => index % 256));
+        const image: StoredAttachment = { kind: 'image', name: 'plan.png', size: 512, mediaType: 'image/png', width: 30, height: 20, tokens: 1, data: bytes.toString('base64') };
+        const text: StoredAttachment = { kind: 'text', name: 'notes.txt', size: 9, text: 'some text', truncated: true, maxChars: 4000, tokens: 12 };
+        attachments.replace('c1', 1, 'm1', [image, text]);
+        attachments.replace('c1', 2, 'm2', [text]);
+        attachments.replace('c1', 2, 'm2', [{ ...text, name: 'other.txt', truncated: false }]);
+        assert.deepEqual(attachments.liveFrom('c1', 1), new Map([[1, [image, text]], [2, [{ ...text, name: 'other.txt', truncated: false }]]]));
+        assert.equal(attachments.tokensOf('c1', 1), 13);
+        assert.equal(attachments.tokensOf('c1', 3), 0);
+        attachments.delete('c1', [1]);
+        assert.deepEqual([...attachments.liveFrom('c1', 0).keys()], [2]);
       }),
   },
   {

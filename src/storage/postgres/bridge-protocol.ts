@@ -33,5 +33,12 @@ export interface BridgeError {
 }
 
 export type BridgeReply =
-  | { ok: true; rows: Array<Record<string, unknown>>; rowCount: number; fields: string[] }
+  | {
+      ok: true;
+      rows: Array<Record<string, unknown>>;
+      rowCount: number;
+      fields: string[];
+      /** Columns of type bytea: they cross the thread boundary as plain Uint8Arrays. */
+      binary?: string[];
+    }
   | { ok: false; error: BridgeError };

@@ -9,6 +9,7 @@ import type { BridgeReply, BridgeRequest, BridgeSettings } from './bridge-protoc
  */
 const { port, flag, settings } = workerData as { port: MessagePort; flag: SharedArrayBuffer; settings: BridgeSettings };
 const signal = new Int32Array(flag);
+const BYTEA = 17;
 
 // Integers come back as numbers, as SQLite returns them (timestamps in ms fit in 2^53).
 pg.types.setTypeParser(20, (value: string) => Number(value));
@@ -64,11 +65,14 @@ async function handle(request: BridgeRequest): Promise<void> {
         : await client.query({ text: request.sql, values: request.params, ...(request.name ? { name: request.name } : {}) });
       // A multi-statement simple query returns one result per statement: the last one counts.
       const last = Array.isArray(result) ? result[result.length - 1] : result;
+      const fields = (last?.fields ?? []) as Array<{ name: string; dataTypeID: number }>;
+      const binary = fields.filter((field) => field.dataTypeID === BYTEA).map((field) => field.name);
       reply = {
         ok: true,
         rows: (last?.rows ?? []) as Array<Record<string, unknown>>,
         rowCount: last?.rowCount ?? 0,
-        fields: (last?.fields ?? []).map((field: { name: string }) => field.name),
+        fields: fields.map((field) => field.name),
+        ...(binary.length > 0 ? { binary } : {}),
       };
     }
   } catch (error) {

@@ -189,6 +189,13 @@ export class PgDatabase implements SqlDatabase {
     }
     const reply = message.message as BridgeReply;
     if (!reply.ok) throw new PgError(reply.error.message, reply.error.code, reply.error.constraint);
+    // Binary columns come back as Buffers, as better-sqlite3 returns BLOBs.
+    for (const column of reply.binary ?? []) {
+      for (const row of reply.rows) {
+        const bytes = row[column];
+        if (bytes instanceof Uint8Array) row[column] = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      }
+    }
     return reply;
   }
 
