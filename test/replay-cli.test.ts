@@ -9,6 +9,7 @@ import { HistoryStore } from '../src/channel/history-store.js';
 import { openDatabase } from '../src/storage/database.js';
 import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
 import { assertConsistentHistory, generateTranscript, tempDir } from './compaction-support.js';
+import { magpieEnv } from './support/magpie-process.js';
 
 const MAIN = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
 
@@ -90,7 +91,9 @@ test('8. kill -9 mid-replay, then a re-run on the same data dir: consistent, not
   const total = 4000;
   writeFileSync(transcript, generateTranscript(total, { channels: 3 }));
   const data = join(dir.path, 'data');
-  const child = spawn(process.execPath, [MAIN, 'replay', transcript, '--data-dir', data, '--context-window', '2000', '--worker-lag', '4', '--json'], {
+  const args = ['replay', transcript, '--data-dir', data, '--context-window', '2000', '--worker-lag', '4', '--json'];
+  const child = spawn(process.execPath, [MAIN, ...args], {
+    env: magpieEnv(args, { cwd: process.cwd(), env: process.env }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let seen = 0;

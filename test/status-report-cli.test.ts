@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { formatDuration, progressLine } from '../src/cli/progress.js';
 import { generateTranscript, tempDir } from './compaction-support.js';
-import { MAGPIE_MAIN, runMagpie, type MagpieRun } from './support/magpie-process.js';
+import { MAGPIE_MAIN, magpieEnv, type MagpieRun, runMagpie } from './support/magpie-process.js';
 
 const ENV = { ...process.env, MAGPIE_DATA_DIR: '', MAGPIE_PROGRESS: '' };
 
@@ -159,10 +159,11 @@ test('Ctrl-C (SIGINT) and SIGTERM stop a replay after the current message; a re-
   writeFileSync(transcript, generateTranscript(6000, { channels: 3 }));
   const data = join(dir.path, 'data');
   const interrupted = async (signal: NodeJS.Signals) => {
-    const child = spawn(process.execPath, [MAGPIE_MAIN, 'replay', transcript, '--data-dir', data, '--json'], {
+    const args = ['replay', transcript, '--data-dir', data, '--json'];
+    const child = spawn(process.execPath, [MAGPIE_MAIN, ...args], {
       cwd: dir.path,
       // Progress forced on through a pipe: it shows the replay is under way.
-      env: { ...ENV, MAGPIE_PROGRESS: '1' },
+      env: magpieEnv(args, { cwd: dir.path, env: { ...ENV, MAGPIE_PROGRESS: '1' } }),
     });
     let stdout = '';
     let stderr = '';
