@@ -342,8 +342,6 @@ async function withStores(
     const slot: { storage?: OpenedStorage; store?: SqliteMemoryStore } = {};
     opened.set(entry.dir, slot);
     try {
-      // A schema with no Magpie data is refused, as a data dir without its database is, not created.
-      if (mode.write && entry.target.backend === 'postgres') openStorageForReading(entry.target, ALL_MIGRATIONS, { command: 'magpie memory', anyVersion: true }).close();
       slot.storage = mode.write
         ? openStorageForWriting(entry.target, ALL_MIGRATIONS, { command: 'magpie memory forget' })
         : openStorageForReading(entry.target, ALL_MIGRATIONS, { command: 'magpie memory' });
