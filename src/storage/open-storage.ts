@@ -99,7 +99,7 @@ export function openStorageForReading(
   if (missing.length === migrations.length || (missing.length > 0 && !options.anyVersion)) {
     db.close();
     const empty = missing.length === migrations.length;
-    const what = empty ? `no Magpie data in ${describeTarget(target)} (data dir ${target.dataDir})` : `no complete Magpie schema in ${describeTarget(target)}`;
+    const what = `${empty ? `no Magpie data in ${target.dataDir}: ` : ''}no complete Magpie schema in ${describeTarget(target)}`;
     throw new MagpieError(empty ? 'no_data' : 'data_dir_outdated', what, {
       context: { schema: target.schema, missing },
       hint: 'run a writing command (magpie start, chat or replay) against this database first',

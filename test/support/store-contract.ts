@@ -15,6 +15,7 @@ import type { Clock } from '../../src/common/clock.js';
 import { MagpieError } from '../../src/common/errors.js';
 import { ChannelViews, privateThreadKey } from '../../src/privacy/channel-views.js';
 import { storageError } from '../../src/storage/storage-error.js';
+import { createChannelHistoryTool } from '../../src/worker/channel-history-tool.js';
 import { listPersonas, PersonaStore } from '../../src/persona/persona-store.js';
 import { ALL_MIGRATIONS } from '../../src/storage/migrations.js';
 import { openStorageForWriting, type OpenedStorage, type StorageTarget } from '../../src/storage/open-storage.js';
@@ -332,6 +333,26 @@ export const STORE_CONTRACT: readonly ContractCase[] = [
         assert.equal(attachments.tokensOf('c1', 3), 0);
         attachments.delete('c1', [1]);
         assert.deepEqual([...attachments.liveFrom('c1', 0).keys()], [2]);
+      }),
+  },
+  {
+    name: 'channel history tool: newest first, case-insensitive words, wildcards taken literally, one channel only',
+    run: (backend) =>
+      withStore(backend, async ({ db }) => {
+        const history = new HistoryStore(db);
+        const texts = ['plain one', 'the Blue door is 50% open_now', 'plain three', 'blue doors 500 open'];
+        texts.forEach((content, index) => history.insert(entry('here', index + 1, { content }), {}));
+        history.insert(entry('there', 1, { content: 'the blue door elsewhere' }), {});
+        const tool = createChannelHistoryTool(db);
+        const read = async (input: unknown) => {
+          const outcome = await tool.run(input, { channelId: 'here' });
+          assert.equal(outcome.isError, false, outcome.content);
+          return (JSON.parse(outcome.content) as Array<{ message_id: string }>).map((message) => message.message_id);
+        };
+        assert.deepEqual(await read({}), ['m4', 'm3', 'm2', 'm1']);
+        assert.deepEqual(await read({ query: 'BLUE door' }), ['m4', 'm2']);
+        assert.deepEqual(await read({ query: '50%' }), ['m2']);
+        assert.deepEqual(await read({ query: 'open_now' }), ['m2']);
       }),
   },
   {
