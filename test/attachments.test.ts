@@ -13,8 +13,13 @@ import {
   sniffImage,
 } from '../src/attachments/index.js';
 import { openApp, type MagpieApp } from '../src/app/index.js';
+import { filesIn } from '../src/attachments/summary-note.js';
+import { estimateSummaryTokens } from '../src/channel/model-request.js';
 import { estimateEntryTokens } from '../src/channel/token-estimate.js';
+import type { IncomingMessage } from '../src/channel/types.js';
+import { markerFiles } from '../src/compaction/emergency.js';
 import { DEFAULTS } from '../src/config/defaults.js';
+import { openHarness, ScriptedSummarizer, tempDir, testConfig, userMessage } from './compaction-support.js';
 import { makeGifHeader, makeJpegHeader, makePng, makeWebpHeader } from './support/images.js';
 import { appEnv, withTestStorage } from './support/storage.js';
 
@@ -231,4 +236,51 @@ test('a reply to a compacted message brings it, and a bounded chain, back from t
     assert.ok(!afterDelete.includes('codename for the launch'), 'a deleted message never comes back');
     assert.ok(afterDelete.includes('ships on the 14th'));
   });
+});
+
+test('an emergency truncation marker names the images and files of the messages it drops, also once grown and after a restart', async () => {
+  const dir = tempDir().path;
+  // The system prompt alone is over the window: every message truncates at once (and the
+  // window is large enough that the marker, names and all, never calls for a roll-up).
+  const configValue = testConfig({ contextWindow: 4000, systemPrompt: 'x'.repeat(20_000) });
+  const withFile = (index: number, placeholder: string, author = 'Ana'): IncomingMessage => ({
+    ...userMessage('c-marker', index, { author }),
+    content: `look at this\n${placeholder}`,
+  });
+  const first = openHarness({ dir, configValue, summarizer: new ScriptedSummarizer() });
+  await first.runtime.ingest(withFile(0, '[image: chart.png, 200×200, 1.2 kB]'));
+  await first.runtime.ingest(userMessage('c-marker', 1));
+  await first.runtime.ingest(withFile(2, '[attachment: report.pdf, 80 kB]', 'Bo'));
+  const [marker] = first.runtime.liveContext('c-marker').summaries;
+  assert.equal(marker!.kind, 'marker');
+  assert.equal(
+    marker!.content,
+    '3 older messages were truncated; recall them with memory_search. Shared in these messages: image chart.png (shared by Ana); file report.pdf (shared by Bo).',
+  );
+  assert.equal(marker!.tokens, estimateSummaryTokens(marker!), 'the names are counted in the marker');
+  await first.close({ keepDir: true });
+
+  // After a restart the grown marker still names what it named, then what it drops now.
+  const second = openHarness({ dir, configValue, summarizer: new ScriptedSummarizer() });
+  await second.runtime.ingest(withFile(3, '[file: notes.md, 40 B]'));
+  assert.match(
+    second.runtime.liveContext('c-marker').summaries[0]!.content,
+    /^4 older messages .*Shared in these messages: image chart\.png \(shared by Ana\); file report\.pdf \(shared by Bo\); file notes\.md \(shared by Ana\)\.$/,
+  );
+  // A marker is sent with every request: past 20 names, the rest are counted.
+  for (let index = 4; index < 30; index += 1) await second.runtime.ingest(withFile(index, `[image: photo-${index}.jpg, 3 kB]`));
+  const grown = second.runtime.liveContext('c-marker').summaries[0]!.content;
+  assert.equal(grown.match(/\(shared by /g)!.length, 20);
+  assert.match(grown, /image photo-20\.jpg \(shared by Ana\) \(and 9 more files\)\.$/);
+  assert.deepEqual(markerFiles(grown).named.length, 20);
+  assert.equal(markerFiles(grown).more, 9);
+  await second.close();
+});
+
+test('a summary names shared files, including those only attached (not shown to the model)', () => {
+  assert.deepEqual(
+    filesIn({ kind: 'message', authorName: 'Ana', content: 'see [attachment: plan.pdf, 2 MB, not shown: too large] and [image: a.png, 10×10, 1 kB]' }),
+    ['file plan.pdf (shared by Ana)', 'image a.png (shared by Ana)'],
+  );
+  assert.deepEqual(filesIn({ kind: 'tool_result', authorName: 'Magpie', content: '[image: a.png, 1 kB]' }), [], 'tool traffic shares nothing');
 });

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -24,6 +25,28 @@ const CHANNEL_ZERO = '700000000000000010';
 const CHANNEL_ONE = '700000000000000011';
 const DM = '710000000000000010';
 
+/** A free port whose next port is free too (one listener per shard), released for the test to use. */
+async function twoFreePorts(): Promise<number> {
+  const listen = (port: number) =>
+    new Promise<Server | undefined>((resolve) => {
+      const server = createServer();
+      server.once('error', () => resolve(undefined));
+      server.listen(port, '127.0.0.1', () => resolve(server));
+    });
+  const close = (server: Server) => new Promise<void>((resolve) => server.close(() => resolve()));
+  for (let attempt = 0; attempt < 20; attempt += 1) {
+    const first = (await listen(0))!;
+    const port = (first.address() as { port: number }).port;
+    const second = port < 65_535 ? await listen(port + 1) : undefined;
+    await close(first);
+    if (second) {
+      await close(second);
+      return port;
+    }
+  }
+  throw new Error('no two consecutive free ports');
+}
+
 test('two shard processes each answer their own guilds, DMs go to shard 0, data dirs are per shard', { timeout: 180_000 }, async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-shards-'));
   const discord = await startFakeDiscord({
@@ -41,6 +64,7 @@ test('two shard processes each answer their own guilds, DMs go to shard 0, data 
   const model = await startFakeAnthropic();
   model.setDefault({ text: 'answered' });
   const dataDir = path.join(dir, 'data');
+  const metricsPort = await twoFreePorts();
   const configFile = path.join(dir, 'magpie.toml');
   writeFileSync(
     configFile,
@@ -56,6 +80,8 @@ test('two shard processes each answer their own guilds, DMs go to shard 0, data 
       'debounce_max_ms = 100',
       'register_commands = false',
       `dm_users = ["${ALICE}"]`,
+      '[metrics]',
+      `listen = "127.0.0.1:${metricsPort}"`,
       '',
     ].join('\n'),
   );
@@ -72,6 +98,14 @@ test('two shard processes each answer their own guilds, DMs go to shard 0, data 
       ['0/2', '1/2'],
       'each process identified as its own shard of two',
     );
+    // Each shard process serves its metrics and health checks on a port of its own: port + shard id.
+    for (const port of [metricsPort, metricsPort + 1]) {
+      await waitUntil(() => output.stdout.includes(`"address":"127.0.0.1:${port}"`), `a shard listening on ${port}: ${output.stdout}`, 60_000);
+      const health = await fetch(`http://127.0.0.1:${port}/healthz`);
+      assert.equal(health.status, 200);
+      assert.match(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text(), /^magpie_/m);
+    }
+    assert.doesNotMatch(output.stdout, /metrics_listen_failed/);
     const inZero = discord.sendMessage({ channelId: CHANNEL_ZERO, authorId: ALICE, content: 'hello shard zero', mentionsBot: true });
     const inOne = discord.sendMessage({ channelId: CHANNEL_ONE, authorId: ALICE, content: 'hello shard one', mentionsBot: true });
     const inDm = discord.sendMessage({ channelId: DM, authorId: ALICE, content: 'hello in private' });
@@ -136,6 +170,13 @@ test('bad --shards and --shard-ids are refused with a message naming the flag', 
       assert.notEqual(run.code, 0, args.join(' '));
       assert.match(run.stderr, pattern, `${args.join(' ')}: ${run.stderr}`);
     }
+    // The last shard's metrics port must exist: refused before any shard starts.
+    const configFile = path.join(dir, 'high-port.toml');
+    writeFileSync(configFile, '[metrics]\nlisten = "127.0.0.1:65535"\n');
+    const highPort = await runMagpie(['start', '--config', configFile, '--shards', '3'], { cwd: dir, env });
+    assert.equal(highPort.code, 3, highPort.stderr);
+    assert.match(highPort.stderr, /shard 2 would serve metrics on port 65537/);
+    assert.match(highPort.stderr, /at most 65533/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

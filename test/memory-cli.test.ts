@@ -60,6 +60,18 @@ describe('magpie memory (real process)', () => {
     assert.ok(!results.some((result) => result.content.includes('another channel')));
   });
 
+  test('search without --json names a transcript hit by its platform message id; the archive id is there to forget it', async () => {
+    const { code, stdout, stderr } = await magpie(['memory', 'search', 'flight to Osaka', '--data-dir', dataDir, '--channel', 'c1', '--kind', 'transcript'], { cwd: work });
+    assert.equal(code, 0, stderr);
+    const header = stdout.split('\n')[0]!;
+    assert.match(header, /^1\. \d\.\d{3}  transcript  message d1  \d{4}-\d\d-\d\dT\S+  sources d1, d2  \(forget: msg-\d+\)$/);
+    assert.match(stdout, /\n   match  d1  \S+  Jo: Our flight to Osaka leaves at 7am\n/);
+    // The id shown for forgetting is the one `memory forget` takes.
+    const internal = /\(forget: (msg-\d+)\)/.exec(header)![1]!;
+    const listed = await magpie(['memory', 'list', '--data-dir', dataDir, '--channel', 'c1', '--kind', 'transcript'], { cwd: work });
+    assert.match(listed.stdout, new RegExp(`^${internal}  .*\\n  Jo: Our flight to Osaka`, 'm'));
+  });
+
   test('search --queries runs every line and reports bad lines by number, exiting 1', async () => {
     const queries = path.join(work, 'queries.jsonl');
     writeFileSync(

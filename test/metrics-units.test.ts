@@ -6,7 +6,7 @@ import { needsRestart } from '../src/config/diff-config.js';
 import { checkConfigText, parseConfigText } from '../src/config/index.js';
 import type { ChatModel } from '../src/llm/chat-model.js';
 import { observeModel } from '../src/llm/observed-model.js';
-import { attachEventMetrics, databaseProblem, MagpieMetrics, openOperatorEndpoint, Readiness } from '../src/metrics/index.js';
+import { attachEventMetrics, databaseProblem, MagpieMetrics, openOperatorEndpoint, Readiness, shardListen } from '../src/metrics/index.js';
 import { parseMetrics, sampleValue } from './support/prometheus-text.js';
 
 test('[metrics] listen takes "host:port" or "" and names the key when it is wrong', () => {
@@ -33,6 +33,16 @@ test('[metrics] listen takes "host:port" or "" and names the key when it is wron
   const typo = checkConfigText('[metrics]\nlistn = "127.0.0.1:1"\n');
   assert.equal(typo.ok, false);
   if (!typo.ok) assert.match(typo.problems[0]!.message, /did you mean `listen`/);
+});
+
+test('shard K serves metrics on [metrics] listen port + K; off and any-free-port stay as they are', () => {
+  assert.equal(shardListen('127.0.0.1:9464', 0), '127.0.0.1:9464');
+  assert.equal(shardListen('127.0.0.1:9464', 3), '127.0.0.1:9467');
+  assert.equal(shardListen('[::1]:9464', 1), '[::1]:9465');
+  assert.equal(shardListen('0.0.0.0:0', 5), '0.0.0.0:0');
+  assert.equal(shardListen('', 2), '');
+  assert.equal(shardListen('127.0.0.1:65534', 1), '127.0.0.1:65535');
+  assert.throws(() => shardListen('127.0.0.1:65535', 1), /shard 1 would serve metrics on port 65536, above 65535/);
 });
 
 test('each MagpieMetrics has its own registry, so two apps in one process count apart', async () => {

@@ -5,7 +5,9 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { formatDuration, progressLine } from '../src/cli/progress.js';
-import { generateTranscript, tempDir } from './compaction-support.js';
+import { CompactionLog } from '../src/compaction-log/index.js';
+import { DEFAULTS } from '../src/config/defaults.js';
+import { generateTranscript, openHarness, tempDir, TickingClock, userMessage } from './compaction-support.js';
 import { MAGPIE_MAIN, magpieEnv, type MagpieRun, runMagpie } from './support/magpie-process.js';
 import { TEST_STORAGE } from './support/storage.js';
 
@@ -238,4 +240,83 @@ test('replay shows its progress and the vector index build on stderr when asked 
   const stats = await magpie(['memory', 'stats', '--data-dir', data], dir.path);
   assert.match(stats.stdout, /vectors: +600 stored: 600 in the saved vector index, 0 pending/);
   dir.remove();
+});
+
+test('status counts what the runtime that wrote the data counted: no tools after a replay, the bot\'s own tools and prompt', async () => {
+  const dir = tempDir();
+  // A replay offers the model no tools: status must not count any (it counted two memory tools).
+  const transcript = join(dir.path, 't.jsonl');
+  writeFileSync(transcript, generateTranscript(40, { channels: 1 }));
+  const replayed = join(dir.path, 'replayed');
+  const replay = await magpie(['replay', transcript, '--data-dir', replayed, '--context-window', '100000'], dir.path);
+  assert.equal(replay.code, 0, replay.stderr);
+  const afterReplay = JSON.parse((await magpie(['status', '--data-dir', replayed, '--json'], dir.path)).stdout) as { channels: Array<Record<string, any>> };
+  const replayedChannel = afterReplay.channels[0]!;
+  // The same data dir opened by a runtime configured as replay's (defaults, no tools).
+  const reader = openHarness({ dir: replayed, configValue: DEFAULTS });
+  const expected = reader.runtime.status(replayedChannel.channel_id as string);
+  await reader.close({ keepDir: true });
+  assert.equal(replayedChannel.estimated_tokens, expected.estimatedTokens);
+  assert.equal(replayedChannel.settings_from, 'compaction_log');
+
+  // A runtime with tools of its own and another system prompt (a bot): status counts those.
+  const botDir = join(dir.path, 'bot');
+  const tools = ['alpha', 'beta', 'gamma'].map((name) => ({
+    name,
+    description: `The ${name} tool, described at some length so that it weighs in the estimate.`,
+    input_schema: { type: 'object' as const, properties: { query: { type: 'string' } } },
+  }));
+  const clock = new TickingClock();
+  let log: CompactionLog | undefined;
+  const bot = openHarness({
+    dir: botDir,
+    clock,
+    toolDefinitions: tools,
+    usageObserver: { observe: (...args) => log!.observe(...args) },
+  });
+  log = new CompactionLog({ db: bot.db, clock });
+  for (let index = 0; index < 5; index += 1) await bot.runtime.ingest(userMessage('bot-channel', index));
+  const counted = bot.runtime.status('bot-channel');
+  log.close();
+  await bot.close({ keepDir: true });
+  const afterBot = JSON.parse((await magpie(['status', '--data-dir', botDir, '--json'], dir.path)).stdout) as { channels: Array<Record<string, any>> };
+  assert.equal(afterBot.channels[0]!.estimated_tokens, counted.estimatedTokens, 'the tools and the prompt the runtime counted');
+  assert.equal(afterBot.channels[0]!.usage, Math.round(counted.usage * 10_000) / 10_000);
+  dir.remove();
+});
+
+test('status reads every shard data dir of a sharded deployment', async (t) => {
+  // Shard dirs are a SQLite layout; on PostgreSQL every shard shares one schema.
+  if (process.env.MAGPIE_TEST_STORAGE === 'postgres') return t.skip('shard data dirs are SQLite only');
+  const dir = tempDir();
+  try {
+    const base = join(dir.path, 'data');
+    for (const [shard, channel] of [
+      [0, 'guild-a-chan'],
+      [1, 'guild-b-chan'],
+    ] as const) {
+      const transcript = join(dir.path, `shard-${shard}.jsonl`);
+      writeFileSync(
+        transcript,
+        [0, 1, 2].map((index) => JSON.stringify({ id: `${shard}-${index}`, channel, author: 'ana', content: `hello number ${index}` })).join('\n') + '\n',
+      );
+      const replayed = await magpie(['replay', transcript, '--data-dir', join(base, `shard-${shard}`)], dir.path);
+      assert.equal(replayed.code, 0, replayed.stderr);
+    }
+    const status = await magpie(['status', '--data-dir', base, '--json'], dir.path);
+    assert.equal(status.code, 0, status.stderr);
+    const channels = (JSON.parse(status.stdout) as { channels: Array<{ channel_id: string; archived_messages: number }> }).channels;
+    assert.deepEqual(
+      channels.map((channel) => [channel.channel_id, channel.archived_messages]),
+      [
+        ['guild-a-chan', 3],
+        ['guild-b-chan', 3],
+      ],
+    );
+    const one = await magpie(['status', '--data-dir', base, '--channel', 'guild-b-chan', '--json'], dir.path);
+    assert.equal(one.code, 0, one.stderr);
+    assert.equal((JSON.parse(one.stdout) as { channels: unknown[] }).channels.length, 1);
+  } finally {
+    dir.remove();
+  }
 });

@@ -283,6 +283,42 @@ test('a cancelled worker reports it stopped and leaves history valid', async () 
   }
 });
 
+test('a deleted message quoted in a worker\'s task leaves the task: its row, the running list and the report', async () => {
+  const agents = await startAgents();
+  try {
+    const channel = 'quoted-task';
+    const secret = 'the alarm code for the shed is 5519';
+    await agents.app.runtime.ingest({ messageId: 'secret-1', channelId: channel, authorId: 'u-dana', authorName: 'Dana', role: 'user', content: secret, createdAt: Date.UTC(2024, 0, 1) });
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    agents.model.setDefault(async (request) => {
+      if (!isWorkerRequest(request)) return { status: 500, message: 'unscripted', headers: { 'x-should-retry': 'false' } };
+      await held;
+      return { text: 'Checked.' };
+    });
+    const posted: string[] = [];
+    const quoting = JSON.parse((await spawn(agents, channel, `Check whether "${secret}" still opens the shed.`, posted)).content) as { worker_id: string };
+    const unrelated = JSON.parse((await spawn(agents, 'elsewhere', 'Count the garden chairs.', [])).content) as { worker_id: string };
+    const since = agents.events.length;
+    assert.equal(await agents.app.runtime.deleteMessages(channel, ['secret-1']), 1);
+
+    const store = new WorkerStore(agents.app.db);
+    assert.equal(store.get(quoting.worker_id)!.task, 'Check whether "[deleted message]" still opens the shed.');
+    assert.equal(store.get(unrelated.worker_id)!.task, 'Count the garden chairs.', 'a task that quoted nothing is left alone');
+    assert.deepEqual(agents.app.workers.list(channel).map((worker) => worker.task), ['Check whether "[deleted message]" still opens the shed.']);
+    const propagated = agents.events.slice(since).find((event) => event.type === 'deletion_propagated')!;
+    assert.equal(propagated.worker_tasks_redacted, 1);
+
+    release();
+    await agents.app.workers.idle();
+    assert.equal(posted.length, 1);
+    assert.doesNotMatch(posted[0]!, /5519/, 'the report quotes the task as it is now');
+    assert.match(posted[0]!, /Task “Check whether "\[deleted message\]" still opens the shed\.”/);
+  } finally {
+    await agents.close();
+  }
+});
+
 test('branches and workers share the model concurrency cap with the channel', async () => {
   const agents = await startAgents({ llm: { maxConcurrentCalls: 1 } });
   try {

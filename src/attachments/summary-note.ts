@@ -1,7 +1,25 @@
+import type { HistoryEntry } from '../channel/types.js';
 import type { Summarizer } from '../compaction/summarizer.js';
 
-/** The placeholders an image or a shown file leaves in a message's text. */
-const PLACEHOLDER = /\[(image|file): ([^,\]\n]+)[^\]\n]*\]/g;
+/**
+ * The placeholders a file leaves in a message's text: an image or a text file the model was
+ * shown, or a file only named (`[attachment: …]`: not shown, or not resolved yet).
+ */
+const PLACEHOLDER = /\[(image|file|attachment): ([^,\]\n]+)[^\]\n]*\]/g;
+
+/** How a list of shared files is introduced, in summaries and truncation markers alike. */
+export const SHARED_PREFIX = 'Shared in these messages: ';
+
+/** The files a message carried, each as `image chart.png (shared by Ana)`; none for tool traffic. */
+export function filesIn(entry: Pick<HistoryEntry, 'kind' | 'content' | 'authorName'>): string[] {
+  if (entry.kind !== 'message' || !entry.content.includes('[')) return [];
+  const shared: string[] = [];
+  for (const match of entry.content.matchAll(PLACEHOLDER)) {
+    const [, kind, name] = match;
+    shared.push(`${kind === 'image' ? 'image' : 'file'} ${name!.trim()} (shared by ${entry.authorName})`);
+  }
+  return shared;
+}
 
 /**
  * Makes a summary say which images and files left the live context with the messages it
@@ -13,16 +31,9 @@ export function withAttachmentNote(summarizer: Summarizer): Summarizer {
     name: summarizer.name,
     async summarize(request) {
       const result = await summarizer.summarize(request);
-      const shared: string[] = [];
-      for (const entry of request.entries) {
-        if (entry.kind !== 'message') continue;
-        for (const match of entry.content.matchAll(PLACEHOLDER)) {
-          const [, kind, name] = match;
-          shared.push(`${kind} ${name!.trim()} (shared by ${entry.authorName})`);
-        }
-      }
+      const shared = request.entries.flatMap(filesIn);
       if (shared.length === 0) return result;
-      return { ...result, summary: `${result.summary.trimEnd()}\n\nShared in these messages: ${shared.join('; ')}.` };
+      return { ...result, summary: `${result.summary.trimEnd()}\n\n${SHARED_PREFIX}${shared.join('; ')}.` };
     },
   };
 }

@@ -100,6 +100,22 @@ export class ChannelState {
     return removed;
   }
 
+  /** No marker stands for this entry any more (deleted, or its write failed). */
+  forgetMarkerEntry(seq: number): void {
+    for (const dropped of this.markerEntries.values()) {
+      const at = dropped.findIndex((entry) => entry.seq === seq);
+      if (at >= 0) dropped.splice(at, 1);
+    }
+  }
+
+  /** A marker that stands for this entry holds its new version (edited, redacted). */
+  replaceMarkerEntry(entry: HistoryEntry): void {
+    for (const dropped of this.markerEntries.values()) {
+      const at = dropped.findIndex((candidate) => candidate.seq === entry.seq);
+      if (at >= 0) dropped[at] = entry;
+    }
+  }
+
   addSummary(summary: SummaryEntry): void {
     let index = this.summaries.length;
     while (index > 0 && this.summaries[index - 1]!.fromSeq > summary.fromSeq) index -= 1;

@@ -20,6 +20,7 @@ export const COMMAND_LOADERS: ReadonlyMap<string, () => Promise<CliCommand>> = n
   ['status', async () => (await import('./commands/status.js')).statusCommand],
   ['report', async () => (await import('./commands/report.js')).reportCommand],
   ['export', async () => (await import('./commands/export.js')).exportCommand],
+  ['migrate', async () => (await import('./commands/migrate.js')).migrateCommand],
 ]);
 
 /**

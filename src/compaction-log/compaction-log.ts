@@ -25,6 +25,8 @@ export interface ObservedChannel {
   readonly archivedCount: number;
   readonly entries: { readonly length: number };
   readonly summaries: { readonly length: number };
+  /** What the channel's system prompt counts in its estimate (a persona's, or the configured one). */
+  readonly promptTokens: number;
 }
 
 export interface CompactionLogOptions {
@@ -63,6 +65,8 @@ interface ChannelMemo {
   /** Usage per estimated token at the last check (calibration and usable window included). */
   scale: number;
   settings: ChannelSettings | undefined;
+  promptTokens: number;
+  toolTokens: number;
   settingsKey: string | undefined;
 }
 
@@ -97,16 +101,21 @@ export class CompactionLog {
     }
   }
 
-  /** The Compactor's hook: usage and estimate of one check. Never throws. */
-  observe(channel: ObservedChannel, usage: number, estimatedTokens: number, settings: ChannelSettings): void {
+  /**
+   * The Compactor's hook: usage and estimate of one check, with the tokens of the tool
+   * definitions the estimate counted (none in a replay). Never throws.
+   */
+  observe(channel: ObservedChannel, usage: number, estimatedTokens: number, settings: ChannelSettings, toolTokens = 0): void {
     let memo = this.channels.get(channel.channelId);
     if (!memo) {
-      memo = { position: 0, percent: -1, scale: 0, settings: undefined, settingsKey: undefined };
+      memo = { position: 0, percent: -1, scale: 0, settings: undefined, promptTokens: -1, toolTokens: -1, settingsKey: undefined };
       this.channels.set(channel.channelId, memo);
     }
     memo.position = channel.archivedCount;
     if (estimatedTokens > 0) memo.scale = usage / estimatedTokens;
-    if (memo.settings !== settings) this.noteSettings(channel.channelId, memo, settings);
+    if (memo.settings !== settings || memo.promptTokens !== channel.promptTokens || memo.toolTokens !== toolTokens) {
+      this.noteSettings(channel.channelId, memo, settings, { promptTokens: channel.promptTokens, toolTokens });
+    }
     const percent = Math.floor(usage * 100);
     if (percent === memo.percent) return;
     memo.percent = percent;
@@ -193,9 +202,11 @@ export class CompactionLog {
     this.closed = true;
   }
 
-  private noteSettings(channelId: string, memo: ChannelMemo, settings: ChannelSettings): void {
+  private noteSettings(channelId: string, memo: ChannelMemo, settings: ChannelSettings, counted: CountedTokens): void {
     memo.settings = settings;
-    const key = JSON.stringify(settingsRecord(settings));
+    memo.promptTokens = counted.promptTokens;
+    memo.toolTokens = counted.toolTokens;
+    const key = JSON.stringify(settingsRecord(settings, counted));
     if (memo.settingsKey === undefined) {
       // After a restart: the settings already on record for this channel need no new row.
       try {
@@ -215,8 +226,18 @@ export class CompactionLog {
   }
 }
 
-/** The settings the report shows, with their config names. */
-export function settingsRecord(settings: ChannelSettings): Record<string, number> {
+/** What an estimate counts besides the channel's summaries and messages. */
+export interface CountedTokens {
+  promptTokens: number;
+  toolTokens: number;
+}
+
+/**
+ * The settings the report shows, with their config names; with `counted`, also what the
+ * runtime's estimate counted for the system prompt and the tool definitions (`prompt_tokens`,
+ * `tool_tokens`), so that `magpie status` counts as that runtime did.
+ */
+export function settingsRecord(settings: ChannelSettings, counted?: CountedTokens): Record<string, number> {
   const compaction = settings.compaction;
   return {
     context_window: settings.contextWindow,
@@ -231,6 +252,7 @@ export function settingsRecord(settings: ChannelSettings): Record<string, number
     summary_max_tokens: compaction.summaryMaxTokens,
     max_worker_turns: compaction.maxWorkerTurns,
     fallback_after_failures: compaction.fallbackAfterFailures,
+    ...(counted ? { prompt_tokens: counted.promptTokens, tool_tokens: counted.toolTokens } : {}),
   };
 }
 

@@ -6,8 +6,9 @@ import type { Migration } from '../storage/database.js';
  *
  * One row per compaction event (`kind` = the event type), per usage sample (`usage`: one each
  * time a channel's usage crosses into another whole percent of its window) and per change of a
- * channel's compaction settings (`settings`). `position` is the number of entries the channel's
- * history held at that moment (the report's x axis); `at` is the runtime clock's time (the
+ * channel's compaction settings or of what its estimate counts for the system prompt and the
+ * tool definitions (`settings`). `position` is the number of entries the channel's history held
+ * at that moment (the report's x axis); `at` is the runtime clock's time (the
  * transcript's own time in a replay). `data` holds the event's ids and numbers as JSON, never
  * message content.
  */

@@ -9,7 +9,7 @@ import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
 import { decide, type CompactionAction } from './compactor.js';
-import { markerCount, markerText, truncationCount } from './emergency.js';
+import { filesNote, filesOfPrefix, markerCount, markerFiles, markerText, NO_FILES, truncationCount, withFiles } from './emergency.js';
 import type { CompactionEvent, CompactionTier } from './events.js';
 import { planCompaction, planRollUp, type CompactionPlan } from './planner.js';
 import type { CompactionScheduler } from './scheduler.js';
@@ -164,13 +164,16 @@ export class CompactionCoordinator {
     const newest = state.summaries[state.summaries.length - 1];
     const extended = newest?.kind === 'marker' && state.compaction === undefined ? newest : undefined;
     const earlier = extended ? markerCount(extended.content) : 0;
+    const earlierFiles = extended ? markerFiles(extended.content) : NO_FILES;
+    const filesOf = filesOfPrefix(entries);
+    const textFor = (dropped: number) => markerText(earlier + dropped, withFiles(earlierFiles, filesOf(dropped)));
     const fromSeq = extended ? extended.fromSeq : entries[0]!.seq;
     // The first summary also brings the header that introduces summaries in the system prompt.
     const headerTokens = state.summaries.length === 0 ? SUMMARY_HEADER_TOKENS : 0;
     const markerTokens = (dropped: number) =>
       headerTokens -
       (extended?.tokens ?? 0) +
-      estimateSummaryTokens({ kind: 'marker', fromSeq, toSeq: entries[dropped - 1]!.seq, content: markerText(earlier + dropped) });
+      estimateSummaryTokens({ kind: 'marker', fromSeq, toSeq: entries[dropped - 1]!.seq, content: textFor(dropped) });
     // Below the emergency threshold afterwards, or the very next request could overflow the window.
     const ceiling = Math.min(ceilingTokens ?? Infinity, emergencyCeiling(state, settings));
     const mustFree = Math.max(0, tokensBefore - ceiling);
@@ -189,7 +192,7 @@ export class CompactionCoordinator {
       kind: 'marker' as const,
       fromSeq,
       toSeq: dropped[count - 1]!.seq,
-      content: markerText(earlier + count),
+      content: textFor(count),
       createdAt: extended?.createdAt ?? this.options.clock.now(),
     };
     const marker = { ...draft, tokens: estimateSummaryTokens(draft) };
@@ -370,7 +373,12 @@ export class CompactionCoordinator {
       return { status: 'replanned', compactionId, reason: match.reason };
     }
     let content = outcome.summary;
-    if (plan.priorSummaries.some((summary) => summary.kind === 'marker')) content = `${content}\n${FOLDED_MARKER_NOTE}`;
+    const folded = plan.priorSummaries.filter((summary) => summary.kind === 'marker');
+    if (folded.length > 0) {
+      // The files the folded markers named stay named.
+      const files = folded.map((marker) => markerFiles(marker.content)).reduce((all, next) => withFiles(all, next.named, next.more), NO_FILES);
+      content = `${content}\n${FOLDED_MARKER_NOTE}${files.named.length > 0 ? ` ${filesNote(files)}` : ''}`;
+    }
     // A summary as large as what it replaces would not free room and would trigger again at once.
     if (estimateSummaryTokens({ kind: 'summary', fromSeq: plan.fromSeq, toSeq: plan.toSeq, content }) >= plan.tokens) {
       return fail('summary_too_long');

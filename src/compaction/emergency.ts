@@ -1,11 +1,66 @@
+import { filesIn, SHARED_PREFIX } from '../attachments/summary-note.js';
 import type { HistoryEntry } from '../channel/types.js';
 import { alignedCut, targetCount } from './planner.js';
 
 export const MARKER_SUFFIX = 'recall them with memory_search.';
 
-/** The marker text standing in for truncated messages. */
-export function markerText(count: number): string {
-  return `${count} older message${count === 1 ? ' was' : 's were'} truncated; ${MARKER_SUFFIX}`;
+/** A marker names this many files at most (it is sent with every request); the rest are counted. */
+const MAX_NAMED_FILES = 20;
+
+/** The images and files of the messages a marker stands for, oldest first. */
+export interface MarkerFiles {
+  named: readonly string[];
+  /** Files beyond `MAX_NAMED_FILES`, counted only. */
+  more: number;
+}
+
+export const NO_FILES: MarkerFiles = { named: [], more: 0 };
+
+/**
+ * The marker text standing in for truncated messages. It names the files they carried, so the
+ * model knows they existed and can look for them, as a summary would (`withAttachmentNote`).
+ */
+export function markerText(count: number, files: MarkerFiles = NO_FILES): string {
+  const text = `${count} older message${count === 1 ? ' was' : 's were'} truncated; ${MARKER_SUFFIX}`;
+  return files.named.length === 0 ? text : `${text} ${filesNote(files)}`;
+}
+
+/** `Shared in these messages: image a.png (shared by Ana); … (and 3 more files).` */
+export function filesNote(files: MarkerFiles): string {
+  if (files.named.length === 0) return '';
+  const more = files.more > 0 ? ` (and ${files.more} more file${files.more === 1 ? '' : 's'})` : '';
+  return `${SHARED_PREFIX}${files.named.join('; ')}${more}.`;
+}
+
+/** The files a marker names, read back from its text: a marker extended after a restart keeps them. */
+export function markerFiles(content: string): MarkerFiles {
+  const at = content.indexOf(SHARED_PREFIX, content.indexOf(MARKER_SUFFIX));
+  if (at < 0) return NO_FILES;
+  let list = content.slice(at + SHARED_PREFIX.length).replace(/\.$/, '');
+  const tail = / \(and (\d+) more files?\)$/.exec(list);
+  if (tail) list = list.slice(0, tail.index);
+  return { named: list.split('; '), more: tail ? Number(tail[1]) : 0 };
+}
+
+/** `files` with `added` (and `addedMore` counted only) after them, at most `MAX_NAMED_FILES` named. */
+export function withFiles(files: MarkerFiles, added: readonly string[], addedMore = 0): MarkerFiles {
+  if (added.length === 0 && addedMore === 0) return files;
+  const room = Math.max(0, MAX_NAMED_FILES - files.named.length);
+  return { named: [...files.named, ...added.slice(0, room)], more: files.more + Math.max(0, added.length - room) + addedMore };
+}
+
+/** The files of the first `count` entries, read from each entry once however often it is asked. */
+export function filesOfPrefix(entries: readonly HistoryEntry[]): (count: number) => readonly string[] {
+  const files: string[] = [];
+  /** `ends[n]`: how many of `files` the first n entries carry. */
+  const ends = [0];
+  return (count) => {
+    while (ends.length <= count) {
+      files.push(...filesIn(entries[ends.length - 1]!));
+      ends.push(files.length);
+    }
+    return files.slice(0, ends[count]);
+  };
 }
 
 /** How many messages a marker stands for, read back from its text (it survives restarts). */

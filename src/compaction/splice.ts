@@ -2,7 +2,8 @@ import type { ChannelState } from '../channel/channel-state.js';
 import type { HistoryStore, SpliceChange } from '../channel/history-store.js';
 import { estimateSummaryTokens } from '../channel/model-request.js';
 import type { SummaryEntry } from '../channel/types.js';
-import { markerText } from './emergency.js';
+import { filesIn } from '../attachments/summary-note.js';
+import { markerText, NO_FILES, withFiles } from './emergency.js';
 import type { CompactionPlan } from './planner.js';
 
 /** Where a finished worker's snapshot is found now. */
@@ -78,7 +79,7 @@ export function applySplice(options: {
     change.retiredSummaryIds.push(match.marker.id);
   } else {
     const rest = state.markerEntries.get(match.marker.id)!.slice(plan.entries.length);
-    const content = markerText(rest.length);
+    const content = markerText(rest.length, withFiles(NO_FILES, rest.flatMap(filesIn)));
     const fromSeq = rest[0]!.seq;
     shrunk = { ...match.marker, fromSeq, content, tokens: estimateSummaryTokens({ ...match.marker, fromSeq, content }) };
     change.shrunkMarker = { id: shrunk.id, fromSeq, content, tokens: shrunk.tokens };

@@ -7,3 +7,4 @@ export { Readiness, type ReadinessCheck } from './readiness.js';
 export { timeMemorySearch } from './timed-memory.js';
 export { announceOperatorEndpoint } from './announce.js';
 export { databaseProblem } from './app-readiness.js';
+export { shardListen } from './shard-listen.js';

@@ -11,7 +11,7 @@ import { extractiveSummary } from '../compaction/extractive-summarizer.js';
 import type { Summarizer } from '../compaction/summarizer.js';
 import type { MemoryLocation, MemoryStore } from '../memory/types.js';
 import type { SqlDatabase } from '../storage/database.js';
-import { DELETED_NOTE, EDITED_NOTE, redactionTarget, redactToolBlock, type RedactionTarget } from './redact.js';
+import { DELETED_NOTE, EDITED_NOTE, redactionTarget, redactToolBlock, replaceTexts, type RedactionTarget } from './redact.js';
 
 /** A message whose words must leave every copy: deleted, edited (its old text), erased. */
 export interface RemovedMessage {
@@ -28,7 +28,7 @@ export interface PropagationChanges {
   entries: HistoryEntry[];
   /** Summaries of the channel that changed: turned into markers, rewritten, or retired (`live: false`). */
   summaries: Array<SummaryEntry & { live: boolean }>;
-  counts: { toolEntries: number; summaries: number; memoriesDeleted: number; memoriesUpdated: number };
+  counts: { toolEntries: number; summaries: number; memoriesDeleted: number; memoriesUpdated: number; workerTasks: number };
 }
 
 export interface PrivacyPropagatorOptions {
@@ -74,6 +74,7 @@ export class PrivacyPropagator {
     this.statements = {
       toolRows: db.prepare(`SELECT * FROM history_entries WHERE kind IN ('tool_call', 'tool_result')`),
       updateEntry: db.prepare('UPDATE history_entries SET content = ?, tokens = ? WHERE channel_id = ? AND seq = ?'),
+      updateTask: db.prepare('UPDATE worker_tasks SET task = ? WHERE id = ?'),
       covering: db.prepare('SELECT * FROM history_summaries WHERE channel_id = ? AND from_seq <= ? AND to_seq >= ?'),
       summary: db.prepare('SELECT * FROM history_summaries WHERE id = ?'),
       updateSummary: db.prepare(
@@ -96,7 +97,7 @@ export class PrivacyPropagator {
     const changes: PropagationChanges = {
       entries: [],
       summaries: [],
-      counts: { toolEntries: 0, summaries: 0, memoriesDeleted: 0, memoriesUpdated: 0 },
+      counts: { toolEntries: 0, summaries: 0, memoriesDeleted: 0, memoriesUpdated: 0, workerTasks: 0 },
     };
     if (removed.length === 0) return changes;
     if (mode === 'delete') {
@@ -120,6 +121,7 @@ export class PrivacyPropagator {
     });
     this.options.db.transaction(() => {
       changes.entries = this.redactToolRows(target);
+      changes.counts.workerTasks = this.redactWorkerTasks(target);
       changes.summaries = this.retireCoveringSummaries(channelId, removed);
     })();
     changes.counts.toolEntries = changes.entries.length;
@@ -127,10 +129,13 @@ export class PrivacyPropagator {
     return changes;
   }
 
-  /** A forgotten memory's text leaves the tool results that quoted it. */
+  /** A forgotten memory's text leaves the tool results (and worker tasks) that quoted it. */
   redactTexts(texts: readonly string[]): HistoryEntry[] {
     const target = redactionTarget({ messageIds: [], texts, note: DELETED_NOTE });
-    return this.options.db.transaction(() => this.redactToolRows(target))();
+    return this.options.db.transaction(() => {
+      this.redactWorkerTasks(target);
+      return this.redactToolRows(target);
+    })();
   }
 
   /** Rewrites every summary of the channel still waiting for one (after a restart, too). */
@@ -157,6 +162,25 @@ export class PrivacyPropagator {
       changed.push({ ...toEntry(row), content, tokens: estimateEntryTokens({ kind: row.kind, authorName: row.author_name, content }) });
     }
     for (const entry of changed) this.statements.updateEntry.run(entry.content, entry.tokens, entry.channelId, entry.seq);
+    return changed;
+  }
+
+  /**
+   * The task a worker was given (shown by `/tasks`, quoted in its report and in the notice of an
+   * interrupted worker) is plain text that may quote the message: its words become the note.
+   * Returns how many tasks changed.
+   */
+  private redactWorkerTasks(target: RedactionTarget): number {
+    if (target.texts.length === 0) return 0;
+    const matches = target.texts.map(() => 'instr(task, ?) > 0').join(' OR ');
+    const rows = this.options.db.prepare(`SELECT id, task FROM worker_tasks WHERE ${matches}`).all(...target.texts) as Array<{ id: string; task: string }>;
+    let changed = 0;
+    for (const row of rows) {
+      const task = replaceTexts(row.task, target);
+      if (task === row.task) continue;
+      this.statements.updateTask.run(task, row.id);
+      changed += 1;
+    }
     return changed;
   }
 

@@ -120,7 +120,14 @@ export class WorkerManager {
 
   /** Running workers of a channel, oldest first. */
   list(channelId: string): WorkerInfo[] {
-    return [...this.running.values()].filter((entry) => entry.info.channelId === channelId).map((entry) => ({ ...entry.info }));
+    return [...this.running.values()]
+      .filter((entry) => entry.info.channelId === channelId)
+      .map((entry) => ({ ...entry.info, task: this.taskOf(entry.info.id, entry.info.task) }));
+  }
+
+  /** The task as stored: a deleted message it quoted has been redacted there since it started. */
+  private taskOf(id: string, given: string): string {
+    return this.store.get(id)?.task ?? given;
   }
 
   /** Stops one worker of this channel; it reports that it was cancelled. False when there is no such worker here. */
@@ -251,7 +258,7 @@ export class WorkerManager {
     };
     let status: Exclude<WorkerStatus, 'running' | 'interrupted'>;
     let report: string;
-    const task = `“${clip(request.task, 120)}”`;
+    const task = `“${clip(this.taskOf(id, request.task), 120)}”`;
     if (result?.end === 'completed') {
       status = 'completed';
       report = `[worker ${id} report] Task ${task}:\n${result.text === '' ? '(the worker finished without writing a report)' : result.text}`;

@@ -457,8 +457,13 @@ function formatResults(results: SearchResult[]): string {
     .map((result, position) => {
       const label = result.kind === 'memory' ? `memory/${result.memory_type}` : 'transcript';
       const sources = result.source_ids.length > 0 ? `  sources ${result.source_ids.join(', ')}` : '';
-      const body = result.kind === 'transcript' && result.message_id !== undefined ? transcriptLines(result) : indented(result.content);
-      return `${position + 1}. ${result.score.toFixed(3)}  ${label}  ${result.id}  ${result.created_at}${sources}\n${body}\n`;
+      if (result.kind === 'transcript' && result.message_id !== undefined) {
+        // Named by its platform message id, as people know it; the archive's own id is what
+        // `memory forget` takes.
+        const header = `${position + 1}. ${result.score.toFixed(3)}  ${label}  message ${result.message_id}  ${result.created_at}${sources}  (forget: ${result.id})`;
+        return `${header}\n${transcriptLines(result)}\n`;
+      }
+      return `${position + 1}. ${result.score.toFixed(3)}  ${label}  ${result.id}  ${result.created_at}${sources}\n${indented(result.content)}\n`;
     })
     .join('');
 }

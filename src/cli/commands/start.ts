@@ -16,7 +16,7 @@ import {
 import { shardDataDir } from '../../storage/shard-dirs.js';
 import { attachEventLogger, createLogger, followConfigLevel } from '../../logging/index.js';
 import { CatchUpPoints } from '../../channel/catch-up-points.js';
-import { announceOperatorEndpoint, databaseProblem, openOperatorEndpoint } from '../../metrics/index.js';
+import { announceOperatorEndpoint, databaseProblem, openOperatorEndpoint, shardListen } from '../../metrics/index.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { parseFlags, UsageError } from '../parse-flags.js';
 import type { Logger } from 'pino';
@@ -40,7 +40,9 @@ Options:
   -h, --help        show this help
 
 Metrics (/metrics), liveness (/healthz) and readiness (/readyz) are served on [metrics] listen
-(default 127.0.0.1:9464; "" turns them off).
+(default 127.0.0.1:9464; "" turns them off). With --shards, shard K serves them on that port + K
+(shard 0 on 9464, shard 1 on 9465, ...; port 0: each shard picks a free port); the manager
+process serves none.
 
 Environment:
   DISCORD_TOKEN      the bot token (the name is set by [discord] token_env)
@@ -100,12 +102,23 @@ export const startCommand: CliCommand = {
     const events = new EventStream();
     attachEventLogger(events, logger);
     if (shardCount !== undefined && !shard) {
-      return runShards({ count: shardCount, idsFlag: shardIdsFlag, configPath: loaded.found ? loaded.path : undefined, token, io, events, logger });
+      return runShards({
+        count: shardCount,
+        idsFlag: shardIdsFlag,
+        configPath: loaded.found ? loaded.path : undefined,
+        metricsListen: config.metrics.listen,
+        token,
+        io,
+        events,
+        logger,
+      });
     }
     // A shard keeps its own data dir: its channels are its own, and SQLite has one writer.
     const dataDir = shard ? shardDataDir(path.resolve(io.cwd, config.memory.dataDir), shard.id) : undefined;
     // Up before the database opens, so /healthz answers and /readyz says what it waits for.
-    const operator = await openOperatorEndpoint({ listen: config.metrics.listen, events });
+    // Shards share the machine: each serves on its own port.
+    const listen = shard ? shardListen(config.metrics.listen, shard.id) : config.metrics.listen;
+    const operator = await openOperatorEndpoint({ listen, events });
     announceOperatorEndpoint(operator, logger);
     operator.readiness.require('database', () => 'database not open yet');
     operator.readiness.require('discord', () => 'discord not connected yet');
@@ -220,6 +233,7 @@ async function runShards(options: {
   count: ShardCount;
   idsFlag: string | undefined;
   configPath: string | undefined;
+  metricsListen: string;
   token: string;
   io: CliIo;
   events: EventStream;
@@ -235,6 +249,13 @@ async function runShards(options: {
     return EXIT.failure;
   }
   const shardIds = options.idsFlag === undefined ? undefined : usage(() => parseShardIds(options.idsFlag!, total));
+  try {
+    // Refused here rather than by a shard that cannot start: the highest shard's port must exist.
+    shardListen(options.metricsListen, Math.max(...(shardIds ?? [total - 1])));
+  } catch (error) {
+    io.stderr.write(`magpie start: ${error instanceof MagpieError ? error.render() : errorMessage(error)}\n`);
+    return EXIT.config;
+  }
   const runner = new ShardRunner({
     file: fileURLToPath(new URL('../main.js', import.meta.url)),
     args: ['start', ...(options.configPath ? ['--config', options.configPath] : [])],

@@ -9,7 +9,7 @@ import { loadConfig } from '../../config/load-config.js';
 import { MEMORY_TOOL_DEFINITIONS } from '../../memory/tools.js';
 import { listPersonas } from '../../persona/persona-store.js';
 import { hasTable } from '../../storage/read-only.js';
-import { openStorageForReading, storageTarget } from '../../storage/open-storage.js';
+import { listStorage, openStorageForReading, storageTarget, type OpenedStorage } from '../../storage/open-storage.js';
 import { ALL_MIGRATIONS } from '../../storage/migrations.js';
 import type { SqlDatabase } from '../../storage/database.js';
 import { EXIT, type CliCommand } from '../command.js';
@@ -17,10 +17,11 @@ import { parseFlags } from '../parse-flags.js';
 
 const USAGE = `Usage: magpie status [--data-dir DIR] [--channel ID] [--config FILE] [--json]
 
-Each channel's state: context usage and estimated tokens (counted as the bot counts them, with
-the window and thresholds the runtime last used, from the compaction log, else from the
-config), live messages, stacked summaries and truncation
-markers, archive size, memories, the last compaction and the compactions of the last 24 hours.
+Each channel's state: context usage and estimated tokens (counted as the runtime that wrote the
+data counted them: the bot with its tool definitions, a replay without; with the window and
+thresholds it last used; all from the compaction log, else from the config), live messages,
+stacked summaries and truncation markers, archive size, memories, the last compaction and the
+compactions of the last 24 hours.
 Opens the database read-only: safe beside a running bot.
 
 Options:
@@ -73,24 +74,30 @@ export const statusCommand: CliCommand = {
     }
     const { config } = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env });
     const dataDir = path.resolve(io.cwd, parsed.values['data-dir'] ?? config.memory.dataDir);
-    const storage = openStorageForReading(storageTarget(config, dataDir, io.env), ALL_MIGRATIONS, { command: 'magpie status', anyVersion: true });
-    const db = storage.db;
+    // A sharded bot keeps one data dir per shard (SQLite): status reads them all.
+    const entries = listStorage(config, dataDir, io.env);
+    const targets = entries.length > 0 ? entries.map((entry) => entry.target) : [storageTarget(config, dataDir, io.env)];
+    const opened: OpenedStorage[] = [];
     try {
+      for (const target of targets) opened.push(openStorageForReading(target, ALL_MIGRATIONS, { command: 'magpie status', anyVersion: true }));
       const channel = parsed.values.channel;
-      const known = channelIdsWithHistory(db);
-      if (channel !== undefined && !known.includes(channel)) {
+      const known = opened.flatMap((storage) => channelIdsWithHistory(storage.db).map((id) => ({ id, db: storage.db })));
+      if (channel !== undefined && !known.some((entry) => entry.id === channel)) {
         io.stderr.write(
           `magpie status: no history for channel '${channel}' in ${dataDir}` +
-            (known.length > 0 ? `; channels with data: ${known.slice(0, 20).join(', ')}\n` : ' (the data directory has no channels yet)\n'),
+            (known.length > 0 ? `; channels with data: ${known.slice(0, 20).map((entry) => entry.id).join(', ')}\n` : ' (the data directory has no channels yet)\n'),
         );
         return EXIT.failure;
       }
-      const statuses = (channel === undefined ? known : [channel]).map((id) => channelStatus(db, id, new LiveConfig(config), Date.now()));
       // Personas set from chat with /persona live in the data dir, never in config.toml.
-      const personas = listPersonas(db).filter((persona) => channel === undefined || persona.channelId === channel);
+      const allPersonas = opened.flatMap((storage) => listPersonas(storage.db));
+      const promptOf = (channelId: string): string | undefined => allPersonas.find((persona) => persona.channelId === channelId)?.prompt;
+      const shown = channel === undefined ? known : known.filter((entry) => entry.id === channel);
+      const statuses = shown.map((entry) => channelStatus(entry.db, entry.id, new LiveConfig(config), Date.now(), promptOf(entry.id)));
+      const personas = allPersonas.filter((persona) => channel === undefined || persona.channelId === channel);
       if (parsed.values.json) {
-        const shown = personas.map((persona) => ({ channel_id: persona.channelId, prompt: persona.prompt, set_by: persona.setBy, set_at: new Date(persona.setAt).toISOString() }));
-        io.stdout.write(`${JSON.stringify({ data_dir: dataDir, channels: statuses, personas: shown })}\n`);
+        const listed = personas.map((persona) => ({ channel_id: persona.channelId, prompt: persona.prompt, set_by: persona.setBy, set_at: new Date(persona.setAt).toISOString() }));
+        io.stdout.write(`${JSON.stringify({ data_dir: dataDir, channels: statuses, personas: listed })}\n`);
       } else {
         io.stdout.write(statusTable(dataDir, statuses));
         for (const persona of personas) {
@@ -100,12 +107,12 @@ export const statusCommand: CliCommand = {
       }
       return EXIT.ok;
     } finally {
-      storage.close();
+      for (const storage of opened) storage.close();
     }
   },
 };
 
-function channelStatus(db: SqlDatabase, channelId: string, config: LiveConfig, now: number): ChannelStatus {
+function channelStatus(db: SqlDatabase, channelId: string, config: LiveConfig, now: number, persona: string | undefined): ChannelStatus {
   const census = contextCensus(db, channelId);
   const log = readCompactionLog(db, { channelId })[0];
   // The window and thresholds the runtime last used (hot reloads included, a replay's
@@ -119,10 +126,13 @@ function channelStatus(db: SqlDatabase, channelId: string, config: LiveConfig, n
     aggressive: recorded?.aggressive_threshold ?? configured.compaction.aggressiveThreshold,
     emergency: recorded?.emergency_threshold ?? configured.compaction.emergencyThreshold,
   };
-  // The bot's own count: system prompt, the memory tools, the summary header, summaries, live entries.
+  // The runtime's own count: system prompt, tool definitions, the summary header, summaries, live
+  // entries. Prompt and tools as that runtime counted them (a replay offers no tools, the bot
+  // its own); a log from before they were recorded: the persona or configured prompt and the
+  // two memory tools, as the bot had.
   const estimated =
-    estimateTokens(configured.systemPrompt) +
-    estimateToolTokens([...MEMORY_TOOL_DEFINITIONS]) +
+    (recorded?.prompt_tokens ?? estimateTokens(persona ?? configured.systemPrompt)) +
+    (recorded?.tool_tokens ?? estimateToolTokens([...MEMORY_TOOL_DEFINITIONS])) +
     (census.summaries + census.markers > 0 ? SUMMARY_HEADER_TOKENS : 0) +
     census.summaryTokens +
     census.liveEntryTokens;

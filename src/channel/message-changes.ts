@@ -1,0 +1,163 @@
+import type { ResolvedAttachment } from '../attachments/resolve-attachments.js';
+import type { MemoryLocation } from '../memory/types.js';
+import { findUserMessages } from '../privacy/erase-user.js';
+import type { PrivacyPropagator, PropagationChanges, RemovedMessage } from '../privacy/propagator.js';
+import type { ChannelState } from './channel-state.js';
+import { cappedEntryTokens, messageCap } from './oversized-message.js';
+import type { RuntimeParts, UserErasure } from './runtime-types.js';
+import type { HistoryEntry } from './types.js';
+
+/**
+ * Messages that change after they came in — edited or deleted on the platform, forgotten on
+ * request, given their files — in history, the live context and the archive, with their old
+ * words taken out of every copy by the privacy propagation.
+ */
+export class MessageChanges {
+  constructor(
+    private readonly parts: RuntimeParts,
+    private readonly privacy: PrivacyPropagator,
+  ) {}
+
+  /** See `ChannelRuntime.attachFiles`. */
+  async attachFiles(channelId: string, messageId: string, files: readonly ResolvedAttachment[]): Promise<boolean> {
+    // A message still waiting for its group commit is written first, so it can be found.
+    this.parts.writer.flush();
+    const row = this.parts.store.findByMessageId(channelId, messageId);
+    if (!row || files.length === 0) return row !== undefined;
+    return this.editMessage(channelId, messageId, this.parts.extras.attach(channelId, row, files));
+  }
+
+  /** See `ChannelRuntime.editMessage`. */
+  async editMessage(channelId: string, messageId: string, content: string): Promise<boolean> {
+    const { parts } = this;
+    const state = parts.channel(channelId);
+    parts.writer.flush();
+    const row = parts.store.findByMessageId(channelId, messageId);
+    if (!row) return false;
+    if (row.content === content) return true;
+    const cap = messageCap(parts.settings(channelId), state.calibration.factor);
+    const tokens = cappedEntryTokens({ ...row, content }, cap) + parts.extras.tokensOf(channelId, row.seq);
+    const edited: HistoryEntry = { ...row, content, tokens };
+    parts.store.updateContent(channelId, row.seq, content, edited.tokens);
+    const index = state.indexOfSeq(row.seq);
+    if (index >= 0) state.replaceEntry(index, edited);
+    state.replaceMarkerEntry(edited);
+    parts.coordinator.check(state);
+    if (row.kind === 'message') {
+      // A transcript write still in flight carries the old text: let it land, then correct it.
+      await parts.archiver.settled(state);
+      await parts.options.memory.updateTranscript(channelId, messageId, content);
+      // The earlier text leaves tool results, summaries and memories like a deleted message.
+      this.apply(this.privacy.propagate(channelId, [removedOf(row)], 'edit'));
+    }
+    return true;
+  }
+
+  /** Messages leave history, live context and archive; their words leave every copy. */
+  async removeMessages(channelId: string, messageIds: string[]): Promise<{ messages: number; counts: PropagationChanges['counts'] }> {
+    const { parts } = this;
+    const state = parts.channel(channelId);
+    parts.writer.flush();
+    const seqs: number[] = [];
+    const removed: RemovedMessage[] = [];
+    for (const messageId of messageIds) {
+      const row = parts.store.findByMessageId(channelId, messageId);
+      if (row) seqs.push(row.seq);
+      if (row?.kind === 'message') removed.push(removedOf(row));
+      // Archived only (its history row already gone): memories drawn from it still lose it.
+      if (!row) removed.push({ seq: -1, messageId, authorName: '', content: '' });
+    }
+    if (seqs.length > 0) {
+      parts.store.deleteEntries(channelId, seqs);
+      parts.extras.delete(channelId, seqs);
+      for (const seq of seqs) {
+        const index = state.indexOfSeq(seq);
+        if (index >= 0) state.removeEntryAt(index);
+        state.failedArchives.delete(seq);
+        state.forgetMarkerEntry(seq);
+      }
+      state.archivedCount -= seqs.length;
+    }
+    if (messageIds.length === 0) return { messages: 0, counts: { toolEntries: 0, summaries: 0, memoriesDeleted: 0, memoriesUpdated: 0, workerTasks: 0 } };
+    // A transcript write still in flight would bring a deleted message back: let it land first.
+    await parts.archiver.settled(state);
+    await parts.options.memory.deleteTranscript(channelId, messageIds);
+    const changes = this.privacy.propagate(channelId, removed, 'delete');
+    this.apply(changes);
+    parts.options.events.emit({
+      type: 'deletion_propagated',
+      channel_id: channelId,
+      messages: seqs.length,
+      tool_entries_redacted: changes.counts.toolEntries,
+      worker_tasks_redacted: changes.counts.workerTasks,
+      summaries_changed: changes.counts.summaries,
+      memories_deleted: changes.counts.memoriesDeleted,
+      memories_updated: changes.counts.memoriesUpdated,
+    });
+    return { messages: seqs.length, counts: changes.counts };
+  }
+
+  /** See `ChannelRuntime.forgetUser`. */
+  async forgetUser(userId: string, requestedFrom: string): Promise<UserErasure> {
+    const byChannel = findUserMessages(this.parts.options.db, userId);
+    const erasure: UserErasure = { channels: byChannel.size, messages: 0, memoriesDeleted: 0, memoriesUpdated: 0, summariesChanged: 0, toolEntriesRedacted: 0 };
+    for (const [channelId, messageIds] of byChannel) {
+      const result = await this.removeMessages(channelId, messageIds);
+      erasure.messages += messageIds.length;
+      erasure.memoriesDeleted += result.counts.memoriesDeleted;
+      erasure.memoriesUpdated += result.counts.memoriesUpdated;
+      erasure.summariesChanged += result.counts.summaries;
+      erasure.toolEntriesRedacted += result.counts.toolEntries;
+    }
+    // The audit line: counts only, neither the user nor anything they wrote.
+    this.parts.options.events.emit({
+      type: 'user_erased',
+      requested_from: requestedFrom,
+      channels: erasure.channels,
+      messages: erasure.messages,
+      memories_deleted: erasure.memoriesDeleted,
+      memories_updated: erasure.memoriesUpdated,
+      summaries_changed: erasure.summariesChanged,
+      tool_entries_redacted: erasure.toolEntriesRedacted,
+    });
+    return erasure;
+  }
+
+  /** See `ChannelRuntime.forgetItem`. */
+  async forgetItem(id: string, within?: MemoryLocation): Promise<'message' | 'memory' | undefined> {
+    const memory = this.parts.options.memory;
+    const item = memory.describeItem?.(id);
+    if (item?.kind === 'transcript' && item.messageId !== undefined) {
+      if (within && item.channelId !== within.channelId) return undefined;
+      await this.removeMessages(item.channelId, [item.messageId]);
+      return 'message';
+    }
+    if (!memory.forget(id, within)) return undefined;
+    if (item) this.apply({ entries: this.privacy.redactTexts([item.content]), summaries: [] });
+    return 'memory';
+  }
+
+  /** Mirrors what the privacy propagation changed in SQLite into the live contexts held here. */
+  apply(changes: Pick<PropagationChanges, 'entries' | 'summaries'>): void {
+    const touched = new Set<ChannelState>();
+    for (const entry of changes.entries) {
+      const state = this.parts.channel(entry.channelId);
+      const index = state.indexOfSeq(entry.seq);
+      if (index >= 0) state.replaceEntry(index, entry);
+      state.replaceMarkerEntry(entry);
+      touched.add(state);
+    }
+    for (const summary of changes.summaries) {
+      const state = this.parts.channel(summary.channelId);
+      const { live, ...entry } = summary;
+      if (!live) state.removeSummary(entry.id);
+      else if (state.summaries.some((existing) => existing.id === entry.id)) state.replaceSummary(entry);
+      touched.add(state);
+    }
+    for (const state of touched) this.parts.coordinator.check(state);
+  }
+}
+
+function removedOf(row: HistoryEntry): RemovedMessage {
+  return { seq: row.seq, messageId: row.messageId, authorName: row.authorName, content: row.content };
+}
