@@ -5,9 +5,8 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { openMemoryStore } from '../src/memory/index.js';
-import { openDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
 import { runMagpie, type MagpieRun } from './support/magpie-process.js';
+import { openTestDatabase, TEST_STORAGE } from './support/storage.js';
 
 
 function magpie(args: string[], options: { cwd: string; stdin?: string }): Promise<MagpieRun> {
@@ -22,7 +21,7 @@ describe('magpie memory (real process)', () => {
   before(async () => {
     work = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
     dataDir = path.join(work, 'data');
-    const db = openDatabase(dataDir, ALL_MIGRATIONS);
+    const db = openTestDatabase(dataDir);
     const store = await openMemoryStore({ db, dataDir, settings: DEFAULTS.memory });
     await store.archiveTranscript([
       { channelId: 'c1', messageId: 'd1', authorId: 'a', authorName: 'Jo', content: 'Our flight to Osaka leaves at 7am', createdAt: 1_000 },
@@ -136,7 +135,8 @@ describe('magpie memory (real process)', () => {
     const missing = path.join(work, 'nowhere');
     const { code, stderr } = await magpie(['memory', 'search', 'x', '--data-dir', missing, '--channel', 'c1'], { cwd: work });
     assert.equal(code, 1);
-    assert.match(stderr, /no Magpie data in .*nowhere/);
+    // On PostgreSQL the data lives in the dir's schema, which no writer created.
+    assert.match(stderr, TEST_STORAGE === 'postgres' ? /no complete Magpie schema in postgres:/ : /no Magpie data in .*nowhere/);
     assert.equal(existsSync(missing), false);
   });
 

@@ -9,9 +9,8 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { createMemoryTools, openMemoryStore } from '../src/memory/index.js';
-import { openDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
 import { openTestStore, type OpenedStore } from './support/memory-store.js';
+import { openTestDatabase } from './support/storage.js';
 
 
 describe('memory tools with garbage input', () => {
@@ -136,7 +135,7 @@ describe('near-duplicates stay within their scope', () => {
 describe('many channels, few loaded indexes', () => {
   test('searches stay scoped and complete while indexes are evicted and reloaded', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
-    const db = openDatabase(dir, ALL_MIGRATIONS);
+    const db = openTestDatabase(dir);
     const store = await openMemoryStore({
       db,
       dataDir: dir,

@@ -6,9 +6,8 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import { DEFAULTS } from '../src/config/defaults.js';
 import type { HttpEmbedderSettings } from '../src/config/types.js';
 import { EmbeddingError, HttpEmbedder, openMemoryStore } from '../src/memory/index.js';
-import { openDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
 import { startFakeEmbeddingsServer, type FakeEmbeddingsServer } from './fakes/fake-embeddings-server.js';
+import { openTestDatabase } from './support/storage.js';
 
 describe('HTTP embedder against an OpenAI-compatible endpoint on loopback', () => {
   let server: FakeEmbeddingsServer;
@@ -89,7 +88,7 @@ describe('HTTP embedder against an OpenAI-compatible endpoint on loopback', () =
 
   test('the store works on the HTTP embedder, and switching to it rebuilds the vectors', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
-    const db = openDatabase(dir, ALL_MIGRATIONS);
+    const db = openTestDatabase(dir);
     try {
       const hashStore = await openMemoryStore({ db, dataDir: dir, settings: DEFAULTS.memory });
       await hashStore.archiveTranscript([

@@ -7,8 +7,7 @@ import { EventStream, type MagpieEvent } from '../src/common/events.js';
 import { DEFAULTS } from '../src/config/defaults.js';
 import type { MemorySettings } from '../src/config/types.js';
 import { HashingEmbedder, openMemoryStore, type Embedder, type TranscriptEntryInput } from '../src/memory/index.js';
-import { openDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { openTestDatabase } from './support/storage.js';
 
 const directories: string[] = [];
 after(() => {
@@ -43,7 +42,7 @@ async function withStore(
   const events = new EventStream();
   const seen: MagpieEvent[] = [];
   events.subscribe((event) => seen.push(event));
-  const db = openDatabase(dir, ALL_MIGRATIONS);
+  const db = openTestDatabase(dir);
   const store = await openMemoryStore({
     db,
     dataDir: dir,

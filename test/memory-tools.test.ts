@@ -6,8 +6,8 @@ import { after, before, describe, test } from 'node:test';
 import { DEFAULTS } from '../src/config/defaults.js';
 import type { ToolContext } from '../src/llm/tool.js';
 import { createMemoryTools, MEMORY_TYPES, openMemoryStore, type SqliteMemoryStore } from '../src/memory/index.js';
-import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import type { SqlDatabase } from '../src/storage/database.js';
+import { openTestDatabase } from './support/storage.js';
 
 describe('memory tools', () => {
   let dir: string;
@@ -18,7 +18,7 @@ describe('memory tools', () => {
 
   before(async () => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
-    db = openDatabase(dir, ALL_MIGRATIONS);
+    db = openTestDatabase(dir);
     store = await openMemoryStore({ db, dataDir: dir, settings: DEFAULTS.memory });
     tools = createMemoryTools(store);
   });

@@ -6,12 +6,11 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { openMemoryStore } from '../src/memory/index.js';
-import { openDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { openTestDatabase } from './support/storage.js';
 
 test('rows whose vector is still owed are scanned exactly by search, then indexed', async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-lag-'));
-  const db = openDatabase(dir, ALL_MIGRATIONS);
+  const db = openTestDatabase(dir);
   // Vectors held back for a minute: every search below runs while they are owed.
   const store = await openMemoryStore({ db, dataDir: dir, settings: DEFAULTS.memory, vectorDelayMs: 60_000 });
   try {

@@ -279,3 +279,41 @@ test('bad flags and unusable targets are refused with what to do', { timeout: 12
   assert.equal(help.code, 0);
   assert.match(help.stdout, /ONE transaction/);
 });
+
+test('memory search on the migrated schema finds what SQLite finds, through the data dir index files as they are', { timeout: 300_000 }, async (t) => {
+  const client = await postgresOrSkip(t);
+  if (!client) return;
+  const root = tempDir();
+  const schema = freshSchema('t_migrate_search');
+  t.after(async () => {
+    await dropSchema(client, schema);
+    await client.end();
+    root.remove();
+  });
+  const needle = { id: 'needle', channel: 'chan-1', author: 'ann', content: 'the lighthouse keeper painted the rowing boat vermilion' };
+  const transcript = generateTranscript(200, { channels: 2 }).replace('\n', `\n${JSON.stringify(needle)}\n`);
+  const dir = await replayedDir(root.path, 'data', transcript, schema);
+  const migrated = await migrate(['--data-dir', dir], root.path, schema);
+  assert.equal(migrated.code, 0, migrated.stderr);
+  const search = (backend: string) =>
+    runMagpie(['memory', 'search', 'who painted the boat vermilion', '--channel', 'chan-1', '--data-dir', dir, '--limit', '3', '--json'], {
+      cwd: root.path,
+      env: env(schema, { MAGPIE_STORAGE_BACKEND: backend }),
+    });
+  const first = (stdout: string) => (JSON.parse(stdout) as Array<{ id: string; message_id?: string; content: string }>)[0];
+  const onSqlite = await search('sqlite');
+  const onPostgres = await search('postgres');
+  assert.equal(onSqlite.code, 0, onSqlite.stderr);
+  assert.equal(onPostgres.code, 0, onPostgres.stderr);
+  // The same item, under the same id, comes first on both stores.
+  assert.match(first(onSqlite.stdout)?.content ?? '', /vermilion/);
+  assert.equal(first(onPostgres.stdout)?.id, first(onSqlite.stdout)?.id);
+  assert.equal(first(onPostgres.stdout)?.content, first(onSqlite.stdout)?.content);
+  // No warning: the index file of chan-1 agreed with the copied index state and was used.
+  assert.doesNotMatch(onPostgres.stderr, /was not used/);
+  // The check is real: once the copied state disagrees with the file, the file is set aside.
+  await client.query(`UPDATE "${schema}".memory_index_state SET point_count = point_count + 1 WHERE index_key LIKE '%chan-1'`);
+  const disagreeing = await search('postgres');
+  assert.equal(disagreeing.code, 0, disagreeing.stderr);
+  assert.match(disagreeing.stderr, /vector index of .*chan-1 was not used \(index sidecar disagrees with the database\)/);
+});

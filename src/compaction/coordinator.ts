@@ -2,23 +2,19 @@ import type { ChannelLocks } from './channel-locks.js';
 import type { ChannelState } from '../channel/channel-state.js';
 import type { HistoryStore } from '../channel/history-store.js';
 import type { HistoryEntry } from '../channel/types.js';
-import { usableWindow, usageOf } from '../channel/calibration.js';
-import { estimateSummaryTokens, SUMMARY_HEADER_TOKENS } from '../channel/model-request.js';
+import { usageOf } from '../channel/calibration.js';
 import type { Clock } from '../common/clock.js';
-import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
 import { decide, type CompactionAction } from './compactor.js';
-import { filesNote, filesOfPrefix, markerCount, markerFiles, markerText, NO_FILES, truncationCount, withFiles } from './emergency.js';
+import { truncateInPlace } from './emergency-truncation.js';
 import type { CompactionEvent, CompactionTier } from './events.js';
+import { landWorkerOutcome, type FinishedJob } from './landing.js';
 import { planCompaction, planRollUp, type CompactionPlan } from './planner.js';
 import type { CompactionScheduler } from './scheduler.js';
-import { applySplice, matchSnapshot } from './splice.js';
 import type { Summarizer } from './summarizer.js';
 import { runWorker, type WorkerOutcome } from './worker.js';
-
-/** Appended to a meta-summary that folded a truncation marker, so the hint is not lost. */
-const FOLDED_MARKER_NOTE = '(Some older messages were truncated without a summary; recall them with memory_search.)';
+import { calibrationFields, rollupTokens, roundUsage } from './window-figures.js';
 
 /** Which Compactor decisions a check may act on (constants: the check allocates nothing). */
 const EVERY_TIER = { emergencyOnly: false } as const;
@@ -96,13 +92,13 @@ export class CompactionCoordinator {
       channel_id: state.channelId,
       action,
       tier: action,
-      usage: round(usage),
+      usage: roundUsage(usage),
       estimated_tokens: tokens,
       ...calibrationFields(state, settings, tokens),
       live_messages: state.entries.length,
     });
     if (action === 'emergency') {
-      this.truncate(state, settings, tokens);
+      truncateInPlace(this.options, state, settings, { tokensBefore: tokens });
       this.rollUpIfStuck(state, settings);
     } else {
       this.start(state, action, settings, plan!);
@@ -145,86 +141,13 @@ export class CompactionCoordinator {
       action: 'emergency',
       tier: 'emergency',
       reason: options.reason,
-      usage: round(usageOf(tokens, state.calibration.factor, settings)),
+      usage: roundUsage(usageOf(tokens, state.calibration.factor, settings)),
       estimated_tokens: tokens,
       ...calibrationFields(state, settings, tokens),
       live_messages: state.entries.length,
     });
-    this.truncate(state, settings, tokens, options.ceilingTokens);
+    truncateInPlace(this.options, state, settings, { tokensBefore: tokens, ceilingTokens: options.ceilingTokens });
     return true;
-  }
-
-  /** Emergency: synchronous, in memory plus one small transaction; always frees room. */
-  private truncate(state: ChannelState, settings: ChannelSettings, tokensBefore: number, ceilingTokens?: number): void {
-    const startedAt = performance.now();
-    const entries = state.entries;
-    // Back-to-back truncations grow the newest marker instead of stacking markers without
-    // bound (a window too small for the prompt truncates on every message). Not while a worker
-    // is in flight: its summary must be able to land on a marker of exactly its own range.
-    const newest = state.summaries[state.summaries.length - 1];
-    const extended = newest?.kind === 'marker' && state.compaction === undefined ? newest : undefined;
-    const earlier = extended ? markerCount(extended.content) : 0;
-    const earlierFiles = extended ? markerFiles(extended.content) : NO_FILES;
-    const filesOf = filesOfPrefix(entries);
-    const textFor = (dropped: number) => markerText(earlier + dropped, withFiles(earlierFiles, filesOf(dropped)));
-    const fromSeq = extended ? extended.fromSeq : entries[0]!.seq;
-    // The first summary also brings the header that introduces summaries in the system prompt.
-    const headerTokens = state.summaries.length === 0 ? SUMMARY_HEADER_TOKENS : 0;
-    const markerTokens = (dropped: number) =>
-      headerTokens -
-      (extended?.tokens ?? 0) +
-      estimateSummaryTokens({ kind: 'marker', fromSeq, toSeq: entries[dropped - 1]!.seq, content: textFor(dropped) });
-    // Below the emergency threshold afterwards, or the very next request could overflow the window.
-    const ceiling = Math.min(ceilingTokens ?? Infinity, emergencyCeiling(state, settings));
-    const mustFree = Math.max(0, tokensBefore - ceiling);
-    const protectFrom = state.protectFromSeq === undefined ? undefined : firstIndexFrom(state.entries, state.protectFromSeq);
-    const count = truncationCount(state.entries, settings.compaction.emergencyFraction, {
-      markerTokens,
-      mustFree,
-      ...(protectFrom === undefined ? {} : { protectFrom }),
-    });
-    const dropped = state.entries.slice(0, count);
-    // Transcript writes that failed are sent again before these leave the context (the store
-    // keeps their text searchable even while the embedder is down).
-    void this.options.retryFailedArchives(state, dropped);
-    const draft = {
-      channelId: state.channelId,
-      kind: 'marker' as const,
-      fromSeq,
-      toSeq: dropped[count - 1]!.seq,
-      content: textFor(count),
-      createdAt: extended?.createdAt ?? this.options.clock.now(),
-    };
-    const marker = { ...draft, tokens: estimateSummaryTokens(draft) };
-    let id: number;
-    if (extended) {
-      id = extended.id;
-      this.options.store.extendMarker(state.channelId, { id, toSeq: marker.toSeq, content: marker.content, tokens: marker.tokens });
-      state.removeHead(count);
-      state.replaceSummary({ id, ...marker });
-      state.markerEntries.set(id, [...(state.markerEntries.get(id) ?? []), ...dropped]);
-    } else {
-      id = this.options.store.truncate(state.channelId, { toSeq: marker.toSeq }, marker);
-      state.removeHead(count);
-      state.addSummary({ id, ...marker });
-      state.markerEntries.set(id, dropped);
-    }
-    state.lastCompaction = { tier: 'emergency', at: this.options.clock.now(), messages: count };
-    const tokensAfter = this.options.estimate(state, settings);
-    this.emit({
-      type: 'emergency_truncation',
-      channel_id: state.channelId,
-      marker_id: id,
-      messages_dropped: count,
-      tokens_freed: tokensBefore - tokensAfter,
-      usage_before: round(usageOf(tokensBefore, state.calibration.factor, settings)),
-      usage_after: round(usageOf(tokensAfter, state.calibration.factor, settings)),
-      calibration_factor: state.calibration.factor,
-      preempted_worker: state.compaction !== undefined,
-      merged_into_marker: extended !== undefined,
-      // Emergency work runs inside the turn: operators watch that it stays small.
-      duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000,
-    });
   }
 
   /**
@@ -315,152 +238,24 @@ export class CompactionCoordinator {
   }
 
   /** Applies a worker's outcome. Whatever happens, the channel's lock is released here. */
-  private land(
-    state: ChannelState,
-    job: {
-      compactionId: string;
-      tier: Exclude<CompactionTier, 'emergency'>;
-      plan: CompactionPlan;
-      outcome: WorkerOutcome;
-      summarizer: string;
-      startedAt: number;
-    },
-  ): CompactionOutcome {
-    const { compactionId } = job;
-    if (state.compaction?.compactionId === compactionId) state.compaction = undefined;
+  private land(state: ChannelState, job: FinishedJob): CompactionOutcome {
+    if (state.compaction?.compactionId === job.compactionId) state.compaction = undefined;
     try {
-      return this.apply(state, job);
+      if (this.closed) return { status: 'failed', compactionId: job.compactionId, reason: 'shutting_down' };
+      const landed = landWorkerOutcome(this.options, state, job);
+      // A summary that lands in place of a truncation marker adds to the context (the marker's
+      // entries had already left it), and the window may have shrunk on reload meanwhile: if the
+      // context is over the emergency threshold now, truncate at once rather than let the next
+      // request overflow the window. Worker tiers wait for the next check.
+      if (landed.status === 'completed') this.act(state, EMERGENCY_ONLY);
+      return landed;
     } finally {
       // After the splice committed (or was given up): another process may compact it now.
       this.options.locks?.release(state.channelId);
     }
   }
 
-  private apply(
-    state: ChannelState,
-    job: {
-      compactionId: string;
-      tier: Exclude<CompactionTier, 'emergency'>;
-      plan: CompactionPlan;
-      outcome: WorkerOutcome;
-      summarizer: string;
-      startedAt: number;
-    },
-  ): CompactionOutcome {
-    const { compactionId, tier, plan, outcome } = job;
-    if (this.closed) return { status: 'failed', compactionId, reason: 'shutting_down' };
-    // A measurement, not a time of day: it stays on the monotonic clock even when replay drives `clock`.
-    const duration = Math.round(performance.now() - job.startedAt);
-    const base = { channel_id: state.channelId, compaction_id: compactionId, tier };
-    const settings = this.options.settingsFor(state.channelId);
-    const fail = (reason: string): CompactionOutcome => {
-      state.consecutiveFailures += 1;
-      this.emit({
-        type: 'compaction_failed',
-        ...base,
-        reason,
-        consecutive_failures: state.consecutiveFailures,
-        summarizer: job.summarizer,
-        duration_ms: duration,
-      });
-      return { status: 'failed', compactionId, reason };
-    };
-    if (!outcome.ok) return fail(outcome.reason);
-
-    const match = matchSnapshot(state, plan);
-    if (match.place === 'gone') {
-      this.emit({ type: 'compaction_replanned', ...base, reason: match.reason });
-      return { status: 'replanned', compactionId, reason: match.reason };
-    }
-    let content = outcome.summary;
-    const folded = plan.priorSummaries.filter((summary) => summary.kind === 'marker');
-    if (folded.length > 0) {
-      // The files the folded markers named stay named.
-      const files = folded.map((marker) => markerFiles(marker.content)).reduce((all, next) => withFiles(all, next.named, next.more), NO_FILES);
-      content = `${content}\n${FOLDED_MARKER_NOTE}${files.named.length > 0 ? ` ${filesNote(files)}` : ''}`;
-    }
-    // A summary as large as what it replaces would not free room and would trigger again at once.
-    if (estimateSummaryTokens({ kind: 'summary', fromSeq: plan.fromSeq, toSeq: plan.toSeq, content }) >= plan.tokens) {
-      return fail('summary_too_long');
-    }
-    const tokensBefore = this.options.estimate(state, settings);
-    let summary;
-    try {
-      summary = applySplice({ state, store: this.options.store, plan, match, content, summarizer: job.summarizer, now: this.options.clock.now() });
-    } catch (error) {
-      return fail(`storage_error: ${errorMessage(error)}`);
-    }
-    state.consecutiveFailures = 0;
-    const tokensAfter = this.options.estimate(state, settings);
-    state.lastCompaction = {
-      tier,
-      at: this.options.clock.now(),
-      messages: plan.entries.length,
-    };
-    this.emit({
-      type: 'compaction_completed',
-      ...base,
-      messages_compacted: plan.entries.length,
-      summaries_folded: plan.priorSummaries.length,
-      replaced_marker: match.place === 'marker',
-      tokens_before: tokensBefore,
-      tokens_after: tokensAfter,
-      tokens_freed: tokensBefore - tokensAfter,
-      summary_tokens: summary.tokens,
-      memories_saved: outcome.memoriesSaved,
-      duration_ms: duration,
-      summarizer: job.summarizer,
-    });
-    // A summary that lands in place of a truncation marker adds to the context (the marker's
-    // entries had already left it), and the window may have shrunk on reload meanwhile: if the
-    // context is over the emergency threshold now, truncate at once rather than let the next
-    // request overflow the window. Worker tiers wait for the next check.
-    this.act(state, EMERGENCY_ONLY);
-    return {
-      status: 'completed',
-      compactionId,
-      messagesCompacted: plan.entries.length,
-      tokensFreed: tokensBefore - tokensAfter,
-    };
-  }
-
   private emit(event: CompactionEvent): void {
     this.options.events.emit(event);
   }
-}
-
-/** Index of the first entry with a seq at or after `seq` (entries ascend by seq). */
-function firstIndexFrom(entries: readonly HistoryEntry[], seq: number): number {
-  let low = 0;
-  let high = entries.length;
-  while (low < high) {
-    const middle = (low + high) >>> 1;
-    if (entries[middle]!.seq < seq) low = middle + 1;
-    else high = middle;
-  }
-  return low;
-}
-
-/** The emergency threshold in uncalibrated tokens: what a truncation must get below. */
-function emergencyCeiling(state: ChannelState, settings: ChannelSettings): number {
-  return (settings.compaction.emergencyThreshold * usableWindow(settings)) / state.calibration.factor;
-}
-
-/** The roll-up threshold in uncalibrated tokens (summaries are estimated like messages). */
-function rollupTokens(state: ChannelState, settings: ChannelSettings): number {
-  return (settings.compaction.rollupThreshold * usableWindow(settings)) / state.calibration.factor;
-}
-
-/** What the events say about the window and the calibration behind a usage figure. */
-function calibrationFields(state: ChannelState, settings: ChannelSettings, tokens: number) {
-  return {
-    context_window: settings.contextWindow,
-    usable_window: usableWindow(settings),
-    calibration_factor: state.calibration.factor,
-    calibrated_tokens: Math.round(tokens * state.calibration.factor),
-  };
-}
-
-function round(value: number): number {
-  return Math.round(value * 10_000) / 10_000;
 }

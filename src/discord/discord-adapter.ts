@@ -11,20 +11,20 @@ import type { EventStream } from '../common/events.js';
 import type { LiveConfig } from '../config/live-config.js';
 import type { HistoryEntry, IncomingMessage } from '../channel/types.js';
 import type { MemoryLocation, MemoryStore } from '../memory/types.js';
-import type { ChannelResponder, ReplyTarget, ResponderRuntime } from '../app/channel-responder.js';
+import type { ChannelResponder, ResponderRuntime } from '../app/channel-responder.js';
 import type { CommandRuntime, TaskControl } from '../app/channel-commands.js';
-import { attachmentEvent } from '../attachments/attachment-event.js';
-import { resolveAttachments, type ResolvedAttachment } from '../attachments/resolve-attachments.js';
+import type { ResolvedAttachment } from '../attachments/resolve-attachments.js';
 import { ErasureConfirmations } from '../app/forget-me.js';
 import { StorageHealth } from '../storage/storage-health.js';
 import { withStorageRetry } from '../storage/storage-retry.js';
 import { decideAccess, shouldReply } from './access-policy.js';
+import { interactionSubject, messageSubject } from './access-subject.js';
 import { ChannelCatchUp, type CatchUpSource } from './catch-up.js';
-import { chunkMessage } from './chunk-message.js';
 import { destroyClient } from './client.js';
 import { Debouncer } from './debouncer.js';
+import { attachMessageFiles } from './message-files.js';
 import { normalizeMessage, type NormalizedMessage } from './normalize-message.js';
-import { StreamedReply } from './streamed-reply.js';
+import { replyTarget } from './reply-target.js';
 import { handleSlashCommand, registerCommands } from './slash-commands.js';
 import { knownViews, viewOf } from './view-key.js';
 import type { ChannelView } from '../privacy/channel-views.js';
@@ -66,9 +66,6 @@ interface PendingTrigger {
 
 /** Newest triggering messages a burst keeps while it waits (older ones are in history anyway). */
 const MAX_BURST_TRIGGERS = 50;
-
-/** How often Discord needs the typing indicator renewed (it lapses after about 10 s). */
-const TYPING_REFRESH_MS = 8_000;
 
 /**
  * Connects discord.js to the channel runtime: every allowed message is recorded, replies
@@ -229,21 +226,9 @@ export class DiscordAdapter {
   }
 
   private admit(normalized: NormalizedMessage): boolean {
-    const { incoming } = normalized;
-    const decision = decideAccess(
-      {
-        selfId: this.selfId,
-        authorId: incoming.authorId,
-        authorIsBot: normalized.authorIsBot,
-        ...(incoming.guildId ? { guildId: incoming.guildId } : {}),
-        channelId: incoming.channelId,
-        ...(normalized.parentId ? { parentId: normalized.parentId } : {}),
-        roleIds: normalized.roleIds,
-      },
-      this.options.config.current().discord,
-    );
+    const decision = decideAccess(messageSubject(normalized, this.selfId), this.options.config.current().discord);
     if (!decision.allowed && decision.reason !== 'self') {
-      this.options.events.emit({ type: 'message_ignored', channel_id: incoming.channelId, reason: decision.reason });
+      this.options.events.emit({ type: 'message_ignored', channel_id: normalized.incoming.channelId, reason: decision.reason });
     }
     return decision.allowed;
   }
@@ -269,37 +254,13 @@ export class DiscordAdapter {
     };
     if (!this.replying || !shouldReply(policy, trigger)) return;
     // Files of a message the bot answers are downloaded once, before its turn.
-    if (message.attachments.size > 0 && this.options.runtime.attachFiles) await this.attachFiles(message, normalized);
+    if (message.attachments.size > 0 && this.options.runtime.attachFiles) await attachMessageFiles(this.options, message, normalized);
     const discord = this.options.config.current().discord;
     this.debouncer.push(
       normalized.incoming.channelId,
       { message, normalized, entry },
       { quietMs: discord.debounceMs, maxWaitMs: discord.debounceMaxMs },
     );
-  }
-
-  private async attachFiles(message: Message, normalized: NormalizedMessage): Promise<void> {
-    const { channelId } = normalized.incoming;
-    const settings = this.options.config.settingsFor(channelId, normalized.parentId);
-    const files = await resolveAttachments(
-      [...message.attachments.values()].map((attachment) => ({
-        name: attachment.name,
-        size: attachment.size,
-        url: attachment.url,
-        ...(attachment.contentType ? { contentType: attachment.contentType } : {}),
-        ...(attachment.width ? { width: attachment.width } : {}),
-        ...(attachment.height ? { height: attachment.height } : {}),
-      })),
-      { vision: settings.vision, maxImages: settings.maxImagesPerMessage, maxChars: settings.maxAttachmentChars },
-    );
-    try {
-      await this.options.runtime.attachFiles?.(channelId, message.id, files);
-    } catch (error) {
-      // The message is still answered; its files stay placeholders.
-      this.options.events.emit({ type: 'attachments_failed', channel_id: channelId, error: errorMessage(error) });
-      return;
-    }
-    this.options.events.emit(attachmentEvent(channelId, files));
   }
 
   private fireTurn(channelId: string, burst: PendingTrigger[]): void {
@@ -316,7 +277,7 @@ export class DiscordAdapter {
         ...this.locationOf(incoming),
         sourceMessageIds: burst.map((item) => item.normalized.incoming.messageId),
       },
-      target: this.replyTarget(last.message),
+      target: replyTarget(last.message),
     });
   }
 
@@ -325,60 +286,6 @@ export class DiscordAdapter {
       channelId: incoming.channelId,
       ...(incoming.guildId ? { guildId: incoming.guildId } : {}),
       ...(incoming.dmUserId ? { dmUserId: incoming.dmUserId } : {}),
-    };
-  }
-
-  /** Replies to the triggering message; later chunks follow as plain messages. */
-  private replyTarget(trigger: Message): ReplyTarget {
-    const channel = trigger.channel;
-    // Users may be pinged by name; @everyone, @here and roles never.
-    const allowedMentions = { parse: ['users' as const], repliedUser: true };
-    return {
-      stream: () =>
-        new StreamedReply({
-          poster: {
-            post: async (content, index) => {
-              if (!channel.isSendable()) throw new Error('the channel no longer accepts messages');
-              const posted = await channel.send({
-                content,
-                allowedMentions,
-                ...(index === 0 ? { reply: { messageReference: trigger.id, failIfNotExists: false } } : {}),
-              });
-              return posted.id;
-            },
-            edit: async (id, content) => {
-              await channel.messages.edit(id, { content, allowedMentions });
-            },
-            remove: async (id) => {
-              await channel.messages.delete(id);
-            },
-          },
-        }),
-      send: async (text) => {
-        if (!channel.isSendable()) return undefined;
-        let firstId: string | undefined;
-        for (const [index, chunk] of chunkMessage(text).entries()) {
-          const posted = await channel.send({
-            content: chunk,
-            // Users may be pinged by name; @everyone, @here and roles never.
-            allowedMentions: { parse: ['users'], repliedUser: true },
-            ...(index === 0 ? { reply: { messageReference: trigger.id, failIfNotExists: false } } : {}),
-          });
-          firstId ??= posted.id;
-        }
-        return firstId;
-      },
-      startTyping: () => {
-        if (!channel.isSendable()) return () => {};
-        const typing = (): void => {
-          channel.sendTyping().catch(() => {
-            // A missed typing indicator is cosmetic.
-          });
-        };
-        typing();
-        const timer = setInterval(typing, TYPING_REFRESH_MS);
-        return () => clearInterval(timer);
-      },
     };
   }
 
@@ -415,20 +322,7 @@ export class DiscordAdapter {
     if (!interaction.isChatInputCommand()) return;
     const channelId = interaction.channelId;
     const isDm = !interaction.inGuild();
-    const channel = interaction.channel;
-    const parentId = channel?.isThread() ? (channel.parentId ?? undefined) : undefined;
-    const decision = decideAccess(
-      {
-        selfId: this.selfId,
-        authorId: interaction.user.id,
-        authorIsBot: interaction.user.bot,
-        ...(interaction.guildId ? { guildId: interaction.guildId } : {}),
-        channelId,
-        ...(parentId ? { parentId } : {}),
-        roleIds: interaction.inCachedGuild() ? [...interaction.member.roles.cache.keys()] : rawRoles(interaction),
-      },
-      this.options.config.current().discord,
-    );
+    const decision = decideAccess(interactionSubject(interaction, this.selfId), this.options.config.current().discord);
     if (!decision.allowed || !this.accepting) {
       await interaction.reply({ content: 'Magpie is not available here.', flags: 64 });
       return;
@@ -449,9 +343,4 @@ export class DiscordAdapter {
       },
     );
   }
-}
-
-function rawRoles(interaction: Interaction): string[] {
-  const member = interaction.member as { roles?: unknown } | null;
-  return Array.isArray(member?.roles) ? (member.roles as string[]) : [];
 }

@@ -2,8 +2,10 @@ import type { SqlDatabase } from '../storage/database.js';
 import { blobToVector, dot } from './embedder.js';
 import type { VectorIndexManager } from './index-manager.js';
 import { StatementCache } from './statement-cache.js';
-import { KIND_MEMORY_TAG, KIND_TRANSCRIPT_TAG, typeTag, type Visibility } from './scope.js';
-import { ftsAnyOf, queryTerms } from './text.js';
+import { fullTextFor, type FullText } from './full-text.js';
+import { ItemRows, padded, type ItemRow, type Neighbourhood } from './item-rows.js';
+import type { Visibility } from './scope.js';
+import { queryTerms } from './text.js';
 import type { MemoryKind, MemoryType, SearchResult } from './types.js';
 
 /** Knobs of the fusion, chosen on LoCoMo evidence recall (see the memory benchmarks). */
@@ -66,19 +68,6 @@ export interface HybridSearchRequest {
   extraVectorHits?: Array<{ label: number; similarity: number }>;
 }
 
-interface ItemRow {
-  rowid: number;
-  kind: MemoryKind;
-  content: string;
-  memory_type: MemoryType | null;
-  source_ids: string;
-  created_at: number;
-  channel_id: string;
-  message_id: string | null;
-  index_key: string;
-  guild_id: string | null;
-  author_name: string | null;
-}
 
 interface Candidate {
   label: number;
@@ -87,8 +76,6 @@ interface Candidate {
   lexical?: number;
 }
 
-const ITEM_COLUMNS =
-  'rowid, kind, content, memory_type, source_ids, created_at, channel_id, message_id, index_key, guild_id, author_name';
 
 /**
  * Vector neighbours and BM25 matches, each already restricted to what the caller may see and
@@ -98,8 +85,10 @@ const ITEM_COLUMNS =
  */
 export class HybridSearch {
   /** Document counts of terms, refreshed after a while: only used to bound query cost. */
-  private readonly termCounts = new Map<string, { count: number; at: number }>();
+  private readonly termCountCache = new Map<string, { count: number; at: number }>();
   private readonly statements: StatementCache;
+  private readonly fullText: FullText;
+  private readonly rows: ItemRows;
 
   constructor(
     db: SqlDatabase,
@@ -107,6 +96,8 @@ export class HybridSearch {
     private readonly tuning: SearchTuning,
   ) {
     this.statements = new StatementCache(db);
+    this.fullText = fullTextFor(db);
+    this.rows = new ItemRows(db);
   }
 
   run(request: HybridSearchRequest): SearchResult[] {
@@ -207,32 +198,24 @@ export class HybridSearch {
   }
 
   private textCandidates(request: HybridSearchRequest, count: number): Array<{ label: number; strength: number }> {
-    const terms = ftsAnyOf(this.affordableTerms(queryTerms(request.queryText)));
-    if (!terms) return [];
-    const { visibility } = request;
-    // Scope, kind and type are FTS tokens, so the whole filter runs inside the full-text match:
-    // no join per matching row, and nothing outside the scope competes for the top candidates.
-    const filters = [`fts_tags : (${visibility.ftsTags})`];
-    if (request.kind) filters.push(`fts_tags : ${request.kind === 'memory' ? KIND_MEMORY_TAG : KIND_TRANSCRIPT_TAG}`);
-    if (request.memoryType) filters.push(`fts_tags : ${typeTag(request.memoryType)}`);
-    const contentMatch = `content : (${terms})`;
-    // bm25() computes statistics for every phrase of its MATCH, the scope tag included, and a
-    // tag's doclist is as long as the whole channel. So bm25 ranks the content terms alone and
-    // the scoped match (cheap without bm25) restricts the rows before the top is taken.
-    const rows = this.statements
-      .get(
-        `SELECT rowid AS label, bm25(memory_fts, 1.0, 0.0) AS rank FROM memory_fts
-         WHERE memory_fts MATCH ? AND +rowid IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?)
-         ORDER BY rank LIMIT ?`,
-      )
-      .all(contentMatch, `${filters.join(' AND ')} AND ${contentMatch}`, count) as Array<{ label: number; rank: number }>;
-    return rows.map((row) => ({ label: row.label, strength: Math.max(0, -row.rank) }));
+    const terms = this.affordableTerms(queryTerms(request.queryText));
+    if (terms.length === 0) return [];
+    return this.fullText.candidates(
+      terms,
+      {
+        visibility: request.visibility,
+        ...(request.kind ? { kind: request.kind } : {}),
+        ...(request.memoryType ? { memoryType: request.memoryType } : {}),
+      },
+      count,
+    );
   }
 
   /** The rarest terms whose postings fit the budget; terms found nowhere are dropped. */
   private affordableTerms(terms: string[]): string[] {
+    const counts = this.termCounts(terms);
     const counted = terms
-      .map((term) => ({ term, count: this.termCount(term) }))
+      .map((term, position) => ({ term, count: counts[position]! }))
       .filter((entry) => entry.count > 0)
       .sort((left, right) => left.count - right.count);
     const chosen: string[] = [];
@@ -245,25 +228,30 @@ export class HybridSearch {
     return chosen;
   }
 
-  private termCount(term: string): number {
+  /** Document counts of the terms, from the cache where it is fresh, the rest in one go. */
+  private termCounts(terms: string[]): number[] {
     const now = performance.now();
-    const cached = this.termCounts.get(term);
-    if (cached && now - cached.at < 30_000) return cached.count;
-    if (this.termCounts.size > 20_000) this.termCounts.clear();
-    const row = this.statements
-      .get('SELECT count(*) AS count FROM memory_fts WHERE memory_fts MATCH ?')
-      .get(`content : ${ftsAnyOf([term])!}`) as { count: number };
-    this.termCounts.set(term, { count: row.count, at: now });
-    return row.count;
+    if (this.termCountCache.size > 20_000) this.termCountCache.clear();
+    const fresh = (term: string): boolean => {
+      const cached = this.termCountCache.get(term);
+      return cached !== undefined && now - cached.at < 30_000;
+    };
+    const missing = terms.filter((term) => !fresh(term));
+    if (missing.length > 0) {
+      const counts = this.fullText.termCounts(missing);
+      missing.forEach((term, position) => this.termCountCache.set(term, { count: counts[position]!, at: now }));
+    }
+    return terms.map((term) => this.termCountCache.get(term)!.count);
   }
 
   /** Full-text-only candidates get their exact cosine too, so their evidence is complete. */
   private fillSimilarities(candidates: Map<number, Candidate>, queryVector: Float32Array): void {
     const missing = [...candidates.values()].filter((entry) => entry.similarity === undefined).map((entry) => entry.label);
     if (missing.length === 0) return;
+    const list = padded(missing);
     const rows = this.statements
-      .get(`SELECT item_rowid AS label, vector FROM memory_vectors WHERE item_rowid IN (${missing.map(() => '?').join(', ')})`)
-      .all(...missing) as Array<{ label: number; vector: Buffer }>;
+      .get(`SELECT item_rowid AS label, vector FROM memory_vectors WHERE item_rowid IN (${list.map(() => '?').join(', ')})`)
+      .all(...list) as Array<{ label: number; vector: Buffer }>;
     for (const row of rows) candidates.get(row.label)!.similarity = dot(queryVector, blobToVector(row.vector));
   }
 
@@ -275,70 +263,69 @@ export class HybridSearch {
 
   private materialize(ranked: Array<{ entry: Candidate; score: number }>, request: HybridSearchRequest): SearchResult[] {
     const limit = request.limit;
+    const radius = this.tuning.neighbors;
     const results: SearchResult[] = [];
     const covered = new Set<number>();
-    const load = this.statements.get(`SELECT ${ITEM_COLUMNS} FROM memory_items WHERE rowid = ?`);
+    const eligible = ranked.filter(({ score }) => score >= this.tuning.minScore);
     // Results come in fused-rank order (best for recall) while each score measures evidence;
     // a running minimum keeps the scores a reader sees non-increasing down the list.
     let ceiling = 1;
-    for (const { entry, score: evidence } of ranked) {
-      if (results.length >= limit) break;
-      if (covered.has(entry.label) || evidence < this.tuning.minScore) continue;
-      const score = Math.min(evidence, ceiling);
-      const row = load.get(entry.label) as ItemRow | undefined;
-      if (!row) continue; // Deleted after the index saw it.
+    // Rows and their neighbours are read a batch at a time (usually one batch is enough).
+    const batch = Math.max(16, limit * 2);
+    for (let start = 0; start < eligible.length && results.length < limit; start += batch) {
+      const chunk = eligible.slice(start, start + batch).filter(({ entry }) => !covered.has(entry.label));
+      const rows = this.rows.load(chunk.map(({ entry }) => entry.label));
       // Tags are hashes: a collision may bring in a row from elsewhere, which is dropped here.
-      if (!this.admits(row, request)) continue;
-      ceiling = score;
-      if (row.kind === 'transcript' && this.tuning.neighbors > 0) {
-        const window = this.neighbourhood(row, this.tuning.neighbors).filter((item) => !covered.has(item.rowid));
-        for (const item of window) covered.add(item.rowid);
-        // The match is named on its own and its neighbours are listed apart, labelled, so a
-        // reader can quote exactly the message that matched and cite it by id.
-        const matchAt = window.findIndex((item) => item.rowid === row.rowid);
-        results.push({
-          id: itemId(row),
-          content: row.content,
-          score: round(score),
-          kind: 'transcript',
-          source_ids: window.map((item) => item.message_id ?? '').filter((id) => id.length > 0),
-          created_at: new Date(row.created_at).toISOString(),
-          message_id: row.message_id ?? '',
-          author: row.author_name ?? '',
-          neighbors: window
-            .filter((item) => item.rowid !== row.rowid)
-            .map((item) => ({
-              position: window.indexOf(item) < matchAt ? ('before' as const) : ('after' as const),
-              message_id: item.message_id ?? '',
-              author: item.author_name ?? '',
-              created_at: new Date(item.created_at).toISOString(),
-              content: withoutAuthor(item.content, item.author_name),
-            })),
-        });
-        continue;
+      const admitted = [...rows.values()].filter((row) => this.admits(row, request));
+      const windows = radius > 0 ? this.rows.neighbourhoods(admitted.filter((row) => row.kind === 'transcript'), radius) : new Map<number, Neighbourhood>();
+      for (const { entry, score: evidence } of chunk) {
+        if (results.length >= limit) break;
+        if (covered.has(entry.label)) continue;
+        const row = rows.get(entry.label);
+        if (!row) continue; // Deleted after the index saw it.
+        if (!this.admits(row, request)) continue;
+        const score = Math.min(evidence, ceiling);
+        ceiling = score;
+        const around = windows.get(row.rowid);
+        if (row.kind === 'transcript' && around) {
+          const window = [...around.before, row, ...around.after].filter((item) => !covered.has(item.rowid));
+          for (const item of window) covered.add(item.rowid);
+          results.push(transcriptResult(row, window, score));
+          continue;
+        }
+        covered.add(row.rowid);
+        results.push(toResult(row, score));
       }
-      covered.add(row.rowid);
-      results.push(toResult(row, score));
     }
     return results;
   }
+}
 
-  /** The hit with up to `radius` messages before and after it in its channel, in order. */
-  private neighbourhood(row: ItemRow, radius: number): ItemRow[] {
-    const before = this.statements
-      .get(
-        `SELECT ${ITEM_COLUMNS} FROM memory_items WHERE channel_id = ? AND kind = 'transcript'
-         AND (created_at, rowid) < (?, ?) ORDER BY created_at DESC, rowid DESC LIMIT ?`,
-      )
-      .all(row.channel_id, row.created_at, row.rowid, radius) as ItemRow[];
-    const after = this.statements
-      .get(
-        `SELECT ${ITEM_COLUMNS} FROM memory_items WHERE channel_id = ? AND kind = 'transcript'
-         AND (created_at, rowid) > (?, ?) ORDER BY created_at, rowid LIMIT ?`,
-      )
-      .all(row.channel_id, row.created_at, row.rowid, radius) as ItemRow[];
-    return [...before.reverse(), row, ...after];
-  }
+/**
+ * The match is named on its own and its neighbours are listed apart, labelled, so a reader can
+ * quote exactly the message that matched and cite it by id.
+ */
+function transcriptResult(row: ItemRow, window: ItemRow[], score: number): SearchResult {
+  const matchAt = window.findIndex((item) => item.rowid === row.rowid);
+  return {
+    id: itemId(row),
+    content: row.content,
+    score: round(score),
+    kind: 'transcript',
+    source_ids: window.map((item) => item.message_id ?? '').filter((id) => id.length > 0),
+    created_at: new Date(row.created_at).toISOString(),
+    message_id: row.message_id ?? '',
+    author: row.author_name ?? '',
+    neighbors: window
+      .filter((item) => item.rowid !== row.rowid)
+      .map((item) => ({
+        position: window.indexOf(item) < matchAt ? ('before' as const) : ('after' as const),
+        message_id: item.message_id ?? '',
+        author: item.author_name ?? '',
+        created_at: new Date(item.created_at).toISOString(),
+        content: withoutAuthor(item.content, item.author_name),
+      })),
+  };
 }
 
 export function itemId(row: { rowid: number; kind: MemoryKind }): string {

@@ -188,7 +188,7 @@ export class VectorIndexManager {
         | undefined;
       const highWater = entry?.highWater ?? state?.high_water ?? 0;
       const row = db
-        .prepare('SELECT SUM(seq <= ?) AS indexed, SUM(seq > ?) AS pending FROM memory_vectors WHERE index_key = ?')
+        .prepare('SELECT SUM(CASE WHEN seq <= ? THEN 1 ELSE 0 END) AS indexed, SUM(CASE WHEN seq > ? THEN 1 ELSE 0 END) AS pending FROM memory_vectors WHERE index_key = ?')
         .get(highWater, highWater, key) as { indexed: number | null; pending: number | null };
       indexed += row.indexed ?? 0;
       pending += row.pending ?? 0;

@@ -4,6 +4,7 @@ import { systemClock, type Clock } from '../common/clock.js';
 import { InputError } from '../common/errors.js';
 import type { MemoryScope } from '../config/types.js';
 import type { SqlDatabase } from '../storage/database.js';
+import { isPostgres } from '../storage/sql-database.js';
 import { blobToVector, dot, vectorToBlob, type Embedder } from './embedder.js';
 import { HybridSearch, itemId, parseItemId, parseSourceIds, type SearchTuning } from './hybrid-search.js';
 import type { VectorIndexManager } from './index-manager.js';
@@ -74,9 +75,10 @@ interface RecordRow {
 }
 
 /**
- * The memory store over the shared SQLite database: typed memories and transcript entries in
- * `memory_items`, kept in FTS5 by triggers, one vector per item in `memory_vectors`, and HNSW
- * indexes derived from those vectors.
+ * The memory store over the shared database (SQLite or PostgreSQL): typed memories and
+ * transcript entries in `memory_items`, searchable by full text (FTS5 kept by triggers, or a
+ * generated tsvector column), one vector per item in `memory_vectors`, and HNSW indexes derived
+ * from those vectors in the data dir.
  */
 export class SqliteMemoryStore implements MemoryStore {
   private readonly db: SqlDatabase;
@@ -437,12 +439,13 @@ export class SqliteMemoryStore implements MemoryStore {
     const result: SourceDropResult = { deleted: [], updated: 0 };
     if (messageIds.length === 0) return result;
     const gone = new Set(messageIds);
+    // Source ids are a JSON array of strings in a text column; each dialect reads it its own way.
+    const sourced = isPostgres(this.db)
+      ? `EXISTS (SELECT 1 FROM json_array_elements_text(memory_items.source_ids::json) s (value)
+                  WHERE s.value IN (SELECT value FROM json_array_elements_text(?::json)))`
+      : `EXISTS (SELECT 1 FROM json_each(memory_items.source_ids) s WHERE s.value IN (SELECT value FROM json_each(?)))`;
     const rows = this.db
-      .prepare(
-        `SELECT rowid, index_key, content, source_ids FROM memory_items
-          WHERE kind = 'memory' AND channel_id = ?
-            AND EXISTS (SELECT 1 FROM json_each(memory_items.source_ids) s WHERE s.value IN (SELECT value FROM json_each(?)))`,
-      )
+      .prepare(`SELECT rowid, index_key, content, source_ids FROM memory_items WHERE kind = 'memory' AND channel_id = ? AND ${sourced}`)
       .all(channelId, JSON.stringify([...gone])) as Array<{ rowid: number; index_key: string; content: string; source_ids: string }>;
     const remove = this.db.prepare('DELETE FROM memory_items WHERE rowid = ?');
     const update = this.db.prepare('UPDATE memory_items SET source_ids = ? WHERE rowid = ?');

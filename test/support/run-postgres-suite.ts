@@ -15,6 +15,8 @@ import { TEST_DATABASE_URL } from './storage.js';
  * storage, slowest first (they overlap the rest). Left out, SQLite by nature: storage-full (a
  * full disk under the data dir's database), data-dir-lock (the file lock), index-faults (damaged
  * files beside the database); and report-browser, a browser check of the HTML, not of a store.
+ * Files that test PostgreSQL whatever MAGPIE_TEST_STORAGE says (postgres-store, postgres-locks,
+ * memory-backends, migrate-cli) run in the full suite already.
  */
 export const POSTGRES_SUITE = [
   'replay-cli',
@@ -23,7 +25,6 @@ export const POSTGRES_SUITE = [
   'qa-cli',
   'discord-shards',
   'operator-cli',
-  'postgres-store',
   'export-cli',
   'memory-cli',
   'compaction-invariants',
@@ -67,7 +68,6 @@ export const POSTGRES_SUITE = [
   'context-calibration',
   'discord-gateway',
   'persona',
-  'postgres-locks',
   'privacy-budget',
   'privacy-scope',
   'discord-concurrency',

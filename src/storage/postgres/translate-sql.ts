@@ -107,7 +107,8 @@ export function translateStatement(sql: string): TranslatedStatement {
   }
   text = text.replace(/\binstr\s*\(/gi, 'strpos(');
   // PostgreSQL folds unquoted names to lower case; SQLite keeps an alias as written.
-  text = text.replace(/\bAS\s+([A-Za-z_][A-Za-z0-9_]*[A-Z][A-Za-z0-9_]*)\b/g, 'AS "$1"');
+  // Only mixed-case names are aliases to keep: `AS MATERIALIZED` is a keyword.
+  text = text.replace(/\bAS\s+([A-Za-z_][A-Za-z0-9_]*)\b/g, (whole, name: string) => (/[a-z]/.test(name) && /[A-Z]/.test(name) ? `AS "${name}"` : whole));
   const rewritten = rewriteParameters(text);
   text = rewritten.text;
   const insert = INSERT_INTO.exec(text);

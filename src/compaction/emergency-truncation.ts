@@ -1,0 +1,114 @@
+import type { ChannelState } from '../channel/channel-state.js';
+import type { HistoryStore } from '../channel/history-store.js';
+import type { HistoryEntry } from '../channel/types.js';
+import { usageOf } from '../channel/calibration.js';
+import { estimateSummaryTokens, SUMMARY_HEADER_TOKENS } from '../channel/model-request.js';
+import type { Clock } from '../common/clock.js';
+import type { EventStream } from '../common/events.js';
+import type { ChannelSettings } from '../config/types.js';
+import { filesOfPrefix, markerCount, markerFiles, markerText, NO_FILES, truncationCount, withFiles } from './emergency.js';
+import { emergencyCeiling, roundUsage } from './window-figures.js';
+
+/** What an emergency truncation reads and writes besides the channel itself. */
+export interface TruncationContext {
+  store: HistoryStore;
+  events: EventStream;
+  clock: Clock;
+  retryFailedArchives(state: ChannelState, entries: readonly HistoryEntry[]): true | Promise<boolean>;
+  estimate(state: ChannelState, settings: ChannelSettings): number;
+}
+
+/**
+ * Emergency: synchronous, in memory plus one small transaction; always frees room. Drops the
+ * oldest live entries behind a truncation marker until the estimate is below the emergency
+ * threshold (and at most `ceilingTokens` when given).
+ */
+export function truncateInPlace(
+  context: TruncationContext,
+  state: ChannelState,
+  settings: ChannelSettings,
+  sizes: { tokensBefore: number; ceilingTokens?: number },
+): void {
+  const { tokensBefore, ceilingTokens } = sizes;
+  const startedAt = performance.now();
+  const entries = state.entries;
+  // Back-to-back truncations grow the newest marker instead of stacking markers without
+  // bound (a window too small for the prompt truncates on every message). Not while a worker
+  // is in flight: its summary must be able to land on a marker of exactly its own range.
+  const newest = state.summaries[state.summaries.length - 1];
+  const extended = newest?.kind === 'marker' && state.compaction === undefined ? newest : undefined;
+  const earlier = extended ? markerCount(extended.content) : 0;
+  const earlierFiles = extended ? markerFiles(extended.content) : NO_FILES;
+  const filesOf = filesOfPrefix(entries);
+  const textFor = (dropped: number) => markerText(earlier + dropped, withFiles(earlierFiles, filesOf(dropped)));
+  const fromSeq = extended ? extended.fromSeq : entries[0]!.seq;
+  // The first summary also brings the header that introduces summaries in the system prompt.
+  const headerTokens = state.summaries.length === 0 ? SUMMARY_HEADER_TOKENS : 0;
+  const markerTokens = (dropped: number) =>
+    headerTokens -
+    (extended?.tokens ?? 0) +
+    estimateSummaryTokens({ kind: 'marker', fromSeq, toSeq: entries[dropped - 1]!.seq, content: textFor(dropped) });
+  // Below the emergency threshold afterwards, or the very next request could overflow the window.
+  const ceiling = Math.min(ceilingTokens ?? Infinity, emergencyCeiling(state, settings));
+  const mustFree = Math.max(0, tokensBefore - ceiling);
+  const protectFrom = state.protectFromSeq === undefined ? undefined : firstIndexFrom(state.entries, state.protectFromSeq);
+  const count = truncationCount(state.entries, settings.compaction.emergencyFraction, {
+    markerTokens,
+    mustFree,
+    ...(protectFrom === undefined ? {} : { protectFrom }),
+  });
+  const dropped = state.entries.slice(0, count);
+  // Transcript writes that failed are sent again before these leave the context (the store
+  // keeps their text searchable even while the embedder is down).
+  void context.retryFailedArchives(state, dropped);
+  const draft = {
+    channelId: state.channelId,
+    kind: 'marker' as const,
+    fromSeq,
+    toSeq: dropped[count - 1]!.seq,
+    content: textFor(count),
+    createdAt: extended?.createdAt ?? context.clock.now(),
+  };
+  const marker = { ...draft, tokens: estimateSummaryTokens(draft) };
+  let id: number;
+  if (extended) {
+    id = extended.id;
+    context.store.extendMarker(state.channelId, { id, toSeq: marker.toSeq, content: marker.content, tokens: marker.tokens });
+    state.removeHead(count);
+    state.replaceSummary({ id, ...marker });
+    state.markerEntries.set(id, [...(state.markerEntries.get(id) ?? []), ...dropped]);
+  } else {
+    id = context.store.truncate(state.channelId, { toSeq: marker.toSeq }, marker);
+    state.removeHead(count);
+    state.addSummary({ id, ...marker });
+    state.markerEntries.set(id, dropped);
+  }
+  state.lastCompaction = { tier: 'emergency', at: context.clock.now(), messages: count };
+  const tokensAfter = context.estimate(state, settings);
+  context.events.emit({
+    type: 'emergency_truncation',
+    channel_id: state.channelId,
+    marker_id: id,
+    messages_dropped: count,
+    tokens_freed: tokensBefore - tokensAfter,
+    usage_before: roundUsage(usageOf(tokensBefore, state.calibration.factor, settings)),
+    usage_after: roundUsage(usageOf(tokensAfter, state.calibration.factor, settings)),
+    calibration_factor: state.calibration.factor,
+    preempted_worker: state.compaction !== undefined,
+    merged_into_marker: extended !== undefined,
+    // Emergency work runs inside the turn: operators watch that it stays small.
+    duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000,
+  });
+}
+
+/** Index of the first entry with a seq at or after `seq` (entries ascend by seq). */
+function firstIndexFrom(entries: readonly HistoryEntry[], seq: number): number {
+  let low = 0;
+  let high = entries.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (entries[middle]!.seq < seq) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}

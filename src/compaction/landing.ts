@@ -1,0 +1,112 @@
+import type { ChannelState } from '../channel/channel-state.js';
+import type { HistoryStore } from '../channel/history-store.js';
+import { estimateSummaryTokens } from '../channel/model-request.js';
+import type { Clock } from '../common/clock.js';
+import { errorMessage } from '../common/errors.js';
+import type { EventStream } from '../common/events.js';
+import type { ChannelSettings } from '../config/types.js';
+import type { CompactionOutcome } from './coordinator.js';
+import { filesNote, markerFiles, NO_FILES, withFiles } from './emergency.js';
+import type { CompactionTier } from './events.js';
+import type { CompactionPlan } from './planner.js';
+import { applySplice, matchSnapshot } from './splice.js';
+import type { WorkerOutcome } from './worker.js';
+
+/** Appended to a meta-summary that folded a truncation marker, so the hint is not lost. */
+const FOLDED_MARKER_NOTE = '(Some older messages were truncated without a summary; recall them with memory_search.)';
+
+/** A worker's run, as it comes back to be landed. */
+export interface FinishedJob {
+  compactionId: string;
+  tier: Exclude<CompactionTier, 'emergency'>;
+  plan: CompactionPlan;
+  outcome: WorkerOutcome;
+  summarizer: string;
+  /** performance.now() when the worker started. */
+  startedAt: number;
+}
+
+/** What landing a worker's result reads and writes besides the channel itself. */
+export interface LandingContext {
+  store: HistoryStore;
+  events: EventStream;
+  clock: Clock;
+  settingsFor(channelId: string): ChannelSettings;
+  estimate(state: ChannelState, settings: ChannelSettings): number;
+}
+
+/**
+ * Splices a finished worker's summary into the channel (compare-and-swap against the plan's
+ * snapshot), or counts the failure. Never throws for a storage error: it is a failed outcome.
+ */
+export function landWorkerOutcome(context: LandingContext, state: ChannelState, job: FinishedJob): CompactionOutcome {
+  const { compactionId, tier, plan, outcome } = job;
+  // A measurement, not a time of day: it stays on the monotonic clock even when replay drives `clock`.
+  const duration = Math.round(performance.now() - job.startedAt);
+  const base = { channel_id: state.channelId, compaction_id: compactionId, tier };
+  const settings = context.settingsFor(state.channelId);
+  const fail = (reason: string): CompactionOutcome => {
+    state.consecutiveFailures += 1;
+    context.events.emit({
+      type: 'compaction_failed',
+      ...base,
+      reason,
+      consecutive_failures: state.consecutiveFailures,
+      summarizer: job.summarizer,
+      duration_ms: duration,
+    });
+    return { status: 'failed', compactionId, reason };
+  };
+  if (!outcome.ok) return fail(outcome.reason);
+
+  const match = matchSnapshot(state, plan);
+  if (match.place === 'gone') {
+    context.events.emit({ type: 'compaction_replanned', ...base, reason: match.reason });
+    return { status: 'replanned', compactionId, reason: match.reason };
+  }
+  let content = outcome.summary;
+  const folded = plan.priorSummaries.filter((summary) => summary.kind === 'marker');
+  if (folded.length > 0) {
+    // The files the folded markers named stay named.
+    const files = folded.map((marker) => markerFiles(marker.content)).reduce((all, next) => withFiles(all, next.named, next.more), NO_FILES);
+    content = `${content}\n${FOLDED_MARKER_NOTE}${files.named.length > 0 ? ` ${filesNote(files)}` : ''}`;
+  }
+  // A summary as large as what it replaces would not free room and would trigger again at once.
+  if (estimateSummaryTokens({ kind: 'summary', fromSeq: plan.fromSeq, toSeq: plan.toSeq, content }) >= plan.tokens) {
+    return fail('summary_too_long');
+  }
+  const tokensBefore = context.estimate(state, settings);
+  let summary;
+  try {
+    summary = applySplice({ state, store: context.store, plan, match, content, summarizer: job.summarizer, now: context.clock.now() });
+  } catch (error) {
+    return fail(`storage_error: ${errorMessage(error)}`);
+  }
+  state.consecutiveFailures = 0;
+  const tokensAfter = context.estimate(state, settings);
+  state.lastCompaction = {
+    tier,
+    at: context.clock.now(),
+    messages: plan.entries.length,
+  };
+  context.events.emit({
+    type: 'compaction_completed',
+    ...base,
+    messages_compacted: plan.entries.length,
+    summaries_folded: plan.priorSummaries.length,
+    replaced_marker: match.place === 'marker',
+    tokens_before: tokensBefore,
+    tokens_after: tokensAfter,
+    tokens_freed: tokensBefore - tokensAfter,
+    summary_tokens: summary.tokens,
+    memories_saved: outcome.memoriesSaved,
+    duration_ms: duration,
+    summarizer: job.summarizer,
+  });
+  return {
+    status: 'completed',
+    compactionId,
+    messagesCompacted: plan.entries.length,
+    tokensFreed: tokensBefore - tokensAfter,
+  };
+}

@@ -1,0 +1,28 @@
+import type { ChannelState } from '../channel/channel-state.js';
+import { usableWindow } from '../channel/calibration.js';
+import type { ChannelSettings } from '../config/types.js';
+
+/** The emergency threshold in uncalibrated tokens: what a truncation must get below. */
+export function emergencyCeiling(state: ChannelState, settings: ChannelSettings): number {
+  return (settings.compaction.emergencyThreshold * usableWindow(settings)) / state.calibration.factor;
+}
+
+/** The roll-up threshold in uncalibrated tokens (summaries are estimated like messages). */
+export function rollupTokens(state: ChannelState, settings: ChannelSettings): number {
+  return (settings.compaction.rollupThreshold * usableWindow(settings)) / state.calibration.factor;
+}
+
+/** What the events say about the window and the calibration behind a usage figure. */
+export function calibrationFields(state: ChannelState, settings: ChannelSettings, tokens: number) {
+  return {
+    context_window: settings.contextWindow,
+    usable_window: usableWindow(settings),
+    calibration_factor: state.calibration.factor,
+    calibrated_tokens: Math.round(tokens * state.calibration.factor),
+  };
+}
+
+/** A usage figure as the events carry it (four decimals). */
+export function roundUsage(value: number): number {
+  return Math.round(value * 10_000) / 10_000;
+}

@@ -1,0 +1,131 @@
+import type { SqlDatabase } from '../storage/sql-database.js';
+import type { FullText, FullTextFilter } from './full-text.js';
+import { StatementCache } from './statement-cache.js';
+
+/** BM25 constants, those of FTS5's bm25(). */
+const K1 = 1.2;
+const B = 0.75;
+
+/** Store-wide row count and average length, refreshed now and then (they move slowly). */
+interface CorpusStats {
+  rows: number;
+  averageLength: number;
+  /** The largest rowid when counted: rows added since are counted from it, exactly. */
+  top: number;
+  at: number;
+  tookMs: number;
+}
+
+/** Least time between two readings of the store's statistics. */
+const STATS_MIN_AGE_MS = 30_000;
+/** Above this many rows (the planner's estimate) the store's average length is sampled, not read whole. */
+const EXACT_COUNT_ROWS = 50_000;
+/** Rows a sample aims at. */
+const SAMPLE_ROWS = 20_000;
+
+/**
+ * PostgreSQL: `memory_items.fts` (a tsvector, English stemming) under a GIN index, ranked by the
+ * BM25 that FTS5's bm25() computes, so strengths (and the fusion tuned on them) mean the same on
+ * both backends: IDF from store-wide document frequencies, term frequencies from the tsvector's
+ * positions, length normalized by the store's average. One statement per search; the store's
+ * row count and average length are cached, the count advanced by the rowids added since.
+ */
+export class PgFullText implements FullText {
+  private readonly statements: StatementCache;
+  private stats: CorpusStats | undefined;
+
+  constructor(db: SqlDatabase) {
+    this.statements = new StatementCache(db, 32);
+  }
+
+  termCounts(terms: readonly string[]): number[] {
+    if (terms.length === 0) return [];
+    const rows = this.statements
+      .get(
+        `SELECT (SELECT count(*) FROM memory_items m WHERE m.fts @@ plainto_tsquery('english', t.term)) AS count
+           FROM json_array_elements_text(?::json) WITH ORDINALITY AS t(term, position) ORDER BY t.position`,
+      )
+      .all(JSON.stringify(terms)) as Array<{ count: number }>;
+    return rows.map((row) => row.count);
+  }
+
+  candidates(terms: readonly string[], filter: FullTextFilter, count: number): Array<{ label: number; strength: number }> {
+    if (terms.length === 0) return [];
+    const stats = this.corpusStats();
+    const clauses = [filter.visibility.sql];
+    const params: unknown[] = [...filter.visibility.params];
+    if (filter.kind) {
+      clauses.push('i.kind = ?');
+      params.push(filter.kind);
+    }
+    if (filter.memoryType) {
+      clauses.push('i.memory_type = ?');
+      params.push(filter.memoryType);
+    }
+    // Each distinct lexeme of the query is one BM25 term. Every row matching any of them is read
+    // once: its scope decides whether it is a candidate, and all of them count towards each
+    // lexeme's document frequency, store-wide as FTS5 counts a phrase's rows for its IDF.
+    // (`materialized` in lower case: the dialect translation quotes capitalized words after AS.)
+    const rows = this.statements
+      .get(
+        `WITH lexemes AS materialized (
+           SELECT DISTINCT u.lexeme FROM json_array_elements_text(?::json) AS t(term), unnest(to_tsvector('english', t.term)) AS u
+         ),
+         anywhere AS materialized (
+           SELECT i.rowid, i.fts, i.fts_length, (${clauses.join(' AND ')}) AS visible FROM memory_items i
+            WHERE i.fts @@ (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM lexemes)
+         ),
+         corpus AS (
+           SELECT ?::float8 + greatest(0, (SELECT coalesce(max(rowid), 0) FROM memory_items) - ?::float8) AS rows
+         ),
+         weights AS materialized (
+           SELECT l.lexeme, greatest(1e-6, ln((c.rows - h.hits + 0.5) / (h.hits + 0.5))) AS idf
+             FROM lexemes l CROSS JOIN corpus c
+             CROSS JOIN LATERAL (SELECT count(*) AS hits FROM anywhere a WHERE a.fts @@ quote_literal(l.lexeme)::tsquery) h
+         )
+         SELECT m.rowid AS label,
+                sum(w.idf * f.tf * ${K1 + 1} / (f.tf + ${K1} * (${1 - B} + ${B} * m.fts_length / ?::float8))) AS strength
+           FROM anywhere m
+           CROSS JOIN LATERAL (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf FROM unnest(m.fts) AS u) f
+           JOIN weights w ON w.lexeme = f.lexeme
+          WHERE m.visible
+          GROUP BY m.rowid
+          ORDER BY strength DESC, label
+          LIMIT ?`,
+      )
+      .all(JSON.stringify(terms), ...params, stats.rows, stats.top, stats.averageLength, count) as Array<{ label: number; strength: number }>;
+    return rows;
+  }
+
+  /**
+   * The cached statistics, taken again once they are old. Taking them reads the table, so they
+   * are taken at most once per thousand times their own duration; a large store (by the
+   * planner's estimate) is sampled rather than read whole, so no search waits on a full scan.
+   */
+  private corpusStats(): CorpusStats {
+    const now = performance.now();
+    const stats = this.stats;
+    if (stats && now - stats.at < Math.max(STATS_MIN_AGE_MS, stats.tookMs * 1000)) return stats;
+    const estimated = this.statements.get(`SELECT reltuples AS estimate FROM pg_class WHERE oid = to_regclass('memory_items')`).get() as
+      | { estimate: number }
+      | undefined;
+    const estimate = estimated?.estimate ?? -1;
+    let counted: { rows: number; average: number | null; top: number };
+    if (estimate < EXACT_COUNT_ROWS) {
+      counted = this.statements
+        .get('SELECT count(*) AS rows, avg(fts_length)::float8 AS average, coalesce(max(rowid), 0) AS top FROM memory_items')
+        .get() as { rows: number; average: number | null; top: number };
+    } else {
+      const sampled = this.statements
+        .get(
+          `SELECT avg(fts_length)::float8 AS average, (SELECT coalesce(max(rowid), 0) FROM memory_items) AS top
+             FROM memory_items TABLESAMPLE SYSTEM (?)`,
+        )
+        .get(Math.min(100, (100 * SAMPLE_ROWS) / estimate)) as { average: number | null; top: number };
+      counted = { rows: estimate, average: sampled.average, top: sampled.top };
+    }
+    const done = performance.now();
+    this.stats = { rows: counted.rows, averageLength: Math.max(1, counted.average ?? 1), top: counted.top, at: done, tookMs: done - now };
+    return this.stats;
+  }
+}
