@@ -1,9 +1,10 @@
 /**
  * `npm run test:postgres`: the store tests again, on PostgreSQL. Each test file works in schemas
- * of its own (see storage.ts); schemas left by earlier runs are dropped first. Without a
+ * of its own (see storage.ts), named after the run; schemas left by finished runs are dropped. Without a
  * reachable server the run is skipped with the reason, except under CI=true, where it fails.
  */
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -90,14 +91,29 @@ async function main(): Promise<number> {
     console.log(`test:postgres: skipped, ${reason}`);
     return 0;
   }
-  const stale = await client.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE 't\\_%'`);
-  for (const row of stale.rows as Array<{ nspname: string }>) await client.query(`DROP SCHEMA IF EXISTS "${row.nspname}" CASCADE`);
-  await client.end();
+  // This run holds a lock named after its id while it lasts; schemas of runs whose lock is free
+  // (finished or killed) are dropped, those of a run still going (another checkout) are not.
+  const runId = randomBytes(3).toString('hex');
+  await client.query('SELECT pg_advisory_lock(hashtext($1))', [`magpie-test-run:${runId}`]);
+  const schemas = await client.query(`SELECT nspname FROM pg_namespace WHERE nspname ~ '^t[0-9a-f]{6}_'`);
+  for (const { nspname } of schemas.rows as Array<{ nspname: string }>) {
+    const owner = nspname.slice(1, 7);
+    const free = await client.query('SELECT pg_try_advisory_lock(hashtext($1)) AS free', [`magpie-test-run:${owner}`]);
+    if (!(free.rows[0] as { free: boolean }).free) continue;
+    await client.query(`DROP SCHEMA IF EXISTS "${nspname}" CASCADE`);
+    await client.query('SELECT pg_advisory_unlock(hashtext($1))', [`magpie-test-run:${owner}`]);
+  }
+  // Schemas of tests that use PostgreSQL outside a suite run (`t_…`) are over by now.
+  const loose = await client.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE 't\\_%'`);
+  for (const { nspname } of loose.rows as Array<{ nspname: string }>) await client.query(`DROP SCHEMA IF EXISTS "${nspname}" CASCADE`);
   const files = POSTGRES_SUITE.map((name) => path.join(testDir, `${name}.test.js`)).filter((file) => existsSync(file));
   const run = spawnSync(process.execPath, ['--test', '--test-concurrency=2', ...files], {
     stdio: 'inherit',
-    env: { ...process.env, MAGPIE_TEST_STORAGE: 'postgres' },
+    env: { ...process.env, MAGPIE_TEST_STORAGE: 'postgres', MAGPIE_TEST_RUN: runId },
   });
+  const own = await client.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE $1`, [`t${runId}\\_%`]);
+  for (const { nspname } of own.rows as Array<{ nspname: string }>) await client.query(`DROP SCHEMA IF EXISTS "${nspname}" CASCADE`);
+  await client.end();
   return run.status ?? 1;
 }
 

@@ -16,7 +16,8 @@ export const TEST_DATABASE_URL = process.env.MAGPIE_TEST_DATABASE_URL ?? 'postgr
 
 /** The schema a data dir's data lives in when the tests run on PostgreSQL. */
 export function schemaForDir(dir: string): string {
-  return `t_${createHash('sha256').update(dir).digest('hex').slice(0, 20)}`;
+  // `t<run>_…` inside a PostgreSQL suite run (its runner drops them), `t_…` otherwise.
+  return `t${process.env.MAGPIE_TEST_RUN ?? ''}_${createHash('sha256').update(dir).digest('hex').slice(0, 20)}`;
 }
 
 /** Where a test's data dir keeps its data, on the backend this run tests. */

@@ -1,6 +1,8 @@
 import { workerData, type MessagePort } from 'node:worker_threads';
 import pg from 'pg';
-import type { BridgeReply, BridgeRequest, BridgeSettings } from './bridge-protocol.js';
+import { THREAD_ENDED, type BridgeReply, type BridgeRequest, type BridgeSettings } from './bridge-protocol.js';
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 /**
  * The connection thread behind `PgDatabase`: one `pg` client, statements run strictly in the
@@ -42,7 +44,7 @@ ready.catch(() => undefined);
 
 // A thread that ends for any reason wakes its caller, which would otherwise sleep until timeout.
 process.on('exit', () => {
-  Atomics.store(signal, 0, 2);
+  Atomics.store(signal, 0, THREAD_ENDED);
   Atomics.notify(signal, 0);
 });
 
@@ -52,7 +54,7 @@ port.on('message', (request: BridgeRequest) => {
 });
 
 async function handle(request: BridgeRequest): Promise<void> {
-  let reply: BridgeReply;
+  let reply: DistributiveOmit<BridgeReply, 'id'>;
   try {
     await ready;
     if (request.close) {
@@ -89,8 +91,11 @@ async function handle(request: BridgeRequest): Promise<void> {
       },
     };
   }
-  port.postMessage(reply);
-  Atomics.store(signal, 0, 1);
+  port.postMessage({ ...reply, id: request.id });
+  // The flag holds the id of the newest reply posted: a caller waits for its own id, so a wake-up
+  // meant for the previous request (its notify can land after the caller moved on) is not taken
+  // for its reply.
+  Atomics.store(signal, 0, request.id);
   Atomics.notify(signal, 0);
 }
 
