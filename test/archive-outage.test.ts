@@ -7,9 +7,8 @@ import { LiveConfig } from '../src/config/live-config.js';
 import type { Embedder } from '../src/memory/embedder.js';
 import { HashingEmbedder } from '../src/memory/hashing-embedder.js';
 import { openMemoryStore } from '../src/memory/open-memory-store.js';
-import { openDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
 import { never, ScriptedSummarizer, settle, tempDir, testConfig } from './compaction-support.js';
+import { openTestDatabase } from './support/storage.js';
 
 /** The local embedder, switched off and on like a remote one in an outage. */
 class FlakyEmbedder implements Embedder {
@@ -30,7 +29,7 @@ async function waitFor(condition: () => boolean, what: string): Promise<void> {
 
 test('an embedder outage during emergency truncation leaves every message findable, and repair runs in the background', async () => {
   const dir = tempDir();
-  const db = openDatabase(dir.path, ALL_MIGRATIONS);
+  const db = openTestDatabase(dir.path);
   const embedder = new FlakyEmbedder();
   const events: MagpieEvent[] = [];
   const stream = new EventStream();
@@ -97,7 +96,7 @@ test('an embedder outage during emergency truncation leaves every message findab
 
 test('the store embeds what it kept without a vector in the background once the embedder is back', async () => {
   const dir = tempDir();
-  const db = openDatabase(dir.path, ALL_MIGRATIONS);
+  const db = openTestDatabase(dir.path);
   const embedder = new FlakyEmbedder();
   embedder.down = true;
   const first = await openMemoryStore({ db, dataDir: dir.path, settings: { ...DEFAULTS.memory, dataDir: dir.path }, embedder });

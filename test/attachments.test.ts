@@ -21,6 +21,7 @@ import { markerFiles } from '../src/compaction/emergency.js';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { openHarness, ScriptedSummarizer, tempDir, testConfig, userMessage } from './compaction-support.js';
 import { makeGifHeader, makeJpegHeader, makePng, makeWebpHeader } from './support/images.js';
+import { appEnv, withTestStorage } from './support/storage.js';
 
 const OPTIONS = { vision: true, maxImages: 4, maxChars: 20_000 };
 
@@ -108,7 +109,7 @@ test('resolving respects max_images_per_message, vision = false, max_attachment_
 
 async function withOfflineApp(work: (app: MagpieApp) => Promise<void>): Promise<void> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-attach-'));
-  const app = await openApp({ config: { ...DEFAULTS, memory: { ...DEFAULTS.memory, dataDir } }, env: {} });
+  const app = await openApp({ config: withTestStorage({ ...DEFAULTS, memory: { ...DEFAULTS.memory, dataDir } }), env: appEnv() });
   try {
     await work(app);
   } finally {

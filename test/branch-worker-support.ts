@@ -10,6 +10,7 @@ import { BRANCH_SYSTEM_PROMPT } from '../src/branch/index.js';
 import { WORKER_SYSTEM_PROMPT } from '../src/worker/index.js';
 import { startFakeAnthropic, type FakeAnthropic, type RecordedRequest } from './fakes/fake-anthropic.js';
 import { testConfig } from './discord-helpers.js';
+import { appEnv } from './support/storage.js';
 
 export interface AgentsHarness {
   model: FakeAnthropic;
@@ -38,7 +39,7 @@ export async function startAgents(
       ...(options.channels ? { channels: options.channels } : {}),
     });
     const config = { ...base, llm: { ...base.llm, ...options.llm } };
-    return openApp({ config, env: {}, events: stream });
+    return openApp({ config, env: appEnv(), events: stream });
   };
   const harness: AgentsHarness = {
     model,

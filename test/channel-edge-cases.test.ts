@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import { HistoryStore } from '../src/channel/history-store.js';
 import type { ContentBlock, ModelMessage } from '../src/llm/chat-model.js';
 import { openHarness, tempDir, testConfig, userMessage } from './compaction-support.js';
+import { failInserts } from './support/storage.js';
 
 const bot = { authorId: 'bot', authorName: 'Magpie' } as const;
 const toolCall = (id: string) => ({ kind: 'tool_call' as const, role: 'assistant' as const, ...bot, content: JSON.stringify({ type: 'tool_use', id, name: 'memory_search', input: { query: 'x' } }) });
@@ -100,11 +101,11 @@ test('a turn appended by appendToTurn is stored all or nothing (no half turn aft
   const { runtime } = harness;
   const question = await runtime.ingest(userMessage('c1', 0));
   // The third insert fails, as a crash or a full disk would, midway through the turn.
-  harness.db.exec(`CREATE TRIGGER fail_reply BEFORE INSERT ON history_entries WHEN NEW.content = 'boom' BEGIN SELECT RAISE(ABORT, 'disk gone'); END`);
+  const restore = failInserts(harness.db, 'history_entries', `NEW.content = 'boom'`);
   assert.throws(() =>
     runtime.appendToTurn('c1', [toolCall('t1'), toolResult('t1'), { kind: 'message', role: 'assistant', ...bot, content: 'boom' }], question.turnId),
   );
-  harness.db.exec('DROP TRIGGER fail_reply');
+  restore();
   assert.deepEqual(runtime.liveContext('c1').entries.map((entry) => entry.kind), ['message'], 'memory agrees with the database');
   const retried = runtime.appendToTurn('c1', [toolCall('t1'), toolResult('t1')], question.turnId);
   assert.deepEqual(retried.map((entry) => entry.seq), [2, 3], 'seqs of the failed attempt are reused, not skipped');

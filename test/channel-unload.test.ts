@@ -8,6 +8,7 @@ import type { MagpieConfig } from '../src/config/types.js';
 import { checkConfigText } from '../src/config/index.js';
 import { SqliteMemoryStore } from '../src/memory/index.js';
 import { tempDir, userMessage } from './compaction-support.js';
+import { appEnv, withTestStorage } from './support/storage.js';
 
 function config(dataDir: string, runtime: Partial<MagpieConfig['runtime']>): MagpieConfig {
   return {
@@ -24,7 +25,7 @@ async function open(runtime: Partial<MagpieConfig['runtime']>, clock?: { now(): 
   const events: MagpieEvent[] = [];
   const stream = new EventStream();
   stream.subscribe((event) => events.push(event));
-  const app = await openApp({ config: config(dir.path, runtime), env: {}, events: stream, ...(clock ? { clock } : {}) });
+  const app = await openApp({ config: withTestStorage(config(dir.path, runtime)), env: appEnv(), events: stream, ...(clock ? { clock } : {}) });
   return {
     app,
     events,

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startFakeAnthropic } from './fakes/fake-anthropic.js';
-import { MAGPIE_MAIN, runMagpie, type MagpieRun } from './support/magpie-process.js';
+import { MAGPIE_MAIN, magpieEnv, type MagpieRun, runMagpie } from './support/magpie-process.js';
 
 function runCli(args: string[], options: { input?: string; env?: NodeJS.ProcessEnv; cwd: string }): Promise<MagpieRun> {
   const env = { PATH: process.env.PATH, HOME: options.cwd, USER: 'tester', ...options.env };
@@ -115,9 +115,10 @@ test('Ctrl-C in magpie chat cancels a slow reply and leaves cleanly (exit 0), li
     model.setDefault({ delayMs: 60_000, then: { text: 'too late' } });
     const configFile = path.join(dir, 'config.toml');
     writeFileSync(configFile, `[llm]\nmodel = "claude-test"\nbase_url = "${model.baseUrl}"\nmax_retries = 0\n`);
-    const child = spawn(process.execPath, [MAGPIE_MAIN, 'chat', '--config', configFile, '--data-dir', path.join(dir, 'data')], {
+    const args = ['chat', '--config', configFile, '--data-dir', path.join(dir, 'data')];
+    const child = spawn(process.execPath, [MAGPIE_MAIN, ...args], {
       cwd: dir,
-      env: { PATH: process.env.PATH, HOME: dir, USER: 'tester' },
+      env: magpieEnv(args, { cwd: dir, env: { PATH: process.env.PATH, HOME: dir, USER: 'tester' } }),
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let stdout = '';

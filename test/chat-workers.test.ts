@@ -7,6 +7,7 @@ import { startFakeAnthropic, type FakeReply, type RecordedRequest } from './fake
 import { spawn } from 'node:child_process';
 import { isBranchRequest, isWorkerRequest, waitFor } from './branch-worker-support.js';
 import { MAGPIE_MAIN, runMagpie } from './support/magpie-process.js';
+import { storageEnv } from './support/storage.js';
 
 function lastToolResult(request: RecordedRequest): string | undefined {
   const last = request.body.messages.at(-1) as { content: string | Array<{ type: string; content?: string }> };
@@ -73,7 +74,8 @@ test('a worker running when magpie chat is killed (-9) is reported as interrupte
     writeFileSync(configFile, `[llm]\nmodel = "claude-test"\nbase_url = "${model.baseUrl}"\nmax_retries = 0\n\n[memory]\ndata_dir = "${dataDir}"\n`);
     const child = spawn(process.execPath, [MAGPIE_MAIN, 'chat', '--channel', 'kitchen', '--config', configFile], {
       cwd: dir,
-      env: { PATH: process.env.PATH, HOME: dir },
+      // The store runMagpie gives the restart below (its working directory's).
+      env: { PATH: process.env.PATH, HOME: dir, ...storageEnv(dir) },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let stdout = '';

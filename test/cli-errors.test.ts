@@ -6,6 +6,7 @@ import { UsageError } from '../src/cli/parse-flags.js';
 import { reportError } from '../src/cli/run-cli.js';
 import { InputError, MagpieError } from '../src/common/errors.js';
 import { ConfigError } from '../src/config/problems.js';
+import { PgError } from '../src/storage/postgres/pg-database.js';
 
 function fakeIo(): { io: CliIo; stderr: () => string } {
   let written = '';
@@ -45,6 +46,17 @@ describe('the CLI error boundary', () => {
     assert.equal(reportError('start', new MagpieError('discord_down', 'gateway refused'), failure.io), EXIT.failure);
     assert.equal(failure.stderr(), 'magpie start: gateway refused\n');
     assert.doesNotMatch(input.stderr() + failure.stderr(), /\n\s+at /);
+  });
+
+  it('a PostgreSQL refusal says what happened (and what to do when that is known), without a stack, exit 1', () => {
+    const dropped = fakeIo();
+    assert.equal(reportError('start', new PgError('terminating connection due to administrator command', '57P01', undefined), dropped.io), EXIT.failure);
+    assert.match(dropped.stderr(), /^magpie start: the PostgreSQL database dropped the connection \(57P01: terminating connection/);
+    assert.match(dropped.stderr(), /hint: check that the server is up/);
+    const refused = fakeIo();
+    assert.equal(reportError('status', new PgError('relation "history_entries" does not exist', '42P01', undefined), refused.io), EXIT.failure);
+    assert.equal(refused.stderr(), 'magpie status: PostgreSQL error 42P01: relation "history_entries" does not exist\n');
+    assert.doesNotMatch(dropped.stderr() + refused.stderr(), /\n\s+at /);
   });
 
   it('an unexpected error shows its stack (it is a bug), exit 1', () => {

@@ -11,12 +11,12 @@ import { LiveConfig } from '../src/config/live-config.js';
 import { createAnthropicModel } from '../src/llm/index.js';
 import { createMemoryTools, openMemoryStore } from '../src/memory/index.js';
 import type { MemoryStore } from '../src/memory/types.js';
-import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import type { SqlDatabase } from '../src/storage/database.js';
 import { ChannelRuntime } from '../src/channel/index.js';
 import { EventStream, type MagpieEvent } from '../src/common/events.js';
 import { startFakeAnthropic, type FakeAnthropic } from './fakes/fake-anthropic.js';
 import { tempDir, testConfig, TickingClock, userMessage } from './compaction-support.js';
+import { openTestDatabase } from './support/storage.js';
 
 let fake: FakeAnthropic;
 before(async () => {
@@ -41,7 +41,7 @@ interface Setup {
 async function setup(options: { messages?: number; workerTimeoutMs?: number } = {}): Promise<Setup> {
   fake.reset();
   const dir = tempDir();
-  const db = openDatabase(dir.path, ALL_MIGRATIONS);
+  const db = openTestDatabase(dir.path);
   const memory = await openMemoryStore({ db, dataDir: dir.path, settings: { ...DEFAULTS.memory, dataDir: dir.path } });
   const model = createAnthropicModel({ ...DEFAULTS.llm, model: 'claude-test', baseUrl: fake.baseUrl, maxRetries: 0, timeoutMs: 5000 }, { env: {} });
   const stream = new EventStream();

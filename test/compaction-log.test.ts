@@ -8,9 +8,8 @@ import { CompactionLog, LOGGED_EVENTS, readCompactionLog, tallyLog } from '../sr
 import { LaggedScheduler } from '../src/compaction/scheduler.js';
 import { checkConfigText } from '../src/config/index.js';
 import { LiveConfig } from '../src/config/live-config.js';
-import { openDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
 import { openHarness, settle, tempDir, testConfig, TickingClock, userMessage } from './compaction-support.js';
+import { appEnv, openTestDatabase, withTestStorage } from './support/storage.js';
 
 const DAY = 86_400_000;
 
@@ -26,7 +25,7 @@ test('every compaction event is stored per channel with what the event said, plu
   const stream = new EventStream();
   const clock = new TickingClock();
   // The log has a connection of its own to the data dir's database, as a reader would.
-  const logDb = openDatabase(dir.path, ALL_MIGRATIONS);
+  const logDb = openTestDatabase(dir.path);
   const logOnHarness = new CompactionLog({ db: logDb, clock, events: stream });
   const detach = logOnHarness.attach(stream);
   const config = new LiveConfig(testConfig({ contextWindow: 2000 }));
@@ -83,12 +82,12 @@ test('the app writes the compaction log; a restart adds no settings row when not
   for (const round of [0, 1]) {
     const stream = new EventStream();
     stream.subscribe((event) => events.push(event));
-    const app = await openApp({ config, events: stream, env: {} });
+    const app = await openApp({ config: withTestStorage(config), events: stream, env: appEnv() });
     for (let index = round * 80; index < round * 80 + 80; index += 1) await app.runtime.ingest(userMessage('room', index, { words: 25 }));
     await app.runtime.flushCompactions();
     await app.close();
   }
-  const db = openDatabase(dir.path, ALL_MIGRATIONS);
+  const db = openTestDatabase(dir.path);
   const [room] = readCompactionLog(db);
   assert.ok(room);
   const emitted = events.filter((event) => LOGGED_EVENTS.has(event.type));
@@ -101,7 +100,7 @@ test('the app writes the compaction log; a restart adds no settings row when not
 
 test('rows older than compaction_log_days before the newest are pruned', () => {
   const dir = tempDir();
-  const db = openDatabase(dir.path, ALL_MIGRATIONS);
+  const db = openTestDatabase(dir.path);
   const clock = new SettableClock(Date.UTC(2026, 0, 1));
   let days = 30;
   const log = new CompactionLog({ db, clock, retentionDays: () => days });
@@ -130,7 +129,7 @@ test('rows older than compaction_log_days before the newest are pruned', () => {
 
 test('a log that cannot write reports compaction_log_failed once and never throws into the channel', () => {
   const dir = tempDir();
-  const db = openDatabase(dir.path, ALL_MIGRATIONS);
+  const db = openTestDatabase(dir.path);
   const stream = new EventStream();
   const seen: MagpieEvent[] = [];
   stream.subscribe((event) => seen.push(event));

@@ -15,6 +15,7 @@ import { ANSWER_NOW, DROPPED_RESULT } from '../src/llm/index.js';
 import { definitionsOf, type ToolHandler } from '../src/llm/tool.js';
 import { characterTokenCounter, startFakeAnthropic, type FakeAnthropic, type FakeAnthropicOptions } from './fakes/fake-anthropic.js';
 import { isAgentRequest, lastUserText, testConfig } from './discord-helpers.js';
+import { appEnv } from './support/storage.js';
 
 interface Context {
   app: MagpieApp;
@@ -28,7 +29,7 @@ async function withModel(
 ): Promise<void> {
   const fake = await startFakeAnthropic(fakeOptions);
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-window-'));
-  const app = await openApp({ config: testConfig({ baseUrl: fake.baseUrl, dataDir, defaults }), env: {} });
+  const app = await openApp({ config: testConfig({ baseUrl: fake.baseUrl, dataDir, defaults }), env: appEnv() });
   try {
     await work({ app, fake });
   } finally {

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { waitUntil } from './discord-helpers.js';
-import { MAGPIE_MAIN, projectRoot } from './support/magpie-process.js';
+import { MAGPIE_MAIN, magpieEnv, projectRoot } from './support/magpie-process.js';
 
 const root = projectRoot();
 const dockerfile = readFileSync(path.join(root, 'deploy', 'Dockerfile'), 'utf8');
@@ -89,7 +89,7 @@ test('the HEALTHCHECK and the unit probe pass against a running Magpie, and fail
     writeFileSync(configFile, `[memory]\ndata_dir = "${path.join(dir, 'data')}"\n[metrics]\nlisten = "127.0.0.1:${port}"\n`);
     const chat = spawn(process.execPath, [MAGPIE_MAIN, 'chat', '--config', configFile], {
       cwd: dir,
-      env: { PATH: process.env.PATH, HOME: dir, USER: 'tester' },
+      env: magpieEnv(['chat'], { cwd: dir, env: { PATH: process.env.PATH, HOME: dir, USER: 'tester' } }),
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     const exited = new Promise<number | null>((resolve) => chat.on('close', resolve));

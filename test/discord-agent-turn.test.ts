@@ -7,6 +7,7 @@ import { openApp } from '../src/app/index.js';
 import { NO_ANSWER_REPLY, runAgentTurn } from '../src/channel/agent-turn.js';
 import { startFakeAnthropic } from './fakes/fake-anthropic.js';
 import { testConfig } from './discord-helpers.js';
+import { appEnv } from './support/storage.js';
 
 async function withApp(work: (context: Awaited<ReturnType<typeof setup>>) => Promise<void>): Promise<void> {
   const context = await setup();
@@ -22,7 +23,7 @@ async function withApp(work: (context: Awaited<ReturnType<typeof setup>>) => Pro
 async function setup() {
   const model = await startFakeAnthropic();
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-agent-'));
-  const app = await openApp({ config: testConfig({ baseUrl: model.baseUrl, dataDir }), env: {} });
+  const app = await openApp({ config: testConfig({ baseUrl: model.baseUrl, dataDir }), env: appEnv() });
   return { model, dataDir, app };
 }
 

@@ -9,6 +9,7 @@ import type { ChannelSettings, DiscordSettings, MagpieConfig, MemorySettings } f
 import { createDiscordClient, DiscordAdapter } from '../src/discord/index.js';
 import { startFakeAnthropic, type FakeAnthropic } from './fakes/fake-anthropic.js';
 import { startFakeDiscord, type FakeChannel, type FakeDiscord } from './fakes/fake-discord.js';
+import { appEnv, withTestStorage } from './support/storage.js';
 
 export const ALICE = '100000000000000001';
 export const BOB = '100000000000000002';
@@ -47,7 +48,7 @@ export function testConfig(options: TestBotOptions & { baseUrl: string; dataDir:
   const defaults = { ...DEFAULTS.defaults, ...options.defaults };
   const channels: Record<string, ChannelSettings> = {};
   for (const [id, overrides] of Object.entries(options.channels ?? {})) channels[id] = { ...defaults, ...overrides };
-  return {
+  return withTestStorage({
     ...DEFAULTS,
     defaults,
     channels,
@@ -61,7 +62,7 @@ export function testConfig(options: TestBotOptions & { baseUrl: string; dataDir:
       shutdownGraceMs: 2_000,
       ...options.discord,
     },
-  };
+  });
 }
 
 /** Agent turns offer memory_search; compaction workers only memory_save. */
@@ -104,7 +105,7 @@ export async function startTestBot(options: TestBotOptions = {}): Promise<TestBo
   const stream = new EventStream();
   const events: MagpieEvent[] = [];
   stream.subscribe((event) => events.push(event));
-  const app = await openApp({ config, env: {}, events: stream });
+  const app = await openApp({ config, env: appEnv(), events: stream });
   const client = createDiscordClient({ restApi: discord.restApi });
   const adapter = new DiscordAdapter({
     client,

@@ -12,6 +12,7 @@ import { HistoryStore } from '../src/channel/history-store.js';
 import { openApp } from '../src/app/index.js';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { tempDir } from './compaction-support.js';
+import { appEnv, withTestStorage } from './support/storage.js';
 
 const child = path.join(path.dirname(fileURLToPath(import.meta.url)), 'support', 'ingest-child.js');
 
@@ -38,7 +39,7 @@ test('every acknowledged message survives SIGKILL, in history and in memory_sear
     process_.kill('SIGKILL');
     assert.equal(await exited, 'SIGKILL');
 
-    const app = await openApp({ config: { ...DEFAULTS, memory: { ...DEFAULTS.memory, dataDir: dir.path } }, env: {} });
+    const app = await openApp({ config: withTestStorage({ ...DEFAULTS, memory: { ...DEFAULTS.memory, dataDir: dir.path } }), env: appEnv() });
     try {
       const store = new HistoryStore(app.db);
       const inHistory = new Set<string>();

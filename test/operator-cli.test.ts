@@ -6,7 +6,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { waitUntil } from './discord-helpers.js';
-import { MAGPIE_MAIN, runMagpie } from './support/magpie-process.js';
+import { MAGPIE_MAIN, magpieEnv, runMagpie } from './support/magpie-process.js';
 import { parseMetrics, sampleValue } from './support/prometheus-text.js';
 
 function tempDir(): string {
@@ -17,7 +17,7 @@ function tempDir(): string {
 function chat(args: string[], dir: string) {
   const child = spawn(process.execPath, [MAGPIE_MAIN, 'chat', ...args], {
     cwd: dir,
-    env: { PATH: process.env.PATH, HOME: dir, USER: 'tester' },
+    env: magpieEnv(args, { cwd: dir, env: { PATH: process.env.PATH, HOME: dir, USER: 'tester' } }),
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   const output = { stdout: '', stderr: '' };

@@ -7,6 +7,7 @@ import { openApp } from '../src/app/index.js';
 import { loadConfigFile } from '../src/config/index.js';
 import { listPersonas } from '../src/persona/index.js';
 import { runMagpie } from './support/magpie-process.js';
+import { storageEnv } from './support/storage.js';
 
 test('a persona survives a restart, replaces the configured prompt for its channel only, and never touches config.toml', async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-persona-'));
@@ -14,7 +15,8 @@ test('a persona survives a restart, replaces the configured prompt for its chann
     const configFile = path.join(dir, 'config.toml');
     const configText = `[defaults]\nsystem_prompt = "You are the configured bot."\n\n[memory]\ndata_dir = "${path.join(dir, 'data')}"\n`;
     writeFileSync(configFile, configText);
-    const first = await openApp({ config: loadConfigFile(configFile), env: {} });
+    const env = storageEnv(path.join(dir, 'data'));
+    const first = await openApp({ config: loadConfigFile(configFile, { env }), env });
     first.runtime.personas.set('c-persona', 'You are a librarian.', 'u-mod', Date.UTC(2026, 10, 1));
     assert.equal(first.runtime.buildModelRequest('c-persona', { tools: [], maxTokens: 10 }).system, 'You are a librarian.');
     assert.equal(first.runtime.buildModelRequest('c-other', { tools: [], maxTokens: 10 }).system, 'You are the configured bot.');
@@ -29,7 +31,7 @@ test('a persona survives a restart, replaces the configured prompt for its chann
     const shown = JSON.parse(status.stdout) as { personas: Array<{ channel_id: string; prompt: string; set_by: string }> };
     assert.deepEqual(shown.personas.map((persona) => [persona.channel_id, persona.prompt, persona.set_by]), [['c-persona', 'You are a librarian.', 'u-mod']]);
 
-    const second = await openApp({ config: loadConfigFile(configFile), env: {} });
+    const second = await openApp({ config: loadConfigFile(configFile, { env }), env });
     try {
       assert.equal(second.runtime.systemPromptOf('c-persona'), 'You are a librarian.');
       assert.deepEqual(listPersonas(second.db), [{ channelId: 'c-persona', prompt: 'You are a librarian.', setBy: 'u-mod', setAt: Date.UTC(2026, 10, 1) }]);

@@ -11,6 +11,7 @@ import { openApp, type MagpieApp } from '../src/app/index.js';
 import type { ReplyTarget } from '../src/app/channel-responder.js';
 import { startFakeAnthropic } from './fakes/fake-anthropic.js';
 import { testConfig } from './discord-helpers.js';
+import { appEnv } from './support/storage.js';
 
 const PARENT = 'parent-channel';
 const THREAD = 'thread-of-parent';
@@ -53,7 +54,7 @@ test('a thread spends its parent budget, and the spending survives a restart', a
   const config = testConfig({ baseUrl: model.baseUrl, dataDir, defaults: { dailyTokenBudget: 1_000 } });
   model.setDefault({ text: 'Hi.', usage: { inputTokens: 1_200, outputTokens: 5 } });
   try {
-    const first = await openApp({ config, env: {} });
+    const first = await openApp({ config, env: appEnv() });
     const posted: string[] = [];
     assert.equal(await ask(first, THREAD, PARENT, posted), 'replied');
     // The thread spent the parent's budget: the parent is over it too.
@@ -61,7 +62,7 @@ test('a thread spends its parent budget, and the spending survives a restart', a
     assert.match(posted.at(-1)!, /used up its model budget/);
     await first.close();
 
-    const second = await openApp({ config, env: {} });
+    const second = await openApp({ config, env: appEnv() });
     try {
       const after: string[] = [];
       assert.equal(await ask(second, THREAD, PARENT, after), 'over_budget', 'a restart does not reset the budget');

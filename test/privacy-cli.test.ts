@@ -8,10 +8,10 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import type { SqlDatabase } from '../src/storage/database.js';
 import { tempDir } from './compaction-support.js';
 import { runMagpie } from './support/magpie-process.js';
+import { openTestDatabase } from './support/storage.js';
 
 const AUTHORS = ['ann', 'ben', 'cho'];
 
@@ -58,7 +58,7 @@ describe('magpie memory forget', () => {
   after(() => dir.remove());
 
   test('--user erases every message of that author in every channel, and every summary copy', async () => {
-    const db = openDatabase(dataDir, ALL_MIGRATIONS);
+    const db = openTestDatabase(dataDir);
     const summarized = db.prepare(`SELECT COUNT(*) AS total FROM history_summaries WHERE live = 1 AND kind = 'summary' AND content LIKE '%anntoken%'`).get() as { total: number };
     assert.ok(summarized.total > 0, 'precondition: summaries quote ann');
     const before = (db.prepare(`SELECT COUNT(*) AS total FROM history_entries WHERE author_id = 'ben'`).get() as { total: number }).total;
@@ -76,7 +76,7 @@ describe('magpie memory forget', () => {
     assert.ok(!audit.includes('"ann"') && !audit.includes('anntoken'), audit);
     assert.equal(JSON.parse(audit).messages, 40);
 
-    const after = openDatabase(dataDir, ALL_MIGRATIONS);
+    const after = openTestDatabase(dataDir);
     try {
       assert.equal(copiesOf(after, 'anntoken'), 0, 'no copy of what ann wrote is left');
       assert.equal((after.prepare(`SELECT COUNT(*) AS total FROM history_entries WHERE author_id = 'ann'`).get() as { total: number }).total, 0);
@@ -95,14 +95,14 @@ describe('magpie memory forget', () => {
   });
 
   test('an archived message id forgets that message everywhere it was copied', async () => {
-    const db = openDatabase(dataDir, ALL_MIGRATIONS);
+    const db = openTestDatabase(dataDir);
     const row = db.prepare(`SELECT rowid FROM memory_items WHERE message_id = 'm-4' AND kind = 'transcript'`).get() as { rowid: number };
     assert.ok(copiesOf(db, 'bentoken4 ') + copiesOf(db, 'bentoken4:') > 0 || copiesOf(db, 'bentoken4') > 0, 'precondition');
     db.close();
     const run = await magpie(['memory', 'forget', `msg-${row.rowid}`, '--data-dir', dataDir]);
     assert.equal(run.code, 0, run.stderr);
     assert.match(run.stdout, /forgot msg-/);
-    const after = openDatabase(dataDir, ALL_MIGRATIONS);
+    const after = openTestDatabase(dataDir);
     try {
       // bentoken4 also prefixes bentoken40..49: look for the exact word.
       const left = after

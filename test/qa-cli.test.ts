@@ -5,6 +5,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { appEnv, withTestStorage } from './support/storage.js';
+import { magpieEnv } from './support/magpie-process.js';
 
 const MAIN = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
 
@@ -24,7 +26,7 @@ function transcript(lines: number): string {
 }
 
 function run(args: string[], cwd: string) {
-  return spawnSync(process.execPath, [MAIN, ...args], { cwd, encoding: 'utf8', env: { PATH: process.env.PATH, HOME: cwd } });
+  return spawnSync(process.execPath, [MAIN, ...args], { cwd, encoding: 'utf8', env: magpieEnv(args, { cwd, env: { PATH: process.env.PATH, HOME: cwd } }) });
 }
 
 test('replay --json | head: a reader that leaves early does not crash the replay, which still completes', async () => {
@@ -32,9 +34,10 @@ test('replay --json | head: a reader that leaves early does not crash the replay
   try {
     writeFileSync(path.join(dir, 't.jsonl'), transcript(200));
     const dataDir = path.join(dir, 'data');
-    const child = spawn(process.execPath, [MAIN, 'replay', 't.jsonl', '--data-dir', dataDir, '--context-window', '1500', '--json'], {
+    const args = ['replay', 't.jsonl', '--data-dir', dataDir, '--context-window', '1500', '--json'];
+    const child = spawn(process.execPath, [MAIN, ...args], {
       cwd: dir,
-      env: { PATH: process.env.PATH, HOME: dir },
+      env: magpieEnv(args, { cwd: dir, env: { PATH: process.env.PATH, HOME: dir } }),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stderr = '';
@@ -132,9 +135,10 @@ test('replay --summarizer llm: memories saved by workers carry the transcript ti
     writeFileSync(path.join(dir, 't.jsonl'), lines.join('\n'));
     writeFileSync(path.join(dir, 'config.toml'), `[llm]\nmodel = "claude-test"\nbase_url = "${model.baseUrl}"\nmax_retries = 0\n`);
     const dataDir = path.join(dir, 'data');
-    const child = spawn(process.execPath, [MAIN, 'replay', 't.jsonl', '--data-dir', dataDir, '--summarizer', 'llm', '--context-window', '1500', '--json'], {
+    const args = ['replay', 't.jsonl', '--data-dir', dataDir, '--summarizer', 'llm', '--context-window', '1500', '--json'];
+    const child = spawn(process.execPath, [MAIN, ...args], {
       cwd: dir,
-      env: { PATH: process.env.PATH, HOME: dir },
+      env: magpieEnv(args, { cwd: dir, env: { PATH: process.env.PATH, HOME: dir } }),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -164,14 +168,14 @@ test('openApp passes its event stream to memory: a vector rebuild after an embed
   const { DEFAULTS } = await import('../src/config/defaults.js');
   const dir = tempDir();
   try {
-    const config = (hashDimension: number) => ({ ...DEFAULTS, memory: { ...DEFAULTS.memory, dataDir: dir, hashDimension } });
-    const first = await openApp({ config: config(256), env: {} });
+    const config = (hashDimension: number) => withTestStorage({ ...DEFAULTS, memory: { ...DEFAULTS.memory, dataDir: dir, hashDimension } });
+    const first = await openApp({ config: config(256), env: appEnv() });
     await first.runtime.ingest({ messageId: 'm1', channelId: 'c1', authorId: 'a', authorName: 'ana', role: 'user', content: 'the boiler code is 4471', createdAt: Date.now() });
     await first.close();
     const events = new EventStream();
     const seen: string[] = [];
     events.subscribe((event) => seen.push(event.type));
-    const second = await openApp({ config: config(128), env: {}, events });
+    const second = await openApp({ config: config(128), env: appEnv(), events });
     try {
       await second.memory.search({ location: { channelId: 'c1' }, query: 'boiler code', limit: 3 });
     } finally {

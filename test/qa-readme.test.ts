@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { magpieEnv } from './support/magpie-process.js';
 
 // The README promises these behaviours to operators; each test runs the real CLI.
 const MAIN = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
@@ -13,7 +14,7 @@ function run(args: string[], options: { cwd: string; env?: Record<string, string
   return spawnSync(process.execPath, [MAIN, ...args], {
     cwd: options.cwd,
     encoding: 'utf8',
-    env: { PATH: process.env.PATH ?? '', HOME: options.cwd, ...options.env },
+    env: magpieEnv(args, { cwd: options.cwd, env: { PATH: process.env.PATH ?? '', HOME: options.cwd, ...options.env } }),
   });
 }
 

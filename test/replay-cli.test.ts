@@ -6,14 +6,17 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { HistoryStore } from '../src/channel/history-store.js';
-import { openDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
 import { assertConsistentHistory, generateTranscript, tempDir } from './compaction-support.js';
+import { magpieEnv } from './support/magpie-process.js';
+import { openTestDatabase } from './support/storage.js';
 
 const MAIN = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
 
 function replay(args: string[]): { code: number | null; stdout: string; stderr: string } {
-  const result = spawnSync(process.execPath, [MAIN, 'replay', ...args], { encoding: 'utf8', env: { ...process.env, MAGPIE_DATA_DIR: '' } });
+  const result = spawnSync(process.execPath, [MAIN, 'replay', ...args], {
+    encoding: 'utf8',
+    env: magpieEnv(['replay', ...args], { cwd: process.cwd(), env: { ...process.env, MAGPIE_DATA_DIR: '' } }),
+  });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
@@ -48,7 +51,7 @@ test('a small window with --worker-lag fires all three tiers, and two runs emit 
   assert.deepEqual(comparable(first!), comparable(second!));
   for (const event of first!) assert.equal(event.content, undefined, 'no message content in events');
 
-  const db = openDatabase(join(dir.path, 'data-1'), ALL_MIGRATIONS);
+  const db = openTestDatabase(join(dir.path, 'data-1'));
   for (const channel of ['chan-0', 'chan-1']) assert.equal(assertConsistentHistory(db, channel).archived, 200);
   db.close();
   dir.remove();
@@ -63,7 +66,7 @@ test('a bad line stops the replay with exit 1, names line and field, and keeps w
   assert.equal(result.code, 1);
   assert.match(result.stderr, /line 4/);
   assert.match(result.stderr, /"content"/);
-  const db = openDatabase(join(dir.path, 'data'), ALL_MIGRATIONS);
+  const db = openTestDatabase(join(dir.path, 'data'));
   assert.deepEqual(new HistoryStore(db).archive('chan-0').map((entry) => entry.messageId), ['msg-0', 'msg-1']);
   db.close();
 
@@ -90,7 +93,9 @@ test('8. kill -9 mid-replay, then a re-run on the same data dir: consistent, not
   const total = 4000;
   writeFileSync(transcript, generateTranscript(total, { channels: 3 }));
   const data = join(dir.path, 'data');
-  const child = spawn(process.execPath, [MAIN, 'replay', transcript, '--data-dir', data, '--context-window', '2000', '--worker-lag', '4', '--json'], {
+  const args = ['replay', transcript, '--data-dir', data, '--context-window', '2000', '--worker-lag', '4', '--json'];
+  const child = spawn(process.execPath, [MAIN, ...args], {
+    env: magpieEnv(args, { cwd: process.cwd(), env: process.env }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let seen = 0;
@@ -107,7 +112,7 @@ test('8. kill -9 mid-replay, then a re-run on the same data dir: consistent, not
   });
   assert.equal(finished, false, 'the replay was killed mid-run (make the transcript longer if this fails)');
 
-  let db = openDatabase(data, ALL_MIGRATIONS);
+  let db = openTestDatabase(data);
   const partial = ['chan-0', 'chan-1', 'chan-2'].map((channel) => assertConsistentHistory(db, channel).archived);
   db.close();
   const kept = partial.reduce((sum, count) => sum + count, 0);
@@ -119,7 +124,7 @@ test('8. kill -9 mid-replay, then a re-run on the same data dir: consistent, not
   assert.equal(Number(summary.messages) + Number(summary.duplicates), total);
   assert.equal(summary.duplicates, kept);
 
-  db = openDatabase(data, ALL_MIGRATIONS);
+  db = openTestDatabase(data);
   const ids = new Set<string>();
   for (const channel of ['chan-0', 'chan-1', 'chan-2']) {
     assertConsistentHistory(db, channel);

@@ -10,9 +10,8 @@ import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { firstInvalidByte, utf8Lines } from '../src/cli/utf8-lines.js';
-import { openDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
 import { projectRoot, runMagpie } from './support/magpie-process.js';
+import { openTestDatabase } from './support/storage.js';
 
 const root = mkdtempSync(path.join(os.tmpdir(), 'magpie-replay-input-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -30,7 +29,7 @@ function line(id: string, content: string, channel = 'c1'): string {
 }
 
 function stored(dataDir: string): Array<{ message_id: string; content: string }> {
-  const db = openDatabase(dataDir, ALL_MIGRATIONS, { readOnly: true });
+  const db = openTestDatabase(dataDir);
   try {
     return db.prepare("SELECT message_id, content FROM history_entries WHERE channel_id = 'c1' ORDER BY seq").all() as Array<{
       message_id: string;

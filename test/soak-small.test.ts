@@ -10,9 +10,8 @@ import { createExtractiveSummarizer } from '../src/compaction/extractive-summari
 import { DEFAULTS } from '../src/config/defaults.js';
 import { LiveConfig } from '../src/config/live-config.js';
 import { openMemoryStore } from '../src/memory/index.js';
-import { openDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
 import { runSoak, soakChannelId, soakText, verifyNothingLost } from '../bench/soak-run.js';
+import { openTestDatabase } from './support/storage.js';
 
 test('a small soak compacts every channel, stays near its channel cap and loses nothing', { timeout: 300_000 }, async () => {
   const report = await runSoak({
@@ -36,7 +35,7 @@ test('a small soak compacts every channel, stays near its channel cap and loses 
 
 test('the nothing-lost verdict counts a message missing from the archive, the transcript or search', async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-verdict-'));
-  const db = openDatabase(dir, ALL_MIGRATIONS);
+  const db = openTestDatabase(dir);
   const memory = await openMemoryStore({ db, dataDir: dir, settings: DEFAULTS.memory });
   const runtime = new ChannelRuntime({ db, memory, config: new LiveConfig(DEFAULTS), events: new EventStream(), summarizer: createExtractiveSummarizer() });
   try {

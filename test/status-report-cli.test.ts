@@ -8,7 +8,8 @@ import { formatDuration, progressLine } from '../src/cli/progress.js';
 import { CompactionLog } from '../src/compaction-log/index.js';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { generateTranscript, openHarness, tempDir, TickingClock, userMessage } from './compaction-support.js';
-import { MAGPIE_MAIN, runMagpie, type MagpieRun } from './support/magpie-process.js';
+import { MAGPIE_MAIN, magpieEnv, type MagpieRun, runMagpie } from './support/magpie-process.js';
+import { TEST_STORAGE } from './support/storage.js';
 
 const ENV = { ...process.env, MAGPIE_DATA_DIR: '', MAGPIE_PROGRESS: '' };
 
@@ -94,26 +95,29 @@ test('replay --report, then status and report read the same compaction log; repl
   assert.match(table.stdout, /chan-1 +\d+\.\d%/);
   assert.doesNotMatch(table.stdout, /chan-0/);
 
-  // A second setting on the same transcript, compared in one report.
-  writeFileSync(join(dir.path, 'calm.toml'), '[defaults.compaction]\nbackground_threshold = 0.6\naggressive_threshold = 0.7\n');
-  const second = join(dir.path, 'calm');
-  const calm = await magpie(['replay', transcript, '--data-dir', second, '--config', 'calm.toml', '--context-window', '2000', '--json', '--report', 'both.html', '--compare', first], dir.path);
-  assert.equal(calm.code, 0, calm.stderr);
-  const compared = readFileSync(join(dir.path, 'both.html'), 'utf8');
-  const calmEvents = jsonLines(calm.stdout);
-  for (const [channel, counts] of markersByChannel(compared)) {
-    const calmMarkers = calmEvents.filter((event) => event.channel_id === channel && (event.type === 'compaction_completed' || event.type === 'emergency_truncation')).length;
-    assert.deepEqual(counts, [calmMarkers, markers.get(channel)![0]], `${channel}: this run first, then the compared one`);
-  }
-  assert.match(compared, /<th>difference<\/th>/);
-  assert.match(compared, /<tr class="differs"><th scope="row"><code>background_threshold<\/code><\/th><td>0\.6<\/td><td>0\.8<\/td>/);
+  // Compared runs are SQLite data dirs (replays): on PostgreSQL there is none to compare.
+  if (TEST_STORAGE === 'sqlite') {
+    // A second setting on the same transcript, compared in one report.
+    writeFileSync(join(dir.path, 'calm.toml'), '[defaults.compaction]\nbackground_threshold = 0.6\naggressive_threshold = 0.7\n');
+    const second = join(dir.path, 'calm');
+    const calm = await magpie(['replay', transcript, '--data-dir', second, '--config', 'calm.toml', '--context-window', '2000', '--json', '--report', 'both.html', '--compare', first], dir.path);
+    assert.equal(calm.code, 0, calm.stderr);
+    const compared = readFileSync(join(dir.path, 'both.html'), 'utf8');
+    const calmEvents = jsonLines(calm.stdout);
+    for (const [channel, counts] of markersByChannel(compared)) {
+      const calmMarkers = calmEvents.filter((event) => event.channel_id === channel && (event.type === 'compaction_completed' || event.type === 'emergency_truncation')).length;
+      assert.deepEqual(counts, [calmMarkers, markers.get(channel)![0]], `${channel}: this run first, then the compared one`);
+    }
+    assert.match(compared, /<th>difference<\/th>/);
+    assert.match(compared, /<tr class="differs"><th scope="row"><code>background_threshold<\/code><\/th><td>0\.6<\/td><td>0\.8<\/td>/);
 
-  // magpie report on two data dirs gives the same comparison, in the order given.
-  const report = await magpie(['report', '--data-dir', first, '--compare', second, '--out', 'again.html'], dir.path);
-  assert.equal(report.code, 0, report.stderr);
-  assert.match(report.stderr, /small-window: 2 channel\(s\)/);
-  const again = markersByChannel(readFileSync(join(dir.path, 'again.html'), 'utf8'));
-  for (const [channel, counts] of again) assert.deepEqual(counts, [...markersByChannel(compared).get(channel)!].reverse());
+    // magpie report on two data dirs gives the same comparison, in the order given.
+    const report = await magpie(['report', '--data-dir', first, '--compare', second, '--out', 'again.html'], dir.path);
+    assert.equal(report.code, 0, report.stderr);
+    assert.match(report.stderr, /small-window: 2 channel\(s\)/);
+    const again = markersByChannel(readFileSync(join(dir.path, 'again.html'), 'utf8'));
+    for (const [channel, counts] of again) assert.deepEqual(counts, [...markersByChannel(compared).get(channel)!].reverse());
+  }
   const one = await magpie(['report', '--data-dir', first, '--channel', 'chan-0', '--out', '-'], dir.path);
   assert.equal(one.code, 0, one.stderr);
   assert.deepEqual([...markersByChannel(one.stdout).keys()], ['chan-0']);
@@ -161,10 +165,11 @@ test('Ctrl-C (SIGINT) and SIGTERM stop a replay after the current message; a re-
   writeFileSync(transcript, generateTranscript(6000, { channels: 3 }));
   const data = join(dir.path, 'data');
   const interrupted = async (signal: NodeJS.Signals) => {
-    const child = spawn(process.execPath, [MAGPIE_MAIN, 'replay', transcript, '--data-dir', data, '--json'], {
+    const args = ['replay', transcript, '--data-dir', data, '--json'];
+    const child = spawn(process.execPath, [MAGPIE_MAIN, ...args], {
       cwd: dir.path,
       // Progress forced on through a pipe: it shows the replay is under way.
-      env: { ...ENV, MAGPIE_PROGRESS: '1' },
+      env: magpieEnv(args, { cwd: dir.path, env: { ...ENV, MAGPIE_PROGRESS: '1' } }),
     });
     let stdout = '';
     let stderr = '';

@@ -51,7 +51,7 @@ export class DailyTokenBudget {
           read: db.prepare('SELECT tokens FROM token_budget WHERE channel_id = ? AND day = ?'),
           add: db.prepare(
             `INSERT INTO token_budget (channel_id, day, tokens) VALUES (?, ?, ?)
-             ON CONFLICT (channel_id, day) DO UPDATE SET tokens = tokens + excluded.tokens`,
+             ON CONFLICT (channel_id, day) DO UPDATE SET tokens = token_budget.tokens + excluded.tokens`,
           ),
           prune: db.prepare('DELETE FROM token_budget WHERE day < ?'),
         }

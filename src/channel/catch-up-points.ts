@@ -1,4 +1,5 @@
 import type { SqlDatabase } from '../storage/database.js';
+import { isPostgres } from '../storage/sql-database.js';
 
 /** A channel that was active, and the newest platform message id stored for it. */
 export interface CatchUpPoint {
@@ -21,9 +22,10 @@ export class CatchUpPoints {
         GROUP BY channel_id ORDER BY last_at DESC LIMIT ?`,
     );
     // Newest first by seq (the primary key): stops at the first platform id.
+    const digitsOnly = isPostgres(db) ? `message_id ~ '^[0-9]+$'` : `message_id <> '' AND message_id NOT GLOB '*[^0-9]*'`;
     this.last = db.prepare(
       `SELECT message_id FROM history_entries
-        WHERE channel_id = ? AND kind = 'message' AND message_id <> '' AND message_id NOT GLOB '*[^0-9]*'
+        WHERE channel_id = ? AND kind = 'message' AND ${digitsOnly}
         ORDER BY seq DESC LIMIT 1`,
     );
   }

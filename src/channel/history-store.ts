@@ -61,6 +61,13 @@ export interface SpliceChange {
   summary: NewSummary;
 }
 
+/** The entry's (channel, seq) key is taken: SQLite's primary key error, or PostgreSQL's unique violation on it. */
+function isSeqTaken(error: unknown): boolean {
+  const { code, constraint } = error as { code?: string; constraint?: string };
+  if (code === 'SQLITE_CONSTRAINT_PRIMARYKEY') return true;
+  return code === '23505' && constraint === 'history_entries_pkey';
+}
+
 export function toEntry(row: EntryRow): HistoryEntry {
   return {
     seq: row.seq,
@@ -188,7 +195,7 @@ export class HistoryStore {
       });
       return result.changes > 0;
     } catch (error) {
-      if ((error as { code?: string }).code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') throw error;
+      if (!isSeqTaken(error)) throw error;
       throw new MagpieError('history_seq_taken', `channel ${entry.channelId}: sequence number ${entry.seq} is already taken by another message`, {
         cause: error,
         context: { channelId: entry.channelId, seq: entry.seq },

@@ -4,6 +4,8 @@ import { ConfigError } from '../config/problems.js';
 import { scrubSecrets, secretValuesFrom } from '../logging/scrub-secrets.js';
 import { EXIT, type CliCommand, type CliIo } from './command.js';
 import { UsageError } from './parse-flags.js';
+import { PgError } from '../storage/postgres/pg-database.js';
+import { storageError } from '../storage/storage-error.js';
 import { readPackageVersion } from './package-version.js';
 
 /**
@@ -133,6 +135,13 @@ export function reportError(commandName: string, error: unknown, io: CliIo): num
     // The database said no (full disk, I/O error, locked): its code and message say what; a
     // stack trace would only hide them.
     write(`database error ${error.code}: ${error.message}\n  hint: check the data dir's disk (space, permissions) and run again`);
+    return EXIT.failure;
+  }
+  if (error instanceof PgError) {
+    // PostgreSQL said no: a dropped connection, a full disk and the like say what to do; any
+    // other refusal is shown with its SQLSTATE, which is what the server's log is searched by.
+    const problem = storageError('', error);
+    write(problem ? problem.render() : `PostgreSQL error ${error.code ?? '(no SQLSTATE)'}: ${error.message}`);
     return EXIT.failure;
   }
   const detail = error instanceof Error ? (error.stack ?? error.message) : String(error);

@@ -49,6 +49,10 @@ export class VectorBacklog {
   private retryMs = RETRY_MIN_MS;
   private closed = false;
 
+  /** The wait before a scheduled drain, and what ends it early (close). */
+  private delayTimer: NodeJS.Timeout | undefined;
+  private wakeNow: (() => void) | undefined;
+
   constructor(private readonly options: VectorBacklogOptions) {
     this.statements = new StatementCache(options.db, 16);
     this.batch = options.batch ?? 512;
@@ -63,7 +67,14 @@ export class VectorBacklog {
    */
   schedule(): void {
     if (this.closed || this.running || this.retryTimer) return;
-    this.running = new Promise<void>((resolve) => setTimeout(resolve, this.delayMs)).then(() => this.drain());
+    this.running = new Promise<void>((resolve) => {
+      this.wakeNow = resolve;
+      this.delayTimer = setTimeout(resolve, this.delayMs);
+    }).then(() => {
+      this.delayTimer = undefined;
+      this.wakeNow = undefined;
+      return this.drain();
+    });
   }
 
   /** Resolves when the backlog is empty or the drain stopped on an error (it retries later). */
@@ -112,6 +123,9 @@ export class VectorBacklog {
    * leaves complete vectors behind, a shutdown does not hang on a slow embedder).
    */
   async close(budgetMs = 10_000): Promise<void> {
+    // A drain still waiting out its delay starts now: closing never waits for company.
+    if (this.delayTimer) clearTimeout(this.delayTimer);
+    this.wakeNow?.();
     await this.whenDrained();
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = undefined;

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { MagpieError } from '../common/errors.js';
@@ -106,6 +106,19 @@ function openReadOnly(dataDir: string, migrations: readonly Migration[]): SqlDat
     throw unusableDataDir(dataDir, error, 'read');
   }
   return db;
+}
+
+/**
+ * Makes sure a data dir exists and takes files (on PostgreSQL it still holds the index files),
+ * or says which directory is unusable and what to do, as opening its database would.
+ */
+export function ensureDataDir(dataDir: string): void {
+  try {
+    mkdirSync(dataDir, { recursive: true });
+    accessSync(dataDir, constants.W_OK);
+  } catch (error) {
+    throw unusableDataDir(dataDir, error);
+  }
 }
 
 /** A data dir that is a file, not writable, or on a read-only disk: say which and what to do. */

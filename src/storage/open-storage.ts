@@ -1,7 +1,7 @@
 import { InputError } from '../common/errors.js';
 import type { MagpieConfig } from '../config/types.js';
 import { openDataDirForWriting } from './data-dir.js';
-import { closeDatabase, openDatabase, type Migration } from './database.js';
+import { closeDatabase, ensureDataDir, openDatabase, type Migration } from './database.js';
 import { PgDatabase, redactUrl } from './postgres/pg-database.js';
 import { applyPgMigrations, missingPgMigrations } from './postgres/pg-migrations.js';
 import { acquirePgWriterLock, STORAGE_WRITERS_TABLE } from './postgres/pg-writer-lock.js';
@@ -56,6 +56,7 @@ export function openStorageForWriting(
     const writable = openDataDirForWriting(target.dataDir, migrations, { command: options.command });
     return { target, dataDir: target.dataDir, db: writable.db, close: () => writable.close() };
   }
+  ensureDataDir(target.dataDir);
   const db = connect(target, options.command);
   try {
     db.exec(STORAGE_WRITERS_TABLE);
@@ -97,7 +98,9 @@ export function openStorageForReading(
   const missing = missingPgMigrations(db, migrations);
   if (missing.length === migrations.length || (missing.length > 0 && !options.anyVersion)) {
     db.close();
-    throw new MagpieError(missing.length === migrations.length ? 'no_data' : 'data_dir_outdated', `no complete Magpie schema in ${describeTarget(target)}`, {
+    const empty = missing.length === migrations.length;
+    const what = `${empty ? `no Magpie data in ${target.dataDir}: ` : ''}no complete Magpie schema in ${describeTarget(target)}`;
+    throw new MagpieError(empty ? 'no_data' : 'data_dir_outdated', what, {
       context: { schema: target.schema, missing },
       hint: 'run a writing command (magpie start, chat or replay) against this database first',
     });

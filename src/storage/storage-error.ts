@@ -1,7 +1,8 @@
 import { errorMessage, MagpieError } from '../common/errors.js';
+import { PgError } from './postgres/pg-database.js';
 
 /** What went wrong with the disk or the database, as far as an operator needs to know. */
-export type StorageProblemKind = 'full' | 'io' | 'busy' | 'read_only' | 'corrupt';
+export type StorageProblemKind = 'full' | 'io' | 'busy' | 'read_only' | 'corrupt' | 'connection';
 
 const SQLITE_KINDS: ReadonlyArray<[RegExp, StorageProblemKind]> = [
   [/^SQLITE_FULL/, 'full'],
@@ -18,15 +19,36 @@ const ERRNO_KINDS: Readonly<Record<string, StorageProblemKind>> = {
   EROFS: 'read_only',
 };
 
-/** The kind of storage failure `error` is (SQLite result codes, file system errno), if it is one. */
+/** PostgreSQL SQLSTATEs (and the socket errors of a dropped connection) an operator can act on. */
+const POSTGRES_KINDS: ReadonlyArray<[RegExp, StorageProblemKind]> = [
+  [/^53100$/, 'full'],
+  [/^(58030|58000)$/, 'io'],
+  // Serialization failure, deadlock, lock timeout, statement timeout, a server short of memory or connections.
+  [/^(40001|40P01|55P03|57014|53200|53300|53400)$/, 'busy'],
+  [/^(25006|42501)$/, 'read_only'],
+  [/^XX00[12]$/, 'corrupt'],
+  [/^(08...|57P0[123]|ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH)$/, 'connection'],
+];
+
+/** The kind of storage failure `error` is (SQLite result codes, PostgreSQL SQLSTATEs, file system errno), if it is one. */
 export function storageProblemKind(error: unknown): StorageProblemKind | undefined {
   const code = (error as { code?: unknown } | undefined)?.code;
+  if (error instanceof MagpieError) return error.code === 'postgres_connection_lost' ? 'connection' : undefined;
+  if (error instanceof PgError) {
+    if (typeof code === 'string') for (const [pattern, kind] of POSTGRES_KINDS) if (pattern.test(code)) return kind;
+    return undefined;
+  }
   if (typeof code !== 'string') return undefined;
   for (const [pattern, kind] of SQLITE_KINDS) if (pattern.test(code)) return kind;
   return ERRNO_KINDS[code];
 }
 
-const DESCRIPTIONS: Readonly<Record<StorageProblemKind, { what: string; hint: string }>> = {
+interface Description {
+  what: string;
+  hint: string;
+}
+
+const SQLITE_DESCRIPTIONS: Readonly<Record<Exclude<StorageProblemKind, 'connection'>, Description>> = {
   full: {
     what: 'is out of space',
     hint: 'free space on the disk that holds it (or move the data dir to a larger disk) and run again; everything stored before is kept',
@@ -49,21 +71,51 @@ const DESCRIPTIONS: Readonly<Record<StorageProblemKind, { what: string; hint: st
   },
 };
 
+const POSTGRES_DESCRIPTIONS: Readonly<Record<StorageProblemKind, Description>> = {
+  full: {
+    what: 'is out of disk space',
+    hint: 'free space on the PostgreSQL server (or grow its volume) and run again; everything committed before is kept',
+  },
+  io: {
+    what: 'had an I/O error on its server',
+    hint: "check the PostgreSQL server's disk and log, then run again; everything committed before is kept",
+  },
+  busy: {
+    what: 'is overloaded or held a lock too long',
+    hint: 'check the server (pg_stat_activity: long transactions, connection count) and run again',
+  },
+  read_only: {
+    what: 'refuses writes',
+    hint: "connect to the primary (not a standby) with a role that may write Magpie's schema; readers (magpie memory search) still work",
+  },
+  corrupt: {
+    what: 'reports damaged data',
+    hint: 'stop Magpie, and restore the database from a backup (or REINDEX a damaged index) before running again',
+  },
+  connection: {
+    what: 'dropped the connection',
+    hint: 'check that the server is up and reachable, then restart Magpie: nothing half-written was kept, every committed write is',
+  },
+};
+
 /**
- * A clear, retry-aware error for a storage failure that names the data dir and what to do, or
- * undefined when `error` is not a storage failure. Full disks, I/O errors and a busy database are
- * retryable (the bot retries them with backoff); a damaged or read-only database is not.
+ * A clear error for a storage failure that names the data dir (or PostgreSQL) and what to do,
+ * or undefined when `error` is not a storage failure. Full disks, I/O errors and a busy database
+ * are retryable (the bot retries them with backoff); a damaged or read-only database is not,
+ * and neither is a dropped PostgreSQL connection (the writer lock went with it).
  */
 export function storageError(dataDir: string, error: unknown): MagpieError | undefined {
   if (error instanceof MagpieError && error.code.startsWith('storage_')) return error;
   const kind = storageProblemKind(error);
   if (!kind) return undefined;
-  const { what, hint } = DESCRIPTIONS[kind];
   const code = (error as { code: string }).code;
-  return new MagpieError(`storage_${kind}`, `the data directory ${dataDir} ${what} (${code}: ${errorMessage(error)})`, {
+  const postgres = error instanceof PgError || kind === 'connection';
+  const { what, hint } = postgres ? POSTGRES_DESCRIPTIONS[kind] : SQLITE_DESCRIPTIONS[kind as Exclude<StorageProblemKind, 'connection'>];
+  const subject = postgres ? 'the PostgreSQL database' : `the data directory ${dataDir}`;
+  return new MagpieError(`storage_${kind}`, `${subject} ${what} (${code}: ${errorMessage(error)})`, {
     cause: error,
     retryable: kind === 'full' || kind === 'io' || kind === 'busy',
-    context: { dataDir, code },
+    context: { dataDir, code, backend: postgres ? 'postgres' : 'sqlite' },
     hint,
   });
 }

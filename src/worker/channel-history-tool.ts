@@ -1,5 +1,6 @@
 import type { ToolContext, ToolHandler, ToolOutcome } from '../llm/tool.js';
 import type { SqlDatabase } from '../storage/database.js';
+import { isPostgres } from '../storage/sql-database.js';
 
 /** The most messages one call returns. */
 export const MAX_HISTORY_LIMIT = 50;
@@ -65,8 +66,10 @@ export function createChannelHistoryTool(db: SqlDatabase): ToolHandler {
         conditions.push('created_at > ?');
         parameters.push(parsed.after);
       }
+      // SQLite's LIKE ignores case (ASCII); PostgreSQL's needs ILIKE for the same match.
+      const like = isPostgres(db) ? 'ILIKE' : 'LIKE';
       for (const word of parsed.words) {
-        conditions.push(`content LIKE ? ESCAPE '\\'`);
+        conditions.push(`content ${like} ? ESCAPE '\\'`);
         parameters.push(`%${word.replace(/[\\%_]/g, (character) => `\\${character}`)}%`);
       }
       const rows = db

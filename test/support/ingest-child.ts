@@ -5,10 +5,11 @@
  */
 import { openApp } from '../../src/app/index.js';
 import { DEFAULTS } from '../../src/config/defaults.js';
+import { appEnv, withTestStorage } from './storage.js';
 
 const dataDir = process.argv[2]!;
 const channels = 50;
-const app = await openApp({ config: { ...DEFAULTS, memory: { ...DEFAULTS.memory, dataDir } }, env: {} });
+const app = await openApp({ config: withTestStorage({ ...DEFAULTS, memory: { ...DEFAULTS.memory, dataDir } }), env: appEnv() });
 let index = 0;
 // Many ingests in flight at once, as the gateway delivers them: they share group commits.
 for (;;) {

@@ -26,7 +26,7 @@ export function runMagpie(
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [MAGPIE_MAIN, ...args], {
       cwd: options.cwd,
-      env: withStorage(args, options),
+      env: magpieEnv(args, options),
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -50,7 +50,7 @@ export interface MagpieChild {
 export function startMagpie(args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }): MagpieChild {
   const child = spawn(process.execPath, [MAGPIE_MAIN, ...args], {
     cwd: options.cwd,
-    env: withStorage(args, options),
+    env: magpieEnv(args, options),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output = { stdout: '', stderr: '' };
@@ -72,10 +72,11 @@ export function projectRoot(): string {
 }
 
 /**
- * On a PostgreSQL test run, the child works in the schema of its data dir (`--data-dir`, else
- * MAGPIE_DATA_DIR, else its working directory), unless the test chose a store itself.
+ * The environment of a `magpie ARGS` child (for tests that spawn it themselves): on a PostgreSQL
+ * test run, the child works in the schema of its data dir (`--data-dir`, else MAGPIE_DATA_DIR,
+ * else its working directory), unless the test chose a store itself.
  */
-function withStorage(args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }): NodeJS.ProcessEnv {
+export function magpieEnv(args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }): NodeJS.ProcessEnv {
   if (options.env.MAGPIE_STORAGE_BACKEND !== undefined) return options.env;
   const flag = args.indexOf('--data-dir');
   const dir = flag >= 0 && args[flag + 1] ? path.resolve(options.cwd, args[flag + 1]!) : options.env.MAGPIE_DATA_DIR ? path.resolve(options.cwd, options.env.MAGPIE_DATA_DIR) : options.cwd;

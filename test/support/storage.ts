@@ -8,13 +8,16 @@ import { createHash } from 'node:crypto';
 import { ALL_MIGRATIONS } from '../../src/storage/migrations.js';
 import { openDatabase, type SqlDatabase } from '../../src/storage/database.js';
 import { openStorageForWriting, type StorageTarget } from '../../src/storage/open-storage.js';
+import { isPostgres } from '../../src/storage/sql-database.js';
+import type { MagpieConfig } from '../../src/config/types.js';
 
 export const TEST_STORAGE: 'sqlite' | 'postgres' = process.env.MAGPIE_TEST_STORAGE === 'postgres' ? 'postgres' : 'sqlite';
 export const TEST_DATABASE_URL = process.env.MAGPIE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 /** The schema a data dir's data lives in when the tests run on PostgreSQL. */
 export function schemaForDir(dir: string): string {
-  return `t_${createHash('sha256').update(dir).digest('hex').slice(0, 20)}`;
+  // `t<run>_…` inside a PostgreSQL suite run (its runner drops them), `t_…` otherwise.
+  return `t${process.env.MAGPIE_TEST_RUN ?? ''}_${createHash('sha256').update(dir).digest('hex').slice(0, 20)}`;
 }
 
 /** Where a test's data dir keeps its data, on the backend this run tests. */
@@ -38,4 +41,32 @@ export function openTestDatabase(dir: string): SqlDatabase {
 export function storageEnv(dir: string): NodeJS.ProcessEnv {
   if (TEST_STORAGE === 'sqlite') return {};
   return { MAGPIE_STORAGE_BACKEND: 'postgres', MAGPIE_DATABASE_URL: TEST_DATABASE_URL, MAGPIE_STORAGE_SCHEMA: schemaForDir(dir) };
+}
+
+/**
+ * `config` with its `[storage]` on the backend this run tests, for `openApp` (pass `appEnv` as
+ * its env): the schema is the one of its data dir, so a later `magpie` on that dir finds the data.
+ */
+export function withTestStorage<T extends Pick<MagpieConfig, 'storage' | 'memory'>>(config: T, dataDir: string = config.memory.dataDir): T {
+  if (TEST_STORAGE === 'sqlite') return config;
+  return { ...config, storage: { backend: 'postgres', urlEnv: 'MAGPIE_DATABASE_URL', schema: schemaForDir(dataDir) } };
+}
+
+/** The environment `openApp` needs on the tested backend (the URL `withTestStorage` points at). */
+export function appEnv(): NodeJS.ProcessEnv {
+  return TEST_STORAGE === 'sqlite' ? {} : { MAGPIE_DATABASE_URL: TEST_DATABASE_URL };
+}
+
+/**
+ * Makes every insert into `table` whose row matches `condition` (SQL over NEW) fail, as a full
+ * disk would midway through a transaction; returns what removes it.
+ */
+export function failInserts(db: SqlDatabase, table: string, condition: string): () => void {
+  if (!isPostgres(db)) {
+    db.exec(`CREATE TRIGGER fail_${table} BEFORE INSERT ON ${table} WHEN ${condition} BEGIN SELECT RAISE(ABORT, 'disk gone'); END`);
+    return () => db.exec(`DROP TRIGGER fail_${table}`);
+  }
+  db.exec(`CREATE FUNCTION fail_${table}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'disk gone'; END $$;
+           CREATE TRIGGER fail_${table} BEFORE INSERT ON ${table} FOR EACH ROW WHEN (${condition}) EXECUTE FUNCTION fail_${table}()`);
+  return () => db.exec(`DROP TRIGGER fail_${table} ON ${table}; DROP FUNCTION fail_${table}()`);
 }

@@ -4,7 +4,8 @@ import { EventStream } from '../../common/events.js';
 import { MagpieError } from '../../common/errors.js';
 import { loadConfig } from '../../config/load-config.js';
 import { DATABASE_FILE } from '../../storage/database.js';
-import { listStorage } from '../../storage/open-storage.js';
+import { ALL_MIGRATIONS } from '../../storage/migrations.js';
+import { listStorage, openStorageForReading } from '../../storage/open-storage.js';
 import { EXIT, type CliIo } from '../command.js';
 import { parseFlags, UsageError } from '../parse-flags.js';
 
@@ -58,6 +59,9 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
       hint: 'pass --data-dir with a directory written by `magpie start`, `magpie chat` or `magpie replay`',
     });
   }
+  // A schema with no Magpie data is refused, as a data dir without its database is, not created.
+  const target = dirs[0]!.target;
+  if (target.backend === 'postgres') openStorageForReading(target, ALL_MIGRATIONS, { command: 'magpie memory forget', anyVersion: true }).close();
   const events = new EventStream();
   // The audit line: counts only, as the bot logs it.
   events.subscribe((event) => {

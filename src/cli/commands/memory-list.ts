@@ -30,7 +30,7 @@ export async function listCommand(argv: string[], io: CliIo): Promise<number> {
   const values = parsed.values;
   const kind = kindFlag(values.kind, LIST_USAGE);
   const limit = integerFlag(values.limit, '--limit', LIST_USAGE, { min: 1, max: 10_000 }) ?? 50;
-  return withStores(values, io, {}, async (stores) => {
+  return withStores(values, io, async (stores) => {
     // Across shards: the newest of all of them (a channel's entries live in one shard only).
     const targets = values.channel ? [await stores.forChannel(values.channel)] : await stores.all();
     const records = targets

@@ -57,12 +57,12 @@ export async function searchCommand(argv: string[], io: CliIo): Promise<number> 
     if (parsed.positionals.length > 0) throw new UsageError('give either QUERY or --queries FILE, not both', SEARCH_USAGE);
     if (!values.json) throw new UsageError('--queries needs --json (its output is JSON lines)', SEARCH_USAGE);
     const text = values.queries === '-' ? await readAll(io.stdin) : readInputFile(path.resolve(io.cwd, values.queries));
-    return withStores(values, io, {}, async (stores) => runBatch((channelId) => stores.forChannel(channelId), text, { kind, memoryType }, io));
+    return withStores(values, io, async (stores) => runBatch((channelId) => stores.forChannel(channelId), text, { kind, memoryType }, io));
   }
   const query = parsed.positionals[0];
   if (query === undefined) throw new UsageError('missing QUERY (or --queries FILE)', SEARCH_USAGE);
   const channelId = requireFlag(values.channel, '--channel', SEARCH_USAGE);
-  return withStores(values, io, {}, async (stores) => {
+  return withStores(values, io, async (stores) => {
     const store = await stores.forChannel(channelId);
     const results = await store.search({
       location: { channelId },

@@ -7,7 +7,7 @@ import { openMemoryStore } from '../../memory/open-memory-store.js';
 import type { SqliteMemoryStore } from '../../memory/sqlite-memory-store.js';
 import { DATABASE_FILE } from '../../storage/database.js';
 import { ALL_MIGRATIONS } from '../../storage/migrations.js';
-import { describeTarget, listStorage, openStorageForReading, openStorageForWriting, type OpenedStorage, type StorageEntry } from '../../storage/open-storage.js';
+import { describeTarget, listStorage, openStorageForReading, type OpenedStorage, type StorageEntry } from '../../storage/open-storage.js';
 import { dataDirOfChannel } from '../../storage/shard-dirs.js';
 import { storageError } from '../../storage/storage-error.js';
 import type { CliIo } from '../command.js';
@@ -18,21 +18,18 @@ export interface StoreSet {
   forChannel(channelId: string): Promise<SqliteMemoryStore>;
   /** Every store: the base one or each shard's. */
   all(): Promise<SqliteMemoryStore[]>;
-  /** The one store; a sharded data dir is refused with a hint naming the shard dirs. */
-  only(what: string): Promise<SqliteMemoryStore>;
 }
 
 /**
  * Opens the data directory's databases and memory stores around `work` as it asks for them
  * (the data dir itself, or the `shard-<N>` dirs of a sharded bot), and closes them all. A data
- * directory without a database is an error: reading commands never create an empty one. Readers
- * open read-only (they work beside a running bot and on a read-only disk); `write` takes the
- * data dir's writer lock, so a writer running elsewhere refuses this command, naming itself.
+ * directory without a database is an error: reading commands never create an empty one. They
+ * open read-only, so they work beside a running bot and on a read-only disk. (`memory forget`
+ * writes, through the app and its writer lock.)
  */
 export async function withStores(
   values: { 'data-dir'?: string | undefined; config?: string | undefined },
   io: CliIo,
-  mode: { write?: boolean },
   work: (stores: StoreSet) => Promise<number>,
 ): Promise<number> {
   const { config } = loadConfig({ path: values.config, cwd: io.cwd, env: io.env });
@@ -59,11 +56,9 @@ export async function withStores(
     const slot: { storage?: OpenedStorage; store?: SqliteMemoryStore } = {};
     opened.set(entry.dir, slot);
     try {
-      slot.storage = mode.write
-        ? openStorageForWriting(entry.target, ALL_MIGRATIONS, { command: 'magpie memory forget' })
-        : openStorageForReading(entry.target, ALL_MIGRATIONS, { command: 'magpie memory' });
+      slot.storage = openStorageForReading(entry.target, ALL_MIGRATIONS, { command: 'magpie memory' });
       const settings: MemorySettings = { ...config.memory, dataDir: entry.dir };
-      slot.store = await openMemoryStore({ db: slot.storage.db, dataDir: entry.dir, settings, env: io.env, events, readOnly: !mode.write });
+      slot.store = await openMemoryStore({ db: slot.storage.db, dataDir: entry.dir, settings, env: io.env, events, readOnly: true });
       return slot.store;
     } catch (error) {
       throw storageError(describeTarget(entry.target), error) ?? error;
@@ -80,14 +75,6 @@ export async function withStores(
       const all: SqliteMemoryStore[] = [];
       for (const entry of dirs) all.push(await open(entry));
       return all;
-    },
-    only: async (what) => {
-      if (dirs.length > 1 || dirs[0]!.dir !== dataDir) {
-        throw new MagpieError('sharded_data_dir', `${dataDir} holds ${dirs.length} shard data directories; ${what} works on one`, {
-          hint: `pass --data-dir ${dirs.map((entry) => entry.dir).join(' or ')}`,
-        });
-      }
-      return open(dirs[0]!);
     },
   };
   try {

@@ -11,7 +11,12 @@ export interface BridgeSettings {
   statementTimeoutMs: number;
 }
 
+/** The shared flag's value once the connection thread has ended (request ids are positive). */
+export const THREAD_ENDED = -1;
+
 export interface BridgeRequest {
+  /** Positive, one more than the previous request's (wrapping); the reply carries it back. */
+  id: number;
   /** Run before `sql`, without results (a transaction's BEGIN or SAVEPOINT, sent with its first statement). */
   prefix: string[];
   /** One statement with `$n` parameters, or several statements without parameters (`simple`). */
@@ -32,6 +37,14 @@ export interface BridgeError {
   table?: string;
 }
 
-export type BridgeReply =
-  | { ok: true; rows: Array<Record<string, unknown>>; rowCount: number; fields: string[] }
-  | { ok: false; error: BridgeError };
+export type BridgeReply = { id: number } & (
+  | {
+      ok: true;
+      rows: Array<Record<string, unknown>>;
+      rowCount: number;
+      fields: string[];
+      /** Columns of type bytea: they cross the thread boundary as plain Uint8Arrays. */
+      binary?: string[];
+    }
+  | { ok: false; error: BridgeError }
+);

@@ -1,7 +1,7 @@
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import { MagpieError } from '../../common/errors.js';
 import type { SqlDatabase, SqlRunResult, SqlStatement, SqlTransaction } from '../sql-database.js';
-import type { BridgeReply, BridgeRequest, BridgeSettings } from './bridge-protocol.js';
+import { THREAD_ENDED, type BridgeReply, type BridgeRequest, type BridgeSettings } from './bridge-protocol.js';
 import { replaceClause, translateStatement, withClause, type TranslatedStatement } from './translate-sql.js';
 
 /** How long a caller waits for one statement before the connection counts as lost. */
@@ -36,6 +36,8 @@ export class PgDatabase implements SqlDatabase {
   private readonly keys = new Map<string, string[]>();
   private readonly identities = new Map<string, string | null>();
   private pendingPrefix: string[] = [];
+  /** Id of the newest request sent. */
+  private lastId = 0;
   private depth = 0;
   private isOpen = true;
   private statementCount = 0;
@@ -169,26 +171,45 @@ export class PgDatabase implements SqlDatabase {
   }
 
   /** Sends one request and sleeps until its reply arrives. */
-  private request(request: BridgeRequest): { rows: Array<Record<string, unknown>>; rowCount: number; fields: string[] } {
+  private request(request: Omit<BridgeRequest, 'id'>): { rows: Array<Record<string, unknown>>; rowCount: number; fields: string[] } {
     if (!this.isOpen && !request.close) throw new Error('the PostgreSQL connection is closed');
-    Atomics.store(this.signal, 0, 0);
-    this.port.postMessage(request);
+    this.lastId = this.lastId >= 0x7ffffff0 ? 1 : this.lastId + 1;
+    const id = this.lastId;
+    this.port.postMessage({ ...request, id });
     this.statementCount += 1;
-    const waited = Atomics.wait(this.signal, 0, 0, REPLY_TIMEOUT_MS);
-    const message = receiveMessageOnPort(this.port);
-    if (!message && Atomics.load(this.signal, 0) === 2) {
+    // Sleeps until the flag holds this request's id (or says the thread ended); any other value
+    // is a late wake-up for an earlier request.
+    const deadline = performance.now() + REPLY_TIMEOUT_MS;
+    let seen = Atomics.load(this.signal, 0);
+    while (seen !== id && seen !== THREAD_ENDED) {
+      const left = deadline - performance.now();
+      if (left <= 0) break;
+      Atomics.wait(this.signal, 0, seen, left);
+      seen = Atomics.load(this.signal, 0);
+    }
+    let message = receiveMessageOnPort(this.port);
+    // A reply to a request given up on (timed out) is skipped, never taken for this one.
+    while (message && (message.message as BridgeReply).id !== id) message = receiveMessageOnPort(this.port);
+    if (!message && seen === THREAD_ENDED) {
       this.isOpen = false;
       throw new MagpieError('postgres_connection_lost', 'the PostgreSQL connection thread ended', {
         hint: 'restart Magpie; nothing half-applied stays in the database (the server rolled back the open transaction)',
       });
     }
     if (!message) {
-      throw new MagpieError('postgres_timeout', `PostgreSQL did not answer within ${REPLY_TIMEOUT_MS / 1000} s (${waited})`, {
+      throw new MagpieError('postgres_timeout', `PostgreSQL did not answer within ${REPLY_TIMEOUT_MS / 1000} s`, {
         hint: 'check the server and the network; Magpie retries the write when the store is back',
       });
     }
     const reply = message.message as BridgeReply;
     if (!reply.ok) throw new PgError(reply.error.message, reply.error.code, reply.error.constraint);
+    // Binary columns come back as Buffers, as better-sqlite3 returns BLOBs.
+    for (const column of reply.binary ?? []) {
+      for (const row of reply.rows) {
+        const bytes = row[column];
+        if (bytes instanceof Uint8Array) row[column] = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      }
+    }
     return reply;
   }
 

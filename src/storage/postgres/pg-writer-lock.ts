@@ -30,7 +30,11 @@ export function acquirePgWriterLock(db: PgDatabase, key: string, command: string
     release() {
       if (!held || !db.open) return;
       held = false;
-      unlock.get(key);
+      try {
+        unlock.get(key);
+      } catch {
+        // The connection is gone, and the server dropped the lock with it.
+      }
     },
   };
 }
