@@ -3,6 +3,9 @@
  * and the raw insert rate of ingest's rows with no Magpie code in between, as the SQLite floor
  * measures it.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import pg from 'pg';
 import type { StorageSettings } from '../src/config/types.js';
 import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
@@ -62,10 +65,13 @@ export async function measurePostgresInsertRate(options: {
   batch: number;
 }): Promise<number> {
   const url = options.env[options.storage.urlEnv]!;
-  const migrated = openStorageForWriting({ backend: 'postgres', dataDir: '', url, schema: options.storage.schema }, ALL_MIGRATIONS, {
-    command: 'magpie bench',
-  });
-  migrated.close();
+  // Index files would live in the data dir; none are written here.
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-bench-pg-raw-'));
+  try {
+    openStorageForWriting({ backend: 'postgres', dataDir, url, schema: options.storage.schema }, ALL_MIGRATIONS, { command: 'magpie bench' }).close();
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
