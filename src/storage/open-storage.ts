@@ -1,4 +1,4 @@
-import { InputError } from '../common/errors.js';
+import { InputError, MagpieError } from '../common/errors.js';
 import type { MagpieConfig } from '../config/types.js';
 import { openDataDirForWriting } from './data-dir.js';
 import { closeDatabase, ensureDataDir, openDatabase, type Migration } from './database.js';
@@ -8,7 +8,6 @@ import { acquirePgWriterLock, STORAGE_WRITERS_TABLE } from './postgres/pg-writer
 import type { SqlDatabase } from './sql-database.js';
 import { openDatabaseReadOnly } from './read-only.js';
 import { listDataDirs } from './shard-dirs.js';
-import { MagpieError } from '../common/errors.js';
 
 /** Where a process keeps its data: the data dir alone (SQLite), or PostgreSQL plus the data dir for index files. */
 export type StorageTarget =

@@ -39,11 +39,6 @@ export interface SqlDatabase {
   readonly dialect?: SqlDialect;
 }
 
-/** Which SQL a store must speak on this connection. */
-export function dialectOf(db: SqlDatabase): SqlDialect {
-  return db.dialect ?? 'sqlite';
-}
-
 export function isPostgres(db: SqlDatabase): boolean {
   return db.dialect === 'postgres';
 }

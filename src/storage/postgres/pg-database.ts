@@ -40,7 +40,6 @@ export class PgDatabase implements SqlDatabase {
   private lastId = 0;
   private depth = 0;
   private isOpen = true;
-  private statementCount = 0;
 
   constructor(readonly settings: BridgeSettings) {
     const flag = new SharedArrayBuffer(4);
@@ -73,11 +72,6 @@ export class PgDatabase implements SqlDatabase {
 
   get inTransaction(): boolean {
     return this.depth > 0;
-  }
-
-  /** Statements sent to the server so far (benchmarks). */
-  get sent(): number {
-    return this.statementCount;
   }
 
   prepare(sql: string): SqlStatement {
@@ -176,7 +170,6 @@ export class PgDatabase implements SqlDatabase {
     this.lastId = this.lastId >= 0x7ffffff0 ? 1 : this.lastId + 1;
     const id = this.lastId;
     this.port.postMessage({ ...request, id });
-    this.statementCount += 1;
     // Sleeps until the flag holds this request's id (or says the thread ended); any other value
     // is a late wake-up for an earlier request.
     const deadline = performance.now() + REPLY_TIMEOUT_MS;
