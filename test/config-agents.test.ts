@@ -10,8 +10,8 @@ function problemPaths(text: string): Array<[string, string]> {
 
 describe('[defaults.branch] and [defaults.worker]', () => {
   it('have documented defaults', () => {
-    assert.deepEqual(DEFAULTS.defaults.branch, { precompactThreshold: 0.6, maxOverflowRetries: 2, maxSteps: 6, maxConcurrent: 2, timeoutMs: 120_000 });
-    assert.deepEqual(DEFAULTS.defaults.worker, { turnsPerSegment: 25, compactThreshold: 0.7, maxSegments: 8, maxConcurrent: 2, timeoutMs: 900_000 });
+    assert.deepEqual(DEFAULTS.defaults.branch, { precompactThreshold: 0.6, maxOverflowRetries: 2, maxSteps: 6, maxConcurrent: 2, timeoutMs: 120_000, minResponseTokens: 256 });
+    assert.deepEqual(DEFAULTS.defaults.worker, { turnsPerSegment: 25, compactThreshold: 0.7, maxSegments: 8, maxConcurrent: 2, timeoutMs: 900_000, minResponseTokens: 512 });
   });
 
   it('merge key by key, and per channel over [defaults]', () => {

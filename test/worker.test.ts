@@ -33,7 +33,8 @@ function spawn(agents: Awaited<ReturnType<typeof startAgents>>, channel: string,
 }
 
 test('a worker of 60 turns compacts between segments, keeps its task statement, never splits a call from its result', async () => {
-  const agents = await startAgents({ defaults: { contextWindow: 6000, maxResponseTokens: 256 } });
+  // A window that holds a whole segment of 25 turns (a real API refuses more), and a threshold that a segment passes.
+  const agents = await startAgents({ defaults: { contextWindow: 40000, maxResponseTokens: 256, worker: { ...DEFAULTS.defaults.worker, compactThreshold: 0.3 } } });
   try {
     const channel = 'long-task';
     await say(agents.app, channel, 20, (index) => `note ${index}: ${'the garden plan needs tomatoes, beans and a new fence. '.repeat(4)}`);

@@ -6,6 +6,7 @@ import type { ChannelSettings } from '../config/types.js';
 import type { ChatModel } from '../llm/chat-model.js';
 import type { ToolContext, ToolHandler, ToolOutcome } from '../llm/tool.js';
 import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
+import { estimatedRoom } from '../channel/request-room.js';
 import { runBranch } from './run-branch.js';
 
 /** Longest question a branch takes; a longer one is a tool error, not a silent cut. */
@@ -82,6 +83,11 @@ export function createBranchTool(options: BranchToolOptions): ToolHandler {
           settings: settings.branch,
           windowTokens: calibratedWindow(settings, options.calibration?.(channelId)),
           maxTokens: settings.maxResponseTokens,
+          room: estimatedRoom({
+            contextWindow: settings.contextWindow,
+            minTokens: settings.branch.minResponseTokens,
+            factor: () => options.calibration?.(channelId) ?? 1,
+          }),
           signal,
           onStart: (info) =>
             options.events.emit({

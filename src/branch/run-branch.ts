@@ -3,6 +3,7 @@ import type { ChatModel, ModelMessage, ModelRequest, ModelUsage, TextBlock } fro
 import { ModelError } from '../llm/model-error.js';
 import { runToolLoop } from '../llm/tool-loop.js';
 import type { ToolContext, ToolHandler } from '../llm/tool.js';
+import type { AnswerRoom } from '../llm/answer-room.js';
 import { estimateToolTokens } from '../channel/model-request.js';
 import {
   BRANCH_CONTINUE_NOTE,
@@ -26,6 +27,8 @@ export interface RunBranchOptions {
   /** Tokens the branch's prompt may fill: the channel's window minus the answer's room. */
   windowTokens: number;
   maxTokens: number;
+  /** Keeps each call's input and `max_tokens` inside the model's window (a call that cannot is met like an overflow). */
+  room?: AnswerRoom;
   signal?: AbortSignal;
   systemPrompt?: string;
   /** Called once the fork is ready, before the first model call. */
@@ -113,6 +116,7 @@ export async function runBranch(options: RunBranchOptions): Promise<BranchOutcom
         maxSteps: remainingSteps,
         maxTokens: options.maxTokens,
         purpose: 'branch',
+        ...(options.room ? { room: options.room } : {}),
         ...(options.signal ? { signal: options.signal } : {}),
       });
       remainingSteps -= steps - stepsBefore;

@@ -3,7 +3,7 @@ import type { ChannelSettings } from '../config/types.js';
 import type { ChatModel, ModelMessage, ModelRequest, ModelUsage, ToolDefinition } from '../llm/chat-model.js';
 import { ModelError, runToolLoop, type ToolLoopResult } from '../llm/index.js';
 import { definitionsOf, type ToolContext, type ToolHandler } from '../llm/tool.js';
-import { overflowNumbers } from './calibration.js';
+import { overflowNumbers, plannedInputTokens } from './calibration.js';
 import { isCapped, shownLength } from './oversized-message.js';
 import { estimateMessageTokens, estimateTokens } from './token-estimate.js';
 import type { RequestEstimate, TurnEntryInput } from './runtime.js';
@@ -124,6 +124,15 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
               failedEstimate = estimatedTokens;
             },
             onResponse: (response, { estimatedTokens }) => runtime.recordUsage?.(channelId, estimatedTokens, response.usage.inputTokens),
+            room: {
+              contextWindow: settings.contextWindow,
+              minTokens: settings.minResponseTokens,
+              // The factor as it is now: responses earlier in the loop may have moved it.
+              inputTokens: (_request, estimatedTokens) => plannedInputTokens(estimatedTokens, runtime.requestEstimate?.(channelId).factor ?? estimate.factor),
+              onRefusal: (error, estimatedTokens) => {
+                if (error.overflow?.tokens !== undefined) runtime.recordUsage?.(channelId, estimatedTokens, error.overflow.tokens);
+              },
+            },
           }
         : {}),
     });
@@ -135,7 +144,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
   } catch (error) {
     // Too long for the model: truncate as an emergency would, learn the real count, try once more.
     if (!(error instanceof ModelError) || !error.contextOverflow || !runtime.recoverFromOverflow) throw error;
-    if (!runtime.recoverFromOverflow(channelId, { estimatedTokens: failedEstimate, ...overflowNumbers(error.message) })) throw error;
+    if (!runtime.recoverFromOverflow(channelId, { estimatedTokens: failedEstimate, ...(error.overflow ?? overflowNumbers(error.message)) })) throw error;
     turn = await attempt();
   }
   const { request, result } = turn;

@@ -1,6 +1,8 @@
 import type { ChannelSettings } from '../config/types.js';
 import type { Migration, SqlDatabase } from '../storage/database.js';
 
+export { overflowNumbers, type OverflowNumbers } from '../llm/overflow-numbers.js';
+
 /**
  * Calibration of the 4-characters-per-token estimate against the model's own count.
  *
@@ -19,7 +21,18 @@ export const CALIBRATION = Object.freeze({
   smoothing: 0.3,
   /** Requests estimated below this are too small to say anything (fixed overheads dominate). */
   minEstimate: 64,
+  /**
+   * Added to a calibrated estimate where a request is sized against the window's edge
+   * (`input + max_tokens ≤ context_window`): right after a compaction changes the mix of a
+   * channel's text, the factor trails the real count by a few percent.
+   */
+  margin: 0.04,
 });
+
+/** Real tokens to plan for, for a request estimated at `estimatedTokens`: calibrated, with the margin. */
+export function plannedInputTokens(estimatedTokens: number, factor: number): number {
+  return Math.ceil(estimatedTokens * factor * (1 + CALIBRATION.margin));
+}
 
 /** A channel's correction factor; `observations` 0 means no model has answered yet (factor 1). */
 export interface Calibration {
@@ -66,18 +79,6 @@ export function usableWindow(settings: Pick<ChannelSettings, 'contextWindow' | '
 /** `factor × estimate / (context_window − max_response_tokens)`, the Compactor's usage. */
 export function usageOf(estimatedTokens: number, factor: number, settings: Pick<ChannelSettings, 'contextWindow' | 'maxResponseTokens'>): number {
   return (factor * estimatedTokens) / usableWindow(settings);
-}
-
-/** Numbers in a context-overflow message: "prompt is too long: 210345 tokens > 200000 maximum". */
-export function overflowNumbers(message: string): { tokens?: number; maximum?: number } {
-  const match = /(\d[\d,]*)\s*tokens?\s*>\s*(\d[\d,]*)/i.exec(message);
-  if (!match) return {};
-  const tokens = Number(match[1]!.replace(/,/g, ''));
-  const maximum = Number(match[2]!.replace(/,/g, ''));
-  return {
-    ...(Number.isFinite(tokens) && tokens > 0 ? { tokens } : {}),
-    ...(Number.isFinite(maximum) && maximum > 0 ? { maximum } : {}),
-  };
 }
 
 function round(value: number): number {

@@ -14,7 +14,8 @@ import { planCompaction, planRollUp, type CompactionPlan } from './planner.js';
 import type { CompactionScheduler } from './scheduler.js';
 import type { Summarizer } from './summarizer.js';
 import { runWorker, type WorkerOutcome } from './worker.js';
-import { calibrationFields, rollupTokens, roundUsage } from './window-figures.js';
+import { calibrationFields, rollupTokens, roundUsage, summaryInputTokens } from './window-figures.js';
+import { SUMMARY_LINE_TOKENS } from './summary-prompt.js';
 
 /** Which Compactor decisions a check may act on (constants: the check allocates nothing). */
 const EVERY_TIER = { emergencyOnly: false } as const;
@@ -177,7 +178,14 @@ export class CompactionCoordinator {
       fraction: tier === 'background' ? compaction.backgroundFraction : compaction.aggressiveFraction,
       rollupTokens: rollupTokens(state, settings),
       ...(state.protectFromSeq !== undefined ? { protectFromSeq: state.protectFromSeq } : {}),
+      ...(this.summarizerFor(state, settings).boundedByWindow ? { maxTokens: summaryInputTokens(state, settings), lineTokens: SUMMARY_LINE_TOKENS } : {}),
     });
+  }
+
+  /** The model, or the extractive stand-in after too many failures in a row. */
+  private summarizerFor(state: ChannelState, settings: ChannelSettings): Summarizer {
+    const useFallback = state.consecutiveFailures >= settings.compaction.fallbackAfterFailures;
+    return useFallback ? this.options.fallbackSummarizer : this.options.summarizer;
   }
 
   private start(
@@ -196,8 +204,7 @@ export class CompactionCoordinator {
     }
     this.sequence += 1;
     const compactionId = `${state.channelId}/${this.sequence}`;
-    const useFallback = state.consecutiveFailures >= compaction.fallbackAfterFailures;
-    const summarizer = useFallback ? this.options.fallbackSummarizer : this.options.summarizer;
+    const summarizer = this.summarizerFor(state, settings);
     const abort = new AbortController();
     state.compaction = { compactionId, tier, abort };
     const startedAt = performance.now();
@@ -217,6 +224,7 @@ export class CompactionCoordinator {
       summarizer,
       plan,
       settings: compaction,
+      window: { contextWindow: settings.contextWindow, factor: state.calibration.factor },
       location: { channelId: state.channelId, ...state.location },
       pendingArchives: [...state.pendingArchives],
       retryFailedArchives: () => this.options.retryFailedArchives(state, plan.entries),

@@ -3,6 +3,7 @@ import type { ChatModel, ModelMessage, ToolResultBlock } from '../llm/chat-model
 import { abortedModelError, ModelError } from '../llm/model-error.js';
 import type { ToolContext, ToolHandler } from '../llm/tool.js';
 import { runToolLoop, type ToolLoopResult } from '../llm/tool-loop.js';
+import { estimatedRoom } from '../channel/request-room.js';
 import type { SummarizeRequest, SummarizeResult, Summarizer } from './summarizer.js';
 import { buildSummaryRequestText, FINAL_SUMMARY_REQUEST, SUMMARY_SYSTEM_PROMPT } from './summary-prompt.js';
 
@@ -65,6 +66,9 @@ export function createLlmSummarizer(options: LlmSummarizerOptions): Summarizer {
       maxTokens: settings.summaryMaxTokens,
       signal,
       purpose: 'compaction' as const,
+      ...(request.window
+        ? { room: estimatedRoom({ contextWindow: request.window.contextWindow, minTokens: settings.summaryMinTokens, factor: () => request.window!.factor, fixedFactor: 1 }) }
+        : {}),
     };
     const produced: ModelMessage[] = [];
 
@@ -96,7 +100,7 @@ export function createLlmSummarizer(options: LlmSummarizerOptions): Summarizer {
     return { summary, memoriesSaved: countSaved(produced, memoryToolName) };
   }
 
-  return { name: 'llm', summarize };
+  return { name: 'llm', boundedByWindow: true, summarize };
 }
 
 /**

@@ -36,6 +36,16 @@ export function alignedCut(entries: readonly HistoryEntry[], target: number, max
   return best > 0 ? best : entries.length;
 }
 
+/** How many of the oldest entries weigh at most `budget`, each with `perEntry` more. */
+function fittingCount(entries: readonly HistoryEntry[], budget: number, perEntry: number): number {
+  let total = 0;
+  for (let index = 0; index < entries.length; index += 1) {
+    total += entries[index]!.tokens + perEntry;
+    if (total > budget) return index;
+  }
+  return entries.length;
+}
+
 /** Entries to take for a fraction of the live history, at least one. */
 export function targetCount(liveEntries: number, fraction: number): number {
   return Math.max(1, Math.ceil(liveEntries * fraction));
@@ -55,6 +65,12 @@ export function planCompaction(options: {
   rollupTokens: number;
   /** Entries from this seq on belong to a turn being answered right now: not taken. */
   protectFromSeq?: number;
+  /**
+   * The most the range may weigh for its summary request to fit the model's window with room
+   * for the summary (estimated tokens, with `lineTokens` more per entry for its transcript line).
+   */
+  maxTokens?: number;
+  lineTokens?: number;
 }): CompactionPlan | undefined {
   const { entries } = options;
   let maxCut = entries.length;
@@ -62,10 +78,15 @@ export function planCompaction(options: {
     maxCut = 0;
     while (maxCut < entries.length && entries[maxCut]!.seq < options.protectFromSeq) maxCut += 1;
   }
-  const cut = alignedCut(entries, targetCount(entries.length, options.fraction), maxCut);
+  const cap = options.maxTokens ?? Infinity;
+  // Earlier summaries are folded in only when the request still has room for messages besides.
+  const rollUp = options.summaryTokens > options.rollupTokens && options.summaryTokens < cap / 2;
+  let target = targetCount(entries.length, options.fraction);
+  if (cap !== Infinity) target = Math.min(target, Math.max(1, fittingCount(entries, cap - (rollUp ? options.summaryTokens : 0), options.lineTokens ?? 0)));
+  const cut = alignedCut(entries, target, maxCut);
   if (cut === 0 || cut >= entries.length) return undefined;
   const snapshot = entries.slice(0, cut);
-  const priorSummaries = options.summaryTokens > options.rollupTokens ? [...options.summaries] : [];
+  const priorSummaries = rollUp ? [...options.summaries] : [];
   let tokens = 0;
   for (const entry of snapshot) tokens += entry.tokens;
   for (const summary of priorSummaries) tokens += summary.tokens;

@@ -11,6 +11,12 @@ export interface SummarizeRequest {
   /** The contiguous oldest range being compacted, in order. */
   entries: HistoryEntry[];
   settings: CompactionSettings;
+  /**
+   * The model's window and the channel's calibration, so the request leaves the summary its
+   * room (`summary_max_tokens` lowered to fit, never below `summary_min_tokens`). Absent: the
+   * request asks for `summary_max_tokens` as it is.
+   */
+  window?: { contextWindow: number; factor: number };
   signal: AbortSignal;
 }
 
@@ -26,5 +32,7 @@ export interface SummarizeResult {
  */
 export interface Summarizer {
   readonly name: string;
+  /** Its requests go to a model whose window bounds the range it can take (the model summarizer). */
+  readonly boundedByWindow?: boolean;
   summarize(request: SummarizeRequest): Promise<SummarizeResult>;
 }

@@ -1,4 +1,6 @@
 import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
+import { estimateTokens } from '../channel/token-estimate.js';
+import { TOOL_USE_SYSTEM_TOKENS } from '../channel/request-room.js';
 import { formatTimestamp, renderSummaries, renderTranscript } from './render-transcript.js';
 
 /**
@@ -26,6 +28,16 @@ Do two things.
    - If earlier summaries are given, fold them and the new transcript into one summary that covers the whole period, oldest first. Keep their key details; do not summarize them separately.
    - Be dense: cut filler, never facts. Stay well under the length limit.
    - Write only the summary: no preamble such as "Here is the summary", no closing remarks, no headings about what you did. Do not mention the tools or these instructions.`;
+
+/** What a transcript line adds to its entry's estimate: time, message id, brackets. */
+export const SUMMARY_LINE_TOKENS = 10;
+
+/**
+ * The summary request's own part, in real tokens (its English instructions count about as the
+ * estimate does): system prompt, the memory_save definition (about 300) and the API's tool-use
+ * prompt, and the words around the transcript.
+ */
+export const SUMMARY_FIXED_TOKENS = estimateTokens(SUMMARY_SYSTEM_PROMPT) + 300 + TOOL_USE_SYSTEM_TOKENS + 60;
 
 /** Sent when the tool budget is spent and the model has not written its summary yet. */
 export const FINAL_SUMMARY_REQUEST =

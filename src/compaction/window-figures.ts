@@ -1,5 +1,6 @@
 import type { ChannelState } from '../channel/channel-state.js';
-import { usableWindow } from '../channel/calibration.js';
+import { CALIBRATION, usableWindow } from '../channel/calibration.js';
+import { SUMMARY_FIXED_TOKENS } from './summary-prompt.js';
 import type { ChannelSettings } from '../config/types.js';
 
 /** The emergency threshold in uncalibrated tokens: what a truncation must get below. */
@@ -10,6 +11,16 @@ export function emergencyCeiling(state: ChannelState, settings: ChannelSettings)
 /** The roll-up threshold in uncalibrated tokens (summaries are estimated like messages). */
 export function rollupTokens(state: ChannelState, settings: ChannelSettings): number {
   return (settings.compaction.rollupThreshold * usableWindow(settings)) / state.calibration.factor;
+}
+
+/**
+ * The most a compaction's range may weigh (uncalibrated) for its summary request to fit the
+ * model's window beside the request's own part and `summary_min_tokens` of summary.
+ */
+export function summaryInputTokens(state: ChannelState, settings: ChannelSettings): number {
+  const margin = 1 + CALIBRATION.margin;
+  const room = settings.contextWindow - settings.compaction.summaryMinTokens - SUMMARY_FIXED_TOKENS * margin;
+  return Math.max(0, room / (state.calibration.factor * margin));
 }
 
 /** What the events say about the window and the calibration behind a usage figure. */

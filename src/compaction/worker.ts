@@ -17,6 +17,8 @@ export async function runWorker(options: {
   summarizer: Summarizer;
   plan: CompactionPlan;
   settings: CompactionSettings;
+  /** The model's window and the channel's calibration (see `SummarizeRequest.window`). */
+  window?: { contextWindow: number; factor: number };
   location: MemoryLocation;
   pendingArchives: Promise<void>[];
   /** After those: true once every entry of the plan is in the memory archive, false if one cannot be. */
@@ -43,6 +45,7 @@ export async function runWorker(options: {
         priorSummaries: options.plan.priorSummaries,
         entries: options.plan.entries,
         settings: options.settings,
+        ...(options.window ? { window: options.window } : {}),
         signal: abort.signal,
       }),
       aborted,

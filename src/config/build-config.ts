@@ -1,5 +1,5 @@
 import { DEFAULTS } from './defaults.js';
-import { checkAnswerRoom, checkDiscordTiming, checkThresholdOrder } from './cross-checks.js';
+import { checkAnswerRoom, checkDiscordTiming, checkSummaryRoom, checkThresholdOrder } from './cross-checks.js';
 import { CHANNEL_SPEC, CONFIG_SPEC, snakeToCamel, type TableSpec } from './schema.js';
 import type { ChannelSettings, CompactionSettings, MagpieConfig } from './types.js';
 import { isTable, report, validateTable, type PartialSettings, type ValidationSink } from './validate-table.js';
@@ -34,6 +34,10 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
     ]),
   });
 
+  checkSummaryRoom(defaults, compactionKeys, ['defaults'], sink, {
+    refused: refusedKeys(rawSection(rawSection(document, 'defaults'), 'compaction'), defaultsCompaction),
+  });
+
   const channels: Record<string, ChannelSettings> = {};
   if (rawChannels !== undefined) {
     if (!isTable(rawChannels)) {
@@ -62,6 +66,7 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
           isOverride: true,
           refused: new Set([...refusedKeys(rawOverride, override), ...refusedKeys(rawSection(rawOverride, 'compaction'), ownCompaction)]),
         });
+        checkSummaryRoom(merged, ownKeys, filePath, sink, { refused: refusedKeys(rawSection(rawOverride, 'compaction'), ownCompaction) });
         channels[channelId] = merged;
       }
     }

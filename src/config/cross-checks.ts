@@ -95,3 +95,43 @@ export function checkAnswerRoom(
       `${needed - EMERGENCY_FLOOR_TOKENS}, tools, marker and one message ${EMERGENCY_FLOOR_TOKENS}); raise context_window or lower max_response_tokens`,
   );
 }
+
+/**
+ * A summary request's own part in tokens: the summarizer's instructions, its memory_save tool and
+ * the API's tool-use prompt (the compaction code counts the same; a test keeps them in step).
+ */
+export const SUMMARY_REQUEST_TOKENS = 1400;
+
+/**
+ * A summary request carries the range it summarizes, up to `aggressive_fraction` of the history
+ * at `aggressive_threshold`, and must leave its summary room in the window: `summary_max_tokens`
+ * that cannot fit beside that is named (it would be lowered on every compaction), and so is a
+ * `summary_min_tokens` that cannot fit at all. Only where the table sets one of them: the
+ * defaults shrink with a small window by themselves.
+ */
+export function checkSummaryRoom(
+  merged: ChannelSettings,
+  ownKeys: ReadonlySet<string>,
+  filePath: readonly string[],
+  sink: ValidationSink,
+  options: { refused?: ReadonlySet<string> },
+): void {
+  const compaction = merged.compaction;
+  const usable = Math.max(0, merged.contextWindow - merged.maxResponseTokens);
+  const range = Math.ceil(usable * compaction.aggressiveThreshold * compaction.aggressiveFraction);
+  const input = range + SUMMARY_REQUEST_TOKENS;
+  const left = merged.contextWindow - input;
+  for (const [key, name] of [['summaryMaxTokens', 'summary_max_tokens'], ['summaryMinTokens', 'summary_min_tokens']] as const) {
+    if (!ownKeys.has(key) || options.refused?.has(key)) continue;
+    const value = compaction[key];
+    if (value <= left) continue;
+    report(
+      sink,
+      [...filePath, 'compaction', name],
+      `${value} cannot fit context_window (${merged.contextWindow}) at the compaction tiers: a summary request carries up to ` +
+        `${range} tokens of history (aggressive_fraction ${compaction.aggressiveFraction} of the history at aggressive_threshold ` +
+        `${compaction.aggressiveThreshold}) and about ${SUMMARY_REQUEST_TOKENS} of instructions, leaving ${Math.max(0, left)} for the summary; ` +
+        `lower ${name} to at most ${Math.max(0, left)} or raise context_window`,
+    );
+  }
+}

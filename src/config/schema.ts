@@ -39,6 +39,7 @@ export const COMPACTION_SPEC: TableSpec = {
   max_worker_turns: positive,
   worker_timeout_ms: milliseconds,
   summary_max_tokens: positive,
+  summary_min_tokens: positive,
   rollup_threshold: { kind: 'fraction' },
   fallback_after_failures: positive,
 };
@@ -49,6 +50,7 @@ export const BRANCH_SPEC: TableSpec = {
   max_steps: { kind: 'integer', min: 1, max: 100 },
   max_concurrent: { kind: 'integer', min: 1, max: 50 },
   timeout_ms: milliseconds,
+  min_response_tokens: positive,
 };
 
 export const WORKER_SPEC: TableSpec = {
@@ -57,6 +59,7 @@ export const WORKER_SPEC: TableSpec = {
   max_segments: { kind: 'integer', min: 1, max: 1000 },
   max_concurrent: { kind: 'integer', min: 1, max: 50 },
   timeout_ms: milliseconds,
+  min_response_tokens: positive,
 };
 
 /** `[defaults]`, and therefore also every `[channels."<id>"]` table. */
@@ -64,6 +67,7 @@ export const CHANNEL_SPEC: TableSpec = {
   context_window: positive,
   system_prompt: { kind: 'string' },
   max_response_tokens: positive,
+  min_response_tokens: positive,
   max_agent_steps: positive,
   reply_policy: { kind: 'enum', values: ['mention', 'always', 'listen'] },
   daily_token_budget: nonNegative,

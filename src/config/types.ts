@@ -25,6 +25,11 @@ export interface CompactionSettings {
   workerTimeoutMs: number;
   /** Upper bound on the summary the model writes. */
   summaryMaxTokens: number;
+  /**
+   * The least room a summary request leaves for the summary: `summary_max_tokens` is lowered to
+   * what the window leaves beside the transcript, never below this (a smaller range is taken).
+   */
+  summaryMinTokens: number;
   /** When stacked summaries exceed this share of the window they roll up into one. */
   rollupThreshold: number;
   /** After this many failed model compactions in a row, the extractive summarizer stands in. */
@@ -43,6 +48,8 @@ export interface BranchSettings {
   maxConcurrent: number;
   /** A branch still thinking after this long answers with what it has. */
   timeoutMs: number;
+  /** `max_tokens` of a branch's call is never lowered below this to fit the window (its fork shrinks instead). */
+  minResponseTokens: number;
 }
 
 /** `[defaults.worker]`: a background worker runs a longer task and reports back. */
@@ -57,6 +64,8 @@ export interface WorkerSettings {
   maxConcurrent: number;
   /** A worker still running after this long is stopped and reports a timeout. */
   timeoutMs: number;
+  /** `max_tokens` of a worker's call is never lowered below this to fit the window (its history is trimmed instead). */
+  minResponseTokens: number;
 }
 
 /** `[defaults]`: everything a channel may override in `[channels."<id>"]`. */
@@ -67,6 +76,8 @@ export interface ChannelSettings {
   systemPrompt: string;
   /** Upper bound on one reply. */
   maxResponseTokens: number;
+  /** `max_tokens` of a reply is never lowered below this to fit the window (the context is truncated instead). */
+  minResponseTokens: number;
   /** Model calls one channel turn may make (tool loop bound). */
   maxAgentSteps: number;
   replyPolicy: ReplyPolicy;

@@ -1,4 +1,5 @@
 import { MagpieError, type MagpieErrorOptions } from '../common/errors.js';
+import type { OverflowNumbers } from './overflow-numbers.js';
 
 /**
  * Why a model call failed, in words stable enough for events and retry decisions
@@ -22,6 +23,8 @@ export interface ModelErrorOptions extends MagpieErrorOptions {
   status?: number;
   /** The request did not fit the model's context window: compacting and retrying can help. */
   contextOverflow?: boolean;
+  /** What the server's overflow refusal said about the request (its real input, the window). */
+  overflow?: OverflowNumbers;
 }
 
 /**
@@ -34,6 +37,8 @@ export class ModelError extends MagpieError {
   readonly reason: ModelFailureReason;
   readonly status: number | undefined;
   readonly contextOverflow: boolean;
+  /** Set on a context overflow: the numbers the refusal gave (empty when it gave none, as a 413). */
+  readonly overflow: OverflowNumbers | undefined;
 
   constructor(reason: ModelFailureReason, message: string, options: ModelErrorOptions = {}) {
     const context: Record<string, unknown> = { ...(options.context ?? {}), reason };
@@ -42,6 +47,7 @@ export class ModelError extends MagpieError {
     this.reason = reason;
     this.status = options.status;
     this.contextOverflow = options.contextOverflow ?? false;
+    this.overflow = options.overflow;
   }
 }
 

@@ -7,14 +7,17 @@ import {
 } from '@anthropic-ai/sdk';
 import { MagpieError } from '../common/errors.js';
 import { ModelError, type ModelFailureReason } from './model-error.js';
+import { overflowNumbers } from './overflow-numbers.js';
 
 /**
- * Phrases servers use when the prompt does not fit: Anthropic ("prompt is too long"),
+ * Phrases servers use when the prompt does not fit: Anthropic ("prompt is too long", and
+ * "input length and `max_tokens` exceed context limit" when the input fits but the answer's
+ * room does not),
  * OpenAI-style proxies and llama.cpp ("context length", "context window", "exceeds the
  * available context size").
  */
 const CONTEXT_OVERFLOW_PATTERN =
-  /prompt is too long|too many (input )?tokens|context (length|window|size)|maximum context|exceeds? (the )?(model's )?(available )?context/i;
+  /prompt is too long|too many (input )?tokens|context (length|window|size|limit)|maximum context|exceeds? (the )?(model's )?(available )?context/i;
 
 export interface ToModelErrorOptions {
   /** Strings that must never appear in a message (the API key). */
@@ -49,6 +52,7 @@ export function toModelError(error: unknown, options: ToModelErrorOptions = {}):
       cause,
       status,
       contextOverflow,
+      ...(contextOverflow ? { overflow: overflowNumbers(apiMessage) } : {}),
       retryable: isRetryableStatus(status),
       ...(reason === 'authentication' ? { hint: 'check the API key variable named by [llm] api_key_env' } : {}),
     });

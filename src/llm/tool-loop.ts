@@ -10,7 +10,8 @@ import type {
   ToolResultBlock,
   ToolUseBlock,
 } from './chat-model.js';
-import { abortedModelError } from './model-error.js';
+import { fitAnswer, type AnswerRoom } from './answer-room.js';
+import { abortedModelError, ModelError } from './model-error.js';
 import { definitionsOf, type ToolContext, type ToolHandler, type ToolOutcome } from './tool.js';
 
 /**
@@ -57,6 +58,19 @@ export interface ToolLoopOptions {
   purpose?: ModelPurpose;
   /** Tool results count toward this as they are appended; tool use ends before a request would exceed it. */
   budget?: ToolLoopBudget;
+  /**
+   * Keeps every request's input and its `max_tokens` inside the window together: `max_tokens` is
+   * lowered to what is left (never below the room's floor; a request that cannot leave the floor
+   * is not sent but fails as a context overflow, which the caller meets by shrinking its input),
+   * and a refusal of the "input + max_tokens" form is answered once by a request asking for what
+   * the server says is left.
+   */
+  room?: AnswerRoom;
+  /**
+   * Receives each message the loop adds as it adds it, so that a caller keeps the work done
+   * when a later call fails (a worker that must trim its history and go on).
+   */
+  progress?: ModelMessage[];
   /** Called before every model call with the estimate of its request (0 without a budget). */
   onRequest?: (request: { estimatedTokens: number; step: number }) => void;
   /** Called after every model response with the estimate of the request it answered (calibration). */
@@ -130,20 +144,31 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
       }
     }
     options.onRequest?.({ estimatedTokens, step });
-    const response: ModelResponse = await model.createMessage(
-      {
-        system,
-        messages: conversation,
-        maxTokens: options.maxTokens,
-        ...(definitions.length > 0 ? { tools: definitions } : {}),
-        ...(toolChoice && definitions.length > 0 ? { toolChoice } : {}),
-      },
-      {
+    const request = {
+      system,
+      messages: conversation,
+      maxTokens: options.maxTokens,
+      ...(definitions.length > 0 ? { tools: definitions } : {}),
+      ...(toolChoice && definitions.length > 0 ? { toolChoice } : {}),
+    };
+    if (options.room) request.maxTokens = fitAnswer(options.room, request, estimatedTokens);
+    const send = () =>
+      model.createMessage(request, {
         ...(signal ? { signal } : {}),
         ...(options.purpose ? { purpose: options.purpose } : {}),
         ...(options.onText ? { onText: (delta: string) => options.onText!(delta, step) } : {}),
-      },
-    );
+      });
+    let response: ModelResponse;
+    try {
+      response = await send();
+    } catch (error) {
+      const left = options.room && error instanceof ModelError ? answerLeft(options.room, error, request.maxTokens) : undefined;
+      if (left === undefined) throw error;
+      // The server counted the input and said what is left for the answer: ask for that, once.
+      options.room!.onRefusal?.(error as ModelError, estimatedTokens);
+      request.maxTokens = left;
+      response = await send();
+    }
     options.onResponse?.(response, { estimatedTokens, step });
     usage.inputTokens += response.usage.inputTokens;
     usage.outputTokens += response.usage.outputTokens;
@@ -158,6 +183,7 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
       const assistant: ModelMessage = { role: 'assistant', content: assistantContent };
       conversation.push(assistant);
       newMessages.push(assistant);
+      options.progress?.push(assistant);
       appended(assistant);
     }
     const done = (stopReason: string): ToolLoopResult => ({
@@ -192,6 +218,7 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
     const toolResults: ModelMessage = { role: 'user', content: results };
     conversation.push(toolResults);
     newMessages.push(toolResults);
+    options.progress?.push(toolResults);
     appended(toolResults);
 
     // Asked to answer without tools and called one anyway: no further call would end otherwise.
@@ -201,6 +228,18 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
       return done('max_steps');
     }
   }
+}
+
+/**
+ * After a refusal of the "input + max_tokens > window" form: the `max_tokens` that fits beside
+ * the input the server counted, when that still leaves the floor; undefined otherwise (the input
+ * itself must shrink, which is the caller's to do).
+ */
+function answerLeft(room: AnswerRoom, error: ModelError, asked: number): number | undefined {
+  const numbers = error.overflow;
+  if (!error.contextOverflow || numbers?.answerTokens === undefined || numbers.tokens === undefined) return undefined;
+  const left = (numbers.maximum ?? room.contextWindow) - numbers.tokens;
+  return left >= room.minTokens && left < asked ? left : undefined;
 }
 
 const CUT_OFF_OUTCOME: ToolOutcome = {

@@ -1,6 +1,8 @@
 import type { WorkerSettings } from '../config/types.js';
 import type { ChatModel, ModelMessage, ModelUsage } from '../llm/chat-model.js';
-import { runToolLoop } from '../llm/tool-loop.js';
+import { runToolLoop, type ToolLoopResult } from '../llm/tool-loop.js';
+import type { AnswerRoom } from '../llm/answer-room.js';
+import { ModelError } from '../llm/model-error.js';
 import type { ToolContext, ToolHandler } from '../llm/tool.js';
 import { estimateTokens } from '../channel/token-estimate.js';
 import { estimateToolTokens } from '../channel/model-request.js';
@@ -19,6 +21,8 @@ export interface RunWorkerOptions {
   /** Tokens the worker's prompt may fill: the channel's window minus the answer's room. */
   windowTokens: number;
   maxTokens: number;
+  /** Keeps each call's input and `max_tokens` inside the model's window. */
+  room?: AnswerRoom;
   signal: AbortSignal;
   /** Checked before each segment; false stops the worker (the channel's budget is spent). */
   mayContinue?: () => boolean;
@@ -72,17 +76,40 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerResult
         });
       }
     }
-    const result = await runToolLoop({
-      model: options.model,
-      system: WORKER_SYSTEM_PROMPT,
-      messages,
-      tools: options.tools,
-      context: options.context,
-      maxSteps: settings.turnsPerSegment,
-      maxTokens: options.maxTokens,
-      signal: options.signal,
-      purpose: 'worker',
-    });
+    let result: ToolLoopResult | undefined;
+    let stepsLeft = settings.turnsPerSegment;
+    while (!result) {
+      const progress: ModelMessage[] = [];
+      try {
+        result = await runToolLoop({
+          model: options.model,
+          system: WORKER_SYSTEM_PROMPT,
+          messages,
+          tools: options.tools,
+          context: options.context,
+          maxSteps: stepsLeft,
+          maxTokens: options.maxTokens,
+          signal: options.signal,
+          purpose: 'worker',
+          progress,
+          ...(options.room ? { room: options.room } : {}),
+        });
+      } catch (error) {
+        // The conversation outgrew the window within the segment: keep the work done, drop the
+        // oldest turns now (as between segments), and go on with the segment's remaining turns.
+        if (!(error instanceof ModelError) || !error.contextOverflow) throw error;
+        const done = progress.filter((message) => message.role === 'assistant').length;
+        messages = [...messages, ...progress];
+        const beforeTokens = estimateConversation(messages, fixed);
+        const trimmed = trimWorkerHistory(messages, { targetTokens: threshold * 0.5, fixedTokens: fixed, keepTurns: 1, totalDroppedCalls: droppedCalls });
+        if (trimmed.droppedTurns === 0) throw error;
+        messages = trimmed.messages;
+        droppedCalls += trimmed.droppedCalls;
+        turns += done;
+        stepsLeft = Math.max(1, stepsLeft - done);
+        options.onCompacted?.({ segment, beforeTokens, afterTokens: estimateConversation(messages, fixed), droppedCalls: trimmed.droppedCalls, droppedTurns: trimmed.droppedTurns });
+      }
+    }
     messages = [...messages, ...result.newMessages];
     turns += result.steps;
     usage.inputTokens += result.usage.inputTokens;

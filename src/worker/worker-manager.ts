@@ -9,6 +9,7 @@ import type { ToolContext, ToolHandler } from '../llm/tool.js';
 import type { SqlDatabase } from '../storage/database.js';
 import type { TurnEntryInput } from '../channel/runtime.js';
 import { calibratedWindow } from '../branch/branch-tool.js';
+import { estimatedRoom } from '../channel/request-room.js';
 import { runWorker, type WorkerResult } from './run-worker.js';
 import { WorkerStore, type WorkerStatus } from './worker-store.js';
 
@@ -214,6 +215,11 @@ export class WorkerManager {
         settings: settings.worker,
         windowTokens: calibratedWindow(settings, this.options.calibration?.(channelId)),
         maxTokens: settings.maxResponseTokens,
+        room: estimatedRoom({
+          contextWindow: settings.contextWindow,
+          minTokens: settings.worker.minResponseTokens,
+          factor: () => this.options.calibration?.(channelId) ?? 1,
+        }),
         signal,
         mayContinue: () => !budget.exhausted(channelId, settings.dailyTokenBudget),
         onSegment: (info) => {

@@ -19,6 +19,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { sniffImage } from '../../src/attachments/image-info.js';
 
 /** One HTTP request the fake received, body parsed as JSON (undefined when it was not JSON). */
 export interface RecordedRequest {
@@ -33,6 +34,8 @@ export interface RecordedRequest {
   index: number;
   /** The prompt's token count, when the fake counts tokens (`countTokens`). */
   inputTokens?: number;
+  /** Set when the request was refused as not fitting the window, in which of the two forms. */
+  refusal?: RefusalForm;
 }
 
 /**
@@ -121,7 +124,7 @@ export interface FakeAnthropic {
   setDefault(reply: FakeReply): void;
   /** Replies still queued. */
   readonly pending: number;
-  /** Requests refused as too long (`maxInputTokens`). */
+  /** Requests refused as not fitting the window (`contextWindow`, `maxInputTokens`), either form. */
   readonly refusedTooLong: number;
   /** Forgets queued replies, recorded requests and the peak in-flight count; restores the default. */
   reset(): void;
@@ -134,13 +137,36 @@ const NO_REPLY_MESSAGE = 'fake-anthropic: no reply queued';
 /**
  * Token counting, as a real server would do it, for tests of the estimate against the real
  * count. `countTokens` says how many tokens a request's prompt holds; `usage.input_tokens` then
- * reports that number (unless the reply sets its own), and with `maxInputTokens` a request above
- * it is refused the way Anthropic refuses it (HTTP 400 `invalid_request_error`,
- * "prompt is too long: N tokens > M maximum") without consuming a queued reply.
+ * reports that number (unless the reply sets its own). A request that does not fit is refused
+ * the way Anthropic refuses it (HTTP 400 `invalid_request_error`) without consuming a queued
+ * reply:
+ * - with `contextWindow` W, in both of the real API's forms: input alone above W is
+ *   "prompt is too long: N tokens > W maximum"; input that fits but leaves no room for the
+ *   request's `max_tokens` M is "input length and `max_tokens` exceed context limit: N + M > W,
+ *   decrease input length or `max_tokens` and try again";
+ * - with `maxInputTokens` (older tests), only input above it, in the first form.
  */
 export interface FakeAnthropicOptions {
   countTokens?: (request: RecordedRequest) => number;
   maxInputTokens?: number;
+  contextWindow?: number;
+}
+
+/** Which of the real API's refusals a request got. */
+export type RefusalForm = 'prompt_too_long' | 'exceeds_context';
+
+/** The refusal a request of `tokens` input asking for `maxTokens` gets, if any, in the real API's words. */
+export function refusalFor(tokens: number, maxTokens: number, limits: { contextWindow?: number; maxInputTokens?: number }): { form: RefusalForm; message: string } | undefined {
+  const window = limits.contextWindow ?? limits.maxInputTokens;
+  if (window === undefined) return undefined;
+  if (tokens > window) return { form: 'prompt_too_long', message: `prompt is too long: ${tokens} tokens > ${window} maximum` };
+  if (limits.contextWindow !== undefined && tokens + maxTokens > window) {
+    return {
+      form: 'exceeds_context',
+      message: `input length and \`max_tokens\` exceed context limit: ${tokens} + ${maxTokens} > ${window}, decrease input length or \`max_tokens\` and try again`,
+    };
+  }
+  return undefined;
 }
 
 /** The text a request puts before the model: system prompt, every block of every message, tool definitions. */
@@ -167,9 +193,15 @@ export function promptText(body: any): string {
 /**
  * A tokenizer stand-in: one token per CJK character (Han, kana, Hangul, full-width forms), one per
  * `charsPerToken` other characters (default 4, as Latin prose goes), plus `perMessage` for each
- * message's framing.
+ * message's framing. Images cost what the real API charges, about width × height / 750 after it
+ * scales them down (long edge at most 1,568 pixels, about 1.15 megapixels), never the length of
+ * their base64 text; offering tools adds the tool-use system prompt the API puts in front
+ * (`toolSystemTokens`: 346 with `auto` or `none`, 313 when a tool is forced), besides the
+ * definitions' own text.
  */
-export function characterTokenCounter(options: { charsPerToken?: number; perMessage?: number } = {}): (request: RecordedRequest) => number {
+export function characterTokenCounter(
+  options: { charsPerToken?: number; perMessage?: number; toolSystemTokens?: number } = {},
+): (request: RecordedRequest) => number {
   const charsPerToken = options.charsPerToken ?? 4;
   const perMessage = options.perMessage ?? 3;
   return (request) => {
@@ -181,8 +213,32 @@ export function characterTokenCounter(options: { charsPerToken?: number; perMess
       else other += 1;
     }
     const messages = Array.isArray(request.body?.messages) ? request.body.messages.length : 0;
-    return cjk + Math.ceil(other / charsPerToken) + perMessage * messages;
+    const tools = Array.isArray(request.body?.tools) && request.body.tools.length > 0;
+    const forced = request.body?.tool_choice?.type === 'any' || request.body?.tool_choice?.type === 'tool';
+    const toolSystem = tools ? (options.toolSystemTokens ?? (forced ? 313 : 346)) : 0;
+    return cjk + Math.ceil(other / charsPerToken) + perMessage * messages + imageTokens(request.body) + toolSystem;
   };
+}
+
+/** What the real API charges for the images of a request. */
+export function imageTokens(body: any): number {
+  let total = 0;
+  for (const message of Array.isArray(body?.messages) ? body.messages : []) {
+    for (const block of Array.isArray(message?.content) ? message.content : []) {
+      if (block?.type !== 'image') continue;
+      const data = typeof block.source?.data === 'string' ? block.source.data : '';
+      // The header is enough to know the size (a JPEG's frame header may come after its tables).
+      const info = sniffImage(Buffer.from(data.slice(0, 87_384), 'base64'));
+      total += info && info.width > 0 && info.height > 0 ? scaledImageTokens(info.width, info.height) : 1600;
+    }
+  }
+  return total;
+}
+
+/** width × height / 750 of the image as the API resizes it. */
+export function scaledImageTokens(width: number, height: number): number {
+  const scale = Math.min(1, 1568 / Math.max(width, height), Math.sqrt(1_150_000 / (width * height)));
+  return Math.ceil((Math.floor(width * scale) * Math.floor(height * scale)) / 750);
 }
 
 export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Promise<FakeAnthropic> {
@@ -233,10 +289,12 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
       }
       const tokens = options.countTokens?.(recorded);
       recorded.inputTokens = tokens;
-      if (tokens !== undefined && options.maxInputTokens !== undefined && tokens > options.maxInputTokens) {
+      const refusal = tokens === undefined ? undefined : refusalFor(tokens, Number(recorded.body?.max_tokens) || 0, options);
+      if (refusal) {
         // Refused before any reply is generated: the queued reply stays for the retry.
         refused += 1;
-        sendJson(response, 400, errorBody(400, `prompt is too long: ${tokens} tokens > ${options.maxInputTokens} maximum`));
+        recorded.refusal = refusal.form;
+        sendJson(response, 400, errorBody(400, refusal.message));
         return;
       }
       const reply = queue.length > 0 ? queue.shift()! : defaultReply;
