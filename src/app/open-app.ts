@@ -135,7 +135,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
         tools: [memoryTools.memorySearch, memoryTools.memorySave],
         budget,
         events,
-        calibration: (channelId) => runtime.requestEstimate(channelId).factor,
+        calibration: (channelId) => runtime.messageFactor(channelId),
       }),
       createSpawnWorkerTool({ spawn: (request) => workers!.spawn(request) }),
     );
@@ -180,7 +180,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     budget,
     events,
     identity: () => responder.identity,
-    calibration: (channelId) => runtime.requestEstimate(channelId).factor,
+    calibration: (channelId) => runtime.messageFactor(channelId),
     clock,
   });
   // Workers that were running when the process stopped are reported as interrupted, once.

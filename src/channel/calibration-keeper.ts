@@ -1,7 +1,7 @@
 import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
 import type { SqlDatabase } from '../storage/database.js';
-import { CalibrationStore, observe, observeOverflow, type Calibration } from './calibration.js';
+import { CalibrationStore, observe, observeMessages, observeOverflow, type Calibration } from './calibration.js';
 import type { ChannelState } from './channel-state.js';
 
 /**
@@ -20,9 +20,12 @@ export class CalibrationKeeper {
   }
 
   /** A response counted `inputTokens` for a request estimated at `estimatedTokens`. */
-  record(state: ChannelState, estimatedTokens: number, inputTokens: number): void {
+  record(state: ChannelState, estimatedTokens: number, inputTokens: number, fixed?: { estimated: number; real: number }): void {
     const next = observe(state.calibration, estimatedTokens, inputTokens);
-    if (next) this.set(state, next, { estimated_tokens: estimatedTokens, input_tokens: inputTokens });
+    if (!next) return;
+    const messageFactor = fixed ? observeMessages(state.calibration, estimatedTokens, inputTokens, fixed) : undefined;
+    if (messageFactor !== undefined) next.messageFactor = messageFactor;
+    this.set(state, next, { estimated_tokens: estimatedTokens, input_tokens: inputTokens });
   }
 
   /** The server refused a request of that estimate as `tokens` long (when it said). */

@@ -19,6 +19,11 @@ export const CALIBRATION = Object.freeze({
   max: 8,
   /** Weight of a new observation once the first one has set the factor. */
   smoothing: 0.3,
+  /**
+   * The most one later observation moves the factor (a ratio): a request the server counted
+   * very differently from the rest (an odd image, a huge tool result) nudges it, never throws it.
+   */
+  maxStep: 1.15,
   /** Requests estimated below this are too small to say anything (fixed overheads dominate). */
   minEstimate: 64,
   /**
@@ -38,6 +43,13 @@ export function plannedInputTokens(estimatedTokens: number, factor: number): num
 export interface Calibration {
   factor: number;
   observations: number;
+  /**
+   * The factor of the channel's messages alone: the request's real count less its fixed part
+   * (system prompt, tool definitions, the API's tool-use prompt), over the messages' estimate.
+   * What a request made of the channel's text and other instructions (a summary, a branch, a
+   * worker) is corrected by. Learnt in memory; the whole-request factor stands in until then.
+   */
+  messageFactor?: number;
 }
 
 export const UNCALIBRATED: Readonly<Calibration> = Object.freeze({ factor: 1, observations: 0 });
@@ -54,8 +66,31 @@ function clampFactor(value: number): number {
 export function observe(current: Calibration, estimatedTokens: number, realTokens: number): Calibration | undefined {
   if (!(estimatedTokens >= CALIBRATION.minEstimate) || !(realTokens > 0) || !Number.isFinite(realTokens)) return undefined;
   const ratio = clampFactor(realTokens / estimatedTokens);
-  const factor = current.observations === 0 ? ratio : clampFactor(current.factor + CALIBRATION.smoothing * (ratio - current.factor));
-  return { factor: round(factor), observations: current.observations + 1 };
+  const factor = current.observations === 0 ? ratio : smoothed(current.factor, ratio);
+  return { ...current, factor: round(factor), observations: current.observations + 1 };
+}
+
+/** A later observation's effect: smoothed, and at most `maxStep` either way. */
+function smoothed(current: number, ratio: number): number {
+  const next = current + CALIBRATION.smoothing * (ratio - current);
+  return clampFactor(Math.min(current * CALIBRATION.maxStep, Math.max(current / CALIBRATION.maxStep, next)));
+}
+
+/**
+ * The messages' own factor after a response: `fixed` is the request's fixed part, estimated and
+ * in real tokens. Undefined when the messages are too small a share to say anything.
+ */
+export function observeMessages(current: Calibration, estimatedTokens: number, realTokens: number, fixed: { estimated: number; real: number }): number | undefined {
+  const messages = estimatedTokens - fixed.estimated;
+  const real = realTokens - fixed.real;
+  if (!(messages >= CALIBRATION.minEstimate) || !(real > 0) || !Number.isFinite(real)) return undefined;
+  const ratio = clampFactor(real / messages);
+  return round(current.messageFactor === undefined ? ratio : smoothed(current.messageFactor, ratio));
+}
+
+/** The factor a request of the channel's messages and other instructions is corrected by. */
+export function messageFactorOf(calibration: Calibration): number {
+  return calibration.messageFactor ?? calibration.factor;
 }
 
 /**
@@ -65,7 +100,7 @@ export function observe(current: Calibration, estimatedTokens: number, realToken
 export function observeOverflow(current: Calibration, estimatedTokens: number, realTokens: number | undefined): Calibration {
   if (realTokens === undefined || !(estimatedTokens > 0)) return current;
   const factor = clampFactor(Math.max(current.factor, realTokens / estimatedTokens));
-  return { factor: round(factor), observations: current.observations + 1 };
+  return { ...current, factor: round(factor), observations: current.observations + 1 };
 }
 
 /**

@@ -4,7 +4,8 @@ import { usableWindow, usageOf } from './calibration.js';
 import type { ChannelState } from './channel-state.js';
 import { estimateToolTokens, SUMMARY_HEADER_TOKENS } from './model-request.js';
 import type { RequestEstimate } from './runtime-types.js';
-import { estimateTokens } from './token-estimate.js';
+import { estimateFixedTokens, estimateTokens } from './token-estimate.js';
+import { TOOL_USE_SYSTEM_TOKENS } from './request-room.js';
 import type { ContextStatus } from './types.js';
 
 /**
@@ -15,10 +16,48 @@ import type { ContextStatus } from './types.js';
 export class ContextEstimator {
   private countedTools: readonly ToolDefinition[];
   private countedToolTokens: number;
+  /** The real-count side of the fixed part, worked out when a prompt or the tools change. */
+  private realTools: number | undefined;
+  private realPrompt: { text: string; tokens: number } | undefined;
 
   constructor(tools: readonly ToolDefinition[]) {
     this.countedTools = tools;
     this.countedToolTokens = estimateToolTokens(tools);
+  }
+
+  /**
+   * The request's fixed part (system prompt and tool definitions), as the estimate counts it and
+   * as the server will: the messages' own factor is learnt from what is left.
+   */
+  fixedPart(state: ChannelState, settings: ChannelSettings): { estimated: number; real: number } {
+    this.estimate(state, settings);
+    return { estimated: state.promptTokens + this.countedToolTokens, real: this.fixedReal(settings) };
+  }
+
+  /** The fixed part in real tokens; recounted only when the prompt or the tools changed. */
+  private fixedReal(settings: ChannelSettings): number {
+    if (this.realPrompt?.text !== settings.systemPrompt) this.realPrompt = { text: settings.systemPrompt, tokens: estimateFixedTokens(settings.systemPrompt) };
+    this.realTools ??= this.countedTools.length === 0 ? 0 : estimateFixedTokens(JSON.stringify(this.countedTools)) + TOOL_USE_SYSTEM_TOKENS;
+    return this.realPrompt.tokens + this.realTools;
+  }
+
+  /**
+   * The real count expected for a request of this channel estimated at `estimatedTokens`: once
+   * the messages' own factor is known, the fixed part as the server counts it plus the messages
+   * corrected by their factor, so that the figure does not drift as compactions change the
+   * share of each; before, the whole-request factor. O(1), allocation-free (the check runs it).
+   */
+  calibrated(state: ChannelState, settings: ChannelSettings, estimatedTokens: number): number {
+    const messageFactor = state.calibration.messageFactor;
+    if (messageFactor === undefined) return estimatedTokens * state.calibration.factor;
+    const fixedEstimate = state.promptTokens + this.countedToolTokens;
+    return this.fixedReal(settings) + messageFactor * Math.max(0, estimatedTokens - fixedEstimate);
+  }
+
+  /** `calibrated` as a factor on the estimate (what ceilings in estimated tokens divide by). */
+  factorAt(state: ChannelState, settings: ChannelSettings, estimatedTokens: number): number {
+    if (state.calibration.messageFactor === undefined || !(estimatedTokens > 0)) return state.calibration.factor;
+    return this.calibrated(state, settings, estimatedTokens) / estimatedTokens;
   }
 
   /** Tokens of the tool definitions counted in every estimate (0 when no tool is offered). */
@@ -31,6 +70,7 @@ export class ContextEstimator {
     if (tools === this.countedTools) return;
     this.countedTools = tools;
     this.countedToolTokens = estimateToolTokens(tools);
+    this.realTools = undefined;
   }
 
   estimate(state: ChannelState, settings: ChannelSettings): number {
@@ -43,19 +83,20 @@ export class ContextEstimator {
   }
 
   request(state: ChannelState, settings: ChannelSettings): RequestEstimate {
-    return { estimatedTokens: this.estimate(state, settings), factor: state.calibration.factor, usableWindow: usableWindow(settings) };
+    const estimatedTokens = this.estimate(state, settings);
+    return { estimatedTokens, factor: this.factorAt(state, settings, estimatedTokens), usableWindow: usableWindow(settings) };
   }
 
   /** What `/context` shows. */
   status(state: ChannelState, settings: ChannelSettings): ContextStatus {
     const estimatedTokens = this.estimate(state, settings);
-    const factor = state.calibration.factor;
+    const factor = this.factorAt(state, settings, estimatedTokens);
     const status: ContextStatus = {
       channelId: state.channelId,
       estimatedTokens,
       contextWindow: settings.contextWindow,
       usableWindow: usableWindow(settings),
-      calibration: { factor, observations: state.calibration.observations },
+      calibration: { factor: state.calibration.factor, observations: state.calibration.observations },
       calibratedTokens: Math.round(estimatedTokens * factor),
       usage: usageOf(estimatedTokens, factor, settings),
       thresholds: {

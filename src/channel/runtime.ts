@@ -14,7 +14,7 @@ import { PrivacyPropagator } from '../privacy/propagator.js';
 import type { MemoryLocation } from '../memory/types.js';
 import { DEFAULTS } from '../config/defaults.js';
 import { ChannelCache } from './channel-cache.js';
-import { usableWindow } from './calibration.js';
+import { messageFactorOf, usableWindow } from './calibration.js';
 import { CalibrationKeeper } from './calibration-keeper.js';
 import { channelRequest } from './channel-request.js';
 import { ChannelState } from './channel-state.js';
@@ -103,6 +103,7 @@ export class ChannelRuntime {
       scheduler,
       settingsFor: (channelId) => this.settings(channelId),
       estimate: (state, settings) => this.estimator.estimate(state, settings),
+      factorAt: (state, settings, tokens) => this.estimator.factorAt(state, settings, tokens),
       retryFailedArchives: (state, entries) => {
         // The snapshot a worker reads must be in SQLite before its splice can be.
         this.writer.flush();
@@ -328,6 +329,11 @@ export class ChannelRuntime {
     return this.settings(channelId).systemPrompt;
   }
 
+  /** The factor of the channel's messages alone (see `Calibration.messageFactor`). */
+  messageFactor(channelId: string): number {
+    return messageFactorOf(this.channel(channelId).calibration);
+  }
+
   /** What a request of this channel is estimated at now, and the correction that applies. */
   requestEstimate(channelId: string): RequestEstimate {
     return this.estimator.request(this.channel(channelId), this.settings(channelId));
@@ -338,7 +344,8 @@ export class ChannelRuntime {
    * channel's factor learns from it (smoothed, bounded) and is saved with the channel.
    */
   recordUsage(channelId: string, estimatedTokens: number, inputTokens: number): void {
-    this.calibrations.record(this.channel(channelId), estimatedTokens, inputTokens);
+    const state = this.channel(channelId);
+    this.calibrations.record(state, estimatedTokens, inputTokens, this.estimator.fixedPart(state, this.settings(channelId)));
   }
 
   /**

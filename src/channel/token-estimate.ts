@@ -15,6 +15,23 @@ export function estimateTokens(text: string): number {
   return Math.ceil(text.length / CHARS_PER_TOKEN);
 }
 
+const WIDE_SCRIPT = /[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\u3000-\u303f]/u;
+
+/**
+ * A closer count for text that is counted rarely (the system prompt and tool definitions, when
+ * they change): about one token per Chinese, Japanese or Korean character, one per 4 other
+ * characters. Messages keep the plain estimate, corrected by the channel's factor.
+ */
+export function estimateFixedTokens(text: string): number {
+  let wide = 0;
+  let other = 0;
+  for (const char of text) {
+    if (WIDE_SCRIPT.test(char)) wide += 1;
+    else other += 1;
+  }
+  return wide + Math.ceil(other / CHARS_PER_TOKEN);
+}
+
 /** Computed once per entry, on append; the running totals add these up. */
 export function estimateEntryTokens(entry: Pick<HistoryEntry, 'kind' | 'authorName' | 'content'>): number {
   if (entry.kind === 'message') {

@@ -14,7 +14,7 @@ import { planCompaction, planRollUp, type CompactionPlan } from './planner.js';
 import type { CompactionScheduler } from './scheduler.js';
 import type { Summarizer } from './summarizer.js';
 import { runWorker, type WorkerOutcome } from './worker.js';
-import { calibrationFields, rollupTokens, roundUsage, summaryInputTokens } from './window-figures.js';
+import { calibrationFields, rollupTokens, roundUsage, summaryInputTokens, transcriptFactor } from './window-figures.js';
 import { SUMMARY_LINE_TOKENS } from './summary-prompt.js';
 
 /** Which Compactor decisions a check may act on (constants: the check allocates nothing). */
@@ -46,6 +46,11 @@ export interface CompactionCoordinatorOptions {
   retryFailedArchives(state: ChannelState, entries: readonly HistoryEntry[]): true | Promise<boolean>;
   /** Estimated tokens of what the model would be sent now for this channel. */
   estimate(state: ChannelState, settings: ChannelSettings): number;
+  /**
+   * The correction for an estimate of `tokens` now (the channel's calibration with its fixed part
+   * apart); absent, the whole-request factor. O(1) and allocation-free: the check runs it.
+   */
+  factorAt?(state: ChannelState, settings: ChannelSettings, tokens: number): number;
   /** Sees the usage of every check (metrics); must be cheap, it runs after every message. */
   usageChecked?: (usage: number) => void;
   /** Sees the usage of every check (the compaction log samples it); cheap, never throws. */
@@ -79,7 +84,8 @@ export class CompactionCoordinator {
     if (this.closed) return 'none';
     const settings = this.options.settingsFor(state.channelId);
     const tokens = this.options.estimate(state, settings);
-    const usage = usageOf(tokens, state.calibration.factor, settings);
+    const factor = this.options.factorAt ? this.options.factorAt(state, settings, tokens) : state.calibration.factor;
+    const usage = usageOf(tokens, factor, settings);
     this.options.usageChecked?.(usage);
     this.options.usageObserver?.observe(state, usage, tokens, settings);
     const action = decide(usage, settings.compaction, { compactionRunning: state.compaction !== undefined });
@@ -224,7 +230,7 @@ export class CompactionCoordinator {
       summarizer,
       plan,
       settings: compaction,
-      window: { contextWindow: settings.contextWindow, factor: state.calibration.factor },
+      window: { contextWindow: settings.contextWindow, factor: transcriptFactor(state) },
       location: { channelId: state.channelId, ...state.location },
       pendingArchives: [...state.pendingArchives],
       retryFailedArchives: () => this.options.retryFailedArchives(state, plan.entries),

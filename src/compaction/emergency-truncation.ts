@@ -16,6 +16,8 @@ export interface TruncationContext {
   clock: Clock;
   retryFailedArchives(state: ChannelState, entries: readonly HistoryEntry[]): true | Promise<boolean>;
   estimate(state: ChannelState, settings: ChannelSettings): number;
+  /** The correction for an estimate now (see `CompactionCoordinatorOptions.factorAt`). */
+  factorAt?(state: ChannelState, settings: ChannelSettings, tokens: number): number;
 }
 
 /**
@@ -49,7 +51,10 @@ export function truncateInPlace(
     (extended?.tokens ?? 0) +
     estimateSummaryTokens({ kind: 'marker', fromSeq, toSeq: entries[dropped - 1]!.seq, content: textFor(dropped) });
   // Below the emergency threshold afterwards, or the very next request could overflow the window.
-  const ceiling = Math.min(ceilingTokens ?? Infinity, emergencyCeiling(state, settings));
+  // The correction at today's mix: as messages leave, the fixed part's share grows, which for a
+  // channel whose messages cost more than the prompt only makes this ceiling conservative.
+  const factor = context.factorAt ? context.factorAt(state, settings, tokensBefore) : state.calibration.factor;
+  const ceiling = Math.min(ceilingTokens ?? Infinity, emergencyCeiling(settings, factor));
   const mustFree = Math.max(0, tokensBefore - ceiling);
   const protectFrom = state.protectFromSeq === undefined ? undefined : firstIndexFrom(state.entries, state.protectFromSeq);
   const count = truncationCount(state.entries, settings.compaction.emergencyFraction, {

@@ -1,11 +1,11 @@
 import type { ChannelState } from '../channel/channel-state.js';
-import { CALIBRATION, usableWindow } from '../channel/calibration.js';
+import { CALIBRATION, messageFactorOf, usableWindow } from '../channel/calibration.js';
 import { SUMMARY_FIXED_TOKENS } from './summary-prompt.js';
 import type { ChannelSettings } from '../config/types.js';
 
 /** The emergency threshold in uncalibrated tokens: what a truncation must get below. */
-export function emergencyCeiling(state: ChannelState, settings: ChannelSettings): number {
-  return (settings.compaction.emergencyThreshold * usableWindow(settings)) / state.calibration.factor;
+export function emergencyCeiling(settings: ChannelSettings, factor: number): number {
+  return (settings.compaction.emergencyThreshold * usableWindow(settings)) / factor;
 }
 
 /** The roll-up threshold in uncalibrated tokens (summaries are estimated like messages). */
@@ -20,7 +20,17 @@ export function rollupTokens(state: ChannelState, settings: ChannelSettings): nu
 export function summaryInputTokens(state: ChannelState, settings: ChannelSettings): number {
   const margin = 1 + CALIBRATION.margin;
   const room = settings.contextWindow - settings.compaction.summaryMinTokens - SUMMARY_FIXED_TOKENS * margin;
-  return Math.max(0, room / (state.calibration.factor * margin));
+  return Math.max(0, room / (transcriptFactor(state) * margin));
+}
+
+/**
+ * What a summary request's transcript is corrected by: the channel's messages factor, never
+ * below 1. Its lines (time, speaker, message id) are framed unlike the chat messages the factor
+ * was learnt on, and text that the channel's framing made look cheaper must not make the
+ * request overflow.
+ */
+export function transcriptFactor(state: ChannelState): number {
+  return Math.max(1, messageFactorOf(state.calibration));
 }
 
 /** What the events say about the window and the calibration behind a usage figure. */

@@ -1,0 +1,172 @@
+/**
+ * Channels replayed through a fake Messages API that counts tokens like a server and refuses
+ * what does not fit exactly as Anthropic's does (both forms): a Chinese channel, an English one
+ * and one with images, each on a small window so that compaction runs many times.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { openApp, type MagpieApp } from '../src/app/index.js';
+import type { ResolvedAttachment } from '../src/attachments/resolve-attachments.js';
+import { runAgentTurn } from '../src/channel/agent-turn.js';
+import type { ChannelSettings } from '../src/config/types.js';
+import { definitionsOf } from '../src/llm/tool.js';
+import { characterTokenCounter, startFakeAnthropic, type RecordedRequest } from './fakes/fake-anthropic.js';
+import { isCompactionRequest } from './branch-worker-support.js';
+import { isAgentRequest, lastUserText, testConfig } from './discord-helpers.js';
+import { appEnv } from './support/storage.js';
+
+const CHINESE = [
+  '大家好，今天下午三点我们在二号会议室讨论新版本的发布计划。',
+  '我这边的接口测试已经完成了百分之八十，剩下的部分明天上午可以做完。',
+  '数据库迁移脚本需要再检查一遍，上次在测试环境里出现了超时的问题。',
+  '请把用户反馈整理成表格，按照严重程度排序，周五之前发给我。',
+  '前端页面的加载速度还是太慢了，首页要三秒多才能显示出来。',
+  '我建议先把缓存加上，再看看图片能不能压缩得更小一些。',
+  '客户那边说希望下个月初就能用上新的报表功能，时间有点紧。',
+  '昨天晚上的服务器告警是因为磁盘快满了，我已经清理过日志了。',
+];
+
+const ENGLISH = [
+  'Morning all, the release review moved to three this afternoon in room two, bring your notes.',
+  'API tests are about eighty percent done; I will finish the rest tomorrow before lunch.',
+  'The migration script needs another look, it timed out on staging last time we ran it.',
+  'Could someone sort the user feedback by severity and send it over before Friday?',
+  'The front page still takes more than three seconds to show anything on a cold cache.',
+  'Let us add the cache first and then see whether the images can be made smaller.',
+];
+
+/** A PNG of the given size, as far as anything reads it: signature and header. */
+function pngOf(width: number, height: number): string {
+  const bytes = Buffer.alloc(64);
+  Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]).copy(bytes, 0);
+  bytes.writeUInt32BE(13, 8);
+  bytes.write('IHDR', 12, 'latin1');
+  bytes.writeUInt32BE(width, 16);
+  bytes.writeUInt32BE(height, 20);
+  return bytes.toString('base64');
+}
+
+interface Replay {
+  app: MagpieApp;
+  window: number;
+  requests: RecordedRequest[];
+  /** The real count of what the channel would send now. */
+  realNow(): number;
+  /** `/context` against the real count after each turn. */
+  contextErrors: number[];
+  /** Messages answered whose text was missing from their request. */
+  missingCurrent: string[];
+}
+
+async function replay(options: {
+  channelId: string;
+  messages: number;
+  text: (index: number) => string;
+  images?: (index: number) => ResolvedAttachment[];
+  defaults: Partial<ChannelSettings>;
+  turnEvery: number;
+  summary?: string;
+  reply?: string;
+  check: (replay: Replay) => void;
+}): Promise<void> {
+  const count = characterTokenCounter();
+  const window = options.defaults.contextWindow!;
+  const fake = await startFakeAnthropic({ countTokens: count, contextWindow: window });
+  // A model summarizes a channel in the channel's language.
+  const summary = options.summary ?? 'Summary: the team went over the release plan, tests, migration and the slow front page.';
+  fake.setDefault((request) => (isAgentRequest(request.body) ? { text: options.reply ?? 'Noted.' } : { text: summary }));
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-edges-'));
+  const app = await openApp({ config: testConfig({ baseUrl: fake.baseUrl, dataDir, defaults: options.defaults }), env: appEnv() });
+  const { channelId } = options;
+  const realNow = () => count({ body: app.runtime.buildModelRequest(channelId, { tools: definitionsOf(app.tools), maxTokens: 1 }) } as never);
+  const result: Replay = { app, window, requests: fake.requests, realNow, contextErrors: [], missingCurrent: [] };
+  try {
+    for (let index = 0; index < options.messages; index += 1) {
+      const content = `${index}: ${options.text(index)}`;
+      const messageId = `${channelId}-m${index}`;
+      await app.runtime.ingest({ messageId, channelId, guildId: 'g1', authorId: `u${index % 3}`, authorName: `P${index % 3}`, role: 'user', content, createdAt: Date.UTC(2026, 0, 1) + index * 60_000 });
+      const files = options.images?.(index) ?? [];
+      if (files.length > 0) await app.runtime.attachFiles(channelId, messageId, files);
+      if (index % options.turnEvery !== options.turnEvery - 1) continue;
+      const before = fake.requests.length;
+      await app.runtime.runSerial(channelId, () =>
+        runAgentTurn({ runtime: app.runtime, channelId, model: app.model!, tools: app.tools, settings: app.config.settingsFor(channelId), context: { channelId, guildId: 'g1' } }),
+      );
+      const sent = fake.requests.slice(before).filter((request) => isAgentRequest(request.body) && request.refusal === undefined);
+      if (!sent.some((request) => lastUserText(request.body).includes(content))) result.missingCurrent.push(messageId);
+      await app.runtime.flushCompactions();
+      const real = realNow();
+      result.contextErrors.push(Math.abs(app.runtime.status(channelId).calibratedTokens - real) / real);
+    }
+    await app.runtime.flushCompactions();
+    options.check(result);
+  } finally {
+    await app.close();
+    await fake.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+function refusedBy(requests: readonly RecordedRequest[], kind: (request: RecordedRequest) => boolean): RecordedRequest[] {
+  return requests.filter((request) => request.refusal !== undefined && kind(request));
+}
+
+function assertEdgesHeld(replay: Replay, label: string): void {
+  const channelRefused = refusedBy(replay.requests, (request) => isAgentRequest(request.body));
+  const summaryRefused = refusedBy(replay.requests, isCompactionRequest);
+  const summaries = replay.requests.filter(isCompactionRequest).length;
+  assert.ok(channelRefused.length <= 1, `${label}: at most one refused channel request, got ${channelRefused.map((request) => `${request.inputTokens}+${request.body.max_tokens}`)}`);
+  assert.equal(summaryRefused.length, 0, `${label}: no summary request refused (${summaries} sent): ${summaryRefused.map((request) => `${request.inputTokens}+${request.body.max_tokens}`)}`);
+  assert.ok(summaries > 0, `${label}: the model summarized`);
+  assert.deepEqual(replay.missingCurrent, [], `${label}: every answered message was in its request`);
+  // From the third turn on, /context is within 10% of the real count.
+  const late = replay.contextErrors.slice(2);
+  assert.ok(late.every((error) => error < 0.1), `${label}: /context errors ${late.map((error) => error.toFixed(3)).join(' ')}`);
+  for (const request of replay.requests) {
+    if (request.refusal === undefined && request.inputTokens !== undefined) {
+      assert.ok(request.inputTokens + Number(request.body.max_tokens) <= replay.window, 'every request sent fits with its answer');
+    }
+  }
+}
+
+const SMALL = { contextWindow: 3000, maxResponseTokens: 256 } as const;
+
+test('a Chinese channel on a 3,000-token window: summaries never refused, at most one refused reply, /context near the real count', async () => {
+  await replay({
+    channelId: 'zh',
+    messages: 120,
+    text: (index) => CHINESE[index % CHINESE.length]! + CHINESE[(index * 3 + 1) % CHINESE.length]!,
+    defaults: SMALL,
+    turnEvery: 2,
+    summary: '摘要：大家讨论了发布计划、接口测试、数据库迁移脚本的超时问题和首页加载太慢的问题。',
+    reply: '好的，记下了。',
+    check: (replay) => assertEdgesHeld(replay, 'zh'),
+  });
+});
+
+test('an English channel on a 3,000-token window holds the same edges', async () => {
+  await replay({
+    channelId: 'en',
+    messages: 120,
+    text: (index) => ENGLISH[index % ENGLISH.length]!,
+    defaults: SMALL,
+    turnEvery: 2,
+    check: (replay) => assertEdgesHeld(replay, 'en'),
+  });
+});
+
+test('a channel with images, counted by their pixels, holds the same edges', async () => {
+  await replay({
+    channelId: 'img',
+    messages: 60,
+    text: (index) => ENGLISH[index % ENGLISH.length]!,
+    // Every third message carries a 400×300 picture: 160 tokens to the server, not its base64 length.
+    images: (index) => (index % 3 === 0 ? [{ kind: 'image', name: `p${index}.png`, size: 64, mediaType: 'image/png', width: 400, height: 300, tokens: 160, data: pngOf(400, 300) }] : []),
+    defaults: { ...SMALL, contextWindow: 4000 },
+    turnEvery: 3,
+    check: (replay) => assertEdgesHeld(replay, 'img'),
+  });
+});
