@@ -135,5 +135,5 @@ test('emergency cut: extended turn by turn until what it drops outweighs its mar
   // A turn is answering entry 3 (index 2): cuts stop before it while one of them frees room.
   assert.equal(truncationCount(entries, 0.5, { markerTokens: () => 8, protectFrom: 2 }), 2, 'the message being answered stays');
   assert.equal(truncationCount(entries, 0.5, { markerTokens: () => 8, mustFree: 1e6, protectFrom: 2 }), 2, 'even when short of mustFree');
-  assert.equal(truncationCount(entries, 0.5, { markerTokens: () => 30, protectFrom: 2 }), 5, 'unless nothing before it frees room');
+  assert.equal(truncationCount(entries, 0.5, { markerTokens: () => 30, protectFrom: 2 }), 0, 'and when nothing before it frees room, nothing is dropped');
 });

@@ -220,7 +220,8 @@ test('agent turns pass the same tool definitions every turn (counted once per co
       return runtime.buildModelRequest(channelId, options);
     };
     for (let index = 0; index < 3; index += 1) {
-      await runtime.ingest(message('defs', index, `hello ${index}`));
+      // Long enough for the messages, not only the prompt and tools, to say something to calibration.
+      await runtime.ingest(message('defs', index, `hello ${index} ${'and more words '.repeat(30)}`));
       await runAgentTurn({ runtime: spy, channelId: 'defs', model: app.model!, tools: app.tools, settings: app.config.settingsFor('defs'), context: { channelId: 'defs' } });
     }
     assert.equal(seen.length, 3);

@@ -3,7 +3,7 @@ import type { ChannelSettings } from '../config/types.js';
 import type { ChatModel, ModelMessage, ModelRequest, ModelUsage, ToolDefinition } from '../llm/chat-model.js';
 import { ModelError, runToolLoop, type ToolLoopResult } from '../llm/index.js';
 import { definitionsOf, type ToolContext, type ToolHandler } from '../llm/tool.js';
-import { overflowNumbers, plannedInputTokens } from './calibration.js';
+import { CALIBRATION, overflowNumbers } from './calibration.js';
 import { isCapped, shownLength } from './oversized-message.js';
 import { estimateMessageTokens, estimateTokens } from './token-estimate.js';
 import type { RequestEstimate, TurnEntryInput } from './runtime.js';
@@ -19,6 +19,10 @@ export interface AgentRuntime {
   liveContext(channelId: string): { entries: HistoryEntry[] };
   /** The estimate of the request `buildModelRequest` builds, its calibration and window (keeps tool loops inside it). */
   requestEstimate?(channelId: string): RequestEstimate;
+  /** The real count expected for a request of this channel estimated at `estimatedTokens` (calibrated). */
+  calibratedTokens?(channelId: string, estimatedTokens: number): number;
+  /** The estimate a request may reach for its real count to be `realTokens`. */
+  estimateFor?(channelId: string, realTokens: number): number;
   /** A response's real input count for a request of that estimate (calibration). */
   recordUsage?(channelId: string, estimatedTokens: number, inputTokens: number): void;
   /** The model refused a request as too long: calibrate and truncate so that a retry fits. */
@@ -101,6 +105,10 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
   const attempt = async (): Promise<{ request: ModelRequest; result: ToolLoopResult }> => {
     const request = runtime.buildModelRequest(channelId, { tools: definitions, maxTokens: settings.maxResponseTokens });
     const estimate = runtime.requestEstimate?.(channelId);
+    // The calibration as it is now: responses earlier in the loop may have moved it.
+    const calibrated = (estimatedTokens: number): number =>
+      runtime.calibratedTokens ? runtime.calibratedTokens(channelId, estimatedTokens) : estimatedTokens * (estimate?.factor ?? 1);
+    const ceiling = (realTokens: number): number => (runtime.estimateFor ? runtime.estimateFor(channelId, realTokens) : realTokens / (estimate?.factor ?? 1));
     const result = await runToolLoop({
       model: options.model,
       system: request.system,
@@ -117,7 +125,9 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
             // The Compactor's own line: an estimate is an estimate, the window's edge is not where to aim.
             budget: {
               startTokens: estimate.estimatedTokens,
-              maxTokens: (settings.compaction.emergencyThreshold * estimate.usableWindow) / estimate.factor,
+              get maxTokens() {
+                return ceiling(settings.compaction.emergencyThreshold * estimate.usableWindow);
+              },
               estimate: estimateMessageTokens,
             },
             onRequest: ({ estimatedTokens }) => {
@@ -128,7 +138,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
               contextWindow: settings.contextWindow,
               minTokens: settings.minResponseTokens,
               // The factor as it is now: responses earlier in the loop may have moved it.
-              inputTokens: (_request, estimatedTokens) => plannedInputTokens(estimatedTokens, runtime.requestEstimate?.(channelId).factor ?? estimate.factor),
+              inputTokens: (_request, estimatedTokens) => Math.ceil(calibrated(estimatedTokens) * (1 + CALIBRATION.margin)),
               onRefusal: (error, estimatedTokens) => {
                 if (error.overflow?.tokens !== undefined) runtime.recordUsage?.(channelId, estimatedTokens, error.overflow.tokens);
               },

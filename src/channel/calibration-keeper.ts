@@ -1,7 +1,7 @@
 import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
 import type { SqlDatabase } from '../storage/database.js';
-import { CalibrationStore, observe, observeMessages, observeOverflow, type Calibration } from './calibration.js';
+import { CALIBRATION, CalibrationStore, observe, observeMessages, observeOverflow, type Calibration } from './calibration.js';
 import type { ChannelState } from './channel-state.js';
 
 /**
@@ -21,6 +21,9 @@ export class CalibrationKeeper {
 
   /** A response counted `inputTokens` for a request estimated at `estimatedTokens`. */
   record(state: ChannelState, estimatedTokens: number, inputTokens: number, fixed?: { estimated: number; real: number }): void {
+    // A request that is nearly all fixed part (a first question in a new channel) says nothing
+    // about the channel's messages, and a factor learnt from it would be the prompt's.
+    if (fixed && estimatedTokens - fixed.estimated < CALIBRATION.minEstimate) return;
     const next = observe(state.calibration, estimatedTokens, inputTokens);
     if (!next) return;
     const messageFactor = fixed ? observeMessages(state.calibration, estimatedTokens, inputTokens, fixed) : undefined;

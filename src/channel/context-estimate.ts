@@ -54,6 +54,14 @@ export class ContextEstimator {
     return this.fixedReal(settings) + messageFactor * Math.max(0, estimatedTokens - fixedEstimate);
   }
 
+  /** The estimate at which `calibrated` reaches `realTokens` (a ceiling in estimated tokens). */
+  estimateFor(state: ChannelState, settings: ChannelSettings, realTokens: number): number {
+    const messageFactor = state.calibration.messageFactor;
+    if (messageFactor === undefined) return realTokens / state.calibration.factor;
+    const fixedEstimate = state.promptTokens + this.countedToolTokens;
+    return fixedEstimate + Math.max(0, realTokens - this.fixedReal(settings)) / messageFactor;
+  }
+
   /** `calibrated` as a factor on the estimate (what ceilings in estimated tokens divide by). */
   factorAt(state: ChannelState, settings: ChannelSettings, estimatedTokens: number): number {
     if (state.calibration.messageFactor === undefined || !(estimatedTokens > 0)) return state.calibration.factor;

@@ -329,6 +329,18 @@ export class ChannelRuntime {
     return this.settings(channelId).systemPrompt;
   }
 
+  /** The real count expected for a request of this channel estimated at `estimatedTokens`. */
+  calibratedTokens(channelId: string, estimatedTokens: number): number {
+    const state = this.channel(channelId);
+    return this.estimator.calibrated(state, this.settings(channelId), estimatedTokens);
+  }
+
+  /** The estimate a request of this channel may reach for its real count to be `realTokens`. */
+  estimateFor(channelId: string, realTokens: number): number {
+    const state = this.channel(channelId);
+    return this.estimator.estimateFor(state, this.settings(channelId), realTokens);
+  }
+
   /** The factor of the channel's messages alone (see `Calibration.messageFactor`). */
   messageFactor(channelId: string): number {
     return messageFactorOf(this.channel(channelId).calibration);

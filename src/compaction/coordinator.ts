@@ -153,8 +153,7 @@ export class CompactionCoordinator {
       ...calibrationFields(state, settings, tokens),
       live_messages: state.entries.length,
     });
-    truncateInPlace(this.options, state, settings, { tokensBefore: tokens, ceilingTokens: options.ceilingTokens });
-    return true;
+    return truncateInPlace(this.options, state, settings, { tokensBefore: tokens, ceilingTokens: options.ceilingTokens });
   }
 
   /**

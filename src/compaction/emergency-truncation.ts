@@ -21,16 +21,17 @@ export interface TruncationContext {
 }
 
 /**
- * Emergency: synchronous, in memory plus one small transaction; always frees room. Drops the
- * oldest live entries behind a truncation marker until the estimate is below the emergency
- * threshold (and at most `ceilingTokens` when given).
+ * Emergency: synchronous, in memory plus one small transaction. Drops the oldest live entries
+ * behind a truncation marker until the estimate is below the emergency threshold (and at most
+ * `ceilingTokens` when given), never the turn being answered. False when nothing could be
+ * dropped (only that turn is live).
  */
 export function truncateInPlace(
   context: TruncationContext,
   state: ChannelState,
   settings: ChannelSettings,
   sizes: { tokensBefore: number; ceilingTokens?: number },
-): void {
+): boolean {
   const { tokensBefore, ceilingTokens } = sizes;
   const startedAt = performance.now();
   const entries = state.entries;
@@ -62,6 +63,11 @@ export function truncateInPlace(
     mustFree,
     ...(protectFrom === undefined ? {} : { protectFrom }),
   });
+  if (count === 0) {
+    // Only the turn being answered is live: it stays, and the request is sized to what is left.
+    context.events.emit({ type: 'compaction_skipped', channel_id: state.channelId, tier: 'emergency', reason: 'only_current_turn_live' });
+    return false;
+  }
   const dropped = state.entries.slice(0, count);
   // Transcript writes that failed are sent again before these leave the context (the store
   // keeps their text searchable even while the embedder is down).
@@ -104,6 +110,7 @@ export function truncateInPlace(
     // Emergency work runs inside the turn: operators watch that it stays small.
     duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000,
   });
+  return true;
 }
 
 /** Index of the first entry with a seq at or after `seq` (entries ascend by seq). */

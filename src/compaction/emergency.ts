@@ -90,17 +90,16 @@ export interface TruncationOptions {
  * shrank on reload, one huge paste) would leave the next request over the window; either way
  * the next message would truncate again.
  *
- * With `protectFrom`, the message a running turn answers stays live with the reply still to
- * come, as long as some cut before it frees room at all; short of `mustFree`, the check after
- * the turn truncates again, once the turn is whole.
+ * With `protectFrom`, the message a running turn answers (and whatever came after it) always
+ * stays live: the model is answering it, and without it the answer would be to nothing. The cut
+ * frees what it can before it (0 when nothing there frees room); short of `mustFree`, the
+ * request is sized to what is left and the check after the turn truncates again, once the turn
+ * is whole.
  */
 export function truncationCount(entries: readonly HistoryEntry[], fraction: number, options: TruncationOptions = {}): number {
   if (entries.length === 0) return 0;
   const protectFrom = options.protectFrom ?? entries.length;
-  if (protectFrom > 0 && protectFrom < entries.length) {
-    const count = cutWithin(entries, fraction, options, protectFrom);
-    if (count > 0) return count;
-  }
+  if (protectFrom < entries.length) return protectFrom > 0 ? cutWithin(entries, fraction, options, protectFrom) : 0;
   return cutWithin(entries, fraction, options, entries.length);
 }
 

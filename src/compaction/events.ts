@@ -70,7 +70,10 @@ export interface CompactionReplannedEvent extends ChannelEvent {
   reason: string;
 }
 
-/** A worker tier not started: another process holds the channel's compaction lock (shared store). */
+/**
+ * A tier not acted on: a worker tier when another process holds the channel's compaction lock
+ * (shared store); emergency truncation when only the turn being answered is live.
+ */
 export interface CompactionSkippedEvent extends ChannelEvent {
   type: 'compaction_skipped';
   tier: CompactionTier;
