@@ -100,6 +100,21 @@ export class ChannelState {
     return removed;
   }
 
+  /**
+   * Removes the first `count` live entries except those in `kept` (messages whose replies lie
+   * past a cut through overlapping turns), which stay at the head in order. Returns the removed.
+   */
+  removeHeadExcept(count: number, kept: ReadonlySet<HistoryEntry>): HistoryEntry[] {
+    if (kept.size === 0) return this.removeHead(count);
+    const head = this.entries.splice(0, count);
+    const removed: HistoryEntry[] = [];
+    const stay: HistoryEntry[] = [];
+    for (const entry of head) (kept.has(entry) ? stay : removed).push(entry);
+    this.entries.unshift(...stay);
+    for (const entry of removed) this.entryTokens -= entry.tokens;
+    return removed;
+  }
+
   /** No marker stands for this entry any more (deleted, or its write failed). */
   forgetMarkerEntry(seq: number): void {
     for (const dropped of this.markerEntries.values()) {

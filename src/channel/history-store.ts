@@ -117,10 +117,19 @@ export class HistoryStore {
       ),
       byMessageId: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? AND message_id = ?'),
       bySeq: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? AND seq = ?'),
+      // The suffix from live_from_seq, and before it the entries of turns that go on past it.
       liveEntries: db.prepare(
         `SELECT * FROM history_entries
           WHERE channel_id = @channelId
             AND seq >= COALESCE((SELECT live_from_seq FROM history_channels WHERE channel_id = @channelId), 0)
+         UNION ALL
+         SELECT * FROM history_entries
+          WHERE channel_id = @channelId
+            AND seq < COALESCE((SELECT live_from_seq FROM history_channels WHERE channel_id = @channelId), 0)
+            AND turn_id IN (
+              SELECT turn_id FROM history_entries
+               WHERE channel_id = @channelId
+                 AND seq >= COALESCE((SELECT live_from_seq FROM history_channels WHERE channel_id = @channelId), 0))
           ORDER BY seq`,
       ),
       liveSummaries: db.prepare('SELECT * FROM history_summaries WHERE channel_id = ? AND live = 1 ORDER BY from_seq'),

@@ -4,9 +4,11 @@ import type { Migration } from '../storage/database.js';
  * Schema of channel history and its archive.
  *
  * `history_entries` holds every entry ever appended (the archive). Compaction and truncation
- * only ever take the oldest live entries, so the live ones are always a suffix of the history:
+ * only ever take the oldest live entries, so the live ones are a suffix of the history:
  * `history_channels.live_from_seq` marks where it starts, and moving it is one small write
- * whatever the number of messages it covers. `history_summaries` holds summaries and truncation
+ * whatever the number of messages it covers. The one exception keeps a message with its reply:
+ * an entry before `live_from_seq` whose turn goes on at or after it is still live (a cut passed
+ * through overlapping turns and left it with the reply it got). `history_summaries` holds summaries and truncation
  * markers; the live ones stand at the head of the context, ordered by `from_seq`.
  * `archived = 1` records that the entry reached the memory transcript index, so a crash between
  * the two writes is repaired on the next load.
@@ -96,5 +98,14 @@ export const HISTORY_MIGRATIONS: readonly Migration[] = [
 
         CREATE INDEX history_summaries_live ON history_summaries (channel_id, from_seq) WHERE live = 1;
       `,
+  },
+  {
+    // A compaction may pass through overlapping turns: a message whose reply lies past the cut
+    // stays live with it. Loading finds those messages by their turn, through this index.
+    name: 'history-002-turn-index',
+    up(db) {
+      db.exec('CREATE INDEX history_entries_turn ON history_entries (channel_id, turn_id);');
+    },
+    postgres: 'CREATE INDEX history_entries_turn ON history_entries (channel_id, turn_id);',
   },
 ];

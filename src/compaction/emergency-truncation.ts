@@ -1,3 +1,4 @@
+import { filesIn } from '../attachments/summary-note.js';
 import type { ChannelState } from '../channel/channel-state.js';
 import type { HistoryStore } from '../channel/history-store.js';
 import type { HistoryEntry } from '../channel/types.js';
@@ -6,7 +7,7 @@ import { estimateSummaryTokens, SUMMARY_HEADER_TOKENS } from '../channel/model-r
 import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
-import { filesOfPrefix, markerCount, markerFiles, markerText, NO_FILES, truncationCount, withFiles } from './emergency.js';
+import { filesOfPrefix, markerCount, markerFiles, markerText, NO_FILES, truncationCut, withFiles } from './emergency.js';
 import { emergencyCeiling, roundUsage } from './window-figures.js';
 
 /** What an emergency truncation reads and writes besides the channel itself. */
@@ -58,7 +59,7 @@ export function truncateInPlace(
   const ceiling = Math.min(ceilingTokens ?? Infinity, emergencyCeiling(settings, factor));
   const mustFree = Math.max(0, tokensBefore - ceiling);
   const protectFrom = state.protectFromSeq === undefined ? undefined : firstIndexFrom(state.entries, state.protectFromSeq);
-  const count = truncationCount(state.entries, settings.compaction.emergencyFraction, {
+  const { count, held } = truncationCut(state.entries, settings.compaction.emergencyFraction, {
     markerTokens,
     mustFree,
     ...(protectFrom === undefined ? {} : { protectFrom }),
@@ -68,7 +69,9 @@ export function truncateInPlace(
     context.events.emit({ type: 'compaction_skipped', channel_id: state.channelId, tier: 'emergency', reason: 'only_current_turn_live' });
     return false;
   }
-  const dropped = state.entries.slice(0, count);
+  // Messages whose replies lie past a cut through overlapping turns stay live with them.
+  const dropped = held.size === 0 ? state.entries.slice(0, count) : state.entries.slice(0, count).filter((entry) => !held.has(entry));
+  const toSeq = state.entries[count - 1]!.seq;
   // Transcript writes that failed are sent again before these leave the context (the store
   // keeps their text searchable even while the embedder is down).
   void context.retryFailedArchives(state, dropped);
@@ -76,8 +79,8 @@ export function truncateInPlace(
     channelId: state.channelId,
     kind: 'marker' as const,
     fromSeq,
-    toSeq: dropped[count - 1]!.seq,
-    content: textFor(count),
+    toSeq,
+    content: held.size === 0 ? textFor(count) : markerText(earlier + dropped.length, withFiles(earlierFiles, dropped.flatMap(filesIn))),
     createdAt: extended?.createdAt ?? context.clock.now(),
   };
   const marker = { ...draft, tokens: estimateSummaryTokens(draft) };
@@ -85,22 +88,22 @@ export function truncateInPlace(
   if (extended) {
     id = extended.id;
     context.store.extendMarker(state.channelId, { id, toSeq: marker.toSeq, content: marker.content, tokens: marker.tokens });
-    state.removeHead(count);
+    state.removeHeadExcept(count, held);
     state.replaceSummary({ id, ...marker });
     state.markerEntries.set(id, [...(state.markerEntries.get(id) ?? []), ...dropped]);
   } else {
     id = context.store.truncate(state.channelId, { toSeq: marker.toSeq }, marker);
-    state.removeHead(count);
+    state.removeHeadExcept(count, held);
     state.addSummary({ id, ...marker });
     state.markerEntries.set(id, dropped);
   }
-  state.lastCompaction = { tier: 'emergency', at: context.clock.now(), messages: count };
+  state.lastCompaction = { tier: 'emergency', at: context.clock.now(), messages: dropped.length };
   const tokensAfter = context.estimate(state, settings);
   context.events.emit({
     type: 'emergency_truncation',
     channel_id: state.channelId,
     marker_id: id,
-    messages_dropped: count,
+    messages_dropped: dropped.length,
     tokens_freed: tokensBefore - tokensAfter,
     usage_before: roundUsage(usageOf(tokensBefore, state.calibration.factor, settings)),
     usage_after: roundUsage(usageOf(tokensAfter, state.calibration.factor, settings)),

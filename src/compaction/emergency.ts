@@ -97,10 +97,66 @@ export interface TruncationOptions {
  * is whole.
  */
 export function truncationCount(entries: readonly HistoryEntry[], fraction: number, options: TruncationOptions = {}): number {
-  if (entries.length === 0) return 0;
+  return truncationCut(entries, fraction, options).count;
+}
+
+/**
+ * `truncationCount`, and when turns overlap so that no turn boundary before the message being
+ * answered frees room (or the only boundary is the whole history), a cut through them instead:
+ * the first `count` entries leave except `held`, the messages whose replies lie past the cut
+ * (see `cutThrough`). Its size follows the same rule: the smallest past the fraction that frees
+ * `mustFree` beyond its marker, else the largest that frees anything.
+ */
+export function truncationCut(entries: readonly HistoryEntry[], fraction: number, options: TruncationOptions = {}): { count: number; held: ReadonlySet<HistoryEntry> } {
+  if (entries.length === 0) return NOTHING;
   const protectFrom = options.protectFrom ?? entries.length;
-  if (protectFrom < entries.length) return protectFrom > 0 ? cutWithin(entries, fraction, options, protectFrom) : 0;
-  return cutWithin(entries, fraction, options, entries.length);
+  const limit = protectFrom < entries.length ? protectFrom : entries.length;
+  if (limit === 0) return NOTHING;
+  const aligned = cutWithin(entries, fraction, options, limit);
+  const target = targetCount(entries.length, fraction);
+  if (aligned > 0 && (aligned < entries.length || target >= entries.length)) return { count: aligned, held: NO_HELD };
+  const through = throughCut(entries, target, limit, options);
+  // The whole history is the one boundary: a cut through the turns takes over only if it frees
+  // what must be freed (emergency frees room whatever the shape of the history).
+  if (through && (aligned === 0 || through.enough)) return { count: through.count, held: through.held };
+  return { count: aligned, held: NO_HELD };
+}
+
+const NO_HELD: ReadonlySet<HistoryEntry> = new Set();
+const NOTHING = { count: 0, held: NO_HELD };
+
+/** The through-turns cut of `truncationCut`; undefined when none frees room. O(n). */
+function throughCut(
+  entries: readonly HistoryEntry[],
+  target: number,
+  limit: number,
+  options: TruncationOptions,
+): { count: number; held: ReadonlySet<HistoryEntry>; enough: boolean } | undefined {
+  const lastIndex = new Map<number, number>();
+  const turnTokens = new Map<number, number>();
+  for (let index = 0; index < entries.length; index += 1) lastIndex.set(entries[index]!.turnId, index);
+  const markerTokens = options.markerTokens ?? (() => 0);
+  const mustFree = options.mustFree ?? 0;
+  // Tokens a cut of `index + 1` frees: the turns that end before it (the others are held).
+  let freed = 0;
+  let best = 0;
+  for (let index = 0; index < limit; index += 1) {
+    const entry = entries[index]!;
+    turnTokens.set(entry.turnId, (turnTokens.get(entry.turnId) ?? 0) + entry.tokens);
+    if (lastIndex.get(entry.turnId) === index) freed += turnTokens.get(entry.turnId)!;
+    const count = index + 1;
+    if (count < target || count >= entries.length) continue;
+    const net = freed - markerTokens(count);
+    if (net > mustFree) return { ...withHeld(entries, count, lastIndex), enough: true };
+    if (net > 0) best = count;
+  }
+  return best > 0 ? { ...withHeld(entries, best, lastIndex), enough: false } : undefined;
+}
+
+function withHeld(entries: readonly HistoryEntry[], count: number, lastIndex: ReadonlyMap<number, number>): { count: number; held: ReadonlySet<HistoryEntry> } {
+  const held = new Set<HistoryEntry>();
+  for (let index = 0; index < count; index += 1) if (lastIndex.get(entries[index]!.turnId)! >= count) held.add(entries[index]!);
+  return { count, held };
 }
 
 /** The cut of `truncationCount` among the first `limit` entries; 0 when none there frees room. */

@@ -11,6 +11,39 @@ export interface CompactionPlan {
   toSeq: number;
   /** Tokens of the entries and summaries the plan replaces. */
   tokens: number;
+  /**
+   * Set when the cut passes through overlapping turns: the oldest live entries up to the cut,
+   * in order, `entries` and `held` together. `held` are the messages whose replies lie past the
+   * cut: they stay live with them, and the summary does not take them.
+   */
+  range?: HistoryEntry[];
+  held?: HistoryEntry[];
+}
+
+/** A cut through overlapping turns: the first `cut` entries, of which `held` stay live. */
+export interface ThroughCut {
+  cut: number;
+  held: Set<HistoryEntry>;
+}
+
+/**
+ * A cut of the first `cut` entries that may pass through turns: every entry before it whose
+ * turn goes on after it is held back (stays live, with the rest of its turn), so a message and
+ * its reply still end up on one side. Undefined when every entry before the cut would be held.
+ * In a busy channel a streamed reply lands after the messages that came meanwhile, and when
+ * the next question's reply lands later still, turns overlap in a chain with no clean boundary
+ * short of the whole history; this is the cut that still takes about the fraction asked.
+ */
+export function cutThrough(entries: readonly HistoryEntry[], cut: number): ThroughCut | undefined {
+  if (cut <= 0) return undefined;
+  const lastIndex = new Map<number, number>();
+  for (let index = 0; index < entries.length; index += 1) lastIndex.set(entries[index]!.turnId, index);
+  const held = new Set<HistoryEntry>();
+  for (let index = 0; index < cut; index += 1) {
+    const entry = entries[index]!;
+    if (lastIndex.get(entry.turnId)! >= cut) held.add(entry);
+  }
+  return held.size < cut ? { cut, held } : undefined;
 }
 
 /**
@@ -83,9 +116,16 @@ export function planCompaction(options: {
   const rollUp = options.summaryTokens > options.rollupTokens && options.summaryTokens < cap / 2;
   let target = targetCount(entries.length, options.fraction);
   if (cap !== Infinity) target = Math.min(target, Math.max(1, fittingCount(entries, cap - (rollUp ? options.summaryTokens : 0), options.lineTokens ?? 0)));
-  const cut = alignedCut(entries, target, maxCut);
+  let cut = alignedCut(entries, target, maxCut);
+  let held: Set<HistoryEntry> | undefined;
+  // No turn boundary near the fraction (overlapping turns): cut through them instead.
+  if (cut === 0 || cut >= entries.length || cut > maxCut || cut * 2 < target) {
+    const through = cutThrough(entries, Math.min(target, maxCut, entries.length - 1));
+    if (through) ({ cut, held } = through);
+  }
   if (cut === 0 || cut >= entries.length) return undefined;
-  const snapshot = entries.slice(0, cut);
+  const range = entries.slice(0, cut);
+  const snapshot = held ? range.filter((entry) => !held.has(entry)) : range;
   const priorSummaries = rollUp ? [...options.summaries] : [];
   let tokens = 0;
   for (const entry of snapshot) tokens += entry.tokens;
@@ -94,8 +134,9 @@ export function planCompaction(options: {
     entries: snapshot,
     priorSummaries,
     fromSeq: priorSummaries.length > 0 ? Math.min(priorSummaries[0]!.fromSeq, snapshot[0]!.seq) : snapshot[0]!.seq,
-    toSeq: snapshot[snapshot.length - 1]!.seq,
+    toSeq: range[range.length - 1]!.seq,
     tokens,
+    ...(held && held.size > 0 ? { range, held: [...held] } : {}),
   };
 }
 

@@ -23,21 +23,23 @@ export function matchSnapshot(state: ChannelState, plan: CompactionPlan): Snapsh
     if (!state.summaries.includes(prior)) return { place: 'gone', reason: 'summaries_changed' };
   }
   const count = plan.entries.length;
-  if (sameStart(state.entries, plan)) return { place: 'head' };
+  if (sameStart(state.entries, plan.range ?? plan.entries)) return { place: 'head' };
+  // A plan that held messages back lands only where it was planned: at the head.
+  if (plan.range) return { place: 'gone', reason: 'range_changed' };
   for (const marker of state.summaries) {
     if (marker.kind !== 'marker') continue;
     const dropped = state.markerEntries.get(marker.id);
-    if (dropped && sameStart(dropped, plan)) {
+    if (dropped && sameStart(dropped, plan.entries)) {
       return { place: 'marker', marker, remaining: dropped.length - count };
     }
   }
   return { place: 'gone', reason: 'range_changed' };
 }
 
-function sameStart(list: readonly unknown[], plan: CompactionPlan): boolean {
-  if (list.length < plan.entries.length) return false;
-  for (let index = 0; index < plan.entries.length; index += 1) {
-    if (list[index] !== plan.entries[index]) return false;
+function sameStart(list: readonly unknown[], start: readonly unknown[]): boolean {
+  if (list.length < start.length) return false;
+  for (let index = 0; index < start.length; index += 1) {
+    if (list[index] !== start[index]) return false;
   }
   return true;
 }
@@ -88,7 +90,7 @@ export function applySplice(options: {
   const id = options.store.splice(change);
 
   const summary: SummaryEntry = { id, ...summaryDraft };
-  if (match.place === 'head') state.removeHead(plan.entries.length);
+  if (match.place === 'head') state.removeHeadExcept((plan.range ?? plan.entries).length, new Set(plan.held ?? []));
   for (const retired of change.retiredSummaryIds) state.removeSummary(retired);
   if (shrunk) {
     state.replaceSummary(shrunk);

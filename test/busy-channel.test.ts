@@ -1,0 +1,138 @@
+/**
+ * Compaction in a busy channel: replies land after the messages that came while they were
+ * being written, turns overlap in a chain, and still the background tier takes about its
+ * fraction, each message staying on the side of the cut where its reply is.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { openApp } from '../src/app/index.js';
+import { runAgentTurn } from '../src/channel/agent-turn.js';
+import type { HistoryEntry } from '../src/channel/types.js';
+import { planCompaction } from '../src/compaction/planner.js';
+import { characterTokenCounter, startFakeAnthropic } from './fakes/fake-anthropic.js';
+import { isAgentRequest, testConfig } from './discord-helpers.js';
+import { openHarness, ScriptedSummarizer, tempDir, userMessage } from './compaction-support.js';
+import { appEnv } from './support/storage.js';
+
+function entry(seq: number, turnId: number, role: 'user' | 'assistant' = 'user'): HistoryEntry {
+  return { seq, channelId: 'c', messageId: `m${seq}`, kind: 'message', role, authorId: role, authorName: role, content: `text ${seq}`, createdAt: seq, tokens: 10, turnId };
+}
+
+/** M1 M2 M3 M4 R1 M5 M6 M7 R4 ...: every third message asks, its reply lands after the next question. */
+function chain(messages: number): HistoryEntry[] {
+  const entries: HistoryEntry[] = [];
+  const pending: number[] = [];
+  let seq = 0;
+  for (let index = 1; index <= messages; index += 1) {
+    entries.push(entry((seq += 1), index));
+    if (index % 3 === 0 && pending.length > 1) entries.push(entry((seq += 1), pending.shift()!, 'assistant'));
+    if (index % 3 === 1) pending.push(index);
+  }
+  return entries;
+}
+
+/** Which side of a plan each turn's entries fall on: no turn may have some taken and some left. */
+function splitTurns(entries: readonly HistoryEntry[], taken: readonly HistoryEntry[]): number[] {
+  const takenSet = new Set(taken);
+  const sides = new Map<number, Set<boolean>>();
+  for (const item of entries) {
+    const side = sides.get(item.turnId) ?? new Set<boolean>();
+    side.add(takenSet.has(item));
+    sides.set(item.turnId, side);
+  }
+  return [...sides].filter(([, side]) => side.size > 1).map(([turnId]) => turnId);
+}
+
+test('overlapping turns: the plan takes about its fraction, holding back the messages whose replies lie past the cut', () => {
+  const entries = chain(90);
+  const plan = planCompaction({ entries, summaries: [], summaryTokens: 0, fraction: 0.3, rollupTokens: Infinity })!;
+  assert.ok(plan, 'a plan');
+  assert.ok(plan.entries.length >= 0.25 * entries.length, `took ${plan.entries.length} of ${entries.length}`);
+  assert.ok(plan.held && plan.held.length > 0 && plan.held.length <= 3, `held ${plan.held?.length}`);
+  assert.deepEqual(splitTurns(entries, plan.entries), [], 'every message is on the side of its reply');
+  assert.equal(plan.range!.length, plan.entries.length + plan.held!.length);
+  assert.equal(plan.toSeq, plan.range!.at(-1)!.seq);
+});
+
+test('a cut through overlapping turns lands, and a restart brings back the same live context', async () => {
+  const dir = tempDir().path;
+  const first = openHarness({ dir, summarizer: new ScriptedSummarizer() });
+  const channelId = 'busy';
+  const asked: Array<{ turnId: number; index: number }> = [];
+  for (let index = 0; index < 60; index += 1) {
+    const stored = await first.runtime.ingest(userMessage(channelId, index));
+    if (index % 3 === 0) asked.push({ turnId: stored.turnId, index });
+    // Each reply lands three messages after its question.
+    if (index % 3 === 2 && asked.length > 1) {
+      const question = asked.shift()!;
+      first.runtime.appendToTurn(channelId, [{ kind: 'message', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: `Reply to ${question.index}.`, messageId: `r${question.index}` }], question.turnId);
+    }
+  }
+  const before = first.runtime.liveContext(channelId).entries;
+  const outcome = await first.runtime.compactNow(channelId);
+  assert.equal(outcome.status, 'completed', JSON.stringify(outcome));
+  const live = first.runtime.liveContext(channelId);
+  const taken = before.filter((item) => !live.entries.includes(item));
+  assert.ok(taken.length >= 0.25 * before.length, `took ${taken.length} of ${before.length}`);
+  assert.deepEqual(splitTurns(before, taken), [], 'no message was taken without its reply, nor a reply without its message');
+  const held = live.entries.filter((item) => item.seq < live.summaries.at(-1)!.toSeq);
+  assert.ok(held.length > 0, 'some question stayed live with its reply');
+  await first.close({ keepDir: true });
+
+  const second = openHarness({ dir, summarizer: new ScriptedSummarizer() });
+  assert.deepEqual(second.runtime.liveContext(channelId), live, 'the same live context after a restart');
+  await second.close();
+});
+
+test('a busy channel, the bot asked every third message and each reply streaming while others write: background compaction does the work, no emergency', async () => {
+  const fake = await startFakeAnthropic({ countTokens: characterTokenCounter(), contextWindow: 8000 });
+  const reply = 'Noted, thanks. I will keep track of that and come back to it when it matters.';
+  fake.setDefault((request) =>
+    isAgentRequest(request.body)
+      ? { text: reply, chunks: reply.match(/.{1,10}/g)!, chunkDelayMs: 60 }
+      : { text: 'Summary: the team went over the plan, the tests and the schedule.' },
+  );
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-busy-'));
+  const app = await openApp({ config: testConfig({ baseUrl: fake.baseUrl, dataDir, defaults: { contextWindow: 8000, maxResponseTokens: 256 } }), env: appEnv() });
+  const channelId = 'busy';
+  const events: Array<Record<string, unknown>> = [];
+  app.events.subscribe((event) => {
+    if ((event as { channel_id?: string }).channel_id === channelId) events.push(event as Record<string, unknown>);
+  });
+  try {
+    const turns: Promise<unknown>[] = [];
+    for (let index = 0; index < 240; index += 1) {
+      await app.runtime.ingest({ ...userMessage(channelId, index, { words: 30, author: `p${index % 4}` }) });
+      if (index % 3 === 2) {
+        // The turn answers this message; its reply streams for about half a second while the channel goes on.
+        turns.push(
+          app.runtime.runSerial(channelId, () =>
+            runAgentTurn({ runtime: app.runtime, channelId, model: app.model!, tools: app.tools, settings: app.config.settingsFor(channelId), context: { channelId, guildId: 'g1' }, stream: { update() {} } }),
+          ),
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    await Promise.all(turns);
+    await app.runtime.flushCompactions();
+    const overlapping = app.runtime.liveContext(channelId).entries.some((item, index, all) => item.role === 'assistant' && all[index - 1]?.turnId !== item.turnId);
+    assert.ok(overlapping, 'replies did land after later messages (the turns overlapped)');
+    const started = events.filter((event) => event.type === 'compaction_started');
+    const background = started.filter((event) => event.tier === 'background');
+    assert.ok(background.length >= 2, `background compactions: ${background.length}`);
+    const triggered = events.filter((event) => event.type === 'compaction_triggered' && event.tier === 'background');
+    for (const [index, event] of background.entries()) {
+      const live = Number(triggered[index]?.live_messages);
+      assert.ok(Number(event.messages) >= 0.2 * live, `background compaction ${index} took ${event.messages} of ${live} live entries`);
+    }
+    assert.deepEqual(events.filter((event) => event.type === 'emergency_truncation'), [], 'emergency truncation never fired');
+    assert.equal(fake.requests.filter((request) => request.refusal !== undefined).length, 0, 'no request refused');
+  } finally {
+    await app.close();
+    await fake.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
