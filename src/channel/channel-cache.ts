@@ -20,6 +20,8 @@ export interface ChannelCacheOptions {
  */
 export class ChannelCache {
   private readonly states = new Map<string, { state: ChannelState; usedAt: number }>();
+  /** The channel used last: asked again (a busy channel's checks), it is already in place. */
+  private newest: string | undefined;
 
   constructor(private readonly options: ChannelCacheOptions) {}
 
@@ -32,12 +34,15 @@ export class ChannelCache {
     const now = this.options.now();
     const found = this.states.get(channelId);
     if (found) {
+      found.usedAt = now;
+      if (channelId === this.newest) return found.state;
       // Re-inserted at the end: a Map iterates in insertion order, oldest first.
       this.states.delete(channelId);
-      found.usedAt = now;
       this.states.set(channelId, found);
+      this.newest = channelId;
       return found.state;
     }
+    this.newest = channelId;
     const state = this.options.load(channelId);
     this.states.set(channelId, { state, usedAt: now });
     this.evict({ keep: channelId });

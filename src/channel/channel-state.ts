@@ -49,6 +49,8 @@ export class ChannelState {
   /** The system prompt last counted, and its estimate (recounted only when it changes). */
   promptText: string | undefined;
   promptTokens = 0;
+  /** The same prompt counted closer (see `estimateFixedTokens`): the real-count side of the fixed part. */
+  promptFixedTokens = 0;
   /** How far the 4-characters-per-token estimate is from the model's count here (1 until it answers). */
   calibration: Calibration = { ...UNCALIBRATED };
 

@@ -18,7 +18,6 @@ export class ContextEstimator {
   private countedToolTokens: number;
   /** The real-count side of the fixed part, worked out when a prompt or the tools change. */
   private realTools: number | undefined;
-  private realPrompt: { text: string; tokens: number } | undefined;
 
   constructor(tools: readonly ToolDefinition[]) {
     this.countedTools = tools;
@@ -31,14 +30,13 @@ export class ContextEstimator {
    */
   fixedPart(state: ChannelState, settings: ChannelSettings): { estimated: number; real: number } {
     this.estimate(state, settings);
-    return { estimated: state.promptTokens + this.countedToolTokens, real: this.fixedReal(settings) };
+    return { estimated: state.promptTokens + this.countedToolTokens, real: this.fixedReal(state) };
   }
 
-  /** The fixed part in real tokens; recounted only when the prompt or the tools changed. */
-  private fixedReal(settings: ChannelSettings): number {
-    if (this.realPrompt?.text !== settings.systemPrompt) this.realPrompt = { text: settings.systemPrompt, tokens: estimateFixedTokens(settings.systemPrompt) };
+  /** The fixed part in real tokens (the prompt's is counted with the channel's, when it changes). */
+  private fixedReal(state: ChannelState): number {
     this.realTools ??= this.countedTools.length === 0 ? 0 : estimateFixedTokens(JSON.stringify(this.countedTools)) + TOOL_USE_SYSTEM_TOKENS;
-    return this.realPrompt.tokens + this.realTools;
+    return state.promptFixedTokens + this.realTools;
   }
 
   /**
@@ -51,7 +49,7 @@ export class ContextEstimator {
     const messageFactor = state.calibration.messageFactor;
     if (messageFactor === undefined) return estimatedTokens * state.calibration.factor;
     const fixedEstimate = state.promptTokens + this.countedToolTokens;
-    return this.fixedReal(settings) + messageFactor * Math.max(0, estimatedTokens - fixedEstimate);
+    return this.fixedReal(state) + messageFactor * Math.max(0, estimatedTokens - fixedEstimate);
   }
 
   /** The estimate at which `calibrated` reaches `realTokens` (a ceiling in estimated tokens). */
@@ -59,7 +57,7 @@ export class ContextEstimator {
     const messageFactor = state.calibration.messageFactor;
     if (messageFactor === undefined) return realTokens / state.calibration.factor;
     const fixedEstimate = state.promptTokens + this.countedToolTokens;
-    return fixedEstimate + Math.max(0, realTokens - this.fixedReal(settings)) / messageFactor;
+    return fixedEstimate + Math.max(0, realTokens - this.fixedReal(state)) / messageFactor;
   }
 
   /** `calibrated` as a factor on the estimate (what ceilings in estimated tokens divide by). */
@@ -85,6 +83,7 @@ export class ContextEstimator {
     if (state.promptText !== settings.systemPrompt) {
       state.promptText = settings.systemPrompt;
       state.promptTokens = estimateTokens(settings.systemPrompt);
+      state.promptFixedTokens = estimateFixedTokens(settings.systemPrompt);
     }
     const header = state.summaries.length > 0 ? SUMMARY_HEADER_TOKENS : 0;
     return state.promptTokens + this.countedToolTokens + header + state.summaryTokens + state.entryTokens;

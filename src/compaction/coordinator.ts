@@ -20,6 +20,8 @@ import { SUMMARY_LINE_TOKENS } from './summary-prompt.js';
 /** Which Compactor decisions a check may act on (constants: the check allocates nothing). */
 const EVERY_TIER = { emergencyOnly: false } as const;
 const EMERGENCY_ONLY = { emergencyOnly: true } as const;
+const IDLE = { compactionRunning: false } as const;
+const RUNNING = { compactionRunning: true } as const;
 
 /** How `compactNow` ended. */
 export interface CompactionOutcome {
@@ -88,7 +90,7 @@ export class CompactionCoordinator {
     const usage = usageOf(tokens, factor, settings);
     this.options.usageChecked?.(usage);
     this.options.usageObserver?.observe(state, usage, tokens, settings);
-    const action = decide(usage, settings.compaction, { compactionRunning: state.compaction !== undefined });
+    const action = decide(usage, settings.compaction, state.compaction === undefined ? IDLE : RUNNING);
     if (action === 'none' || (scope.emergencyOnly && action !== 'emergency')) return 'none';
     if (action === 'emergency' && state.entries.length === 0) return 'none';
     // A worker tier with nothing it may take (a single turn in progress) is no action at all.
