@@ -221,6 +221,7 @@ export class CompactionCoordinator {
       compaction_id: compactionId,
       tier,
       messages: plan.entries.length,
+      messages_held: plan.held?.length ?? 0,
       summaries_folded: plan.priorSummaries.length,
       from_seq: plan.fromSeq,
       to_seq: plan.toSeq,

@@ -31,6 +31,8 @@ export interface CompactionStartedEvent extends ChannelEvent {
   compaction_id: string;
   tier: CompactionTier;
   messages: number;
+  /** Messages before the cut left live with their replies, past it (overlapping turns); 0 for a clean cut. */
+  messages_held: number;
   summaries_folded: number;
   from_seq: number;
   to_seq: number;
