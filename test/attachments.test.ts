@@ -251,6 +251,8 @@ test('an emergency truncation marker names the images and files of the messages 
   await first.runtime.ingest(withFile(0, '[image: chart.png, 200×200, 1.2 kB]'));
   await first.runtime.ingest(userMessage('c-marker', 1));
   await first.runtime.ingest(withFile(2, '[attachment: report.pdf, 80 kB]', 'Bo'));
+  // A message just in stays through its own check (it may be answered); the next check drops it.
+  first.runtime.check('c-marker');
   const [marker] = first.runtime.liveContext('c-marker').summaries;
   assert.equal(marker!.kind, 'marker');
   assert.equal(
@@ -263,12 +265,14 @@ test('an emergency truncation marker names the images and files of the messages 
   // After a restart the grown marker still names what it named, then what it drops now.
   const second = openHarness({ dir, configValue, summarizer: new ScriptedSummarizer() });
   await second.runtime.ingest(withFile(3, '[file: notes.md, 40 B]'));
+  second.runtime.check('c-marker');
   assert.match(
     second.runtime.liveContext('c-marker').summaries[0]!.content,
     /^4 older messages .*Shared in these messages: image chart\.png \(shared by Ana\); file report\.pdf \(shared by Bo\); file notes\.md \(shared by Ana\)\.$/,
   );
   // A marker is sent with every request: past 20 names, the rest are counted.
   for (let index = 4; index < 30; index += 1) await second.runtime.ingest(withFile(index, `[image: photo-${index}.jpg, 3 kB]`));
+  second.runtime.check('c-marker');
   const grown = second.runtime.liveContext('c-marker').summaries[0]!.content;
   assert.equal(grown.match(/\(shared by /g)!.length, 20);
   assert.match(grown, /image photo-20\.jpg \(shared by Ana\) \(and 9 more files\)\.$/);
