@@ -38,6 +38,8 @@ export const POSTGRES_SUITE = [
   'discord-bot',
   'discord-start',
   'context-window-model',
+  'busy-channel',
+  'window-replay',
   'worker',
   'chat-workers',
   'compaction-edge-cases',
