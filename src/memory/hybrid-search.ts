@@ -5,7 +5,7 @@ import { StatementCache } from './statement-cache.js';
 import { fullTextFor, type FullText } from './full-text.js';
 import { ItemRows, padded, type ItemRow, type Neighbourhood } from './item-rows.js';
 import type { Visibility } from './scope.js';
-import { queryTerms } from './text.js';
+import { searchTerms } from './search-text.js';
 import type { MemoryKind, MemoryType, SearchResult } from './types.js';
 
 /** Knobs of the fusion, chosen on LoCoMo evidence recall (see the memory benchmarks). */
@@ -198,7 +198,7 @@ export class HybridSearch {
   }
 
   private textCandidates(request: HybridSearchRequest, count: number): Array<{ label: number; strength: number }> {
-    const terms = this.affordableTerms(queryTerms(request.queryText));
+    const terms = this.affordableTerms(searchTerms(request.queryText));
     if (terms.length === 0) return [];
     return this.fullText.candidates(
       terms,

@@ -42,7 +42,7 @@ export class PgFullText implements FullText {
     if (terms.length === 0) return [];
     const rows = this.statements
       .get(
-        `SELECT (SELECT count(*) FROM memory_items m WHERE m.fts @@ plainto_tsquery('english', t.term)) AS count
+        `SELECT (SELECT count(*) FROM memory_items m WHERE m.fts @@ plainto_tsquery('simple', t.term)) AS count
            FROM json_array_elements_text(?::json) WITH ORDINALITY AS t(term, position) ORDER BY t.position`,
       )
       .all(JSON.stringify(terms)) as Array<{ count: number }>;
@@ -69,7 +69,7 @@ export class PgFullText implements FullText {
     const rows = this.statements
       .get(
         `WITH lexemes AS materialized (
-           SELECT DISTINCT u.lexeme FROM json_array_elements_text(?::json) AS t(term), unnest(to_tsvector('english', t.term)) AS u
+           SELECT DISTINCT u.lexeme FROM json_array_elements_text(?::json) AS t(term), unnest(to_tsvector('simple', t.term)) AS u
          ),
          anywhere AS materialized (
            SELECT i.rowid, i.fts, i.fts_length, (${clauses.join(' AND ')}) AS visible FROM memory_items i
