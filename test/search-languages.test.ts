@@ -127,3 +127,104 @@ test('a word or two finds its message in every script on PostgreSQL, with the sa
     }
   });
 });
+
+/** A small deterministic generator (mulberry32), so the corpus is the same on every run. */
+function random(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let value = Math.imul(state ^ (state >>> 15), 1 | state);
+    value = (value + Math.imul(value ^ (value >>> 7), 61 | value)) ^ value;
+    return ((value ^ (value >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+const WORDS = (
+  'deploy server budget invoice meeting release login crash backup rollback database schema ticket customer ' +
+  'PostgreSQL MongoDB iPhone GitHub Kubernetes staging Friday Monday October weekend kayak tent cello kittens ' +
+  '上海 北京 会议 报告 延期 リリース 会議 회의 연기 Встреча пятницу Kaffeemaschine Straße café naïve'
+).split(' ');
+
+function generatedWord(next: () => number): string {
+  const roll = next();
+  const number = Math.floor(next() * 5000);
+  if (roll < 0.06) return `BILL-${number}`;
+  if (roll < 0.1) return `v${number % 4}.${number % 10}.${number % 7}`;
+  if (roll < 0.14) return `#${number}`;
+  if (roll < 0.17) return `user${number % 9}@host${number % 5}`;
+  if (roll < 0.2) return `max_${WORDS[number % 12]!.toLowerCase()}_count`;
+  if (roll < 0.26) return String(number);
+  return WORDS[Math.floor(next() * WORDS.length)]!;
+}
+
+function generatedText(next: () => number): string {
+  const length = 3 + Math.floor(next() * 10);
+  return Array.from({ length }, () => generatedWord(next)).join(next() < 0.5 ? ' ' : ', ');
+}
+
+test('a generated corpus gives the same top 5 on SQLite and PostgreSQL for identifiers, numbers, mixed case and every script', async (t) => {
+  if (!(await requirePostgres(t))) return;
+  const next = random(20231003);
+  const authors = ['Ana', 'Ben', 'Cleo', 'Dev'];
+  const corpus: TranscriptEntryInput[] = Array.from({ length: 400 }, (_, index) => ({
+    channelId: index % 4 === 0 ? 'elsewhere' : 'generated',
+    messageId: `g${index}`,
+    authorId: authors[index % 4]!.toLowerCase(),
+    authorName: authors[index % 4]!,
+    content: generatedText(next),
+    createdAt: 1_700_000_000_000 + index * 60_000,
+  }));
+  const queries = [
+    ...Array.from({ length: 30 }, () => generatedText(next).split(/[ ,]+/).slice(0, 2).join(' ')),
+    'BILL-42',
+    'v2.3.1',
+    '#1234',
+    'user3@host3',
+    'max_server_count',
+    'POSTGRESQL',
+    'postgresql',
+    '上海 会议',
+    'リリース',
+    'cafe naive',
+    'what about the crash on Friday?',
+  ];
+  const search = async (db: SqlDatabase, dataDir: string): Promise<Array<Array<[string, number]>>> => {
+    const store = await openMemoryStore({ db, dataDir, settings: DEFAULTS.memory });
+    try {
+      await store.archiveTranscript(corpus);
+      await store.whenIndexed();
+      const lists: Array<Array<[string, number]>> = [];
+      for (const query of queries) {
+        const results = await store.search({ location: { channelId: 'generated' }, query, limit: 5 });
+        lists.push(results.map((result) => [result.message_id ?? result.id, result.score]));
+      }
+      return lists;
+    } finally {
+      await store.close();
+    }
+  };
+  await withDirs(async (sqliteDir, pgDir) => {
+    const sqlite = openDatabase(sqliteDir, ALL_MIGRATIONS);
+    const postgres = openStorageForWriting({ backend: 'postgres', dataDir: pgDir, url: TEST_DATABASE_URL, schema: freshSchema() }, ALL_MIGRATIONS, {
+      command: 'search-languages test',
+      writerKey: 'search-languages',
+    });
+    try {
+      const expected = await search(sqlite, sqliteDir);
+      const actual = await search(postgres.db, pgDir);
+      assert.ok(expected.filter((list) => list.length > 0).length >= queries.length - 2, 'nearly every query finds something');
+      // Same tokens, same BM25 statistics, same vectors: the same ids in the same order, and the
+      // same scores (both backends compute BM25 in double precision from the same counts).
+      assert.deepEqual(
+        actual.map((list) => list.map(([id]) => id)),
+        expected.map((list) => list.map(([id]) => id)),
+      );
+      actual.forEach((list, position) =>
+        list.forEach(([, score], rank) => assert.ok(Math.abs(score - expected[position]![rank]![1]) < 1e-3, `score of "${queries[position]}" #${rank}`)),
+      );
+    } finally {
+      sqlite.close();
+      postgres.close();
+    }
+  });
+});

@@ -24,7 +24,8 @@ const EXACT_COUNT_ROWS = 50_000;
 const SAMPLE_ROWS = 20_000;
 
 /**
- * PostgreSQL: `memory_items.fts` (a tsvector, English stemming) under a GIN index, ranked by the
+ * PostgreSQL: `memory_items.fts` (a tsvector of the row's search tokens, `simple` configuration:
+ * the tokens are indexed as FTS5 indexes them) under a GIN index, ranked by the
  * BM25 that FTS5's bm25() computes, so strengths (and the fusion tuned on them) mean the same on
  * both backends: IDF from store-wide document frequencies, term frequencies from the tsvector's
  * positions, length normalized by the store's average. One statement per search; the store's
