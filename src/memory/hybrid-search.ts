@@ -38,6 +38,12 @@ export interface SearchTuning {
   rankShare: number;
   /** Hits scoring below this carry no evidence worth a reader's attention and are left out. */
   minScore: number;
+  /**
+   * When no word of the query occurs in anything the caller can see, a vector neighbour must be
+   * at least this similar to be shown: otherwise the nearest of unrelated texts would come back
+   * as if they answered (a nonsense query gets an empty list, not the least-bad noise).
+   */
+  vectorOnlySimilarity: number;
 }
 
 export const DEFAULT_SEARCH_TUNING: Readonly<SearchTuning> = Object.freeze({
@@ -54,6 +60,7 @@ export const DEFAULT_SEARCH_TUNING: Readonly<SearchTuning> = Object.freeze({
   textPostingBudget: 1000,
   rankShare: 0.5,
   minScore: 0.02,
+  vectorOnlySimilarity: 0.5,
 });
 
 export interface HybridSearchRequest {
@@ -103,10 +110,11 @@ export class HybridSearch {
   run(request: HybridSearchRequest): SearchResult[] {
     const tuning = this.tuning;
     const candidateCount = Math.max(tuning.candidates, request.limit * 3);
-    const vectorHits = (request.queryVector ? this.vectorCandidates(request, request.queryVector, candidateCount) : []).filter(
-      (hit) => hit.similarity >= tuning.vectorMinSimilarity,
-    );
     const textHits = this.textCandidates(request, candidateCount);
+    const vectorFloor = textHits.length === 0 ? Math.max(tuning.vectorMinSimilarity, tuning.vectorOnlySimilarity) : tuning.vectorMinSimilarity;
+    const vectorHits = (request.queryVector ? this.vectorCandidates(request, request.queryVector, candidateCount) : []).filter(
+      (hit) => hit.similarity >= vectorFloor,
+    );
 
     const candidates = new Map<number, Candidate>();
     const candidate = (label: number): Candidate => {

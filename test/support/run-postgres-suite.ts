@@ -60,6 +60,7 @@ export const POSTGRES_SUITE = [
   'ingest-durability',
   'memory-http-embedder',
   'memory-store',
+  'search-phrasing',
   'privacy-commands',
   'privacy-delete',
   'qa-readme',
