@@ -6,6 +6,7 @@ import { fullTextFor, type FullText } from './full-text.js';
 import { ItemRows, padded, type ItemRow, type Neighbourhood } from './item-rows.js';
 import type { Visibility } from './scope.js';
 import { searchTerms } from './search-text.js';
+import { nearness, timeNamed, timesOf, type TimeSpan } from './query-time.js';
 import type { MemoryKind, MemoryType, SearchResult } from './types.js';
 
 /** Knobs of the fusion, chosen on LoCoMo evidence recall (see the memory benchmarks). */
@@ -44,6 +45,10 @@ export interface SearchTuning {
    * as if they answered (a nonsense query gets an empty list, not the least-bad noise).
    */
   vectorOnlySimilarity: number;
+  /** Fused rank is raised by up to this share for a message at (or about) the time the query names. */
+  timeBoost: number;
+  /** Days outside the named time over which that raise fades out. */
+  timeSlackDays: number;
 }
 
 export const DEFAULT_SEARCH_TUNING: Readonly<SearchTuning> = Object.freeze({
@@ -51,7 +56,7 @@ export const DEFAULT_SEARCH_TUNING: Readonly<SearchTuning> = Object.freeze({
   rrfK: 60,
   vectorWeight: 1,
   textWeight: 1,
-  neighbors: 1,
+  neighbors: 2,
   semanticFloor: 0.2,
   semanticCeiling: 0.8,
   lexicalHalf: 6,
@@ -61,6 +66,8 @@ export const DEFAULT_SEARCH_TUNING: Readonly<SearchTuning> = Object.freeze({
   rankShare: 0.5,
   minScore: 0.02,
   vectorOnlySimilarity: 0.5,
+  timeBoost: 1,
+  timeSlackDays: 3,
 });
 
 export interface HybridSearchRequest {
@@ -73,6 +80,8 @@ export interface HybridSearchRequest {
   memoryType?: MemoryType;
   /** Exact similarities of visible items the vector indexes cannot see yet (their vector is owed). */
   extraVectorHits?: Array<{ label: number; similarity: number }>;
+  /** What "yesterday" or "last week" in the query is relative to (default: the system clock). */
+  now?: number;
 }
 
 
@@ -110,6 +119,7 @@ export class HybridSearch {
   run(request: HybridSearchRequest): SearchResult[] {
     const tuning = this.tuning;
     const candidateCount = Math.max(tuning.candidates, request.limit * 3);
+    const time = timeNamed(request.queryText, request.now ?? Date.now());
     const textHits = this.textCandidates(request, candidateCount);
     const vectorFloor = textHits.length === 0 ? Math.max(tuning.vectorMinSimilarity, tuning.vectorOnlySimilarity) : tuning.vectorMinSimilarity;
     const vectorHits = (request.queryVector ? this.vectorCandidates(request, request.queryVector, candidateCount) : []).filter(
@@ -136,6 +146,7 @@ export class HybridSearch {
       entry.lexical = hit.strength;
     });
     if (request.queryVector) this.fillSimilarities(candidates, request.queryVector);
+    if (time) this.applySignals(candidates, time);
 
     const bestRrf = (tuning.vectorWeight + tuning.textWeight) / (tuning.rrfK + 1);
     const ranked = [...candidates.values()]
@@ -203,6 +214,20 @@ export class HybridSearch {
       )
       .all(...scopeParams, ...(request.memoryType ? [request.memoryType] : [])) as Array<{ label: number; vector: Buffer }>;
     return rows.map((row) => ({ label: row.label, similarity: dot(queryVector, blobToVector(row.vector)) }));
+  }
+
+  /**
+   * Raises the fused rank of messages written at (or speaking of) the time the query names: a
+   * message saying "yesterday" counts for the day before it was written.
+   */
+  private applySignals(candidates: Map<number, Candidate>, span: TimeSpan): void {
+    const rows = this.rows.load([...candidates.keys()]);
+    for (const [label, entry] of candidates) {
+      const row = rows.get(label);
+      if (!row) continue;
+      const near = Math.max(...timesOf(row.content, row.created_at).map((moment) => nearness(span, moment, this.tuning.timeSlackDays)));
+      entry.rrf *= 1 + this.tuning.timeBoost * near;
+    }
   }
 
   private textCandidates(request: HybridSearchRequest, count: number): Array<{ label: number; strength: number }> {

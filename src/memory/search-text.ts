@@ -77,9 +77,21 @@ export function searchText(text: string): string {
   return searchTokens(text).join(' ');
 }
 
+/**
+ * Words that shape a question rather than say what it is about ("what might Ana likely say
+ * about..."): left out of queries. Messages keep them, since there they can carry meaning.
+ */
+const QUESTION_WORDS: ReadonlySet<string> = new Set(
+  'likely unlikely might probably possibly perhaps considered consider based describe mention mentioned something anything someone anyone'
+    .split(' ')
+    .map((word) => stemmer(word)),
+);
+
 /** The distinct tokens of a query, at most `maxTerms` of them, in order of appearance. */
 export function searchTerms(text: string, options: { maxTerms?: number } = {}): string[] {
-  return [...new Set(searchTokens(text))].slice(0, options.maxTerms ?? 32);
+  const terms = [...new Set(searchTokens(text))];
+  const meaningful = terms.filter((term) => !QUESTION_WORDS.has(term));
+  return (meaningful.length > 0 ? meaningful : terms).slice(0, options.maxTerms ?? 32);
 }
 
 function addPart(part: string, tokens: string[]): void {

@@ -371,7 +371,7 @@ export class SqliteMemoryStore implements MemoryStore {
       // Its vector is still owed: the backlog embeds whatever text the row holds when it gets there.
       this.db
         .prepare(`UPDATE memory_items SET content = ?, content_hash = ?, fts_text = ?, updated_at = ? WHERE rowid = ?`)
-        .run(text, hashContent(text), searchText(text), this.clock.now(), row.rowid);
+        .run(text, hashContent(text), transcriptSearchText(row.author_name ?? '', content), this.clock.now(), row.rowid);
       this.backlog.schedule();
       return;
     }
@@ -381,7 +381,7 @@ export class SqliteMemoryStore implements MemoryStore {
     this.db.transaction(() => {
       const info = this.db
         .prepare(`UPDATE memory_items SET content = ?, content_hash = ?, fts_text = ?, updated_at = ? WHERE rowid = ?`)
-        .run(text, hashContent(text), searchText(text), this.clock.now(), row.rowid);
+        .run(text, hashContent(text), transcriptSearchText(row.author_name ?? '', content), this.clock.now(), row.rowid);
       if (info.changes > 0) this.replaceVector(row.rowid, indexKey, vector!);
     })();
     this.indexes.noteInserted(indexKey);
@@ -431,6 +431,7 @@ export class SqliteMemoryStore implements MemoryStore {
       ...(queryVector ? { queryVector } : {}),
       visibility: seen,
       extraVectorHits: lagging,
+      now: this.clock.now(),
       limit,
       ...(query.kind ? { kind: query.kind } : {}),
       ...(memoryType ? { memoryType } : {}),
@@ -615,7 +616,7 @@ export class SqliteMemoryStore implements MemoryStore {
       authorName: entry.authorName,
       sourceIds: '[]',
       contentHash: hashContent(text),
-      ftsText: searchText(text),
+      ftsText: transcriptSearchText(entry.authorName, entry.content),
       ftsTags: ftsTags({ indexKey, kind: 'transcript' }),
       createdAt: Number.isFinite(entry.createdAt) ? entry.createdAt : now,
       updatedAt: now,
@@ -666,6 +667,15 @@ export class SqliteMemoryStore implements MemoryStore {
 /** Transcript text carries the speaker, so a search for a name finds what that person said. */
 export function transcriptText(authorName: string, content: string): string {
   return authorName ? `${authorName}: ${content}` : content;
+}
+
+/**
+ * The search tokens of a message, its speaker's name included: a query naming a participant
+ * ranks what they said higher (measured on LoCoMo, this does better than leaving the name out
+ * and raising their messages apart).
+ */
+export function transcriptSearchText(authorName: string, content: string): string {
+  return searchText(transcriptText(authorName, content));
 }
 
 /** The numbers of a text, sorted, as one comparable string. */

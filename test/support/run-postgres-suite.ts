@@ -61,6 +61,7 @@ export const POSTGRES_SUITE = [
   'memory-http-embedder',
   'memory-store',
   'search-phrasing',
+  'search-time',
   'privacy-commands',
   'privacy-delete',
   'qa-readme',
