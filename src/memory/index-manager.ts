@@ -25,8 +25,9 @@ export interface IndexManagerOptions {
   /** Unsaved points after which a catching-up index is written to disk. */
   saveEvery?: number;
   /**
-   * Most not-yet-indexed vectors scanned exactly per search (the newest ones). Only a large
-   * rebuild makes the tail longer; meanwhile older entries are still found by full text.
+   * Most not-yet-indexed vectors scanned exactly per search (the newest ones), default 1,000. A
+   * rebuild makes the tail as long as the index; scanning a bounded part keeps a search's cost
+   * the same however far behind the index is, and the older entries are still found by full text.
    */
   maxTailScan?: number;
   /** Receives `memory_index_loaded` and `memory_index_rebuild` events (no content, only ids and counts). */
@@ -89,7 +90,7 @@ export class VectorIndexManager {
 
   constructor(private readonly options: IndexManagerOptions) {
     this.statements = new StatementCache(options.db, 32);
-    this.maxTailScan = options.maxTailScan ?? 10_000;
+    this.maxTailScan = options.maxTailScan ?? 1_000;
     this.maxLoaded = options.maxLoaded ?? 64;
     this.idleMs = options.idleMs ?? 10 * 60_000;
     this.sliceMs = options.sliceMs ?? 15;
