@@ -101,7 +101,7 @@ async function indexAll(store: SqliteMemoryStore): Promise<void> {
 }
 
 /** Every query once (or until the rebuild ends), yielding between them so the rebuild goes on. */
-async function searchesWhileRebuilding(store: SqliteMemoryStore, queries: string[]): Promise<number[]> {
+async function searchesWhileRebuilding(store: SqliteMemoryStore, queries: string[]): Promise<Timing> {
   let rebuilt = false;
   void store.whenIndexed().then(() => (rebuilt = true));
   const times: Timing = { wall: [], cpu: [] };
