@@ -41,6 +41,9 @@ export interface IndexManagerOptions {
   onIndexProgress?: (progress: IndexProgress) => void;
 }
 
+/** Points a rebuilt index has room for before its first growth. */
+const REBUILD_START_CAPACITY = 8192;
+
 /** How far an index that is catching up with SQLite has come. */
 export interface IndexProgress {
   indexKey: string;
@@ -316,7 +319,10 @@ export class VectorIndexManager {
       };
       entry = {
         key,
-        index: HnswVectorIndex.create({ dimension, params, capacity: Math.ceil(total * 1.1) + 64 }),
+        // Small at first and grown as the catch-up adds points: allocating room for a large
+        // index takes longer than a search should, and this runs inside the search that found
+        // the index missing.
+        index: HnswVectorIndex.create({ dimension, params, capacity: Math.min(Math.ceil(total * 1.1) + 64, REBUILD_START_CAPACITY) }),
         highWater: 0,
         dirty: true,
         unsavedPoints: 0,
