@@ -239,7 +239,7 @@ function fillSearchText(db: SqlDatabase): void {
   const updateOne = isPostgres(db) ? undefined : db.prepare('UPDATE memory_items SET fts_text = ? WHERE rowid = ?');
   const updateMany = isPostgres(db)
     ? db.prepare(
-        `UPDATE memory_items SET fts_text = t.fts_text FROM unnest(?::bigint[], ?::text[]) AS t (rowid, fts_text)
+        `UPDATE memory_items SET fts_text = t.fts_text FROM unnest(@rowids::bigint[], @texts::text[]) AS t (rowid, fts_text)
           WHERE memory_items.rowid = t.rowid`,
       )
     : undefined;
@@ -248,7 +248,7 @@ function fillSearchText(db: SqlDatabase): void {
     const rows = select.all(after, FILL_BATCH) as Array<{ rowid: number; content: string }>;
     if (rows.length === 0) return;
     const texts = rows.map((row) => searchText(row.content));
-    if (updateMany) updateMany.run(rows.map((row) => row.rowid), texts);
+    if (updateMany) updateMany.run({ rowids: rows.map((row) => row.rowid), texts });
     else rows.forEach((row, position) => updateOne!.run(texts[position], row.rowid));
     after = rows[rows.length - 1]!.rowid;
   }

@@ -62,6 +62,7 @@ export const POSTGRES_SUITE = [
   'memory-store',
   'search-phrasing',
   'search-time',
+  'search-migration',
   'privacy-commands',
   'privacy-delete',
   'qa-readme',
