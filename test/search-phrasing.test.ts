@@ -23,6 +23,8 @@ const LINES: Array<[string, string]> = [
   ['Ana', 'Did you see what they did with the new lobby?'],
   ['Ben', 'I chose the blue one in the end'],
   ['Yuki', 'Where are we going for lunch, and who is coming?'],
+  ['Ana', 'the ferry leaves at noon'],
+  ['Ben', 'the ferry leaves at noon'],
 ];
 
 describe('search phrasing (real process)', () => {
@@ -79,6 +81,17 @@ describe('search phrasing (real process)', () => {
       const results = JSON.parse(stdout) as Array<{ message_id: string }>;
       assert.ok(results.length > 0, `"${query}" finds something`);
       assert.ok(['m5', 'm0'].includes(results[0]!.message_id), `"${query}" finds its line first, got ${results[0]!.message_id}`);
+    }
+  });
+
+  test('a query naming a participant ranks what they said first', async () => {
+    for (const [query, expected] of [
+      ['when did Ben say the ferry leaves?', 'm11'],
+      ['what did Ana say about the ferry', 'm10'],
+    ]) {
+      const { code, stdout, stderr } = await search(query!, true);
+      assert.equal(code, 0, stderr);
+      assert.equal((JSON.parse(stdout) as Array<{ message_id: string }>)[0]?.message_id, expected, query);
     }
   });
 });
