@@ -50,11 +50,21 @@ export async function run(): Promise<BenchReport> {
     const degraded = performance.now();
     await store.search({ location: { channelId: CHANNEL }, query: 'server budget meeting' });
     const degradedMs = performance.now() - degraded;
+    // Searches while the rebuild runs in the background between them: the index is partial and
+    // its tail is as long as the backlog, so this is where an unbounded exact scan would show.
+    const rebuilding = await searchesWhileRebuilding(store, queries);
     await store.whenIndexed();
     metrics.push({ name: 'index rebuild of 100,000 entries from SQLite', value: (performance.now() - rebuildStart) / 1000, unit: 's' });
-    metrics.push({ name: 'search while the index is rebuilding (exact scan of the tail)', value: degradedMs, unit: 'ms' });
+    metrics.push({ name: 'first search after the index file is gone (starts the rebuild)', value: degradedMs, unit: 'ms' });
     await indexAll(store);
-    metrics.push(...(await measureSearch(store, queries, '100,000', '≤ 20 ms')));
+    const indexed = await measureSearch(store, queries, '100,000', '≤ 20 ms', '≤ 8 ms');
+    metrics.push(...indexed);
+    metrics.push(
+      { name: `memory_search median while the index rebuilds (${rebuilding.wall.length} searches)`, value: median(rebuilding.wall), unit: 'ms' },
+      { name: 'memory_search p99 while the index rebuilds', value: p99(rebuilding.wall), unit: 'ms', target: '≤ 10 ms' },
+      { name: 'memory_search CPU time p99 while the index rebuilds', value: p99(rebuilding.cpu), unit: 'ms' },
+      { name: 'p99 while rebuilding / p99 when indexed (same run)', value: p99(rebuilding.wall) / indexed[1]!.value, unit: 'x' },
+    );
     metrics.push({ name: 'peak RSS', value: process.resourceUsage().maxRSS / 1024, unit: 'MiB' });
   } finally {
     await store.close();
@@ -90,6 +100,34 @@ async function indexAll(store: SqliteMemoryStore): Promise<void> {
   await store.whenIndexed();
 }
 
+/** Every query once (or until the rebuild ends), yielding between them so the rebuild goes on. */
+async function searchesWhileRebuilding(store: SqliteMemoryStore, queries: string[]): Promise<Timing> {
+  let rebuilt = false;
+  void store.whenIndexed().then(() => (rebuilt = true));
+  const times: Timing = { wall: [], cpu: [] };
+  for (const query of queries) {
+    if (rebuilt) break;
+    await timed(times, () => store.search({ location: { channelId: CHANNEL }, query, limit: 10 }));
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  return times;
+}
+
+/** Wall-clock and CPU milliseconds of each search: on a shared machine the CPU time is the steadier. */
+interface Timing {
+  wall: number[];
+  cpu: number[];
+}
+
+async function timed(into: Timing, work: () => Promise<unknown>): Promise<void> {
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  await work();
+  into.wall.push(performance.now() - start);
+  const used = process.cpuUsage(cpu);
+  into.cpu.push((used.user + used.system) / 1000);
+}
+
 function makeQueries(): string[] {
   const held = chatLines(QUERY_COUNT / 2, 99).map((line) => line.text);
   const keywords = chatLines(QUERY_COUNT / 2, 98).map((line) => {
@@ -99,16 +137,13 @@ function makeQueries(): string[] {
   return [...held, ...keywords];
 }
 
-async function measureSearch(store: SqliteMemoryStore, queries: string[], size: string, target: string): Promise<BenchMetric[]> {
+async function measureSearch(store: SqliteMemoryStore, queries: string[], size: string, target: string, p99Target?: string): Promise<BenchMetric[]> {
   for (const query of queries.slice(0, 20)) await store.search({ location: { channelId: CHANNEL }, query, limit: 10 });
-  const times: number[] = [];
-  for (const query of queries) {
-    const start = performance.now();
-    await store.search({ location: { channelId: CHANNEL }, query, limit: 10 });
-    times.push(performance.now() - start);
-  }
+  const times: Timing = { wall: [], cpu: [] };
+  for (const query of queries) await timed(times, () => store.search({ location: { channelId: CHANNEL }, query, limit: 10 }));
   return [
-    { name: `memory_search median at ${size}`, value: median(times), unit: 'ms', target },
-    { name: `memory_search p99 at ${size}`, value: p99(times), unit: 'ms' },
+    { name: `memory_search median at ${size}`, value: median(times.wall), unit: 'ms', target },
+    { name: `memory_search p99 at ${size}`, value: p99(times.wall), unit: 'ms', ...(p99Target ? { target: p99Target } : {}) },
+    { name: `memory_search CPU time p99 at ${size}`, value: p99(times.cpu), unit: 'ms' },
   ];
 }

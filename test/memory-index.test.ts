@@ -153,8 +153,8 @@ describe('vector index lifecycle', () => {
       { embedder: new HashingEmbedder({ dimension: 64 }) },
     );
     const rebuilt = events.find((event) => event.type === 'memory_vectors_rebuilt');
-    assert.equal(rebuilt?.from, 'hash-v1/256');
-    assert.equal(rebuilt?.to, 'hash-v1/64');
+    assert.equal(rebuilt?.from, 'hash-v2/256');
+    assert.equal(rebuilt?.to, 'hash-v2/64');
     assert.equal(rebuilt?.items, 40);
   });
 

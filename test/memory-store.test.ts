@@ -161,20 +161,22 @@ describe('transcript archive and hybrid search', () => {
   test('the relevant entry ranks first and carries speaker, message id and time', async () => {
     const results = await opened.store.search({ location, query: 'Who is travelling to Iceland to see the northern lights?' });
     assert.ok(results.length > 0);
-    // The hit names the message that matched, and brings the message before and after it as
-    // separate, labelled neighbours; source_ids lists all three, in order.
+    // The hit names the message that matched, and brings the two messages before and after it
+    // as separate, labelled neighbours; source_ids lists all five, in order.
     assert.equal(results[0]!.content, 'Carol: I am flying to Reykjavik in March for the northern lights');
     assert.equal(results[0]!.message_id, '102');
     assert.equal(results[0]!.author, 'Carol');
     assert.deepEqual(
       results[0]!.neighbors!.map((item) => [item.position, item.message_id, item.author, item.content]),
       [
+        ['before', '100', 'Alice', 'Has anyone tried the new ramen place on Fifth Street?'],
         ['before', '101', 'Bob', 'Yes! The tonkotsu broth was incredible, I went on Saturday'],
         ['after', '103', 'Dave', 'Reminder: the quarterly budget review moved to Thursday'],
+        ['after', '104', 'Alice', 'Can someone water my tomato plants while I am away?'],
       ],
     );
     assert.equal(results[0]!.kind, 'transcript');
-    assert.deepEqual(results[0]!.source_ids, ['101', '102', '103']);
+    assert.deepEqual(results[0]!.source_ids, ['100', '101', '102', '103', '104']);
     assert.equal(results[0]!.created_at, new Date(3_000).toISOString());
     assert.ok(results[0]!.score > 0.3, `score ${results[0]!.score}`);
     for (const result of results) assert.ok(result.score >= 0 && result.score <= 1);

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
 import { DATABASE_FILE } from '../src/storage/database.js';
+import { searchText } from '../src/memory/search-text.js';
 import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
 import { WriterLock } from '../src/storage/writer-lock.js';
 import { generateTranscript, tempDir } from './compaction-support.js';
@@ -58,9 +59,9 @@ function fillOtherTables(dir: string): void {
     INSERT INTO memory_index_tombstones VALUES ('channel:chan-0', 99999);
   `);
   db.prepare(
-    `INSERT INTO memory_items (kind, content, memory_type, importance, scope, index_key, channel_id, source_ids, content_hash, fts_tags, created_at, updated_at)
-     VALUES ('memory', ?, 'preference', 0.7, 'channel', 'channel:chan-0', 'chan-0', '["msg-3"]', 'hash-1', 'tags', 1735689600005, 1735689600006)`,
-  ).run('Ann prefers the 7:30 train\nand tea, not coffee');
+    `INSERT INTO memory_items (kind, content, memory_type, importance, scope, index_key, channel_id, source_ids, content_hash, fts_text, fts_tags, created_at, updated_at)
+     VALUES ('memory', ?, 'preference', 0.7, 'channel', 'channel:chan-0', 'chan-0', '["msg-3"]', 'hash-1', ?, 'tags', 1735689600005, 1735689600006)`,
+  ).run('Ann prefers the 7:30 train\nand tea, not coffee', searchText('Ann prefers the 7:30 train\nand tea, not coffee'));
   const item = db.prepare(`SELECT max(rowid) FROM memory_items`).pluck().get() as number;
   db.prepare(`INSERT INTO memory_vector_backlog VALUES (?, 'channel:chan-0')`).run(item);
   // Vectors deleted above the highest one left: their seqs must not be handed out again.
@@ -113,8 +114,10 @@ test('a replayed data dir migrates with every row of every table, ids and sequen
     `SELECT nextval(pg_get_serial_sequence('"${schema}".memory_vectors', 'seq'))::int AS vector, nextval(pg_get_serial_sequence('"${schema}".memory_items', 'rowid'))::int AS item`,
   );
   assert.deepEqual(next.rows[0], { vector: sequence + 1, item: topItem + 1 });
-  // Full text works on the copy: the tsvector column and its GIN index were built.
-  const found = await client.query(`SELECT count(*)::int AS hits FROM "${schema}".memory_items WHERE fts @@ plainto_tsquery('english', 'tea coffee')`);
+  // Full text works on the copy: the tsvector column (of the copied search tokens) and its GIN index were built.
+  const found = await client.query(`SELECT count(*)::int AS hits FROM "${schema}".memory_items WHERE fts @@ plainto_tsquery('simple', $1)`, [
+    searchText('tea coffee'),
+  ]);
   assert.equal((found.rows[0] as { hits: number }).hits, 1);
 });
 

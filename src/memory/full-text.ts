@@ -37,7 +37,7 @@ class Fts5FullText implements FullText {
 
   termCounts(terms: readonly string[]): number[] {
     const count = this.statements.get('SELECT count(*) AS count FROM memory_fts WHERE memory_fts MATCH ?');
-    return terms.map((term) => (count.get(`content : ${ftsAnyOf([term])!}`) as { count: number }).count);
+    return terms.map((term) => (count.get(`fts_text : ${ftsAnyOf([term])!}`) as { count: number }).count);
   }
 
   candidates(terms: readonly string[], filter: FullTextFilter, count: number): Array<{ label: number; strength: number }> {
@@ -48,7 +48,7 @@ class Fts5FullText implements FullText {
     const filters = [`fts_tags : (${filter.visibility.ftsTags})`];
     if (filter.kind) filters.push(`fts_tags : ${filter.kind === 'memory' ? KIND_MEMORY_TAG : KIND_TRANSCRIPT_TAG}`);
     if (filter.memoryType) filters.push(`fts_tags : ${typeTag(filter.memoryType)}`);
-    const contentMatch = `content : (${anyTerm})`;
+    const contentMatch = `fts_text : (${anyTerm})`;
     // bm25() computes statistics for every phrase of its MATCH, the scope tag included, and a
     // tag's doclist is as long as the whole channel. So bm25 ranks the content terms alone and
     // the scoped match (cheap without bm25) restricts the rows before the top is taken.

@@ -1,5 +1,6 @@
 import { normalizeInPlace, type Embedder } from './embedder.js';
 import { embeddingThread } from './embedding-thread.js';
+import { splitUnspaced } from './search-text.js';
 import { fnv1a, STOP_WORDS, words } from './text.js';
 
 export interface HashingEmbedderOptions {
@@ -24,8 +25,8 @@ const TRIGRAM_WEIGHT = 0.6;
 
 /**
  * The default embedder: feature hashing, no weights to download, deterministic across runs and
- * machines. Features are the normalized words (stop words weighted down) and the character
- * trigrams of each padded word; each feature lands in one bucket with a sign taken from a second
+ * machines. Features are the normalized words (stop words weighted down; unspaced scripts in
+ * character pairs) and the character trigrams of each padded word; each feature lands in one bucket with a sign taken from a second
  * hash (so collisions cancel on average instead of piling up), counts are dampened with
  * 1 + log(tf), and the vector is L2-normalized so a dot product is a cosine.
  */
@@ -46,7 +47,7 @@ export class HashingEmbedder implements Embedder {
     this.offThread = options.offThread ?? false;
     // Other weights make other vectors: the name says so, and a change rebuilds the vectors.
     const custom = this.stopWordWeight !== STOP_WORD_WEIGHT || this.trigramWeight !== TRIGRAM_WEIGHT;
-    this.name = custom ? `hash-v1-s${this.stopWordWeight}-t${this.trigramWeight}` : 'hash-v1';
+    this.name = custom ? `hash-v2-s${this.stopWordWeight}-t${this.trigramWeight}` : 'hash-v2';
   }
 
   async embed(texts: string[]): Promise<Float32Array[]> {
@@ -67,7 +68,9 @@ export class HashingEmbedder implements Embedder {
       counts.set(feature, (counts.get(feature) ?? 0) + 1);
       if (!weights.has(feature)) weights.set(feature, weight);
     };
-    for (const word of words(text)) {
+    // Unspaced scripts (Chinese, Japanese, Thai...) count by character pairs, as full text does:
+    // a whole run of them is a sentence, not a word, and would never meet a query's word.
+    for (const word of words(text).flatMap((word) => splitUnspaced(word).map((piece) => piece.text))) {
       const stop = STOP_WORDS.has(word);
       add(`w:${word}`, stop ? this.stopWordWeight : 1);
       if (stop) continue;

@@ -5,7 +5,8 @@ import { StatementCache } from './statement-cache.js';
 import { fullTextFor, type FullText } from './full-text.js';
 import { ItemRows, padded, type ItemRow, type Neighbourhood } from './item-rows.js';
 import type { Visibility } from './scope.js';
-import { queryTerms } from './text.js';
+import { searchTerms } from './search-text.js';
+import { nearness, timeNamed, timesOf, type TimeSpan } from './query-time.js';
 import type { MemoryKind, MemoryType, SearchResult } from './types.js';
 
 /** Knobs of the fusion, chosen on LoCoMo evidence recall (see the memory benchmarks). */
@@ -38,6 +39,16 @@ export interface SearchTuning {
   rankShare: number;
   /** Hits scoring below this carry no evidence worth a reader's attention and are left out. */
   minScore: number;
+  /**
+   * When no word of the query occurs in anything the caller can see, a vector neighbour must be
+   * at least this similar to be shown: otherwise the nearest of unrelated texts would come back
+   * as if they answered (a nonsense query gets an empty list, not the least-bad noise).
+   */
+  vectorOnlySimilarity: number;
+  /** Fused rank is raised by up to this share for a message at (or about) the time the query names. */
+  timeBoost: number;
+  /** Days outside the named time over which that raise fades out. */
+  timeSlackDays: number;
 }
 
 export const DEFAULT_SEARCH_TUNING: Readonly<SearchTuning> = Object.freeze({
@@ -45,7 +56,7 @@ export const DEFAULT_SEARCH_TUNING: Readonly<SearchTuning> = Object.freeze({
   rrfK: 60,
   vectorWeight: 1,
   textWeight: 1,
-  neighbors: 1,
+  neighbors: 2,
   semanticFloor: 0.2,
   semanticCeiling: 0.8,
   lexicalHalf: 6,
@@ -54,6 +65,9 @@ export const DEFAULT_SEARCH_TUNING: Readonly<SearchTuning> = Object.freeze({
   textPostingBudget: 1000,
   rankShare: 0.5,
   minScore: 0.02,
+  vectorOnlySimilarity: 0.5,
+  timeBoost: 1,
+  timeSlackDays: 3,
 });
 
 export interface HybridSearchRequest {
@@ -66,6 +80,8 @@ export interface HybridSearchRequest {
   memoryType?: MemoryType;
   /** Exact similarities of visible items the vector indexes cannot see yet (their vector is owed). */
   extraVectorHits?: Array<{ label: number; similarity: number }>;
+  /** What "yesterday" or "last week" in the query is relative to (default: the system clock). */
+  now?: number;
 }
 
 
@@ -103,10 +119,12 @@ export class HybridSearch {
   run(request: HybridSearchRequest): SearchResult[] {
     const tuning = this.tuning;
     const candidateCount = Math.max(tuning.candidates, request.limit * 3);
-    const vectorHits = (request.queryVector ? this.vectorCandidates(request, request.queryVector, candidateCount) : []).filter(
-      (hit) => hit.similarity >= tuning.vectorMinSimilarity,
-    );
+    const time = timeNamed(request.queryText, request.now ?? Date.now());
     const textHits = this.textCandidates(request, candidateCount);
+    const vectorFloor = textHits.length === 0 ? Math.max(tuning.vectorMinSimilarity, tuning.vectorOnlySimilarity) : tuning.vectorMinSimilarity;
+    const vectorHits = (request.queryVector ? this.vectorCandidates(request, request.queryVector, candidateCount) : []).filter(
+      (hit) => hit.similarity >= vectorFloor,
+    );
 
     const candidates = new Map<number, Candidate>();
     const candidate = (label: number): Candidate => {
@@ -128,6 +146,7 @@ export class HybridSearch {
       entry.lexical = hit.strength;
     });
     if (request.queryVector) this.fillSimilarities(candidates, request.queryVector);
+    if (time) this.applySignals(candidates, time);
 
     const bestRrf = (tuning.vectorWeight + tuning.textWeight) / (tuning.rrfK + 1);
     const ranked = [...candidates.values()]
@@ -197,8 +216,22 @@ export class HybridSearch {
     return rows.map((row) => ({ label: row.label, similarity: dot(queryVector, blobToVector(row.vector)) }));
   }
 
+  /**
+   * Raises the fused rank of messages written at (or speaking of) the time the query names: a
+   * message saying "yesterday" counts for the day before it was written.
+   */
+  private applySignals(candidates: Map<number, Candidate>, span: TimeSpan): void {
+    const rows = this.rows.load([...candidates.keys()]);
+    for (const [label, entry] of candidates) {
+      const row = rows.get(label);
+      if (!row) continue;
+      const near = Math.max(...timesOf(row.content, row.created_at).map((moment) => nearness(span, moment, this.tuning.timeSlackDays)));
+      entry.rrf *= 1 + this.tuning.timeBoost * near;
+    }
+  }
+
   private textCandidates(request: HybridSearchRequest, count: number): Array<{ label: number; strength: number }> {
-    const terms = this.affordableTerms(queryTerms(request.queryText));
+    const terms = this.affordableTerms(searchTerms(request.queryText));
     if (terms.length === 0) return [];
     return this.fullText.candidates(
       terms,

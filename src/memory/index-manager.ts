@@ -25,8 +25,9 @@ export interface IndexManagerOptions {
   /** Unsaved points after which a catching-up index is written to disk. */
   saveEvery?: number;
   /**
-   * Most not-yet-indexed vectors scanned exactly per search (the newest ones). Only a large
-   * rebuild makes the tail longer; meanwhile older entries are still found by full text.
+   * Most not-yet-indexed vectors scanned exactly per search (the newest ones), default 1,000. A
+   * rebuild makes the tail as long as the index; scanning a bounded part keeps a search's cost
+   * the same however far behind the index is, and the older entries are still found by full text.
    */
   maxTailScan?: number;
   /** Receives `memory_index_loaded` and `memory_index_rebuild` events (no content, only ids and counts). */
@@ -39,6 +40,9 @@ export interface IndexManagerOptions {
   /** Called as an index catches up (a rebuild): points in it and points it will hold (CLI progress). */
   onIndexProgress?: (progress: IndexProgress) => void;
 }
+
+/** Points a rebuilt index has room for before its first growth. */
+const REBUILD_START_CAPACITY = 8192;
 
 /** How far an index that is catching up with SQLite has come. */
 export interface IndexProgress {
@@ -89,7 +93,7 @@ export class VectorIndexManager {
 
   constructor(private readonly options: IndexManagerOptions) {
     this.statements = new StatementCache(options.db, 32);
-    this.maxTailScan = options.maxTailScan ?? 10_000;
+    this.maxTailScan = options.maxTailScan ?? 1_000;
     this.maxLoaded = options.maxLoaded ?? 64;
     this.idleMs = options.idleMs ?? 10 * 60_000;
     this.sliceMs = options.sliceMs ?? 15;
@@ -315,7 +319,10 @@ export class VectorIndexManager {
       };
       entry = {
         key,
-        index: HnswVectorIndex.create({ dimension, params, capacity: Math.ceil(total * 1.1) + 64 }),
+        // Small at first and grown as the catch-up adds points: allocating room for a large
+        // index takes longer than a search should, and this runs inside the search that found
+        // the index missing.
+        index: HnswVectorIndex.create({ dimension, params, capacity: Math.min(Math.ceil(total * 1.1) + 64, REBUILD_START_CAPACITY) }),
         highWater: 0,
         dirty: true,
         unsavedPoints: 0,

@@ -24,7 +24,8 @@ const EXACT_COUNT_ROWS = 50_000;
 const SAMPLE_ROWS = 20_000;
 
 /**
- * PostgreSQL: `memory_items.fts` (a tsvector, English stemming) under a GIN index, ranked by the
+ * PostgreSQL: `memory_items.fts` (a tsvector of the row's search tokens, `simple` configuration:
+ * the tokens are indexed as FTS5 indexes them) under a GIN index, ranked by the
  * BM25 that FTS5's bm25() computes, so strengths (and the fusion tuned on them) mean the same on
  * both backends: IDF from store-wide document frequencies, term frequencies from the tsvector's
  * positions, length normalized by the store's average. One statement per search; the store's
@@ -42,7 +43,7 @@ export class PgFullText implements FullText {
     if (terms.length === 0) return [];
     const rows = this.statements
       .get(
-        `SELECT (SELECT count(*) FROM memory_items m WHERE m.fts @@ plainto_tsquery('english', t.term)) AS count
+        `SELECT (SELECT count(*) FROM memory_items m WHERE m.fts @@ plainto_tsquery('simple', t.term)) AS count
            FROM json_array_elements_text(?::json) WITH ORDINALITY AS t(term, position) ORDER BY t.position`,
       )
       .all(JSON.stringify(terms)) as Array<{ count: number }>;
@@ -69,7 +70,7 @@ export class PgFullText implements FullText {
     const rows = this.statements
       .get(
         `WITH lexemes AS materialized (
-           SELECT DISTINCT u.lexeme FROM json_array_elements_text(?::json) AS t(term), unnest(to_tsvector('english', t.term)) AS u
+           SELECT DISTINCT u.lexeme FROM json_array_elements_text(?::json) AS t(term), unnest(to_tsvector('simple', t.term)) AS u
          ),
          anywhere AS materialized (
            SELECT i.rowid, i.fts, i.fts_length, (${clauses.join(' AND ')}) AS visible FROM memory_items i

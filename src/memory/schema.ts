@@ -1,11 +1,16 @@
 import type { Migration } from '../storage/database.js';
+import { isPostgres, type SqlDatabase } from '../storage/sql-database.js';
+import { searchText } from './search-text.js';
 
 /**
  * Schema of typed memories and the transcript index.
  *
  * - `memory_items` holds both kinds (typed memories and archived messages); its integer rowid is
  *   the label of the item's vector in the HNSW index of its `index_key`.
- * - `memory_fts` is an external-content FTS5 table over `content` plus `fts_tags`, a column of
+ * - `fts_text` is the content as search tokens (`searchText`: stemmed, function words out,
+ *   unspaced scripts in character pairs), written by the store beside `content`, so that both
+ *   backends index the very same words.
+ * - `memory_fts` is an external-content FTS5 table over `fts_text` plus `fts_tags`, a column of
  *   opaque tokens (hashed index key, guild, kind) so that a search can restrict its match to one
  *   scope inside the full-text query instead of ranking every row of the database. PostgreSQL
  *   has the generated `fts` (tsvector) and `fts_length` columns instead, and filters scope on
@@ -172,4 +177,79 @@ export const MEMORY_MIGRATIONS: readonly Migration[] = [
         CREATE INDEX memory_vector_backlog_key ON memory_vector_backlog (index_key, item_rowid);
       `,
   },
+  {
+    // Full text indexes search tokens made by Magpie itself, the same on both backends, instead
+    // of each database's own tokenizer (neither split Chinese or Japanese, and they disagreed on
+    // identifiers such as BILL-4821). Every existing row gets its tokens and the index is rebuilt.
+    name: 'memory-003-search-text',
+    up(db) {
+      db.exec(`
+        DROP TRIGGER memory_items_fts_insert;
+        DROP TRIGGER memory_items_fts_delete;
+        DROP TRIGGER memory_items_fts_update;
+        DROP TABLE memory_fts;
+        ALTER TABLE memory_items ADD COLUMN fts_text TEXT NOT NULL DEFAULT '';
+      `);
+      fillSearchText(db);
+      // Tokens are already what search matches: the tokenizer only splits them at the spaces.
+      // Marks are token characters, as they are part of the letter in Thai or Devanagari.
+      db.exec(`
+        CREATE VIRTUAL TABLE memory_fts USING fts5(
+          fts_text, fts_tags,
+          content = 'memory_items', content_rowid = 'rowid',
+          tokenize = "unicode61 remove_diacritics 0 categories 'L* N* Co M*'"
+        );
+        CREATE TRIGGER memory_items_fts_insert AFTER INSERT ON memory_items BEGIN
+          INSERT INTO memory_fts (rowid, fts_text, fts_tags) VALUES (new.rowid, new.fts_text, new.fts_tags);
+        END;
+        CREATE TRIGGER memory_items_fts_delete AFTER DELETE ON memory_items BEGIN
+          INSERT INTO memory_fts (memory_fts, rowid, fts_text, fts_tags)
+            VALUES ('delete', old.rowid, old.fts_text, old.fts_tags);
+        END;
+        CREATE TRIGGER memory_items_fts_update AFTER UPDATE OF fts_text, fts_tags ON memory_items BEGIN
+          INSERT INTO memory_fts (memory_fts, rowid, fts_text, fts_tags)
+            VALUES ('delete', old.rowid, old.fts_text, old.fts_tags);
+          INSERT INTO memory_fts (rowid, fts_text, fts_tags) VALUES (new.rowid, new.fts_text, new.fts_tags);
+        END;
+        INSERT INTO memory_fts (memory_fts) VALUES ('rebuild');
+      `);
+    },
+    // \`simple\` neither stems nor drops words: the tokens are indexed as they are. \`fts_length\`
+    // counts the tokens and tags, as FTS5 counts a row's length for bm25().
+    postgres: `
+        DROP INDEX memory_items_fts;
+        ALTER TABLE memory_items DROP COLUMN fts, DROP COLUMN fts_length;
+        ALTER TABLE memory_items ADD COLUMN fts_text TEXT NOT NULL DEFAULT '';
+        ALTER TABLE memory_items
+          ADD COLUMN fts tsvector GENERATED ALWAYS AS (to_tsvector('simple', fts_text)) STORED,
+          ADD COLUMN fts_length INTEGER GENERATED ALWAYS AS
+            (cardinality(regexp_split_to_array(' ' || fts_text || ' ' || fts_tags || ' ', '[^ ]+')) - 1) STORED;
+        CREATE INDEX memory_items_fts ON memory_items USING GIN (fts);
+      `,
+    postgresData: fillSearchText,
+  },
 ];
+
+/** Rows per statement while existing rows get their search tokens. */
+const FILL_BATCH = 1000;
+
+/** Writes `fts_text` for every row, a batch at a time in rowid order. */
+function fillSearchText(db: SqlDatabase): void {
+  const select = db.prepare('SELECT rowid, content FROM memory_items WHERE rowid > ? ORDER BY rowid LIMIT ?');
+  const updateOne = isPostgres(db) ? undefined : db.prepare('UPDATE memory_items SET fts_text = ? WHERE rowid = ?');
+  const updateMany = isPostgres(db)
+    ? db.prepare(
+        `UPDATE memory_items SET fts_text = t.fts_text FROM unnest(@rowids::bigint[], @texts::text[]) AS t (rowid, fts_text)
+          WHERE memory_items.rowid = t.rowid`,
+      )
+    : undefined;
+  let after = 0;
+  for (;;) {
+    const rows = select.all(after, FILL_BATCH) as Array<{ rowid: number; content: string }>;
+    if (rows.length === 0) return;
+    const texts = rows.map((row) => searchText(row.content));
+    if (updateMany) updateMany.run({ rowids: rows.map((row) => row.rowid), texts });
+    else rows.forEach((row, position) => updateOne!.run(texts[position], row.rowid));
+    after = rows[rows.length - 1]!.rowid;
+  }
+}

@@ -6,6 +6,7 @@ import type { MemoryScope } from '../config/types.js';
 import type { SqlDatabase } from '../storage/database.js';
 import { isPostgres } from '../storage/sql-database.js';
 import { blobToVector, dot, vectorToBlob, type Embedder } from './embedder.js';
+import { searchText } from './search-text.js';
 import { HybridSearch, itemId, parseItemId, parseSourceIds, type SearchTuning } from './hybrid-search.js';
 import type { VectorIndexManager } from './index-manager.js';
 import { channelKey, ftsTags, memoryHome, visibility } from './scope.js';
@@ -110,9 +111,9 @@ export class SqliteMemoryStore implements MemoryStore {
     this.searcher = new HybridSearch(this.db, this.indexes, options.tuning);
     this.insertItem = this.db.prepare(
       `INSERT OR IGNORE INTO memory_items (kind, content, memory_type, importance, scope, index_key, channel_id, guild_id,
-         user_id, message_id, author_id, author_name, source_ids, content_hash, fts_tags, created_at, updated_at)
+         user_id, message_id, author_id, author_name, source_ids, content_hash, fts_text, fts_tags, created_at, updated_at)
        VALUES (@kind, @content, @memoryType, @importance, @scope, @indexKey, @channelId, @guildId,
-         @userId, @messageId, @authorId, @authorName, @sourceIds, @contentHash, @ftsTags, @createdAt, @updatedAt)`,
+         @userId, @messageId, @authorId, @authorName, @sourceIds, @contentHash, @ftsText, @ftsTags, @createdAt, @updatedAt)`,
     );
     this.insertVector = this.db.prepare('INSERT INTO memory_vectors (item_rowid, index_key, vector) VALUES (?, ?, ?)');
     this.insertBacklog = this.db.prepare('INSERT OR IGNORE INTO memory_vector_backlog (item_rowid, index_key) VALUES (?, ?)');
@@ -166,19 +167,21 @@ export class SqliteMemoryStore implements MemoryStore {
     const inserted = this.db
       .prepare(
         `INSERT INTO memory_items (kind, content, scope, index_key, channel_id, guild_id, user_id, message_id, author_id,
-           author_name, source_ids, content_hash, fts_tags, created_at, updated_at)
+           author_name, source_ids, content_hash, fts_text, fts_tags, created_at, updated_at)
          SELECT 'transcript', content, 'channel', index_key, channel_id, guild_id, user_id, message_id, author_id,
-           author_name, '[]', content_hash, fts_tags, created_at, @now
+           author_name, '[]', content_hash, fts_text, fts_tags, created_at, @now
            FROM unnest(@content::text[], @indexKey::text[], @channelId::text[], @guildId::text[], @userId::text[],
-             @messageId::text[], @authorId::text[], @authorName::text[], @contentHash::text[], @ftsTags::text[], @createdAt::bigint[])
-             AS staged (content, index_key, channel_id, guild_id, user_id, message_id, author_id, author_name, content_hash, fts_tags, created_at)
+             @messageId::text[], @authorId::text[], @authorName::text[], @contentHash::text[], @ftsText::text[], @ftsTags::text[],
+             @createdAt::bigint[])
+             AS staged (content, index_key, channel_id, guild_id, user_id, message_id, author_id, author_name, content_hash,
+               fts_text, fts_tags, created_at)
          ON CONFLICT DO NOTHING
          RETURNING rowid, index_key`,
       )
       .all({
         now,
         ...Object.fromEntries(
-          ['content', 'indexKey', 'channelId', 'guildId', 'userId', 'messageId', 'authorId', 'authorName', 'contentHash', 'ftsTags', 'createdAt'].map(
+          ['content', 'indexKey', 'channelId', 'guildId', 'userId', 'messageId', 'authorId', 'authorName', 'contentHash', 'ftsText', 'ftsTags', 'createdAt'].map(
             (name) => [name, column(name)],
           ),
         ),
@@ -223,9 +226,10 @@ export class SqliteMemoryStore implements MemoryStore {
         const merged = [...new Set([...parseSourceIds(near.sourceIds), ...sourceIds])];
         this.db
           .prepare(
-            `UPDATE memory_items SET content = ?, content_hash = ?, importance = ?, source_ids = ?, updated_at = ? WHERE rowid = ?`,
+            `UPDATE memory_items SET content = ?, content_hash = ?, fts_text = ?, importance = ?, source_ids = ?, updated_at = ?
+              WHERE rowid = ?`,
           )
-          .run(content, contentHash, importance ?? near.importance, JSON.stringify(merged), now, near.rowid);
+          .run(content, contentHash, searchText(content), importance ?? near.importance, JSON.stringify(merged), now, near.rowid);
         this.replaceVector(near.rowid, home.indexKey, vector!);
         return { id: itemId({ rowid: near.rowid, kind: 'memory' }), status: 'updated' };
       }
@@ -245,6 +249,7 @@ export class SqliteMemoryStore implements MemoryStore {
         authorName: null,
         sourceIds: JSON.stringify(sourceIds),
         contentHash,
+        ftsText: searchText(content),
         ftsTags: ftsTags({ indexKey: home.indexKey, guildId: location.guildId, kind: 'memory', memoryType }),
         createdAt: now,
         updatedAt: now,
@@ -365,8 +370,8 @@ export class SqliteMemoryStore implements MemoryStore {
     if (owed) {
       // Its vector is still owed: the backlog embeds whatever text the row holds when it gets there.
       this.db
-        .prepare(`UPDATE memory_items SET content = ?, content_hash = ?, updated_at = ? WHERE rowid = ?`)
-        .run(text, hashContent(text), this.clock.now(), row.rowid);
+        .prepare(`UPDATE memory_items SET content = ?, content_hash = ?, fts_text = ?, updated_at = ? WHERE rowid = ?`)
+        .run(text, hashContent(text), transcriptSearchText(row.author_name ?? '', content), this.clock.now(), row.rowid);
       this.backlog.schedule();
       return;
     }
@@ -375,8 +380,8 @@ export class SqliteMemoryStore implements MemoryStore {
     const indexKey = channelKey(channelId);
     this.db.transaction(() => {
       const info = this.db
-        .prepare(`UPDATE memory_items SET content = ?, content_hash = ?, updated_at = ? WHERE rowid = ?`)
-        .run(text, hashContent(text), this.clock.now(), row.rowid);
+        .prepare(`UPDATE memory_items SET content = ?, content_hash = ?, fts_text = ?, updated_at = ? WHERE rowid = ?`)
+        .run(text, hashContent(text), transcriptSearchText(row.author_name ?? '', content), this.clock.now(), row.rowid);
       if (info.changes > 0) this.replaceVector(row.rowid, indexKey, vector!);
     })();
     this.indexes.noteInserted(indexKey);
@@ -426,6 +431,7 @@ export class SqliteMemoryStore implements MemoryStore {
       ...(queryVector ? { queryVector } : {}),
       visibility: seen,
       extraVectorHits: lagging,
+      now: this.clock.now(),
       limit,
       ...(query.kind ? { kind: query.kind } : {}),
       ...(memoryType ? { memoryType } : {}),
@@ -610,6 +616,7 @@ export class SqliteMemoryStore implements MemoryStore {
       authorName: entry.authorName,
       sourceIds: '[]',
       contentHash: hashContent(text),
+      ftsText: transcriptSearchText(entry.authorName, entry.content),
       ftsTags: ftsTags({ indexKey, kind: 'transcript' }),
       createdAt: Number.isFinite(entry.createdAt) ? entry.createdAt : now,
       updatedAt: now,
@@ -660,6 +667,15 @@ export class SqliteMemoryStore implements MemoryStore {
 /** Transcript text carries the speaker, so a search for a name finds what that person said. */
 export function transcriptText(authorName: string, content: string): string {
   return authorName ? `${authorName}: ${content}` : content;
+}
+
+/**
+ * The search tokens of a message, its speaker's name included: a query naming a participant
+ * ranks what they said higher (measured on LoCoMo, this does better than leaving the name out
+ * and raising their messages apart).
+ */
+export function transcriptSearchText(authorName: string, content: string): string {
+  return searchText(transcriptText(authorName, content));
 }
 
 /** The numbers of a text, sorted, as one comparable string. */

@@ -1,6 +1,6 @@
 /**
- * Text normalization shared by the hashing embedder and the full-text query builder, so that
- * both see the same words.
+ * Text normalization for the hashing embedder, the function words that search ignores, and
+ * small hashing helpers. The full-text tokens are made in `search-text.ts`.
  */
 
 /**
@@ -36,17 +36,6 @@ export function normalizeText(text: string): string {
 export function words(text: string): string[] {
   const normalized = normalizeText(text);
   return normalized.length === 0 ? [] : normalized.split(' ');
-}
-
-/** Distinct words of a query worth matching: no stop words, no single letters. */
-export function queryTerms(text: string, options: { maxTerms?: number } = {}): string[] {
-  const seen = new Set<string>();
-  for (const word of words(text)) {
-    if (word.length < 2 && !/\p{N}/u.test(word)) continue;
-    if (STOP_WORDS.has(word)) continue;
-    seen.add(word);
-  }
-  return [...seen].slice(0, options.maxTerms ?? 32);
 }
 
 /**

@@ -14,7 +14,10 @@ export interface VectorBacklogOptions {
   events?: EventStream;
   /** Items embedded and written per transaction. */
   batch?: number;
-  /** Most backlog rows one search embeds on the spot (the rest is still found by full text). */
+  /**
+   * Most backlog rows one search embeds on the spot, default 256 (the rest is still found by full
+   * text): embedding costs time per row, and a search must not slow down as ingest runs ahead.
+   */
   maxScan?: number;
   /** How long new rows wait for company before a drain starts (default 10 ms). */
   delayMs?: number;
@@ -56,7 +59,7 @@ export class VectorBacklog {
   constructor(private readonly options: VectorBacklogOptions) {
     this.statements = new StatementCache(options.db, 16);
     this.batch = options.batch ?? 512;
-    this.maxScan = options.maxScan ?? 2_000;
+    this.maxScan = options.maxScan ?? 256;
     this.delayMs = options.delayMs ?? 10;
   }
 

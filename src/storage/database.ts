@@ -18,6 +18,8 @@ export interface Migration {
   up(db: SqlDatabase): void;
   /** The same step on PostgreSQL: SQL run as one script inside the step's transaction. */
   postgres?: string;
+  /** Rows the PostgreSQL step rewrites with code, after its SQL, in the same transaction. */
+  postgresData?(db: SqlDatabase): void;
 }
 
 export const DATABASE_FILE = 'magpie.sqlite';

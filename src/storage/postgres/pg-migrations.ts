@@ -25,6 +25,7 @@ export function applyPgMigrations(db: PgDatabase, migrations: readonly Migration
       lock.get();
       if (isApplied.get(migration.name)) return;
       db.exec(migration.postgres!);
+      migration.postgresData?.(db);
       record.run(migration.name, Date.now());
     })();
   }

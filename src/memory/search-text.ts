@@ -1,0 +1,144 @@
+import { stemmer } from 'stemmer';
+import { STOP_WORDS } from './text.js';
+
+/**
+ * The words full-text search indexes and matches, computed here rather than by the database, so
+ * that SQLite (FTS5) and PostgreSQL (tsvector) index exactly the same tokens and give the same
+ * answers. Every token is a run of letters, digits and the marks on those letters, lowercased;
+ * the stored form is the tokens joined by single spaces, which FTS5's `unicode61` tokenizer and
+ * PostgreSQL's `simple` configuration both read back as the same tokens.
+ *
+ * - English words are stemmed (Porter, as FTS5's `porter` tokenizer did), so "parties" meets "party".
+ * - Function words are left out: they match nearly every message and mean nothing to a search.
+ * - Scripts written without spaces (Chinese, Japanese, Korean, Thai, Lao, Khmer, Myanmar) become
+ *   overlapping pairs of characters, so any word of two or more characters finds the messages
+ *   that contain it, with no dictionary to download.
+ * - An identifier written with connectors (`BILL-4821`, `v2.3.1`, `user@host`, `snake_case_name`)
+ *   gives its parts and also the parts joined into one rare token, which makes the exact
+ *   identifier rank first while "BILL 4821" or "4821" still find it.
+ */
+
+/** Scripts written without spaces between words. */
+const UNSPACED_CLASS = ['Han', 'Hiragana', 'Katakana', 'Hangul', 'Thai', 'Lao', 'Khmer', 'Myanmar']
+  .map((script) => `\\p{Script_Extensions=${script}}`)
+  .join('');
+const UNSPACED = new RegExp(`[${UNSPACED_CLASS}]`, 'u');
+/** Consecutive characters of unspaced scripts, each with its marks. */
+const UNSPACED_RUNS = new RegExp(`(?:[${UNSPACED_CLASS}]\\p{M}*)+`, 'gu');
+/** A base character with the marks that belong to it: the unit of a character pair. */
+const UNIT = /\P{M}\p{M}*/gu;
+/** Accents that search ignores: those on Latin, Greek, Cyrillic, Arabic and Hebrew letters. */
+const FOLDED_MARKS = /([\p{Script=Latin}\p{Script=Greek}\p{Script=Cyrillic}\p{Script=Arabic}\p{Script=Hebrew}])\p{Mn}+/gu;
+/** Marks with no letter to sit on (emoji variation selectors, keycaps) are not text. */
+const STRAY_MARKS = /(?<![\p{L}\p{M}])\p{M}+/gu;
+const PART = /[\p{L}\p{N}\p{M}]+/gu;
+/** What may join the parts of one identifier. */
+const CONNECTED = /^[\p{L}\p{N}\p{M}]+(?:[-_.@/:+#][\p{L}\p{N}\p{M}]+)+$/u;
+const ENGLISH_WORD = /^[a-z]+$/;
+const HAS_LETTER = /\p{L}/u;
+const HAS_DIGIT = /\p{N}/u;
+
+/** Tokens longer than this (hashes, base64, runs of one key) are not words anyone searches for. */
+const MAX_TOKEN_LENGTH = 64;
+/** An identifier joined from more parts or characters than this is a URL or a path, not a name. */
+const MAX_JOINED_PARTS = 6;
+const MAX_JOINED_LENGTH = 40;
+
+/** Lowercased, compatibility-normalized, accents folded; apostrophes inside words dropped. */
+function normalize(text: string): string {
+  return text
+    .normalize('NFKC')
+    .toLowerCase()
+    .normalize('NFD')
+    .replace(FOLDED_MARKS, '$1')
+    .normalize('NFC')
+    .replace(STRAY_MARKS, '')
+    .replace(/['’`]/g, '')
+    .replace(/ς/g, 'σ');
+}
+
+/** The search tokens of a text, in order, repeats kept (they are term frequency). */
+export function searchTokens(text: string): string[] {
+  const tokens: string[] = [];
+  for (const chunk of normalize(text).split(/\s+/)) {
+    const parts = chunk.match(PART);
+    if (!parts) continue;
+    for (const part of parts) addPart(part, tokens);
+    if (parts.length > 1) {
+      const joined = joinedIdentifier(chunk, parts);
+      if (joined) tokens.push(joined);
+    }
+  }
+  return tokens;
+}
+
+/** The text stored for the full-text index: the tokens, one space apart. */
+export function searchText(text: string): string {
+  return searchTokens(text).join(' ');
+}
+
+/**
+ * Words that shape a question rather than say what it is about ("what might Ana likely say
+ * about..."): left out of queries. Messages keep them, since there they can carry meaning.
+ */
+const QUESTION_WORDS: ReadonlySet<string> = new Set(
+  'likely unlikely might probably possibly perhaps considered consider based describe mention mentioned something anything someone anyone'
+    .split(' ')
+    .map((word) => stemmer(word)),
+);
+
+/** The distinct tokens of a query, at most `maxTerms` of them, in order of appearance. */
+export function searchTerms(text: string, options: { maxTerms?: number } = {}): string[] {
+  const terms = [...new Set(searchTokens(text))];
+  const meaningful = terms.filter((term) => !QUESTION_WORDS.has(term));
+  return (meaningful.length > 0 ? meaningful : terms).slice(0, options.maxTerms ?? 32);
+}
+
+function addPart(part: string, tokens: string[]): void {
+  if (!UNSPACED.test(part)) addWord(part, tokens);
+  else for (const piece of splitUnspaced(part)) piece.pair ? tokens.push(piece.text) : addWord(piece.text, tokens);
+}
+
+/**
+ * A word split where an unspaced script runs through it: those runs become character pairs (a
+ * lone character stays as it is); letters of other scripts between them ("iphone15の発売") stay
+ * words. The hashing embedder uses the same pairs, so both sides of search see the same words.
+ */
+export function splitUnspaced(word: string): Array<{ text: string; pair: boolean }> {
+  if (!UNSPACED.test(word)) return [{ text: word, pair: false }];
+  const pieces: Array<{ text: string; pair: boolean }> = [];
+  let last = 0;
+  for (const run of word.matchAll(UNSPACED_RUNS)) {
+    if (run.index > last) pieces.push({ text: word.slice(last, run.index), pair: false });
+    const units = run[0].match(UNIT) ?? [];
+    if (units.length === 1) pieces.push({ text: units[0]!, pair: true });
+    for (let index = 0; index + 1 < units.length; index += 1) pieces.push({ text: units[index]! + units[index + 1]!, pair: true });
+    last = run.index + run[0].length;
+  }
+  if (last < word.length) pieces.push({ text: word.slice(last), pair: false });
+  return pieces;
+}
+
+function addWord(word: string, tokens: string[]): void {
+  if (word.length > MAX_TOKEN_LENGTH) return;
+  if (STOP_WORDS.has(word)) return;
+  // A lone letter is an initial or a typo; a lone digit is a number someone may look for.
+  if (word.length === 1 && !HAS_DIGIT.test(word)) return;
+  tokens.push(ENGLISH_WORD.test(word) ? stemmer(word) : word);
+}
+
+/** `bill-4821` → `bill4821`: only for chunks that read as one identifier with letters in it. */
+function joinedIdentifier(chunk: string, parts: string[]): string | undefined {
+  if (parts.length > MAX_JOINED_PARTS) return undefined;
+  const trimmed = chunk.replace(/^[^\p{L}\p{N}]+|[^\p{L}\p{N}\p{M}]+$/gu, '');
+  if (!CONNECTED.test(trimmed)) return undefined;
+  if (parts.some((part) => UNSPACED.test(part))) return undefined;
+  const joined = parts.join('');
+  if (joined.length > MAX_JOINED_LENGTH) return undefined;
+  const lettered = parts.filter((part) => HAS_LETTER.test(part)).length;
+  const numbered = parts.some((part) => HAS_DIGIT.test(part));
+  // Dates and decimals ("2023-10-03", "10.5") are numbers, not names: joining them would make
+  // "105" out of "10.5".
+  if (lettered === 0 || (lettered === 1 && !numbered)) return undefined;
+  return joined;
+}

@@ -1,0 +1,97 @@
+/**
+ * Question words and function words do not drive a search, and a query with no meaningful match
+ * returns nothing: an empty list, `(no results)` in the CLI, never the least-bad noise.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { DEFAULTS } from '../src/config/defaults.js';
+import { openMemoryStore } from '../src/memory/index.js';
+import { runMagpie } from './support/magpie-process.js';
+import { openTestDatabase } from './support/storage.js';
+
+const LINES: Array<[string, string]> = [
+  ['Ana', 'we went with PostgreSQL 16, not MongoDB'],
+  ['Ben', '🎉🎉🎉 🙌'],
+  ['Yuki', '了解しました！'],
+  ['Cleo', 'ok'],
+  ['Ana', 'lol that is so true'],
+  ['Ben', 'Mira booked the kayak trip for the second weekend of June'],
+  ['Cleo', 'What time is it over there?'],
+  ['Ana', 'Did you see what they did with the new lobby?'],
+  ['Ben', 'I chose the blue one in the end'],
+  ['Yuki', 'Where are we going for lunch, and who is coming?'],
+  ['Ana', 'the ferry leaves at noon'],
+  ['Ben', 'the ferry leaves at noon'],
+];
+
+describe('search phrasing (real process)', () => {
+  let work: string;
+  let dataDir: string;
+
+  before(async () => {
+    work = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
+    dataDir = path.join(work, 'data');
+    const db = openTestDatabase(dataDir);
+    const store = await openMemoryStore({ db, dataDir, settings: DEFAULTS.memory });
+    await store.archiveTranscript(
+      LINES.map(([authorName, content], index) => ({
+        channelId: 'c1',
+        messageId: `m${index}`,
+        authorId: authorName.toLowerCase(),
+        authorName,
+        content,
+        createdAt: 1_700_000_000_000 + index * 60_000,
+      })),
+    );
+    await store.close();
+    db.close();
+  });
+  after(() => rmSync(work, { recursive: true, force: true }));
+
+  const search = (query: string, json: boolean) =>
+    runMagpie(['memory', 'search', query, '--data-dir', dataDir, '--channel', 'c1', ...(json ? ['--json'] : [])], {
+      cwd: work,
+      env: { ...process.env, MAGPIE_DATA_DIR: '' },
+    });
+
+  test('nonsense finds nothing: an empty JSON list, and (no results) for a person', async () => {
+    const asJson = await search('xyzzy plugh', true);
+    assert.equal(asJson.code, 0, asJson.stderr);
+    assert.deepEqual(JSON.parse(asJson.stdout), []);
+    const asText = await search('xyzzy plugh', false);
+    assert.equal(asText.code, 0, asText.stderr);
+    assert.equal(asText.stdout, '(no results)\n');
+  });
+
+  test('a question sharing only function words with the archive returns no noise', async () => {
+    for (const query of ['what database did we choose', 'who did what and when?', 'the of and to']) {
+      const { code, stdout, stderr } = await search(query, true);
+      assert.equal(code, 0, stderr);
+      assert.deepEqual(JSON.parse(stdout), [], `"${query}" should find nothing here`);
+    }
+  });
+
+  test('the words that matter find their line, whatever question is wrapped around them', async () => {
+    for (const query of ['when is the kayak trip?', 'what did Mira book for June', 'which one did we go with, PostgreSQL or MongoDB?']) {
+      const { code, stdout, stderr } = await search(query, true);
+      assert.equal(code, 0, stderr);
+      const results = JSON.parse(stdout) as Array<{ message_id: string }>;
+      assert.ok(results.length > 0, `"${query}" finds something`);
+      assert.ok(['m5', 'm0'].includes(results[0]!.message_id), `"${query}" finds its line first, got ${results[0]!.message_id}`);
+    }
+  });
+
+  test('a query naming a participant ranks what they said first', async () => {
+    for (const [query, expected] of [
+      ['when did Ben say the ferry leaves?', 'm11'],
+      ['what did Ana say about the ferry', 'm10'],
+    ]) {
+      const { code, stdout, stderr } = await search(query!, true);
+      assert.equal(code, 0, stderr);
+      assert.equal((JSON.parse(stdout) as Array<{ message_id: string }>)[0]?.message_id, expected, query);
+    }
+  });
+});

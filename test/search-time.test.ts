@@ -1,0 +1,64 @@
+/**
+ * A query naming a time ranks messages from (or about) that time higher: a date, a month, a
+ * year, or "yesterday" and "last week" read against the clock; a message's own "yesterday"
+ * counts for the day before it was written.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { nearness, timeNamed, timesOf } from '../src/memory/query-time.js';
+import { openTestStore } from './support/memory-store.js';
+
+const DAY = 86_400_000;
+const NOW = Date.UTC(2024, 2, 15, 12);
+
+test('dates, months, years and relative times are read from a query', () => {
+  const day = (year: number, month: number, date: number) => ({ start: Date.UTC(year, month, date), end: Date.UTC(year, month, date) + DAY });
+  assert.deepEqual(timeNamed('What news did Maria share on 16 June, 2023?', NOW), day(2023, 5, 16));
+  assert.deepEqual(timeNamed('what happened on 3 October 2023', NOW), day(2023, 9, 3));
+  assert.deepEqual(timeNamed('the painting shown on October 13, 2023', NOW), day(2023, 9, 13));
+  assert.deepEqual(timeNamed('deploy log 2023-10-03', NOW), day(2023, 9, 3));
+  assert.deepEqual(timeNamed('what setback in October 2023', NOW), { start: Date.UTC(2023, 9, 1), end: Date.UTC(2023, 10, 1) });
+  assert.deepEqual(timeNamed('how many trips in 2022', NOW), { start: Date.UTC(2022, 0, 1), end: Date.UTC(2023, 0, 1) });
+  assert.deepEqual(timeNamed('camping in June', NOW), { month: 5 });
+  assert.deepEqual(timeNamed('what did we decide yesterday', NOW), day(2024, 2, 14));
+  assert.deepEqual(timeNamed('the outage last week', NOW), { start: Date.UTC(2024, 2, 8), end: Date.UTC(2024, 2, 15) });
+  // No time, and things that only look like one.
+  assert.equal(timeNamed('what database did we choose', NOW), undefined);
+  assert.equal(timeNamed('ticket 2023 is open', NOW), undefined);
+  assert.equal(timeNamed('on 31 Smarch 2023', NOW), undefined);
+});
+
+test('a message saying "yesterday" or "last week" is also about the day it refers to', () => {
+  const written = Date.UTC(2023, 5, 16, 9);
+  assert.deepEqual(timesOf('I joined a gym yesterday!', written), [written, written - DAY]);
+  assert.deepEqual(timesOf('I got some great news - I joined a gym last week!', written), [written, written - 7 * DAY]);
+  assert.deepEqual(timesOf('no time words here', written), [written]);
+  assert.equal(nearness({ start: Date.UTC(2023, 5, 15), end: Date.UTC(2023, 5, 16) }, written - DAY, 3), 1);
+  assert.equal(nearness({ month: 5 }, written, 3), 1);
+  assert.equal(nearness({ start: Date.UTC(2022, 0, 1), end: Date.UTC(2023, 0, 1) }, written, 3), 0);
+});
+
+test('among equal matches, the one from the day the query names comes first', async () => {
+  const opened = await openTestStore();
+  try {
+    const at = (year: number, month: number, date: number) => Date.UTC(year, month, date, 15);
+    const lines: Array<[string, string, number]> = [
+      ['a', 'We deployed the billing service again', at(2023, 8, 20)],
+      ['b', 'We deployed the billing service again', at(2023, 9, 3)],
+      ['c', 'We deployed the billing service again', at(2023, 10, 28)],
+      ['d', 'Yesterday we deployed the billing service again', at(2023, 11, 6)],
+      ['e', 'We deployed the billing service again', at(2023, 11, 20)],
+    ];
+    await opened.store.archiveTranscript(
+      lines.map(([id, content, createdAt]) => ({ channelId: 'ops', messageId: id, authorId: 'x', authorName: 'Sam', content, createdAt })),
+    );
+    await opened.store.whenIndexed();
+    const first = async (query: string) => (await opened.store.search({ location: { channelId: 'ops' }, query, limit: 5 }))[0]?.message_id;
+    assert.equal(await first('billing deploy on 3 October 2023'), 'b');
+    assert.equal(await first('billing deploy in November 2023'), 'c');
+    // Written on 6 December, about the 5th.
+    assert.equal(await first('what did we deploy on 5 December 2023'), 'd');
+  } finally {
+    await opened.close();
+  }
+});
