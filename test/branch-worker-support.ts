@@ -9,6 +9,7 @@ import type { ToolContext, ToolHandler } from '../src/llm/tool.js';
 import { BRANCH_SYSTEM_PROMPT } from '../src/branch/index.js';
 import { WORKER_SYSTEM_PROMPT } from '../src/worker/index.js';
 import { startFakeAnthropic, type FakeAnthropic, type RecordedRequest } from './fakes/fake-anthropic.js';
+import { systemText } from './fakes/fake-prompt-cache.js';
 import { testConfig } from './discord-helpers.js';
 import { appEnv } from './support/storage.js';
 
@@ -65,11 +66,11 @@ export async function startAgents(
 }
 
 export function isBranchRequest(request: RecordedRequest): boolean {
-  return typeof request.body?.system === 'string' && request.body.system.startsWith(BRANCH_SYSTEM_PROMPT);
+  return systemText(request.body).startsWith(BRANCH_SYSTEM_PROMPT);
 }
 
 export function isWorkerRequest(request: RecordedRequest): boolean {
-  return request.body?.system === WORKER_SYSTEM_PROMPT;
+  return systemText(request.body) === WORKER_SYSTEM_PROMPT;
 }
 
 /** Compaction requests offer memory_save alone. */

@@ -98,7 +98,7 @@ export async function runBranch(options: RunBranchOptions): Promise<BranchOutcom
     ...(error ? { error } : {}),
   });
 
-  let { system, messages } = forkRequest(fork, systemPrompt, question);
+  let { system, systemBreaks, messages } = forkRequest(fork, systemPrompt, question);
   let baseLength = messages.length;
   let remainingSteps = Math.max(1, settings.maxSteps);
   for (let retry = 0; ; retry += 1) {
@@ -107,6 +107,7 @@ export async function runBranch(options: RunBranchOptions): Promise<BranchOutcom
       const result = await runToolLoop({
         model: recording,
         system,
+        systemBreaks,
         messages,
         tools: options.tools,
         context: options.context,
@@ -136,7 +137,7 @@ export async function runBranch(options: RunBranchOptions): Promise<BranchOutcom
       const work = lastRequest ? lastRequest.messages.slice(baseLength) : [];
       remainingSteps = Math.max(1, settings.maxSteps - steps);
       fork = compactFork(fork, fixed, threshold * Math.pow(0.5, retry + 1));
-      ({ system, messages } = forkRequest(fork, systemPrompt, question));
+      ({ system, systemBreaks, messages } = forkRequest(fork, systemPrompt, question));
       baseLength = messages.length;
       messages = withContinueNote([...messages, ...work]);
     }

@@ -104,6 +104,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
     const result = await runToolLoop({
       model: options.model,
       system: request.system,
+      ...(request.systemBreaks ? { systemBreaks: request.systemBreaks } : {}),
       messages: request.messages,
       tools,
       context: options.context,

@@ -224,3 +224,20 @@ function withoutCacheControl(block: any): unknown {
   const { cache_control: _ignored, ...rest } = block;
   return rest;
 }
+
+/** A request's system prompt as one text, whether it was sent as a string or as blocks. */
+export function systemText(body: any): string {
+  if (typeof body?.system === 'string') return body.system;
+  return Array.isArray(body?.system) ? body.system.map((block: any) => String(block?.text ?? '')).join('') : '';
+}
+
+/** Where a request's breakpoints are, as `where:index` (tools, system, or message:block). */
+export function breakpointsOf(body: any): string[] {
+  const found: string[] = [];
+  (Array.isArray(body?.tools) ? body.tools : []).forEach((tool: any, index: number) => tool?.cache_control && found.push(`tool:${index}`));
+  (Array.isArray(body?.system) ? body.system : []).forEach((block: any, index: number) => block?.cache_control && found.push(`system:${index}`));
+  (Array.isArray(body?.messages) ? body.messages : []).forEach((message: any, at: number) => {
+    if (Array.isArray(message?.content)) message.content.forEach((block: any, index: number) => block?.cache_control && found.push(`message:${at}:${index}`));
+  });
+  return found;
+}
