@@ -2,6 +2,7 @@ import type { BranchSettings } from '../config/types.js';
 import type { ChatModel, ModelMessage, ModelRequest, ModelUsage, TextBlock } from '../llm/chat-model.js';
 import { ModelError } from '../llm/model-error.js';
 import { runToolLoop } from '../llm/tool-loop.js';
+import { addUsage } from '../llm/usage.js';
 import type { ToolContext, ToolHandler } from '../llm/tool.js';
 import { estimateToolTokens } from '../channel/model-request.js';
 import {
@@ -77,8 +78,7 @@ export async function runBranch(options: RunBranchOptions): Promise<BranchOutcom
       lastRequest = request;
       const response = await options.model.createMessage(request, { ...callOptions, purpose: 'branch' });
       steps += 1;
-      usage.inputTokens += response.usage.inputTokens;
-      usage.outputTokens += response.usage.outputTokens;
+      addUsage(usage, response.usage);
       const text = response.content
         .filter((block): block is TextBlock => block.type === 'text')
         .map((block) => block.text)

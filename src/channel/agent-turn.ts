@@ -3,6 +3,7 @@ import type { ChannelSettings } from '../config/types.js';
 import type { ChatModel, ModelMessage, ModelRequest, ModelUsage, ToolDefinition } from '../llm/chat-model.js';
 import { ModelError, runToolLoop, type ToolLoopResult } from '../llm/index.js';
 import { definitionsOf, type ToolContext, type ToolHandler } from '../llm/tool.js';
+import { budgetTokens, wholeInputTokens } from '../llm/usage.js';
 import { overflowNumbers } from './calibration.js';
 import { isCapped, shownLength } from './oversized-message.js';
 import { estimateMessageTokens, estimateTokens } from './token-estimate.js';
@@ -124,7 +125,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
             onRequest: ({ estimatedTokens }) => {
               failedEstimate = estimatedTokens;
             },
-            onResponse: (response, { estimatedTokens }) => runtime.recordUsage?.(channelId, estimatedTokens, response.usage.inputTokens),
+            onResponse: (response, { estimatedTokens }) => runtime.recordUsage?.(channelId, estimatedTokens, wholeInputTokens(response.usage)),
           }
         : {}),
     });
@@ -157,7 +158,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
     turnId,
   );
 
-  const reported = result.usage.inputTokens + result.usage.outputTokens;
+  const reported = budgetTokens(result.usage, settings.budgetUnit);
   const estimated = estimateTokens(request.system) + estimateTokens(JSON.stringify(request.messages)) + estimateTokens(reply);
   return { reply, usage: result.usage, steps: result.steps, stopReason: result.stopReason, spentTokens: reported > 0 ? reported : estimated };
 }

@@ -48,3 +48,16 @@ export function addUsage(total: ModelUsage, usage: ModelUsage): ModelUsage {
   if (usage.cacheReadTokens) total.cacheReadTokens = (total.cacheReadTokens ?? 0) + usage.cacheReadTokens;
   return total;
 }
+
+/**
+ * The input numbers an event carries: the request's whole input, how much of it the cache
+ * wrote and read, and what it is billed as (rounded: logs want whole tokens).
+ */
+export function usageFields(usage: ModelUsage): { input_tokens: number; cache_write_tokens: number; cache_read_tokens: number; billed_input_tokens: number } {
+  return {
+    input_tokens: wholeInputTokens(usage),
+    cache_write_tokens: usage.cacheWriteTokens ?? 0,
+    cache_read_tokens: usage.cacheReadTokens ?? 0,
+    billed_input_tokens: Math.round(billedInputTokens(usage)),
+  };
+}

@@ -11,6 +11,7 @@ import type { TurnEntryInput } from '../channel/runtime.js';
 import { calibratedWindow } from '../branch/branch-tool.js';
 import { runWorker, type WorkerResult } from './run-worker.js';
 import { WorkerStore, type WorkerStatus } from './worker-store.js';
+import { addUsage, budgetTokens, usageFields, wholeInputTokens } from '../llm/usage.js';
 
 /** The part of the channel runtime a worker's report needs (`ChannelRuntime` satisfies it). */
 export interface WorkerRuntime {
@@ -194,11 +195,10 @@ export class WorkerManager {
       model: model.model,
       createMessage: async (modelRequest, callOptions) => {
         const response = await model.createMessage(modelRequest, { ...callOptions, purpose: 'worker' });
-        usage.inputTokens += response.usage.inputTokens;
-        usage.outputTokens += response.usage.outputTokens;
-        entry.info.tokens = usage.inputTokens + usage.outputTokens;
+        addUsage(usage, response.usage);
+        entry.info.tokens = wholeInputTokens(usage) + usage.outputTokens;
         // A thread spends its parent channel's budget.
-        budget.record(request.context.parentChannelId ?? channelId, response.usage.inputTokens + response.usage.outputTokens);
+        budget.record(request.context.parentChannelId ?? channelId, budgetTokens(response.usage, settings.budgetUnit));
         return response;
       },
     };
@@ -225,7 +225,7 @@ export class WorkerManager {
             worker_id: id,
             segment: info.segment,
             turns: info.turns,
-            input_tokens: info.usage.inputTokens,
+            ...usageFields(info.usage),
             output_tokens: info.usage.outputTokens,
             estimated_tokens: info.estimatedTokens,
           });
@@ -252,7 +252,7 @@ export class WorkerManager {
       worker_id: id,
       segments: result?.segments ?? entry.info.segment,
       turns: result?.turns,
-      input_tokens: usage.inputTokens,
+      ...usageFields(usage),
       output_tokens: usage.outputTokens,
       duration_ms: durationMs,
     };

@@ -81,6 +81,8 @@ export class FakePromptCache {
   private readonly minimumTokens: (model: string) => number;
   private readonly blockTokens: (block: unknown) => number;
   readonly totals: PromptCacheTotals = { requests: 0, uncached: 0, cacheWrite5m: 0, cacheWrite1h: 0, cacheRead: 0 };
+  /** The usage of every request accounted, in order. */
+  readonly log: CachedUsage[] = [];
 
   constructor(options: FakePromptCacheOptions = {}) {
     this.now = options.now ?? Date.now;
@@ -156,12 +158,14 @@ export class FakePromptCache {
     this.totals.cacheWrite5m += write5m;
     this.totals.cacheWrite1h += write1h;
     this.totals.cacheRead += cacheRead;
-    return {
+    const usage = {
       input_tokens: uncached,
       cache_creation_input_tokens: write5m + write1h,
       cache_read_input_tokens: cacheRead,
       cache_creation: { ephemeral_5m_input_tokens: write5m, ephemeral_1h_input_tokens: write1h },
     };
+    this.log.push(usage);
+    return usage;
   }
 
   /** Entries not yet expired (expired ones are dropped on the way). */
@@ -174,6 +178,7 @@ export class FakePromptCache {
   /** Forgets every entry and the totals. */
   clear(): void {
     this.entries.clear();
+    this.log.length = 0;
     Object.assign(this.totals, { requests: 0, uncached: 0, cacheWrite5m: 0, cacheWrite1h: 0, cacheRead: 0 });
   }
 
