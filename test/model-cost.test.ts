@@ -78,12 +78,12 @@ describe('the prompt_cache setting on the wire', () => {
   after(() => fake.close());
 
   const request: ModelRequest = {
-    system: 'You are Magpie. '.repeat(400),
+    system: 'You are Magpie. '.repeat(700),
     messages: [{ role: 'user', content: 'ana: what did we plant? '.repeat(100) }],
     maxTokens: 64,
   };
   const model = (promptCache: '5m' | '1h' | 'off') =>
-    createAnthropicModel({ ...DEFAULTS.llm, model: 'claude-sonnet-4-5', baseUrl: fake.baseUrl, maxRetries: 0, promptCache }, { env: {} });
+    createAnthropicModel({ ...DEFAULTS.llm, model: 'claude-sonnet-4-6', baseUrl: fake.baseUrl, maxRetries: 0, promptCache }, { env: {} });
 
   it('"off" sends no breakpoint, "5m" and "1h" send them with their lifetime, and the usage comes back split', async () => {
     await model('off').createMessage(request);
