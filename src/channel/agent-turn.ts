@@ -22,6 +22,8 @@ export interface AgentRuntime {
   requestEstimate?(channelId: string): RequestEstimate;
   /** A response's real input count for a request of that estimate (calibration). */
   recordUsage?(channelId: string, estimatedTokens: number, inputTokens: number): void;
+  /** What a request cost, as the model counted it (`/context`, status, the report). */
+  recordCost?(channelId: string, usage: ModelUsage): void;
   /** The model refused a request as too long: calibrate and truncate so that a retry fits. */
   recoverFromOverflow?(channelId: string, overflow: { estimatedTokens: number; tokens?: number; maximum?: number }): boolean;
 }
@@ -125,7 +127,10 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
             onRequest: ({ estimatedTokens }) => {
               failedEstimate = estimatedTokens;
             },
-            onResponse: (response, { estimatedTokens }) => runtime.recordUsage?.(channelId, estimatedTokens, wholeInputTokens(response.usage)),
+            onResponse: (response, { estimatedTokens }) => {
+              runtime.recordUsage?.(channelId, estimatedTokens, wholeInputTokens(response.usage));
+              runtime.recordCost?.(channelId, response.usage);
+            },
           }
         : {}),
     });

@@ -2,7 +2,8 @@ import { isPostgres } from '../storage/sql-database.js';
 import { PgChannelLocks } from '../storage/postgres/pg-channel-locks.js';
 import { systemClock, type Clock } from '../common/clock.js';
 import type { ChannelSettings } from '../config/types.js';
-import type { ModelRequest, ToolDefinition } from '../llm/chat-model.js';
+import type { ModelRequest, ModelUsage, ToolDefinition } from '../llm/chat-model.js';
+import { usageFields } from '../llm/usage.js';
 import { CompactionCoordinator, type CompactionOutcome, type UsageObserver } from '../compaction/coordinator.js';
 import type { CompactionAction } from '../compaction/compactor.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
@@ -264,7 +265,20 @@ export class ChannelRuntime {
   }
 
   status(channelId: string): ContextStatus {
-    return this.estimator.status(this.channel(channelId), this.settings(channelId));
+    const state = this.channel(channelId);
+    const status = this.estimator.status(state, this.settings(channelId));
+    return state.lastRequest ? { ...status, lastRequest: state.lastRequest } : status;
+  }
+
+  /**
+   * What a channel request cost, as the model counted it: kept for `/context`, and emitted as
+   * `model_usage` (the compaction log keeps it for `status` and the report; metrics count it
+   * through the model's observer).
+   */
+  recordCost(channelId: string, usage: ModelUsage): void {
+    const state = this.channel(channelId);
+    state.lastRequest = { at: this.clock.now(), usage };
+    this.options.events.emit({ type: 'model_usage', channel_id: channelId, ...usageFields(usage), output_tokens: usage.outputTokens });
   }
 
   /** The Compactor check, as run after every message and turn. */

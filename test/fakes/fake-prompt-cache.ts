@@ -42,7 +42,11 @@ export interface FakePromptCacheOptions {
   now?: () => number;
   /** Minimum cacheable length for a model; default `minimumCacheableTokens`. */
   minimumTokens?: (model: string) => number;
-  /** Tokens of one block as the fake counts them; default a quarter of its JSON length. */
+  /**
+   * Tokens of one block. Default: a token per 4 characters of what the block says (its text, a
+   * tool call's name and input, a result's content, a tool's JSON), counted over the running
+   * prefix, so that a system prompt sent whole or cut into blocks counts the same.
+   */
   blockTokens?: (block: unknown) => number;
 }
 
@@ -64,6 +68,7 @@ export interface PromptCacheTotals {
 }
 
 interface FlatBlock {
+  /** Tokens with `blockTokens`, else characters (turned into tokens over the running prefix). */
   tokens: number;
   /** Hash of the prefix that ends with this block. */
   prefix: string;
@@ -79,7 +84,7 @@ export class FakePromptCache {
   private readonly entries = new Map<string, Entry>();
   private readonly now: () => number;
   private readonly minimumTokens: (model: string) => number;
-  private readonly blockTokens: (block: unknown) => number;
+  private readonly blockTokens: ((block: unknown) => number) | undefined;
   readonly totals: PromptCacheTotals = { requests: 0, uncached: 0, cacheWrite5m: 0, cacheWrite1h: 0, cacheRead: 0 };
   /** The usage of every request accounted, in order. */
   readonly log: CachedUsage[] = [];
@@ -87,7 +92,7 @@ export class FakePromptCache {
   constructor(options: FakePromptCacheOptions = {}) {
     this.now = options.now ?? Date.now;
     this.minimumTokens = options.minimumTokens ?? minimumCacheableTokens;
-    this.blockTokens = options.blockTokens ?? ((block) => Math.ceil(JSON.stringify(block).length / 4));
+    this.blockTokens = options.blockTokens;
   }
 
   /** Why the API would refuse the request's breakpoints (400), or undefined when they are fine. */
@@ -119,8 +124,9 @@ export class FakePromptCache {
     let running = 0;
     for (const block of blocks) {
       running += block.tokens;
-      prefixTokens.push(running);
+      prefixTokens.push(this.blockTokens ? running : Math.ceil(running / 4));
     }
+    if (!this.blockTokens) running = Math.ceil(running / 4);
     const total = totalTokens ?? running;
     const minimum = this.minimumTokens(typeof body?.model === 'string' ? body.model : '');
     const breakpoints = blocks.flatMap((block, index) => (block.ttl ? [index] : []));
@@ -199,7 +205,8 @@ export class FakePromptCache {
       const bare = withoutCacheControl(block);
       hash = createHash('sha256').update(hash).update(JSON.stringify(key)).update(JSON.stringify(bare)).digest('hex');
       const control = block?.cache_control;
-      flat.push({ tokens: this.blockTokens(bare), prefix: hash, ...(control ? { ttl: (control.ttl ?? '5m') as CacheTtl } : {}) });
+      const tokens = this.blockTokens ? this.blockTokens(bare) : blockCharacters(bare);
+      flat.push({ tokens, prefix: hash, ...(control ? { ttl: (control.ttl ?? '5m') as CacheTtl } : {}) });
     };
     for (const tool of Array.isArray(body?.tools) ? body.tools : []) push('tool', tool);
     if (typeof body?.system === 'string') push('system', { type: 'text', text: body.system });
@@ -211,6 +218,15 @@ export class FakePromptCache {
     }
     return flat;
   }
+}
+
+/** What a block says, in characters: the same whether a text is sent whole or in pieces. */
+function blockCharacters(block: any): number {
+  if (block?.type === 'text') return String(block.text ?? '').length;
+  if (block?.type === 'tool_use') return String(block.name ?? '').length + JSON.stringify(block.input ?? {}).length;
+  if (block?.type === 'tool_result') return typeof block.content === 'string' ? block.content.length : JSON.stringify(block.content ?? '').length;
+  if (block?.type === 'image') return 6_400;
+  return JSON.stringify(block ?? '').length;
 }
 
 /** Every block that may carry `cache_control`, in prefix order. */

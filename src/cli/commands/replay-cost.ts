@@ -5,7 +5,7 @@ import type { EventStream } from '../../common/events.js';
 import type { LlmSettings } from '../../config/types.js';
 import type { ChatModel, ModelPurpose, ToolDefinition } from '../../llm/chat-model.js';
 import type { ModelCallObserver, ModelCallRecord } from '../../llm/observed-model.js';
-import { usageFields, wholeInputTokens } from '../../llm/usage.js';
+import { wholeInputTokens } from '../../llm/usage.js';
 
 /** Tokens of the model calls of one purpose, summed. */
 export interface PurposeCost {
@@ -59,7 +59,7 @@ export function replyPricer(options: {
       try {
         const response = await options.model.createMessage(request, { purpose: 'channel' });
         runtime.recordUsage(channelId, estimated, wholeInputTokens(response.usage));
-        events.emit({ type: 'reply_priced', channel_id: channelId, ...usageFields(response.usage), output_tokens: response.usage.outputTokens });
+        runtime.recordCost(channelId, response.usage);
       } catch (error) {
         events.emit({ type: 'reply_pricing_failed', channel_id: channelId, error: errorMessage(error) });
       }
