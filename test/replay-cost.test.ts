@@ -87,6 +87,17 @@ describe('what a replay says a channel costs', () => {
     assert.match(table.stdout, /\d+% of [\d,]+/);
   });
 
+  it('the report, and --compare, show the cost per reply and the hit ratio over time', async () => {
+    const run = await runMagpie(['report', '--data-dir', 'off', '--compare', 'on', '--config', 'on.toml', '--out', '-'], { cwd: dir, env: ENV });
+    assert.equal(run.code, 0, run.stderr);
+    const cost = run.stdout.slice(run.stdout.indexOf('<section id="cost">'));
+    assert.match(cost, /What the replies cost/);
+    assert.match(cost, /billed-equivalent input per reply<\/th><td>[\d,]+<\/td><td>[\d,]+<\/td>/);
+    assert.match(cost, /billed-equivalent input per 1,000 messages/);
+    assert.match(cost, /cache hit ratio \(read \/ input\)<\/th><td>0<\/td><td>0\.[5-9]\d\d<\/td>/);
+    assert.match(cost, /<figure class="cost-chart" data-channel="c1">.*<path d="M[^"]+" fill="none"/s);
+  });
+
   it('a failed pricing call is reported and loses nothing', async () => {
     failNext = 2;
     const run = await replay('on', 'again');
