@@ -23,6 +23,8 @@ const MESSAGES = Number(process.env.MAGPIE_BENCH_CACHE_MESSAGES ?? 3000);
 const REPLY_EVERY = 5;
 const WINDOW = 40_000;
 const START = Date.UTC(2025, 0, 6, 9);
+/** The early threshold tried for channels whose cache went cold (`cold_cache_threshold`). */
+const COLD_THRESHOLD = 0.6;
 const WORDS = 'garden release budget invoice Friday deploy tomatoes fence Postgres train piano hiking review design meeting notes'.split(' ');
 
 /** One busy channel: four people, a message every 10–50 s, a quiet hour every 500 messages, the bot answering every few. */
@@ -52,6 +54,8 @@ function isSummarizer(request: RecordedRequest): boolean {
 
 interface RunFigures {
   setting: PromptCacheSetting;
+  /** `[defaults.compaction] cold_cache_threshold` of the run (0 = off). */
+  cold: number;
   perReply: number;
   hitRatio: number;
   per1000: number;
@@ -61,7 +65,7 @@ interface RunFigures {
   tiers: { background: number; aggressive: number; emergency: number };
 }
 
-async function replayWith(setting: PromptCacheSetting, file: string): Promise<RunFigures> {
+async function replayWith(setting: PromptCacheSetting, file: string, cold = 0): Promise<RunFigures> {
   const clock = new TranscriptClock();
   const fake = await startFakeAnthropic({ promptCache: new FakePromptCache({ now: () => clock.current }) });
   const summary = `They went over ${WORDS.join(', ')}. `.repeat(20);
@@ -69,7 +73,7 @@ async function replayWith(setting: PromptCacheSetting, file: string): Promise<Ru
   const dataDir = mkdtempSync(join(tmpdir(), 'magpie-bench-cache-'));
   const config: MagpieConfig = {
     ...DEFAULTS,
-    defaults: { ...DEFAULTS.defaults, contextWindow: WINDOW },
+    defaults: { ...DEFAULTS.defaults, contextWindow: WINDOW, compaction: { ...DEFAULTS.defaults.compaction, coldCacheThreshold: cold } },
     llm: { ...DEFAULTS.llm, model: SUGGESTED_MODEL, baseUrl: fake.baseUrl, maxRetries: 0, promptCache: setting },
     memory: { ...DEFAULTS.memory, dataDir },
   };
@@ -97,6 +101,7 @@ async function replayWith(setting: PromptCacheSetting, file: string): Promise<Ru
   const replies = result.cost.replies;
   return {
     setting,
+    cold,
     perReply: result.cost.billed_input_per_reply,
     hitRatio: replies.cache_hit_ratio,
     per1000: result.cost.billed_input_per_1000_messages,
@@ -115,6 +120,7 @@ export async function run(): Promise<BenchReport> {
     const runs: RunFigures[] = [];
     for (const setting of ['off', '5m', '1h'] as const) runs.push(await replayWith(setting, file));
     const off = runs[0]!;
+    const cold = await replayWith('5m', file, COLD_THRESHOLD);
     const tiers = (figures: RunFigures) => `${figures.tiers.background}/${figures.tiers.aggressive}/${figures.tiers.emergency}`;
     return {
       name: `prompt cache: a busy channel, ${MESSAGES} messages, a reply every ${REPLY_EVERY}, ${WINDOW.toLocaleString('en-US')}-token window, LLM summaries`,
@@ -134,6 +140,9 @@ export async function run(): Promise<BenchReport> {
             `cache writes ${figures.cacheWrite}, reads ${figures.cacheRead}; tiers background/aggressive/emergency ${tiers(figures)}`,
         ),
         runs.every((figures) => tiers(figures) === tiers(off)) ? 'the compaction tiers fired the same in every run' : 'WARNING: the compaction tiers differ between runs',
+        `prompt_cache 5m with cold_cache_threshold ${COLD_THRESHOLD} (compact early in the quiet hours): ${cold.perReply} billed input per reply ` +
+          `(${Math.round((cold.perReply / runs[1]!.perReply) * 1000) / 10}% of 5m without it), ${cold.per1000} per 1,000 messages, ` +
+          `cache writes ${cold.cacheWrite}; tiers ${tiers(cold)}`,
       ],
     };
   } finally {

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { describeContext } from '../src/app/channel-commands.js';
+import { checkConfigText } from '../src/config/index.js';
 import type { ContextStatus } from '../src/channel/types.js';
 import { startFakeAnthropic, type FakeAnthropic, type RecordedRequest } from './fakes/fake-anthropic.js';
 import { FakePromptCache } from './fakes/fake-prompt-cache.js';
@@ -105,6 +106,26 @@ describe('what a replay says a channel costs', () => {
     const summary = JSON.parse(run.stdout.trim().split('\n').at(-1)!);
     assert.equal(summary.cost.replies.failed, 2);
     assert.equal(summary.archived_messages, 180);
+  });
+
+  it('with cold_cache_threshold, a gap longer than the cache lifetime compacts in the gap', async () => {
+    const lines = transcript().trim().split('\n').map((line) => JSON.parse(line));
+    // Twenty idle minutes before the 120th line: the cache is cold when it arrives.
+    for (const line of lines.slice(120)) line.ts += 20 * 60_000;
+    writeFileSync(path.join(dir, 'gap.jsonl'), `${lines.map((line) => JSON.stringify(line)).join('\n')}\n`);
+    writeFileSync(path.join(dir, 'cold.toml'), `${readFileSync(path.join(dir, 'on.toml'), 'utf8')}[defaults.compaction]\ncold_cache_threshold = 0.3\n`);
+    const run = await runMagpie(['replay', 'gap.jsonl', '--data-dir', 'cold', '--config', 'cold.toml', '--summarizer', 'llm', '--cost-replies', '--json'], { cwd: dir, env: ENV });
+    assert.equal(run.code, 0, run.stderr);
+    const events = run.stdout.trim().split('\n').map((line) => JSON.parse(line));
+    const cold = events.findIndex((event) => event.type === 'compaction_triggered' && event.reason === 'cache_cold');
+    assert.ok(cold >= 0, 'a compaction started in the gap');
+    const next = events.slice(cold + 1).find((event) => event.type === 'compaction_completed' || event.type === 'compaction_triggered');
+    assert.equal(next?.type, 'compaction_completed', 'it landed before anything else was compacted');
+    assert.equal(next?.tier, 'background');
+    assert.equal(events.at(-1).archived_messages, 180);
+    const refused = checkConfigText('[defaults.compaction]\ncold_cache_threshold = 1.5\n');
+    assert.equal(refused.ok, false);
+    if (!refused.ok) assert.equal(refused.problems[0]!.path, 'defaults.compaction.cold_cache_threshold');
   });
 
   it('--cost-replies without a model says what to set', async () => {

@@ -286,6 +286,34 @@ export class ChannelRuntime {
     return this.coordinator.check(this.channel(channelId));
   }
 
+  /**
+   * Starts a compaction early when the channel's prompt cache is cold: nothing touched it for
+   * longer than its lifetime (`[llm] prompt_cache`) and usage is at `cold_cache_threshold` or
+   * more. The bot's sweep runs it for idle channels; a replay runs it in each long gap of its
+   * transcript. Settles when the summary has landed; undefined when there is nothing to do.
+   */
+  compactIfCold(channelId: string, now: number = this.clock.now()): Promise<CompactionOutcome> | undefined {
+    return this.compactStateIfCold(this.channel(channelId), now);
+  }
+
+  private compactStateIfCold(state: ChannelState, now: number): Promise<CompactionOutcome> | undefined {
+    const from = this.settings(state.channelId).compaction.coldCacheThreshold;
+    const lifetime = cacheLifetimeMs(this.options.config.current().llm?.promptCache);
+    if (!(from > 0) || lifetime === undefined || this.queue.has(state.channelId)) return undefined;
+    const lastActive = Math.max(state.lastRequest?.at ?? Number.NEGATIVE_INFINITY, state.entries.at(-1)?.createdAt ?? Number.NEGATIVE_INFINITY);
+    if (!Number.isFinite(lastActive) || now - lastActive <= lifetime) return undefined;
+    return this.coordinator.compactWhileCold(state, from);
+  }
+
+  /** When the channel's prompt cache went cold: its last activity plus the cache lifetime (undefined without caching). */
+  cacheColdAt(channelId: string): number | undefined {
+    const lifetime = cacheLifetimeMs(this.options.config.current().llm?.promptCache);
+    if (lifetime === undefined) return undefined;
+    const state = this.channel(channelId);
+    const lastActive = Math.max(state.lastRequest?.at ?? Number.NEGATIVE_INFINITY, state.entries.at(-1)?.createdAt ?? Number.NEGATIVE_INFINITY);
+    return Number.isFinite(lastActive) ? lastActive + lifetime : undefined;
+  }
+
   /** Compacts the oldest part now (the `/compact` command); settles when the result has landed. */
   compactNow(channelId: string): Promise<CompactionOutcome> {
     return this.coordinator.compactNow(this.channel(channelId));
@@ -296,6 +324,9 @@ export class ChannelRuntime {
    * `max_loaded_channels`); runs on a timer too. Returns how many were unloaded.
    */
   unloadIdle(): number {
+    // Channels whose prompt cache went cold are compacted now if they are close to due.
+    const now = this.clock.now();
+    for (const state of this.states.values()) void this.compactStateIfCold(state, now)?.catch(() => {});
     return this.states.evict();
   }
 
@@ -405,4 +436,11 @@ export class ChannelRuntime {
     this.privacy.resume(channelId);
     return state;
   }
+}
+
+/** The prompt cache's lifetime in ms, or undefined when caching is off. */
+function cacheLifetimeMs(setting: string | undefined): number | undefined {
+  if (setting === '5m') return 5 * 60_000;
+  if (setting === '1h') return 60 * 60_000;
+  return undefined;
 }

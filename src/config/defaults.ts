@@ -50,6 +50,7 @@ export const DEFAULTS: MagpieConfig = {
       summaryMaxTokens: 2048,
       rollupThreshold: 0.25,
       fallbackAfterFailures: 3,
+      coldCacheThreshold: 0,
     },
     branch: {
       precompactThreshold: 0.6,

@@ -42,6 +42,7 @@ export const COMPACTION_SPEC: TableSpec = {
   summary_max_tokens: positive,
   rollup_threshold: { kind: 'fraction' },
   fallback_after_failures: positive,
+  cold_cache_threshold: { kind: 'unit' },
 };
 
 export const BRANCH_SPEC: TableSpec = {

@@ -33,6 +33,12 @@ export interface CompactionSettings {
   rollupThreshold: number;
   /** After this many failed model compactions in a row, the extractive summarizer stands in. */
   fallbackAfterFailures: number;
+  /**
+   * Usage from which a background compaction starts early when the channel's prompt cache has
+   * gone cold (idle longer than `[llm] prompt_cache`): it lands while nobody pays for the cache.
+   * 0 = off.
+   */
+  coldCacheThreshold: number;
 }
 
 /** `[defaults.branch]`: a branch forks the channel's context to think about one question. */

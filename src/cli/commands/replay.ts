@@ -1,6 +1,7 @@
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { HistoryStore } from '../../channel/history-store.js';
+import type { IncomingMessage } from '../../channel/types.js';
 import { ChannelRuntime } from '../../channel/runtime.js';
 import { EventStream } from '../../common/events.js';
 import { CompactionLog, LOGGED_EVENTS } from '../../compaction-log/index.js';
@@ -211,11 +212,30 @@ export async function replay(options: {
     const pricer = options.costReplies
       ? replyPricer({ runtime, model: model!, tools: definitionsOf([memoryTools.memorySearch, memoryTools.memorySave]), maxTokensFor: (channelId) => config.channels[channelId]?.maxResponseTokens ?? config.defaults.maxResponseTokens, events })
       : undefined;
+    // A gap in the transcript longer than the prompt cache's lifetime is when the bot's sweep
+    // would have compacted a channel with a cold cache: done here at that moment of the gap.
+    const replayRuntime = runtime;
+    const coldGap = async (message: IncomingMessage): Promise<void> => {
+      const coldAt = replayRuntime.cacheColdAt(message.channelId);
+      if (coldAt === undefined || message.createdAt <= coldAt) return;
+      clock.current = coldAt + 1;
+      const landed = replayRuntime.compactIfCold(message.channelId, coldAt + 1);
+      // Lag 0: the summary lands in the gap (the scheduler would hold it until the next
+      // message). With --worker-lag it lands only after more messages, as any other.
+      if (landed && options.workerLag === 0) {
+        await replayRuntime.flushCompactions();
+        await landed;
+      }
+      clock.current = message.createdAt;
+    };
     const progress = await replayLines({
       lines,
       runtime,
       clock,
-      ...(pricer ? { beforeIngest: pricer } : {}),
+      beforeIngest: async (message) => {
+        await coldGap(message);
+        await pricer?.(message);
+      },
       lastStoredTime: (channelId) => history.lastMessageTime(channelId),
       onConflict: (conflict) =>
         io.stderr.write(
