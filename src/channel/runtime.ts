@@ -15,6 +15,7 @@ import { PrivacyPropagator } from '../privacy/propagator.js';
 import type { MemoryLocation } from '../memory/types.js';
 import { DEFAULTS } from '../config/defaults.js';
 import { ChannelCache } from './channel-cache.js';
+import { cacheColdAt } from './cold-cache.js';
 import { usableWindow } from './calibration.js';
 import { CalibrationKeeper } from './calibration-keeper.js';
 import { channelRequest } from './channel-request.js';
@@ -298,20 +299,14 @@ export class ChannelRuntime {
 
   private compactStateIfCold(state: ChannelState, now: number): Promise<CompactionOutcome> | undefined {
     const from = this.settings(state.channelId).compaction.coldCacheThreshold;
-    const lifetime = cacheLifetimeMs(this.options.config.current().llm?.promptCache);
-    if (!(from > 0) || lifetime === undefined || this.queue.has(state.channelId)) return undefined;
-    const lastActive = Math.max(state.lastRequest?.at ?? Number.NEGATIVE_INFINITY, state.entries.at(-1)?.createdAt ?? Number.NEGATIVE_INFINITY);
-    if (!Number.isFinite(lastActive) || now - lastActive <= lifetime) return undefined;
-    return this.coordinator.compactWhileCold(state, from);
+    if (!(from > 0) || this.queue.has(state.channelId)) return undefined;
+    const coldAt = cacheColdAt(state, this.options.config.current().llm?.promptCache);
+    return coldAt !== undefined && now > coldAt ? this.coordinator.compactWhileCold(state, from) : undefined;
   }
 
-  /** When the channel's prompt cache went cold: its last activity plus the cache lifetime (undefined without caching). */
+  /** When the channel's prompt cache went cold (undefined without caching or activity). */
   cacheColdAt(channelId: string): number | undefined {
-    const lifetime = cacheLifetimeMs(this.options.config.current().llm?.promptCache);
-    if (lifetime === undefined) return undefined;
-    const state = this.channel(channelId);
-    const lastActive = Math.max(state.lastRequest?.at ?? Number.NEGATIVE_INFINITY, state.entries.at(-1)?.createdAt ?? Number.NEGATIVE_INFINITY);
-    return Number.isFinite(lastActive) ? lastActive + lifetime : undefined;
+    return cacheColdAt(this.channel(channelId), this.options.config.current().llm?.promptCache);
   }
 
   /** Compacts the oldest part now (the `/compact` command); settles when the result has landed. */
@@ -438,9 +433,3 @@ export class ChannelRuntime {
   }
 }
 
-/** The prompt cache's lifetime in ms, or undefined when caching is off. */
-function cacheLifetimeMs(setting: string | undefined): number | undefined {
-  if (setting === '5m') return 5 * 60_000;
-  if (setting === '1h') return 60 * 60_000;
-  return undefined;
-}
