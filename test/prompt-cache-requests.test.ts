@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { runAgentTurn } from '../src/channel/agent-turn.js';
 import type { ChatModel, ModelUsage } from '../src/llm/chat-model.js';
-import { wholeInputTokens } from '../src/llm/usage.js';
+import { budgetTokens, wholeInputTokens } from '../src/llm/usage.js';
 import {
   contextFor,
   isBranchRequest,
@@ -156,6 +156,17 @@ describe('prompt-cache breakpoints in every request the bot sends', () => {
     assert.equal(steps.length, 2);
     assert.ok(breakpointsOf(steps[0]!.request.body).length >= 1);
     assert.equal(steps[1]!.usage.cache_read_input_tokens, whole(steps[0]!.usage));
+  });
+
+  it('with budget_unit "billed", a turn spends its billed-equivalent tokens', async () => {
+    await say(agents.app, channel, 5, filler, 200);
+    const settings = { ...agents.app.config.settingsFor(channel), budgetUnit: 'billed' as const };
+    const result = await agents.app.runtime.runSerial(channel, () =>
+      runAgentTurn({ runtime: agents.app.runtime, channelId: channel, model, tools: agents.app.tools, settings, context: contextFor(channel) }),
+    );
+    assert.ok((result.usage.cacheReadTokens ?? 0) > 0);
+    assert.equal(result.spentTokens, budgetTokens(result.usage, 'billed'));
+    assert.ok(result.spentTokens < wholeInputTokens(result.usage) / 2, `${result.spentTokens} billed of ${wholeInputTokens(result.usage)}`);
   });
 
   it('no request carried more than four breakpoints, and none was refused', () => {
