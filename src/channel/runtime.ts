@@ -432,4 +432,3 @@ export class ChannelRuntime {
     return state;
   }
 }
-
