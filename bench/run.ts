@@ -19,6 +19,7 @@ const BENCHMARKS: Record<string, () => Promise<{ run: Benchmark }>> = {
   'index-validation': () => import('./index-validation.js'),
   'metrics-overhead': () => import('./metrics-overhead.js'),
   'privacy-delete': () => import('./privacy-delete.js'),
+  'prompt-cache': () => import('./prompt-cache.js'),
 };
 
 async function main(): Promise<void> {

@@ -8,7 +8,8 @@ import type { ChannelSettings, LlmSettings } from '../src/config/types.js';
 import type { ToolContext, ToolHandler } from '../src/llm/tool.js';
 import { BRANCH_SYSTEM_PROMPT } from '../src/branch/index.js';
 import { WORKER_SYSTEM_PROMPT } from '../src/worker/index.js';
-import { startFakeAnthropic, type FakeAnthropic, type RecordedRequest } from './fakes/fake-anthropic.js';
+import { startFakeAnthropic, type FakeAnthropic, type FakeAnthropicOptions, type RecordedRequest } from './fakes/fake-anthropic.js';
+import { systemText } from './fakes/fake-prompt-cache.js';
 import { testConfig } from './discord-helpers.js';
 import { appEnv } from './support/storage.js';
 
@@ -24,9 +25,15 @@ export interface AgentsHarness {
 }
 
 export async function startAgents(
-  options: { defaults?: Partial<ChannelSettings>; channels?: Record<string, Partial<ChannelSettings>>; llm?: Partial<LlmSettings>; dataDir?: string } = {},
+  options: {
+    defaults?: Partial<ChannelSettings>;
+    channels?: Record<string, Partial<ChannelSettings>>;
+    llm?: Partial<LlmSettings>;
+    dataDir?: string;
+    fake?: FakeAnthropicOptions;
+  } = {},
 ): Promise<AgentsHarness> {
-  const model = await startFakeAnthropic();
+  const model = await startFakeAnthropic(options.fake);
   const dataDir = options.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'magpie-agents-'));
   const events: MagpieEvent[] = [];
   const open = async (): Promise<MagpieApp> => {
@@ -65,11 +72,11 @@ export async function startAgents(
 }
 
 export function isBranchRequest(request: RecordedRequest): boolean {
-  return typeof request.body?.system === 'string' && request.body.system.startsWith(BRANCH_SYSTEM_PROMPT);
+  return systemText(request.body).startsWith(BRANCH_SYSTEM_PROMPT);
 }
 
 export function isWorkerRequest(request: RecordedRequest): boolean {
-  return request.body?.system === WORKER_SYSTEM_PROMPT;
+  return systemText(request.body) === WORKER_SYSTEM_PROMPT;
 }
 
 /** Compaction requests offer memory_save alone. */

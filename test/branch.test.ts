@@ -15,6 +15,7 @@ import {
   type AgentsHarness,
 } from './branch-worker-support.js';
 import type { FakeReply } from './fakes/fake-anthropic.js';
+import { systemText } from './fakes/fake-prompt-cache.js';
 
 const WINDOW = 8000;
 const RESPONSE = 512;
@@ -51,7 +52,7 @@ describe('branch', () => {
     const [request] = agents.model.requests;
     assert.ok(isBranchRequest(request!));
     assert.ok(requestTokens(request!) < threshold, `the request sent (${requestTokens(request!)} tokens) is under ${threshold}`);
-    assert.match(request!.body.system, /older messages of this channel were set aside/);
+    assert.match(systemText(request!.body), /older messages of this channel were set aside/);
     assert.ok(lastUserText(request!.body).endsWith(`${BRANCH_QUESTION_PREFIX}When is the release?`), 'the question is the last user text');
     assert.deepEqual(request!.body.tools.map((tool: { name: string }) => tool.name).sort(), ['memory_save', 'memory_search']);
     const started = agents.events.findLast((event) => event.type === 'branch_started')!;

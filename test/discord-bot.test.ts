@@ -20,6 +20,7 @@ import {
   waitUntil,
   type TestBot,
 } from './discord-helpers.js';
+import { systemText } from './fakes/fake-prompt-cache.js';
 
 function fenceCount(text: string): number {
   return text.split('\n').filter((line) => line.trimStart().startsWith('```')).length;
@@ -73,7 +74,7 @@ describe('the bot on a fake Discord', () => {
     const reply = bot.app.runtime.liveContext(GENERAL).entries.find((entry) => entry.messageId === posted.id)!;
     assert.equal(reply.role, 'assistant');
     const request = bot.model.requests.find((recorded) => lastUserText(recorded.body).includes('what is 2+2'))!;
-    assert.ok(request.body.system.includes('You are Magpie'), 'persona from config');
+    assert.ok(systemText(request.body).includes('You are Magpie'), 'persona from config');
   });
 
   test('a 5,000-character answer arrives as valid chunks with balanced code fences', async () => {

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ALICE, CAROL, isAgentRequest, lastUserText, LONG, startTestBot } from './discord-helpers.js';
+import { systemText } from './fakes/fake-prompt-cache.js';
 
 test('during a long conversation in a small window, compaction fires and replies keep flowing', async () => {
   const bot = await startTestBot({ channels: { [LONG]: { contextWindow: 3_000, replyPolicy: 'mention' } } });
@@ -31,7 +32,7 @@ test('during a long conversation in a small window, compaction fires and replies
     assert.ok(status.archivedMessages > status.liveMessages);
     // What the agent was last sent fits the window and carries the summary.
     const lastAgent = bot.model.requests.filter((request) => isAgentRequest(request.body)).at(-1)!;
-    assert.match(lastAgent.body.system, /Summary: Alice and Carol planned the garden/);
+    assert.match(systemText(lastAgent.body), /Summary: Alice and Carol planned the garden/);
   } finally {
     await bot.close();
   }

@@ -4,6 +4,7 @@ import { estimateEntryTokens } from '../src/channel/token-estimate.js';
 import { FAKE_GUILD_ID } from './fakes/fake-discord.js';
 import { ALICE, BOB, BURST, GENERAL, isAgentRequest, LONG, MOD, QUIET, startTestBot, THREAD, waitUntil, type TestBot } from './discord-helpers.js';
 import { makePng } from './support/images.js';
+import { systemText } from './fakes/fake-prompt-cache.js';
 
 const MANAGE_MESSAGES = (1n << 13n).toString();
 const MANAGE_CHANNELS = (1n << 4n).toString();
@@ -159,11 +160,11 @@ describe('files, reply context and user commands through Discord', () => {
     const before = agentRequests().length;
     const id = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'ahoy?', mentionsBot: true });
     await answered(GENERAL, id);
-    assert.match(agentRequests()[before]!.body.system, /^You are a cheerful pirate\. Answer in pirate speak\./);
+    assert.match(systemText(agentRequests()[before]!.body), /^You are a cheerful pirate\. Answer in pirate speak\./);
     // A thread follows its channel's persona.
     const inThread = bot.discord.sendMessage({ channelId: THREAD, authorId: ALICE, content: 'and here?', mentionsBot: true });
     await answered(THREAD, inThread);
-    assert.match(agentRequests().at(-1)!.body.system, /^You are a cheerful pirate/);
+    assert.match(systemText(agentRequests().at(-1)!.body), /^You are a cheerful pirate/);
     // Stored in the data dir: visible to the operator, and never in config.toml.
     const { listPersonas } = await import('../src/persona/index.js');
     assert.deepEqual(listPersonas(bot.app.db).map((persona) => [persona.channelId, persona.setBy]), [[GENERAL, MOD]]);

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { InputError } from '../src/common/errors.js';
 import type { LlmSettings } from '../src/config/types.js';
+import { DEFAULTS } from '../src/config/defaults.js';
 import type { ChatModel, ModelRequest, ModelResponse } from '../src/llm/chat-model.js';
 import { createAnthropicModel, limitConcurrency, ModelError } from '../src/llm/index.js';
 import { startFakeAnthropic, type FakeAnthropic } from './fakes/fake-anthropic.js';
@@ -11,6 +12,7 @@ const ENV = { MAGPIE_TEST_KEY: SECRET };
 
 function settingsFor(fake: FakeAnthropic, overrides: Partial<LlmSettings> = {}): LlmSettings {
   return {
+    ...DEFAULTS.llm,
     model: 'claude-test',
     baseUrl: fake.baseUrl,
     apiKeyEnv: 'MAGPIE_TEST_KEY',
@@ -234,6 +236,7 @@ describe('createAnthropicModel against the fake Messages API', () => {
 describe('createAnthropicModel configuration', () => {
   it('refuses to start without a key when the endpoint needs one', () => {
     const settings: LlmSettings = {
+      ...DEFAULTS.llm,
       model: 'claude-test',
       baseUrl: '',
       apiKeyEnv: 'ANTHROPIC_API_KEY',
@@ -252,7 +255,7 @@ describe('createAnthropicModel configuration', () => {
     assert.throws(
       () =>
         createAnthropicModel(
-          { model: '', baseUrl: '', apiKeyEnv: 'K', timeoutMs: 1, maxRetries: 0, maxConcurrentCalls: 1 },
+          { ...DEFAULTS.llm, model: '', baseUrl: '', apiKeyEnv: 'K', timeoutMs: 1, maxRetries: 0, maxConcurrentCalls: 1 },
           { env: { K: 'x' } },
         ),
       InputError,

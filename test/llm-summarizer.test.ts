@@ -96,6 +96,7 @@ describe('createLlmSummarizer', () => {
   before(async () => {
     fake = await startFakeAnthropic();
     const llm: LlmSettings = {
+      ...DEFAULTS.llm,
       model: 'claude-test',
       baseUrl: fake.baseUrl,
       apiKeyEnv: 'MAGPIE_TEST_KEY',

@@ -4,6 +4,7 @@ import type { LlmSettings } from '../src/config/types.js';
 import { createAnthropicModel, ModelError, runToolLoop, type ChatModel } from '../src/llm/index.js';
 import type { ToolContext, ToolHandler } from '../src/llm/tool.js';
 import { startFakeAnthropic, type FakeAnthropic } from './fakes/fake-anthropic.js';
+import { DEFAULTS } from '../src/config/defaults.js';
 
 const ENV = { MAGPIE_TEST_KEY: 'sk-loop-test' };
 const CONTEXT: ToolContext = { channelId: 'c1', guildId: 'g1', sourceMessageIds: ['m1', 'm2'] };
@@ -38,6 +39,7 @@ describe('runToolLoop with the real SDK against the fake', () => {
   before(async () => {
     fake = await startFakeAnthropic();
     const settings: LlmSettings = {
+      ...DEFAULTS.llm,
       model: 'claude-test',
       baseUrl: fake.baseUrl,
       apiKeyEnv: 'MAGPIE_TEST_KEY',

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { RecordedRequest, FakeReply } from './fakes/fake-anthropic.js';
 import { ALICE, BOB, GENERAL, LONG, QUIET, BURST, isAgentRequest, lastUserText, startTestBot, waitUntil, type TestBot } from './discord-helpers.js';
+import { systemText } from './fakes/fake-prompt-cache.js';
 
 type Body = RecordedRequest['body'];
 
@@ -162,7 +163,7 @@ describe('a deleted or edited message leaves no copy in the next model request',
     const next = await askBot(LONG, 'what do you remember about lunch?');
     const sent = JSON.stringify(next.body);
     assert.ok(!sent.includes('quokka'), 'no copy reaches the model');
-    assert.match(next.body.system as string, /Bob has lunch at noon; the printer is jammed/);
+    assert.match(systemText(next.body), /Bob has lunch at noon; the printer is jammed/);
     const left = bot.app.memory.list({ location: { channelId: LONG }, kind: 'memory' }).map((memory) => memory.content);
     assert.deepEqual(left, ['Bob has lunch at noon'], 'the memory drawn only from the deleted message is gone, the other stays');
   });

@@ -4,6 +4,8 @@ import type { ContextStatus } from '../channel/types.js';
 import type { MemoryLocation, MemoryStore } from '../memory/types.js';
 import type { UserErasure } from '../channel/runtime.js';
 import type { ErasureConfirmations } from './forget-me.js';
+import type { ModelUsage } from '../llm/chat-model.js';
+import { billedInputTokens, cachedShare, wholeInputTokens } from '../llm/usage.js';
 
 /** What `/context`, `/compact` and `/memory` need of the runtime. */
 export interface CommandRuntime {
@@ -65,7 +67,17 @@ export function describeContext(status: ContextStatus, now: number = Date.now())
     `Thresholds: background ${percent(thresholds.background)} · aggressive ${percent(thresholds.aggressive)} · emergency ${percent(thresholds.emergency)}`,
     `Live messages: ${count(status.liveMessages)} · summaries: ${count(status.summaries)} · archived: ${count(status.archivedMessages)}`,
     `Last compaction: ${last}${status.compactionRunning ? ' · a compaction is running now' : ''}`,
+    ...(status.lastRequest ? [describeLastRequest(status.lastRequest.usage)] : []),
   ].join('\n');
+}
+
+/** The prompt cache's part in the last request: what was read, written, and what it was billed as. */
+function describeLastRequest(usage: ModelUsage): string {
+  const whole = wholeInputTokens(usage);
+  return (
+    `Last request: ${count(whole)} input tokens, ${percent(cachedShare(usage))} read from the prompt cache` +
+    `${usage.cacheWriteTokens ? `, ${count(usage.cacheWriteTokens)} written to it` : ''}; billed as ${count(Math.round(billedInputTokens(usage)))}`
+  );
 }
 
 /** What `compactNow` settles with, as far as `/compact` needs it. */

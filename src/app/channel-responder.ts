@@ -7,6 +7,7 @@ import type { ToolContext, ToolHandler } from '../llm/tool.js';
 import { runAgentTurn, type AgentIdentity, type AgentRuntime } from '../channel/agent-turn.js';
 import { DailyTokenBudget, UserRateLimiter } from './cost-guards.js';
 import { withSourceCheck } from '../privacy/source-check.js';
+import { usageFields } from '../llm/usage.js';
 
 /** Where a turn's answer goes: a Discord channel, the terminal. */
 export interface ReplyTarget {
@@ -264,7 +265,7 @@ export class ChannelResponder {
           type: 'agent_turn_completed',
           channel_id: channelId,
           steps: result.steps,
-          input_tokens: result.usage.inputTokens,
+          ...usageFields(result.usage),
           output_tokens: result.usage.outputTokens,
           reply_chars: result.reply.length,
           streamed: stream !== undefined,

@@ -4,6 +4,7 @@ import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
 import type { ChatModel } from '../llm/chat-model.js';
+import { budgetTokens, usageFields } from '../llm/usage.js';
 import type { ToolContext, ToolHandler, ToolOutcome } from '../llm/tool.js';
 import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
 import { estimatedRoom } from '../channel/request-room.js';
@@ -101,7 +102,7 @@ export function createBranchTool(options: BranchToolOptions): ToolHandler {
               running: slots.inUse(channelId),
             }),
         });
-        const spent = outcome.usage.inputTokens + outcome.usage.outputTokens;
+        const spent = budgetTokens(outcome.usage, settings.budgetUnit);
         options.budget.record(context.parentChannelId ?? channelId, spent);
         options.events.emit({
           type: 'branch_completed',
@@ -110,7 +111,7 @@ export function createBranchTool(options: BranchToolOptions): ToolHandler {
           status: outcome.status,
           steps: outcome.steps,
           overflow_retries: outcome.overflowRetries,
-          input_tokens: outcome.usage.inputTokens,
+          ...usageFields(outcome.usage),
           output_tokens: outcome.usage.outputTokens,
           conclusion_chars: outcome.conclusion.length,
           duration_ms: Date.now() - startedAt,

@@ -1,5 +1,5 @@
 import type { ContentBlock, ModelMessage } from '../llm/chat-model.js';
-import { buildMessages, buildSystemPrompt, estimateSummaryTokens } from '../channel/model-request.js';
+import { buildMessages, buildSystemPrompt, estimateSummaryTokens, systemBreaksOf } from '../channel/model-request.js';
 import { estimateTokens } from '../channel/token-estimate.js';
 import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
 import { BRANCH_QUESTION_PREFIX, setAsideNote } from './branch-prompt.js';
@@ -56,7 +56,7 @@ export function compactFork(fork: Fork, fixedTokens: number, targetTokens: numbe
 }
 
 /** The system prompt and messages a branch sends for a fork: the channel's own rendering, then the question. */
-export function forkRequest(fork: Fork, systemPrompt: string, question: string): { system: string; messages: ModelMessage[] } {
+export function forkRequest(fork: Fork, systemPrompt: string, question: string): { system: string; systemBreaks: number[]; messages: ModelMessage[] } {
   const note = fork.setAsideEntries + fork.setAsideSummaries > 0 ? setAsideNote(fork.setAsideEntries, fork.setAsideSummaries) : '';
   const system = buildSystemPrompt(systemPrompt + note, fork.summaries);
   const messages = buildMessages(fork.entries);
@@ -69,7 +69,7 @@ export function forkRequest(fork: Fork, systemPrompt: string, question: string):
   } else {
     messages.push({ role: 'user', content: [questionBlock] });
   }
-  return { system, messages };
+  return { system, systemBreaks: systemBreaksOf(systemPrompt + note, fork.summaries), messages };
 }
 
 /** What the branch's own instructions and question cost before any history. */

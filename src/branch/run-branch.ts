@@ -2,6 +2,7 @@ import type { BranchSettings } from '../config/types.js';
 import type { ChatModel, ModelMessage, ModelRequest, ModelUsage, TextBlock } from '../llm/chat-model.js';
 import { ModelError } from '../llm/model-error.js';
 import { runToolLoop } from '../llm/tool-loop.js';
+import { addUsage } from '../llm/usage.js';
 import type { ToolContext, ToolHandler } from '../llm/tool.js';
 import type { AnswerRoom } from '../llm/answer-room.js';
 import { estimateToolTokens } from '../channel/model-request.js';
@@ -80,8 +81,7 @@ export async function runBranch(options: RunBranchOptions): Promise<BranchOutcom
       lastRequest = request;
       const response = await options.model.createMessage(request, { ...callOptions, purpose: 'branch' });
       steps += 1;
-      usage.inputTokens += response.usage.inputTokens;
-      usage.outputTokens += response.usage.outputTokens;
+      addUsage(usage, response.usage);
       const text = response.content
         .filter((block): block is TextBlock => block.type === 'text')
         .map((block) => block.text)
@@ -101,7 +101,7 @@ export async function runBranch(options: RunBranchOptions): Promise<BranchOutcom
     ...(error ? { error } : {}),
   });
 
-  let { system, messages } = forkRequest(fork, systemPrompt, question);
+  let { system, systemBreaks, messages } = forkRequest(fork, systemPrompt, question);
   let baseLength = messages.length;
   let remainingSteps = Math.max(1, settings.maxSteps);
   for (let retry = 0; ; retry += 1) {
@@ -110,6 +110,7 @@ export async function runBranch(options: RunBranchOptions): Promise<BranchOutcom
       const result = await runToolLoop({
         model: recording,
         system,
+        systemBreaks,
         messages,
         tools: options.tools,
         context: options.context,
@@ -140,7 +141,7 @@ export async function runBranch(options: RunBranchOptions): Promise<BranchOutcom
       const work = lastRequest ? lastRequest.messages.slice(baseLength) : [];
       remainingSteps = Math.max(1, settings.maxSteps - steps);
       fork = compactFork(fork, fixed, threshold * Math.pow(0.5, retry + 1));
-      ({ system, messages } = forkRequest(fork, systemPrompt, question));
+      ({ system, systemBreaks, messages } = forkRequest(fork, systemPrompt, question));
       baseLength = messages.length;
       messages = withContinueNote([...messages, ...work]);
     }

@@ -4,6 +4,7 @@ import type { ChatModel, ModelMessage, ModelRequest, ModelUsage, ToolDefinition 
 import { ModelError, runToolLoop, type ToolLoopResult } from '../llm/index.js';
 import { definitionsOf, type ToolContext, type ToolHandler } from '../llm/tool.js';
 import { CALIBRATION, overflowNumbers } from './calibration.js';
+import { budgetTokens, wholeInputTokens } from '../llm/usage.js';
 import { isCapped, shownLength } from './oversized-message.js';
 import { estimateMessageTokens, estimateTokens } from './token-estimate.js';
 import type { RequestEstimate, TurnEntryInput } from './runtime.js';
@@ -25,6 +26,8 @@ export interface AgentRuntime {
   estimateFor?(channelId: string, realTokens: number): number;
   /** A response's real input count for a request of that estimate (calibration). */
   recordUsage?(channelId: string, estimatedTokens: number, inputTokens: number): void;
+  /** What a request cost, as the model counted it (`/context`, status, the report). */
+  recordCost?(channelId: string, usage: ModelUsage): void;
   /** The model refused a request as too long: calibrate and truncate so that a retry fits. */
   recoverFromOverflow?(channelId: string, overflow: { estimatedTokens: number; tokens?: number; maximum?: number }): boolean;
 }
@@ -112,6 +115,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
     const result = await runToolLoop({
       model: options.model,
       system: request.system,
+      ...(request.systemBreaks ? { systemBreaks: request.systemBreaks } : {}),
       messages: request.messages,
       tools,
       context: options.context,
@@ -133,7 +137,10 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
             onRequest: ({ estimatedTokens }) => {
               failedEstimate = estimatedTokens;
             },
-            onResponse: (response, { estimatedTokens }) => runtime.recordUsage?.(channelId, estimatedTokens, response.usage.inputTokens),
+            onResponse: (response, { estimatedTokens }) => {
+              runtime.recordUsage?.(channelId, estimatedTokens, wholeInputTokens(response.usage));
+              runtime.recordCost?.(channelId, response.usage);
+            },
             room: {
               contextWindow: settings.contextWindow,
               minTokens: settings.minResponseTokens,
@@ -175,7 +182,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
     turnId,
   );
 
-  const reported = result.usage.inputTokens + result.usage.outputTokens;
+  const reported = budgetTokens(result.usage, settings.budgetUnit);
   const estimated = estimateTokens(request.system) + estimateTokens(JSON.stringify(request.messages)) + estimateTokens(reply);
   return { reply, usage: result.usage, steps: result.steps, stopReason: result.stopReason, spentTokens: reported > 0 ? reported : estimated };
 }

@@ -1,3 +1,4 @@
+import type { ModelUsage } from '../llm/chat-model.js';
 import { UNCALIBRATED, type Calibration } from './calibration.js';
 import type { ChannelLocation, LoadedChannel } from './history-store.js';
 import type { HistoryEntry, SummaryEntry } from './types.js';
@@ -53,6 +54,8 @@ export class ChannelState {
   promptFixedTokens = 0;
   /** How far the 4-characters-per-token estimate is from the model's count here (1 until it answers). */
   calibration: Calibration = { ...UNCALIBRATED };
+  /** The last model request's usage (for `/context`); not persisted: the compaction log keeps the history. */
+  lastRequest: { at: number; usage: ModelUsage } | undefined;
 
   constructor(channelId: string, loaded: LoadedChannel) {
     this.channelId = channelId;

@@ -33,6 +33,22 @@ export function buildSystemPrompt(systemPrompt: string, summaries: readonly Summ
 }
 
 /**
+ * Where the stable parts of `buildSystemPrompt`'s text end: after the prompt, then after each
+ * summary but the last. The prompt cache marks them, so a summary appended after the others
+ * leaves the cached prefix before it intact.
+ */
+export function systemBreaksOf(systemPrompt: string, summaries: readonly SummaryEntry[]): number[] {
+  if (summaries.length === 0) return [];
+  const breaks = [systemPrompt.length];
+  let at = systemPrompt.length + SUMMARY_HEADER.length;
+  for (const [index, summary] of summaries.slice(0, -1).entries()) {
+    at += (index === 0 ? 0 : 2) + renderSummary(summary).length;
+    breaks.push(at);
+  }
+  return breaks;
+}
+
+/**
  * Turns live history into alternating user/assistant messages. Consecutive entries of one role
  * merge into one message; people's messages carry their speaker, tool calls and results go
  * back as the blocks they were (their content is the block's JSON, see `appendToTurn`).
@@ -132,6 +148,8 @@ export function buildRequest(options: {
     messages: buildMessages(options.entries, options.decorate),
     maxTokens: options.maxTokens,
   };
+  const systemBreaks = systemBreaksOf(options.systemPrompt, options.summaries);
+  if (systemBreaks.length > 0) request.systemBreaks = systemBreaks;
   if (options.tools.length > 0) request.tools = options.tools;
   return request;
 }

@@ -2,7 +2,8 @@ import { isPostgres } from '../storage/sql-database.js';
 import { PgChannelLocks } from '../storage/postgres/pg-channel-locks.js';
 import { systemClock, type Clock } from '../common/clock.js';
 import type { ChannelSettings } from '../config/types.js';
-import type { ModelRequest, ToolDefinition } from '../llm/chat-model.js';
+import type { ModelRequest, ModelUsage, ToolDefinition } from '../llm/chat-model.js';
+import { usageFields } from '../llm/usage.js';
 import { CompactionCoordinator, type CompactionOutcome, type UsageObserver } from '../compaction/coordinator.js';
 import type { CompactionAction } from '../compaction/compactor.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
@@ -14,6 +15,7 @@ import { PrivacyPropagator } from '../privacy/propagator.js';
 import type { MemoryLocation } from '../memory/types.js';
 import { DEFAULTS } from '../config/defaults.js';
 import { ChannelCache } from './channel-cache.js';
+import { cacheColdAt } from './cold-cache.js';
 import { messageFactorOf, usableWindow } from './calibration.js';
 import { CalibrationKeeper } from './calibration-keeper.js';
 import { channelRequest } from './channel-request.js';
@@ -265,12 +267,47 @@ export class ChannelRuntime {
   }
 
   status(channelId: string): ContextStatus {
-    return this.estimator.status(this.channel(channelId), this.settings(channelId));
+    const state = this.channel(channelId);
+    const status = this.estimator.status(state, this.settings(channelId));
+    return state.lastRequest ? { ...status, lastRequest: state.lastRequest } : status;
+  }
+
+  /**
+   * What a channel request cost, as the model counted it: kept for `/context`, and emitted as
+   * `model_usage` (the compaction log keeps it for `status` and the report; metrics count it
+   * through the model's observer).
+   */
+  recordCost(channelId: string, usage: ModelUsage): void {
+    const state = this.channel(channelId);
+    state.lastRequest = { at: this.clock.now(), usage };
+    this.options.events.emit({ type: 'model_usage', channel_id: channelId, ...usageFields(usage), output_tokens: usage.outputTokens });
   }
 
   /** The Compactor check, as run after every message and turn. */
   check(channelId: string): CompactionAction {
     return this.coordinator.check(this.channel(channelId));
+  }
+
+  /**
+   * Starts a compaction early when the channel's prompt cache is cold: nothing touched it for
+   * longer than its lifetime (`[llm] prompt_cache`) and usage is at `cold_cache_threshold` or
+   * more. The bot's sweep runs it for idle channels; a replay runs it in each long gap of its
+   * transcript. Settles when the summary has landed; undefined when there is nothing to do.
+   */
+  compactIfCold(channelId: string, now: number = this.clock.now()): Promise<CompactionOutcome> | undefined {
+    return this.compactStateIfCold(this.channel(channelId), now);
+  }
+
+  private compactStateIfCold(state: ChannelState, now: number): Promise<CompactionOutcome> | undefined {
+    const from = this.settings(state.channelId).compaction.coldCacheThreshold;
+    if (!(from > 0) || this.queue.has(state.channelId)) return undefined;
+    const coldAt = cacheColdAt(state, this.options.config.current().llm?.promptCache);
+    return coldAt !== undefined && now > coldAt ? this.coordinator.compactWhileCold(state, from) : undefined;
+  }
+
+  /** When the channel's prompt cache went cold (undefined without caching or activity). */
+  cacheColdAt(channelId: string): number | undefined {
+    return cacheColdAt(this.channel(channelId), this.options.config.current().llm?.promptCache);
   }
 
   /** Compacts the oldest part now (the `/compact` command); settles when the result has landed. */
@@ -283,6 +320,9 @@ export class ChannelRuntime {
    * `max_loaded_channels`); runs on a timer too. Returns how many were unloaded.
    */
   unloadIdle(): number {
+    // Channels whose prompt cache went cold are compacted now if they are close to due.
+    const now = this.clock.now();
+    for (const state of this.states.values()) void this.compactStateIfCold(state, now)?.catch(() => {});
     return this.states.evict();
   }
 

@@ -1,3 +1,4 @@
+import type { ModelUsage } from '../llm/chat-model.js';
 /**
  * The shapes shared by the channel runtime, compaction, the adapters (Discord, console) and
  * replay.
@@ -81,4 +82,6 @@ export interface ContextStatus {
   compactionRunning: boolean;
   /** `manual` is `/compact`. */
   lastCompaction?: { tier: 'background' | 'aggressive' | 'emergency' | 'manual'; at: number; messages: number };
+  /** The channel's last model request since this process loaded it, as the model counted it. */
+  lastRequest?: { at: number; usage: ModelUsage };
 }

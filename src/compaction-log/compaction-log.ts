@@ -3,6 +3,7 @@ import { errorMessage } from '../common/errors.js';
 import type { EventStream, MagpieEvent } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
 import type { SqlDatabase } from '../storage/database.js';
+import { MODEL_USAGE_KIND } from './read-costs.js';
 
 /** The compaction events the log keeps (everything the coordinator says about compaction). */
 export const LOGGED_EVENTS: ReadonlySet<string> = new Set([
@@ -140,9 +141,13 @@ export class CompactionLog {
     return events.subscribe((event) => this.record(event));
   }
 
-  /** Stores one event if it is a compaction event (and flushes, with the samples before it). */
+  /**
+   * Stores one event if it is a compaction event (and flushes, with the samples before it), or a
+   * channel request's model usage (batched like the samples: there is one per reply).
+   */
   record(event: MagpieEvent): void {
-    if (!LOGGED_EVENTS.has(event.type) || typeof event.channel_id !== 'string') return;
+    const cost = event.type === MODEL_USAGE_KIND;
+    if ((!cost && !LOGGED_EVENTS.has(event.type)) || typeof event.channel_id !== 'string') return;
     const channelId = event.channel_id;
     const memo = this.channels.get(channelId);
     const position = memo?.position ?? this.options.positionOf?.(channelId) ?? 0;
@@ -154,10 +159,10 @@ export class CompactionLog {
       kind: event.type,
       tier: event.type === 'emergency_truncation' ? 'emergency' : typeof event.tier === 'string' ? event.tier : null,
       position,
-      usage: usageAfter(event, memo?.scale),
+      usage: cost ? null : usageAfter(event, memo?.scale),
       data: JSON.stringify(fields),
     });
-    this.flush();
+    if (!cost || this.pending.length >= (this.options.batchSize ?? 64)) this.flush();
   }
 
   /** Writes what is queued, in one transaction. A failure is reported, and the rows dropped. */

@@ -1,6 +1,7 @@
 import { hasTable } from '../storage/read-only.js';
 import type { SqlDatabase } from '../storage/database.js';
 import type { LogRow } from './compaction-log.js';
+import { MODEL_USAGE_KIND } from './read-costs.js';
 
 /** One usage sample: where in the conversation, how full the window was. */
 export interface UsagePoint {
@@ -60,6 +61,8 @@ export function readCompactionLog(db: SqlDatabase, filter: { channelId?: string 
       log = { channelId: row.channel_id, samples: [], events: [], settings: [] };
       channels.set(row.channel_id, log);
     }
+    // Model usage rows are the cost view's (`readModelUsage`), not compaction events.
+    if (row.kind === MODEL_USAGE_KIND) continue;
     if (row.kind === 'usage') {
       log.samples.push({ id: row.id, position: row.position, usage: row.usage ?? 0, at: row.at });
     } else if (row.kind === 'settings') {

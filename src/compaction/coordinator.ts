@@ -124,6 +124,34 @@ export class CompactionCoordinator {
     return new Promise((resolve) => this.start(state, 'manual', settings, plan, resolve));
   }
 
+  /**
+   * A background compaction ahead of its threshold, for a channel whose prompt cache has gone
+   * cold: the next request writes the whole cache anyway, so a summary landing now costs no
+   * extra cache write, while one landing later, at the threshold, would. Settles when it has
+   * landed; undefined when the channel is below `fromUsage`, busy, or has nothing to compact.
+   */
+  compactWhileCold(state: ChannelState, fromUsage: number): Promise<CompactionOutcome> | undefined {
+    if (this.closed || state.compaction !== undefined) return undefined;
+    const settings = this.options.settingsFor(state.channelId);
+    const tokens = this.options.estimate(state, settings);
+    const usage = usageOf(tokens, state.calibration.factor, settings);
+    if (usage < fromUsage) return undefined;
+    const plan = this.plan(state, 'background', settings);
+    if (!plan) return undefined;
+    this.emit({
+      type: 'compaction_triggered',
+      channel_id: state.channelId,
+      action: 'background',
+      tier: 'background',
+      reason: 'cache_cold',
+      usage: roundUsage(usage),
+      estimated_tokens: tokens,
+      ...calibrationFields(state, settings, tokens),
+      live_messages: state.entries.length,
+    });
+    return new Promise((resolve) => this.start(state, 'background', settings, plan, resolve));
+  }
+
   /** Lands everything held by the scheduler. */
   drain(): Promise<void> {
     return this.options.scheduler.drain();

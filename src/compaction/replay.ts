@@ -1,4 +1,5 @@
 import type { ChannelRuntime } from '../channel/runtime.js';
+import type { IncomingMessage } from '../channel/types.js';
 import type { Clock } from '../common/clock.js';
 import type { InputError } from '../common/errors.js';
 import { parseTranscriptLine } from './transcript-line.js';
@@ -57,6 +58,8 @@ export async function replayLines(options: {
   lastStoredTime?: (channelId: string) => number | undefined;
   /** Where lines without `ts` start when nothing earlier gives a time; default: now. */
   startTime?: number;
+  /** Runs before each message is ingested, the clock already at its time (pricing the bot's replies). */
+  beforeIngest?: (message: IncomingMessage) => Promise<void>;
   /** Asked before each line: true stops the replay there (the message before it is complete). */
   shouldStop?: () => boolean;
   /** Called after each line with the running counts and the raw line (for progress display). */
@@ -102,6 +105,7 @@ export async function replayLines(options: {
       const before = options.runtime.status(message.channelId).archivedMessages;
       let stored;
       try {
+        await options.beforeIngest?.(message);
         stored = await options.runtime.ingest(message);
       } catch (error) {
         progress.failure = error;

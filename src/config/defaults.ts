@@ -7,6 +7,24 @@ export const DEFAULT_SYSTEM_PROMPT =
   'see, look it up with memory_search before answering, and save lasting facts, decisions and ' +
   'preferences with memory_save.';
 
+/**
+ * The shortest prompt prefix each model caches (Anthropic's documentation), matched against the
+ * model id in order; `[llm] cache_min_tokens` overrides it. Models not listed get the last row.
+ */
+export const CACHE_MIN_TOKENS: ReadonlyArray<{ model: RegExp; tokens: number }> = [
+  { model: /opus-4-[56]/, tokens: 4096 },
+  { model: /haiku-4-5/, tokens: 4096 },
+  { model: /sonnet-4-6/, tokens: 2048 },
+  { model: /sonnet-4-5/, tokens: 1024 },
+  { model: /./, tokens: 1024 },
+];
+
+/** The minimum cacheable prefix for `model`: the configured one, else the table's. */
+export function cacheMinTokensFor(model: string, configured: number): number {
+  if (configured > 0) return configured;
+  return CACHE_MIN_TOKENS.find((row) => row.model.test(model))?.tokens ?? 1024;
+}
+
 export const DEFAULTS: MagpieConfig = {
   defaults: {
     contextWindow: 200_000,
@@ -16,6 +34,7 @@ export const DEFAULTS: MagpieConfig = {
     maxAgentSteps: 6,
     replyPolicy: 'mention',
     dailyTokenBudget: 0,
+    budgetUnit: 'tokens',
     streamReplies: true,
     vision: true,
     maxImagesPerMessage: 4,
@@ -33,6 +52,7 @@ export const DEFAULTS: MagpieConfig = {
       summaryMinTokens: 512,
       rollupThreshold: 0.25,
       fallbackAfterFailures: 3,
+      coldCacheThreshold: 0,
     },
     branch: {
       precompactThreshold: 0.6,
@@ -59,6 +79,10 @@ export const DEFAULTS: MagpieConfig = {
     timeoutMs: 60_000,
     maxRetries: 2,
     maxConcurrentCalls: 4,
+    promptCache: '5m',
+    cacheMinTokens: 0,
+    priceInputPerMtok: 0,
+    priceOutputPerMtok: 0,
   },
   memory: {
     dataDir: './data',

@@ -6,6 +6,7 @@
 
 export type FieldSpec =
   | { kind: 'integer'; min: number; max?: number; meaning?: string }
+  | { kind: 'decimal'; min: number; meaning?: string } // any finite number at or above min
   | { kind: 'fraction' } // a number in (0, 1]
   | { kind: 'unit' } // a number in [0, 1]
   | { kind: 'string'; nonEmpty?: boolean }
@@ -42,6 +43,7 @@ export const COMPACTION_SPEC: TableSpec = {
   summary_min_tokens: positive,
   rollup_threshold: { kind: 'fraction' },
   fallback_after_failures: positive,
+  cold_cache_threshold: { kind: 'unit' },
 };
 
 export const BRANCH_SPEC: TableSpec = {
@@ -71,6 +73,7 @@ export const CHANNEL_SPEC: TableSpec = {
   max_agent_steps: positive,
   reply_policy: { kind: 'enum', values: ['mention', 'always', 'listen'] },
   daily_token_budget: nonNegative,
+  budget_unit: { kind: 'enum', values: ['tokens', 'billed'] },
   stream_replies: { kind: 'boolean' },
   vision: { kind: 'boolean' },
   max_images_per_message: { kind: 'integer', min: 0, max: 20 },
@@ -91,6 +94,10 @@ export const CONFIG_SPEC: TableSpec = {
       timeout_ms: milliseconds,
       max_retries: nonNegative,
       max_concurrent_calls: positive,
+      prompt_cache: { kind: 'enum', values: ['5m', '1h', 'off'] },
+      cache_min_tokens: nonNegative,
+      price_input_per_mtok: { kind: 'decimal', min: 0, meaning: 'price per million tokens' },
+      price_output_per_mtok: { kind: 'decimal', min: 0, meaning: 'price per million tokens' },
     },
   },
   memory: {

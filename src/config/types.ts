@@ -6,6 +6,10 @@
 export type ReplyPolicy = 'mention' | 'always' | 'listen';
 export type MemoryScope = 'channel' | 'guild' | 'global';
 export type EmbedderKind = 'hash' | 'http';
+/** What the daily budget counts: whole tokens, or input tokens weighted as the prompt cache bills them. */
+export type BudgetUnit = 'tokens' | 'billed';
+/** The prompt cache's lifetime for Magpie's breakpoints, or no breakpoints at all. */
+export type PromptCacheSetting = '5m' | '1h' | 'off';
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 /** `[defaults.compaction]`, overridable per channel. */
@@ -34,6 +38,12 @@ export interface CompactionSettings {
   rollupThreshold: number;
   /** After this many failed model compactions in a row, the extractive summarizer stands in. */
   fallbackAfterFailures: number;
+  /**
+   * Usage from which a background compaction starts early when the channel's prompt cache has
+   * gone cold (idle longer than `[llm] prompt_cache`): it lands while nobody pays for the cache.
+   * 0 = off.
+   */
+  coldCacheThreshold: number;
 }
 
 /** `[defaults.branch]`: a branch forks the channel's context to think about one question. */
@@ -83,6 +93,11 @@ export interface ChannelSettings {
   replyPolicy: ReplyPolicy;
   /** Estimated tokens a channel may spend on the model per UTC day; 0 = unlimited. */
   dailyTokenBudget: number;
+  /**
+   * `tokens`: the budget counts every input and output token. `billed`: input counts as the
+   * prompt cache bills it (a cache read 0.1×, a write 1.25× or 2×), output as is.
+   */
+  budgetUnit: BudgetUnit;
   /** Show replies while they are generated (posted, then edited); false posts them when complete. */
   streamReplies: boolean;
   /** Images attached to a message the bot answers reach the model as images. */
@@ -108,6 +123,14 @@ export interface LlmSettings {
   maxRetries: number;
   /** Simultaneous model calls across all channels. */
   maxConcurrentCalls: number;
+  /** Lifetime of the prompt-cache breakpoints every request carries; `off` sends none. */
+  promptCache: PromptCacheSetting;
+  /** Shortest prefix worth a breakpoint (tokens); 0 = the model's own minimum (`CACHE_MIN_TOKENS`). */
+  cacheMinTokens: number;
+  /** Price of a million plain input tokens; 0 = unknown (cost is shown in tokens). */
+  priceInputPerMtok: number;
+  /** Price of a million output tokens; 0 = unknown. */
+  priceOutputPerMtok: number;
 }
 
 /** `[memory.http]`: any OpenAI-compatible /v1/embeddings endpoint. */

@@ -38,6 +38,15 @@ export function checkValue(value: unknown, spec: Exclude<FieldSpec, { kind: 'tab
       }
       return pass(value);
     }
+    case 'decimal': {
+      const unit = spec.meaning === undefined ? '' : ` (${spec.meaning})`;
+      if (typeof value === 'bigint') return value < BigInt(spec.min) ? fail(`must be a number at least ${spec.min}${unit}, got ${value}`) : pass(Number(value));
+      if (typeof value !== 'number' || !Number.isFinite(value)) {
+        return fail(`must be a number at least ${spec.min}${unit}, got ${typeof value === 'number' ? value : describeType(value)}`);
+      }
+      if (value < spec.min) return fail(`must be a number at least ${spec.min}${unit}, got ${value}`);
+      return pass(value);
+    }
     case 'fraction':
     case 'unit': {
       const range = spec.kind === 'fraction' ? 'in (0, 1] (above 0, at most 1)' : 'in [0, 1]';

@@ -7,6 +7,7 @@ import type {
   Tool,
 } from '@anthropic-ai/sdk/resources/messages';
 import { InputError } from '../common/errors.js';
+import { cacheMinTokensFor } from '../config/defaults.js';
 import type { LlmSettings } from '../config/types.js';
 import type {
   ChatModel,
@@ -16,6 +17,7 @@ import type {
   ModelRequest,
   ModelResponse,
 } from './chat-model.js';
+import { placeCacheBreakpoints, type CachePlacement } from './cache-breakpoints.js';
 import { abortedModelError, ModelError } from './model-error.js';
 import { toModelError } from './sdk-errors.js';
 
@@ -76,6 +78,14 @@ export function createAnthropicModel(settings: LlmSettings, options: AnthropicMo
     ...(options.fetch ? { fetch: options.fetch } : {}),
   });
 
+  const caching: Omit<CachePlacement, 'systemBreaks'> | undefined =
+    settings.promptCache === 'off' ? undefined : { lifetime: settings.promptCache, minTokens: cacheMinTokensFor(settings.model, settings.cacheMinTokens) };
+  const paramsFor = (request: ModelRequest): MessageCreateParamsNonStreaming => {
+    const params = toSdkParams(settings.model, request);
+    if (caching) placeCacheBreakpoints(params, { ...caching, ...(request.systemBreaks ? { systemBreaks: request.systemBreaks } : {}) });
+    return params;
+  };
+
   return {
     model: settings.model,
     async createMessage(request: ModelRequest, callOptions: ModelCallOptions = {}): Promise<ModelResponse> {
@@ -88,7 +98,7 @@ export function createAnthropicModel(settings: LlmSettings, options: AnthropicMo
       try {
         const onText = callOptions.onText;
         if (onText) {
-          const stream = client.messages.stream(toSdkParams(settings.model, request), requestOptions);
+          const stream = client.messages.stream(paramsFor(request), requestOptions);
           stream.on('text', (delta) => {
             // Whoever shows the text must not be able to break the call.
             try {
@@ -99,7 +109,7 @@ export function createAnthropicModel(settings: LlmSettings, options: AnthropicMo
           });
           message = await stream.finalMessage();
         } else {
-          message = await client.messages.create(toSdkParams(settings.model, request), requestOptions);
+          message = await client.messages.create(paramsFor(request), requestOptions);
         }
       } catch (error) {
         if (callOptions.signal?.aborted) throw abortedModelError(callOptions.signal);
@@ -180,12 +190,19 @@ export function fromSdkMessage(message: unknown): ModelResponse {
     }
   }
   const usage = (body.usage ?? {}) as Partial<Message['usage']>;
+  const cacheWrite = nonNegative(usage.cache_creation_input_tokens);
+  const cacheWrite1h = Math.min(cacheWrite, nonNegative(usage.cache_creation?.ephemeral_1h_input_tokens));
+  const cacheRead = nonNegative(usage.cache_read_input_tokens);
   return {
     content,
     stopReason: typeof body.stop_reason === 'string' ? body.stop_reason : 'end_turn',
     usage: {
       inputTokens: nonNegative(usage.input_tokens),
       outputTokens: nonNegative(usage.output_tokens),
+      // Only servers that cache send these; a usage without them stays as it was.
+      ...(cacheWrite > 0 ? { cacheWriteTokens: cacheWrite } : {}),
+      ...(cacheWrite1h > 0 ? { cacheWrite1hTokens: cacheWrite1h } : {}),
+      ...(cacheRead > 0 ? { cacheReadTokens: cacheRead } : {}),
     },
   };
 }

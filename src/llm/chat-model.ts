@@ -61,6 +61,12 @@ export type ToolChoice =
 
 export interface ModelRequest {
   system: string;
+  /**
+   * Where the system prompt's stable parts end (character offsets, increasing): after the
+   * prompt itself, after each stacked summary. The prompt cache marks them, so a request whose
+   * summaries grew by one still reads the earlier ones from the cache.
+   */
+  systemBreaks?: readonly number[];
   messages: ModelMessage[];
   tools?: ToolDefinition[];
   maxTokens: number;
@@ -68,9 +74,21 @@ export interface ModelRequest {
   toolChoice?: ToolChoice;
 }
 
+/**
+ * Tokens of one call (or a sum of calls), as the server counted them. With the prompt cache the
+ * request's input is split three ways: `inputTokens` is only the part read neither from nor into
+ * the cache (the API's `input_tokens`); the request's real size is the sum of the three
+ * (`wholeInputTokens` in `usage.ts`).
+ */
 export interface ModelUsage {
   inputTokens: number;
   outputTokens: number;
+  /** Written to the cache (`cache_creation_input_tokens`); absent = 0. */
+  cacheWriteTokens?: number;
+  /** Of those written, the ones with the one-hour lifetime (billed 2× instead of 1.25×). */
+  cacheWrite1hTokens?: number;
+  /** Read from the cache (`cache_read_input_tokens`); absent = 0. */
+  cacheReadTokens?: number;
 }
 
 export interface ModelResponse {

@@ -1,3 +1,4 @@
+import { billedInputTokens } from './usage.js';
 import type { ChatModel, ModelCallOptions, ModelPurpose, ModelRequest, ModelResponse } from './chat-model.js';
 
 /**
@@ -15,9 +16,15 @@ export interface ModelCallRecord {
   purpose: ModelPurpose;
   model: string;
   outcome: 'ok' | 'error';
-  /** 0 when the call failed (nothing was billed, or the server did not say). */
+  /** Uncached input (the API's `input_tokens`); 0 when the call failed (nothing was billed, or the server did not say). */
   inputTokens: number;
   outputTokens: number;
+  /** Input written to the prompt cache. */
+  cacheWriteTokens: number;
+  /** Input read from the prompt cache. */
+  cacheReadTokens: number;
+  /** Input in plain-token equivalents as billed (cache reads 0.1×, writes 1.25× or 2×). */
+  billedInputTokens: number;
   durationMs: number;
 }
 
@@ -49,11 +56,22 @@ export function observeModel(model: ChatModel, purpose: ModelPurpose, observer: 
           outcome: 'ok',
           inputTokens: response.usage.inputTokens,
           outputTokens: response.usage.outputTokens,
+          cacheWriteTokens: response.usage.cacheWriteTokens ?? 0,
+          cacheReadTokens: response.usage.cacheReadTokens ?? 0,
+          billedInputTokens: billedInputTokens(response.usage),
           durationMs: performance.now() - startedAt,
         });
         return response;
       } catch (error) {
-        report(callPurpose, { outcome: 'error', inputTokens: 0, outputTokens: 0, durationMs: performance.now() - startedAt });
+        report(callPurpose, {
+          outcome: 'error',
+          inputTokens: 0,
+          outputTokens: 0,
+          cacheWriteTokens: 0,
+          cacheReadTokens: 0,
+          billedInputTokens: 0,
+          durationMs: performance.now() - startedAt,
+        });
         throw error;
       }
     },

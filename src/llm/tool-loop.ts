@@ -12,6 +12,7 @@ import type {
 } from './chat-model.js';
 import { fitAnswer, type AnswerRoom } from './answer-room.js';
 import { abortedModelError, ModelError } from './model-error.js';
+import { addUsage } from './usage.js';
 import { definitionsOf, type ToolContext, type ToolHandler, type ToolOutcome } from './tool.js';
 
 /**
@@ -35,6 +36,8 @@ export const ANSWER_NOW = 'The context window is nearly full: answer now with wh
 export interface ToolLoopOptions {
   model: ChatModel;
   system: string;
+  /** Where the system prompt's stable parts end (`ModelRequest.systemBreaks`), for the prompt cache. */
+  systemBreaks?: readonly number[];
   /** The conversation so far; not modified. */
   messages: ModelMessage[];
   /** Offered to the model; an empty list offers none. */
@@ -146,6 +149,7 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
     options.onRequest?.({ estimatedTokens, step });
     const request = {
       system,
+      ...(options.systemBreaks ? { systemBreaks: options.systemBreaks } : {}),
       messages: conversation,
       maxTokens: options.maxTokens,
       ...(definitions.length > 0 ? { tools: definitions } : {}),
@@ -170,8 +174,7 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
       response = await send();
     }
     options.onResponse?.(response, { estimatedTokens, step });
-    usage.inputTokens += response.usage.inputTokens;
-    usage.outputTokens += response.usage.outputTokens;
+    addUsage(usage, response.usage);
 
     const text = response.content
       .filter((block): block is TextBlock => block.type === 'text')

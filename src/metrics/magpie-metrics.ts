@@ -100,6 +100,27 @@ export class MagpieMetrics {
     registers: [this.registry],
   });
 
+  readonly modelInputTokens = new Counter({
+    name: 'magpie_model_input_tokens_total',
+    help: 'Input tokens the model reported, by purpose and part: uncached (full price), cache_write (1.25x, or 2x with the 1h lifetime), cache_read (0.1x).',
+    labelNames: ['purpose', 'part'] as const,
+    registers: [this.registry],
+  });
+
+  readonly modelOutputTokens = new Counter({
+    name: 'magpie_model_output_tokens_total',
+    help: 'Output tokens the model reported, by purpose.',
+    labelNames: ['purpose'] as const,
+    registers: [this.registry],
+  });
+
+  readonly modelBilledInputTokens = new Counter({
+    name: 'magpie_model_billed_input_tokens_total',
+    help: 'Input as billed, in full-price token equivalents (the prompt cache weights applied), by purpose.',
+    labelNames: ['purpose'] as const,
+    registers: [this.registry],
+  });
+
   readonly modelRequestDuration = new Histogram({
     name: 'magpie_model_request_duration_seconds',
     help: 'Time of one model call by purpose, retries and the wait for a free call slot included.',
@@ -138,8 +159,15 @@ export class MagpieMetrics {
   readonly modelObserver: ModelCallObserver = {
     modelCalled: (call: ModelCallRecord) => {
       this.modelRequests.inc({ purpose: call.purpose, outcome: call.outcome });
-      if (call.inputTokens > 0) this.modelTokens.inc({ purpose: call.purpose, direction: 'input' }, call.inputTokens);
+      // The request's whole input: what was read from and written to the cache is input too.
+      const wholeInput = call.inputTokens + call.cacheWriteTokens + call.cacheReadTokens;
+      if (wholeInput > 0) this.modelTokens.inc({ purpose: call.purpose, direction: 'input' }, wholeInput);
       if (call.outputTokens > 0) this.modelTokens.inc({ purpose: call.purpose, direction: 'output' }, call.outputTokens);
+      if (call.inputTokens > 0) this.modelInputTokens.inc({ purpose: call.purpose, part: 'uncached' }, call.inputTokens);
+      if (call.cacheWriteTokens > 0) this.modelInputTokens.inc({ purpose: call.purpose, part: 'cache_write' }, call.cacheWriteTokens);
+      if (call.cacheReadTokens > 0) this.modelInputTokens.inc({ purpose: call.purpose, part: 'cache_read' }, call.cacheReadTokens);
+      if (call.outputTokens > 0) this.modelOutputTokens.inc({ purpose: call.purpose }, call.outputTokens);
+      if (call.billedInputTokens > 0) this.modelBilledInputTokens.inc({ purpose: call.purpose }, call.billedInputTokens);
       this.modelRequestDuration.observe({ purpose: call.purpose }, call.durationMs / 1000);
     },
   };
@@ -155,6 +183,9 @@ export class MagpieMetrics {
     for (const outcome of ['completed', 'failed']) this.turns.inc({ outcome }, 0);
     for (const purpose of ['channel', 'compaction']) {
       for (const outcome of ['ok', 'error']) this.modelRequests.inc({ purpose, outcome }, 0);
+      for (const part of ['uncached', 'cache_write', 'cache_read']) this.modelInputTokens.inc({ purpose, part }, 0);
+      this.modelOutputTokens.inc({ purpose }, 0);
+      this.modelBilledInputTokens.inc({ purpose }, 0);
     }
   }
 

@@ -1,6 +1,7 @@
 import type { CompactionTally } from '../compaction-log/index.js';
 import type { ChannelReport, ReportRun } from './report-data.js';
 import { escapeHtml, renderChart, TIER_COLOURS } from './svg-chart.js';
+import { costSection } from './cost-section.js';
 
 /** The rows of every tally table: label and how to read the number from a tally. */
 const TALLY_ROWS: ReadonlyArray<[string, (tally: CompactionTally) => number]> = [
@@ -53,6 +54,7 @@ export function renderReport(runs: readonly ReportRun[], options: RenderOptions)
       .map((run) => `<b>${escapeHtml(run.label)}</b> (<code>${escapeHtml(run.source)}</code>)`)
       .join(runs.length === 2 ? ' compared with ' : ', ')}.</p>`,
     overview(runs),
+    costSection(runs.map((run) => ({ label: run.label, messages: run.channels.reduce((sum, channel) => sum + channel.lastPosition, 0), ...(run.cost ? { cost: run.cost } : {}) }))),
     ...channelIds.map((channelId) => channelSection(channelId, runs)),
     READING_GUIDE,
   ];

@@ -3,6 +3,7 @@ import type { ChannelLog, CompactionTally, LoggedEvent, LoggedSettings } from '.
 import { readCompactionLog, sumTallies, tallyLog } from '../compaction-log/index.js';
 import type { SqlDatabase } from '../storage/database.js';
 import { hasTable } from '../storage/read-only.js';
+import { runCost, type RunCost } from './cost-section.js';
 
 /** One point of the usage line. */
 export interface SeriesPoint {
@@ -40,6 +41,8 @@ export interface ReportRun {
   source: string;
   channels: ChannelReport[];
   total: CompactionTally;
+  /** What the channel requests cost, when any were logged. */
+  cost?: RunCost;
 }
 
 /** Reads a data dir's compaction log into what the report draws. */
@@ -51,7 +54,8 @@ export function runFromDatabase(db: SqlDatabase, options: { label: string; sourc
     const count = db.prepare('SELECT COUNT(*) AS total FROM history_entries WHERE channel_id = ?');
     for (const channel of channels) channel.lastPosition = Math.max(channel.lastPosition, (count.get(channel.channelId) as { total: number }).total);
   }
-  return { label: options.label, source: options.source, channels, total: sumTallies(channels.map((channel) => channel.tally)) };
+  const cost = runCost(db, options.channelId);
+  return { label: options.label, source: options.source, channels, total: sumTallies(channels.map((channel) => channel.tally)), ...(cost ? { cost } : {}) };
 }
 
 /** Labels for several runs: the data dirs' names, made unique. */

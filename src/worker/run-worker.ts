@@ -8,6 +8,7 @@ import { estimateTokens } from '../channel/token-estimate.js';
 import { estimateToolTokens } from '../channel/model-request.js';
 import { estimateConversation, trimWorkerHistory } from './trim-history.js';
 import { taskStatement, WORKER_SYSTEM_PROMPT } from './worker-prompt.js';
+import { addUsage } from '../llm/usage.js';
 
 /** Newest model turns a trim always keeps, besides the task statement. */
 const KEEP_RECENT_TURNS = 4;
@@ -112,8 +113,7 @@ export async function runWorker(options: RunWorkerOptions): Promise<WorkerResult
     }
     messages = [...messages, ...result.newMessages];
     turns += result.steps;
-    usage.inputTokens += result.usage.inputTokens;
-    usage.outputTokens += result.usage.outputTokens;
+    addUsage(usage, result.usage);
     if (result.text.trim() !== '') lastText = result.text.trim();
     options.onSegment?.({ segment, turns, usage: { ...usage }, estimatedTokens: estimateConversation(messages, fixed) });
     if (result.stopReason !== 'max_steps') {

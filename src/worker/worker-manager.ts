@@ -12,6 +12,7 @@ import { calibratedWindow } from '../branch/branch-tool.js';
 import { estimatedRoom } from '../channel/request-room.js';
 import { runWorker, type WorkerResult } from './run-worker.js';
 import { WorkerStore, type WorkerStatus } from './worker-store.js';
+import { addUsage, budgetTokens, usageFields, wholeInputTokens } from '../llm/usage.js';
 
 /** The part of the channel runtime a worker's report needs (`ChannelRuntime` satisfies it). */
 export interface WorkerRuntime {
@@ -195,11 +196,10 @@ export class WorkerManager {
       model: model.model,
       createMessage: async (modelRequest, callOptions) => {
         const response = await model.createMessage(modelRequest, { ...callOptions, purpose: 'worker' });
-        usage.inputTokens += response.usage.inputTokens;
-        usage.outputTokens += response.usage.outputTokens;
-        entry.info.tokens = usage.inputTokens + usage.outputTokens;
+        addUsage(usage, response.usage);
+        entry.info.tokens = wholeInputTokens(usage) + usage.outputTokens;
         // A thread spends its parent channel's budget.
-        budget.record(request.context.parentChannelId ?? channelId, response.usage.inputTokens + response.usage.outputTokens);
+        budget.record(request.context.parentChannelId ?? channelId, budgetTokens(response.usage, settings.budgetUnit));
         return response;
       },
     };
@@ -231,7 +231,7 @@ export class WorkerManager {
             worker_id: id,
             segment: info.segment,
             turns: info.turns,
-            input_tokens: info.usage.inputTokens,
+            ...usageFields(info.usage),
             output_tokens: info.usage.outputTokens,
             estimated_tokens: info.estimatedTokens,
           });
@@ -258,7 +258,7 @@ export class WorkerManager {
       worker_id: id,
       segments: result?.segments ?? entry.info.segment,
       turns: result?.turns,
-      input_tokens: usage.inputTokens,
+      ...usageFields(usage),
       output_tokens: usage.outputTokens,
       duration_ms: durationMs,
     };

@@ -20,6 +20,7 @@
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { sniffImage } from '../../src/attachments/image-info.js';
+import type { FakePromptCache } from './fake-prompt-cache.js';
 
 /** One HTTP request the fake received, body parsed as JSON (undefined when it was not JSON). */
 export interface RecordedRequest {
@@ -150,6 +151,8 @@ export interface FakeAnthropicOptions {
   countTokens?: (request: RecordedRequest) => number;
   maxInputTokens?: number;
   contextWindow?: number;
+  /** Accounts `cache_control` breakpoints as the API's prompt cache would (see fake-prompt-cache.ts). */
+  promptCache?: FakePromptCache;
 }
 
 /** Which of the real API's refusals a request got. */
@@ -297,6 +300,8 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
         sendJson(response, 400, errorBody(400, refusal.message));
         return;
       }
+      const cacheProblem = options.promptCache?.problem(recorded.body);
+      if (cacheProblem !== undefined) return sendJson(response, 400, errorBody(400, cacheProblem));
       const reply = queue.length > 0 ? queue.shift()! : defaultReply;
       answer(reply, recorded, response).catch((error: unknown) => {
         if (!response.headersSent && !response.destroyed) {
@@ -387,7 +392,9 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
       stop_reason: stopReason,
       stop_sequence: null,
       usage: {
-        input_tokens: reply.usage?.inputTokens ?? recorded.inputTokens ?? Math.ceil(JSON.stringify(recorded.body ?? '').length / 4),
+        ...(options.promptCache
+          ? options.promptCache.account(recorded.body, reply.usage?.inputTokens ?? recorded.inputTokens)
+          : { input_tokens: reply.usage?.inputTokens ?? recorded.inputTokens ?? Math.ceil(JSON.stringify(recorded.body ?? '').length / 4) }),
         output_tokens: reply.usage?.outputTokens ?? Math.ceil(outputText.length / 4),
       },
     };
@@ -484,7 +491,7 @@ async function sendStream(
       content: [],
       stop_reason: null,
       stop_sequence: null,
-      usage: { input_tokens: message.usage.input_tokens, output_tokens: 1 },
+      usage: { ...message.usage, output_tokens: 1 },
     },
   });
   event('ping', {});

@@ -45,6 +45,7 @@ export const POSTGRES_SUITE = [
   'compaction-edge-cases',
   'channel-edge-cases',
   'compaction-log',
+  'prompt-cache-requests',
   'discord-edges',
   'privacy-cli',
   'compaction-llm',

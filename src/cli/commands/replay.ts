@@ -1,6 +1,7 @@
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { HistoryStore } from '../../channel/history-store.js';
+import type { IncomingMessage } from '../../channel/types.js';
 import { ChannelRuntime } from '../../channel/runtime.js';
 import { EventStream } from '../../common/events.js';
 import { CompactionLog, LOGGED_EVENTS } from '../../compaction-log/index.js';
@@ -9,14 +10,15 @@ import { createExtractiveSummarizer } from '../../compaction/extractive-summariz
 import { createLlmSummarizer } from '../../compaction/llm-summarizer.js';
 import { replayLines, TranscriptClock } from '../../compaction/replay.js';
 import { LaggedScheduler } from '../../compaction/scheduler.js';
-import type { Summarizer } from '../../compaction/summarizer.js';
 import { LiveConfig } from '../../config/live-config.js';
 import { loadConfig } from '../../config/load-config.js';
 import type { MagpieConfig } from '../../config/types.js';
 import { createAnthropicModel } from '../../llm/anthropic-model.js';
+import type { ChatModel } from '../../llm/chat-model.js';
+import { observeModel } from '../../llm/observed-model.js';
+import { definitionsOf } from '../../llm/tool.js';
 import { createMemoryTools, openMemoryStore } from '../../memory/index.js';
 import type { SqliteMemoryStore } from '../../memory/sqlite-memory-store.js';
-import type { MemoryStore } from '../../memory/types.js';
 import { openStorageForWriting, storageTarget } from '../../storage/open-storage.js';
 import { ALL_MIGRATIONS } from '../../storage/migrations.js';
 import { storageError } from '../../storage/storage-error.js';
@@ -27,6 +29,7 @@ import { createProgress, progressEnabled } from '../progress.js';
 import { compareDirs } from './report.js';
 import { reportWritten, writeReport } from './report-output.js';
 import { archiveCensus, readableSummary, replaySummary, ReplayTally } from './replay-summary.js';
+import { costSummary, CostTally, readableCost, replyPricer } from './replay-cost.js';
 
 const USAGE = `Usage: magpie replay TRANSCRIPT.jsonl --data-dir DIR [options]
 
@@ -39,6 +42,9 @@ Options:
   --context-window N    override every channel's context window (tokens)
   --summarizer KIND     extractive (default, offline) or llm (needs [llm] configured)
   --worker-lag N        land each worker's result after N more messages in its channel (default 0)
+  --cost-replies        at each line of the bot's (role "assistant"), send the model the request the
+                        bot would have sent there and count what it cost (needs [llm]); the
+                        transcript's own reply is what is stored
   --json                one JSON event per line, ending with a replay_summary line
   --report FILE.html    also write the HTML tuning report of this data dir ('magpie report')
   --compare DIR         with --report: show another replay's data dir beside this one (repeatable)
@@ -78,6 +84,7 @@ export const replayCommand: CliCommand = {
         report: { type: 'string' },
         compare: { type: 'string', multiple: true },
         'accept-invalid-utf8': { type: 'boolean' },
+        'cost-replies': { type: 'boolean' },
       },
       positionals: { min: 1, max: 1 },
     });
@@ -110,12 +117,17 @@ export const replayCommand: CliCommand = {
       workerLag,
       json: parsed.values.json === true,
       acceptInvalidUtf8: parsed.values['accept-invalid-utf8'] === true,
+      costReplies: parsed.values['cost-replies'] === true,
       ...(report === undefined ? {} : { report: { out: report, compare } }),
     });
   },
 };
 
-async function replay(options: {
+/**
+ * One replay, as the command runs it. Benchmarks call it in-process with their own `clock`, so
+ * that a fake model server ages its prompt cache on the transcript's time.
+ */
+export async function replay(options: {
   io: CliIo;
   transcript: string;
   dataDir: string;
@@ -124,7 +136,9 @@ async function replay(options: {
   workerLag: number;
   json: boolean;
   acceptInvalidUtf8: boolean;
+  costReplies?: boolean;
   report?: { out: string; compare: string[] };
+  clock?: TranscriptClock;
 }): Promise<number> {
   const { io, config } = options;
   let writable;
@@ -149,7 +163,7 @@ async function replay(options: {
   process.on('SIGTERM', onSignal);
   try {
     // Memories saved by workers carry the transcript's time too, so two runs write the same rows.
-    const clock = new TranscriptClock();
+    const clock = options.clock ?? new TranscriptClock();
     memory = await openMemoryStore({
       db,
       dataDir: options.dataDir,
@@ -159,7 +173,10 @@ async function replay(options: {
       // The vector index is built at the end (and saved on close): a long wait worth showing.
       onIndexProgress: (progress) => indexMeter.update(progress.indexed, { fraction: progress.total > 0 ? progress.indexed / progress.total : 1 }),
     });
-    const summarizer = makeSummarizer(options.summarizerKind, config, memory, io.env);
+    const costs = new CostTally();
+    const model = options.summarizerKind === 'llm' || options.costReplies ? observeModel(modelOf(config, io.env, options.costReplies ? '--cost-replies' : '--summarizer llm'), 'compaction', costs) : undefined;
+    const memoryTools = createMemoryTools(memory);
+    const summarizer = options.summarizerKind === 'llm' ? createLlmSummarizer({ model: model!, memoryTools }) : createExtractiveSummarizer();
     const events = new EventStream();
     const tally = new ReplayTally();
     // The whole replay is kept (no retention: the report covers the transcript, whatever its dates).
@@ -192,10 +209,33 @@ async function replay(options: {
     const size = statSync(options.transcript).size;
     const meter = createProgress({ stream: io.stderr, label: 'replay', unit: 'messages', enabled: progressEnabled(io.stderr, io.env) });
     let bytes = 0;
+    const pricer = options.costReplies
+      ? replyPricer({ runtime, model: model!, tools: definitionsOf([memoryTools.memorySearch, memoryTools.memorySave]), maxTokensFor: (channelId) => config.channels[channelId]?.maxResponseTokens ?? config.defaults.maxResponseTokens, events })
+      : undefined;
+    // A gap in the transcript longer than the prompt cache's lifetime is when the bot's sweep
+    // would have compacted a channel with a cold cache: done here at that moment of the gap.
+    const replayRuntime = runtime;
+    const coldGap = async (message: IncomingMessage): Promise<void> => {
+      const coldAt = replayRuntime.cacheColdAt(message.channelId);
+      if (coldAt === undefined || message.createdAt <= coldAt) return;
+      clock.current = coldAt + 1;
+      const landed = replayRuntime.compactIfCold(message.channelId, coldAt + 1);
+      // Lag 0: the summary lands in the gap (the scheduler would hold it until the next
+      // message). With --worker-lag it lands only after more messages, as any other.
+      if (landed && options.workerLag === 0) {
+        await replayRuntime.flushCompactions();
+        await landed;
+      }
+      clock.current = message.createdAt;
+    };
     const progress = await replayLines({
       lines,
       runtime,
       clock,
+      beforeIngest: async (message) => {
+        await coldGap(message);
+        await pricer?.(message);
+      },
       lastStoredTime: (channelId) => history.lastMessageTime(channelId),
       onConflict: (conflict) =>
         io.stderr.write(
@@ -237,6 +277,7 @@ async function replay(options: {
         ...(stopSignal === undefined ? {} : { interrupted: stopSignal }),
       }),
       ...(invalidUtf8Lines > 0 ? { invalid_utf8_lines: invalidUtf8Lines } : {}),
+      ...(costs.byPurpose.size > 0 ? { cost: costSummary(costs, progress.messages, config.llm) } : {}),
     };
     if (stopSignal !== undefined) {
       io.stderr.write(
@@ -246,7 +287,7 @@ async function replay(options: {
       );
     }
     if (options.json) io.stdout.write(`${JSON.stringify(summary)}\n`);
-    else io.stdout.write(readableSummary(summary));
+    else io.stdout.write(readableSummary(summary) + (summary.cost ? `${readableCost(summary.cost).join('\n')}\n` : ''));
     if (options.report) {
       const runs = writeReport({ sources: [{ dataDir: options.dataDir, db }, ...options.report.compare.map((dir) => ({ dataDir: dir }))], out: options.report.out, io });
       if (options.report.out !== '-') io.stderr.write(reportWritten(resolve(io.cwd, options.report.out), runs));
@@ -282,14 +323,13 @@ function exitCodeFor(signal: NodeJS.Signals): number {
   return signal === 'SIGTERM' ? 143 : 130;
 }
 
-function makeSummarizer(kind: 'extractive' | 'llm', config: MagpieConfig, memory: MemoryStore, env: NodeJS.ProcessEnv): Summarizer {
-  if (kind === 'extractive') return createExtractiveSummarizer();
+function modelOf(config: MagpieConfig, env: NodeJS.ProcessEnv, flag: string): ChatModel {
   if (config.llm.model.trim() === '') {
-    throw new InputError('--summarizer llm needs a model: [llm] model is empty', {
-      hint: 'set [llm] model (and its API key variable) in the config, or use --summarizer extractive',
+    throw new InputError(`${flag} needs a model: [llm] model is empty`, {
+      hint: 'set [llm] model (and its API key variable) in the config, or use --summarizer extractive without --cost-replies',
     });
   }
-  return createLlmSummarizer({ model: createAnthropicModel(config.llm, { env }), memoryTools: createMemoryTools(memory) });
+  return createAnthropicModel(config.llm, { env });
 }
 
 function withContextWindow(config: MagpieConfig, contextWindow: number | undefined): MagpieConfig {

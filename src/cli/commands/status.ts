@@ -14,6 +14,7 @@ import { ALL_MIGRATIONS } from '../../storage/migrations.js';
 import type { SqlDatabase } from '../../storage/database.js';
 import { EXIT, type CliCommand } from '../command.js';
 import { parseFlags } from '../parse-flags.js';
+import { readModelUsage } from '../../compaction-log/read-costs.js';
 
 const USAGE = `Usage: magpie status [--data-dir DIR] [--channel ID] [--config FILE] [--json]
 
@@ -57,6 +58,8 @@ export interface ChannelStatus {
   last_message_at: string | null;
   last_compaction: { tier: string; at: string; tokens_freed: number; messages: number } | null;
   last_day: { background: number; aggressive: number; emergency: number; manual: number; failed: number };
+  /** The channel's newest model request in the compaction log: its size and the prompt cache's share. */
+  last_request: { at: string; input_tokens: number; cache_read_tokens: number; cache_write_tokens: number; cached_share: number; billed_input_tokens: number } | null;
   logged: { background: number; aggressive: number; emergency: number; manual: number; failed: number };
 }
 
@@ -169,6 +172,20 @@ function channelStatus(db: SqlDatabase, channelId: string, config: LiveConfig, n
       : lastFromHistory(db, channelId),
     last_day: tierCounts(lastDay),
     logged: tierCounts(all),
+    last_request: lastRequest(db, channelId),
+  };
+}
+
+function lastRequest(db: SqlDatabase, channelId: string): ChannelStatus['last_request'] {
+  const [last] = readModelUsage(db, { channelId, last: true });
+  if (!last) return null;
+  return {
+    at: new Date(last.at).toISOString(),
+    input_tokens: last.inputTokens,
+    cache_read_tokens: last.cacheReadTokens,
+    cache_write_tokens: last.cacheWriteTokens,
+    cached_share: last.inputTokens > 0 ? Math.round((last.cacheReadTokens / last.inputTokens) * 1000) / 1000 : 0,
+    billed_input_tokens: last.billedInputTokens,
   };
 }
 
@@ -193,7 +210,7 @@ function tierCounts(tally: CompactionTally | undefined): ChannelStatus['last_day
 
 function statusTable(dataDir: string, statuses: readonly ChannelStatus[]): string {
   if (statuses.length === 0) return `${dataDir}: no channels yet\n`;
-  const header = ['channel', 'usage', 'tokens', 'window', 'live', 'summaries', 'markers', 'archive', 'memories', 'last compaction', 'last 24 h bg/agg/emg/man (failed)'];
+  const header = ['channel', 'usage', 'tokens', 'window', 'live', 'summaries', 'markers', 'archive', 'memories', 'last compaction', 'last 24 h bg/agg/emg/man (failed)', 'last request cached'];
   const rows = statuses.map((status) => [
     status.channel_id,
     `${(status.usage * 100).toFixed(1)}%`,
@@ -208,6 +225,7 @@ function statusTable(dataDir: string, statuses: readonly ChannelStatus[]): strin
       ? `${status.last_compaction.tier} ${status.last_compaction.at.replace('T', ' ').slice(0, 16)}Z, ${status.last_compaction.tokens_freed.toLocaleString('en-US')} tokens freed`
       : 'none',
     `${status.last_day.background}/${status.last_day.aggressive}/${status.last_day.emergency}/${status.last_day.manual} (${status.last_day.failed})`,
+    status.last_request ? `${(status.last_request.cached_share * 100).toFixed(0)}% of ${status.last_request.input_tokens.toLocaleString('en-US')}` : '-',
   ]);
   const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column]!.length)));
   const right = new Set([1, 2, 3, 4, 5, 6, 7, 8]);
