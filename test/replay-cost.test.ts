@@ -81,8 +81,12 @@ describe('what a replay says a channel costs', () => {
     const run = await runMagpie(['status', '--data-dir', 'on', '--config', 'on.toml', '--json'], { cwd: dir, env: ENV });
     assert.equal(run.code, 0, run.stderr);
     const [channel] = JSON.parse(run.stdout).channels;
-    assert.ok(channel.last_request.cached_share > 0.5, JSON.stringify(channel.last_request));
-    assert.ok(channel.last_request.input_tokens >= channel.last_request.cache_read_tokens);
+    const last = channel.last_request;
+    // The last reply may follow a compaction that rewrote the head, and then it writes the cache
+    // instead of reading it: either way the split is recorded and the share follows from it.
+    assert.ok(last.cache_read_tokens > 0 || last.cache_write_tokens > 0, JSON.stringify(last));
+    assert.ok(last.input_tokens >= last.cache_read_tokens + last.cache_write_tokens, JSON.stringify(last));
+    assert.ok(Math.abs(last.cached_share - last.cache_read_tokens / last.input_tokens) < 0.01, JSON.stringify(last));
     const table = await runMagpie(['status', '--data-dir', 'on', '--config', 'on.toml'], { cwd: dir, env: ENV });
     assert.match(table.stdout, /last request cached/);
     assert.match(table.stdout, /\d+% of [\d,]+/);
