@@ -29,6 +29,7 @@ export function filesIn(entry: Pick<HistoryEntry, 'kind' | 'content' | 'authorNa
 export function withAttachmentNote(summarizer: Summarizer): Summarizer {
   return {
     name: summarizer.name,
+    ...(summarizer.boundedByWindow ? { boundedByWindow: true } : {}),
     async summarize(request) {
       const result = await summarizer.summarize(request);
       const shared = request.entries.flatMap(filesIn);

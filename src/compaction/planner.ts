@@ -119,7 +119,9 @@ export function planCompaction(options: {
   let cut = alignedCut(entries, target, maxCut);
   let held: Set<HistoryEntry> | undefined;
   // No turn boundary near the fraction (overlapping turns): cut through them instead.
-  if (cut === 0 || cut >= entries.length || cut > maxCut || cut < target * 0.75) {
+  // An aligned cut past a target the summary request's room lowered would not fit it either.
+  const overCap = cut > target && cap !== Infinity;
+  if (cut === 0 || cut >= entries.length || cut > maxCut || cut < target * 0.75 || overCap) {
     const through = cutThrough(entries, Math.min(target, maxCut, entries.length - 1));
     if (through) ({ cut, held } = through);
   }

@@ -1,4 +1,5 @@
 import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
+import { CALIBRATION } from '../channel/calibration.js';
 import { estimateTokens } from '../channel/token-estimate.js';
 import { TOOL_USE_SYSTEM_TOKENS } from '../channel/request-room.js';
 import { formatTimestamp, renderSummaries, renderTranscript } from './render-transcript.js';
@@ -33,11 +34,12 @@ Do two things.
 export const SUMMARY_LINE_TOKENS = 10;
 
 /**
- * The summary request's own part, in real tokens (its English instructions count about as the
- * estimate does): system prompt, the memory_save definition (about 300) and the API's tool-use
- * prompt, and the words around the transcript.
+ * The summary request's own part, in real tokens with the calibration margin (its English
+ * instructions count about as the estimate does): system prompt, the memory_save definition
+ * (about 270 estimated tokens, 300 allowed), the words around the transcript (80), and the API's
+ * tool-use prompt.
  */
-export const SUMMARY_FIXED_TOKENS = estimateTokens(SUMMARY_SYSTEM_PROMPT) + 300 + TOOL_USE_SYSTEM_TOKENS + 60;
+export const SUMMARY_FIXED_TOKENS = Math.ceil((estimateTokens(SUMMARY_SYSTEM_PROMPT) + 300 + 80) * (1 + CALIBRATION.margin)) + TOOL_USE_SYSTEM_TOKENS;
 
 /** Sent when the tool budget is spent and the model has not written its summary yet. */
 export const FINAL_SUMMARY_REQUEST =

@@ -19,7 +19,7 @@ export function rollupTokens(state: ChannelState, settings: ChannelSettings): nu
  */
 export function summaryInputTokens(state: ChannelState, settings: ChannelSettings): number {
   const margin = 1 + CALIBRATION.margin;
-  const room = settings.contextWindow - settings.compaction.summaryMinTokens - SUMMARY_FIXED_TOKENS * margin;
+  const room = settings.contextWindow - settings.compaction.summaryMinTokens - SUMMARY_FIXED_TOKENS;
   return Math.max(0, room / (transcriptFactor(state) * margin));
 }
 
