@@ -376,6 +376,7 @@ export class ChannelRuntime {
       state.unsettled.size === 0 &&
       state.pendingArchives.size === 0 &&
       state.failedArchives.size === 0 &&
+      state.unsavedMarkers.size === 0 &&
       state.protectFromSeq === undefined &&
       !this.queue.has(state.channelId)
     );

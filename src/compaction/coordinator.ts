@@ -7,7 +7,9 @@ import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
 import { decide, type CompactionAction } from './compactor.js';
+import { errorMessage } from '../common/errors.js';
 import { truncateInPlace } from './emergency-truncation.js';
+import { saveUnsavedMarkers } from './marker-writes.js';
 import type { CompactionEvent, CompactionTier } from './events.js';
 import { landWorkerOutcome, type FinishedJob } from './landing.js';
 import { planCompaction, planRollUp, type CompactionPlan } from './planner.js';
@@ -76,6 +78,8 @@ export class CompactionCoordinator {
 
   private act(state: ChannelState, scope: { emergencyOnly: boolean }): CompactionAction {
     if (this.closed) return 'none';
+    // A truncation whose write failed is written again first (one cheap test when none is owed).
+    if (state.unsavedMarkers.size > 0) saveUnsavedMarkers(this.options, state);
     const settings = this.options.settingsFor(state.channelId);
     const tokens = this.options.estimate(state, settings);
     const usage = usageOf(tokens, state.calibration.factor, settings);
@@ -221,9 +225,14 @@ export class CompactionCoordinator {
       pendingArchives: [...state.pendingArchives],
       retryFailedArchives: () => this.options.retryFailedArchives(state, plan.entries),
       abort,
-    }).then((result) => {
-      outcome = result;
-    });
+    }).then(
+      (result) => {
+        outcome = result;
+      },
+      (error: unknown) => {
+        outcome = { ok: false, reason: `worker_error: ${errorMessage(error)}` };
+      },
+    );
     this.running.set(compactionId, settled);
     void settled.finally(() => this.running.delete(compactionId));
     this.options.scheduler.submit({
@@ -237,7 +246,10 @@ export class CompactionCoordinator {
     });
   }
 
-  /** Applies a worker's outcome. Whatever happens, the channel's lock is released here. */
+  /**
+   * Applies a worker's outcome. Whatever happens, the channel's lock is released here, and
+   * nothing escapes: an error while landing is a failed compaction, the channel goes on.
+   */
   private land(state: ChannelState, job: FinishedJob): CompactionOutcome {
     if (state.compaction?.compactionId === job.compactionId) state.compaction = undefined;
     try {
@@ -249,9 +261,27 @@ export class CompactionCoordinator {
       // request overflow the window. Worker tiers wait for the next check.
       if (landed.status === 'completed') this.act(state, EMERGENCY_ONLY);
       return landed;
+    } catch (error) {
+      const reason = `landing_error: ${errorMessage(error)}`;
+      state.consecutiveFailures += 1;
+      this.emit({
+        type: 'compaction_failed',
+        channel_id: state.channelId,
+        compaction_id: job.compactionId,
+        tier: job.tier,
+        reason,
+        consecutive_failures: state.consecutiveFailures,
+        summarizer: job.summarizer,
+        duration_ms: Math.round(performance.now() - job.startedAt),
+      });
+      return { status: 'failed', compactionId: job.compactionId, reason };
     } finally {
       // After the splice committed (or was given up): another process may compact it now.
-      this.options.locks?.release(state.channelId);
+      try {
+        this.options.locks?.release(state.channelId);
+      } catch (error) {
+        this.options.events.emit({ type: 'compaction_lock_release_failed', channel_id: state.channelId, error: errorMessage(error) });
+      }
     }
   }
 

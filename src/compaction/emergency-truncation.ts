@@ -7,6 +7,7 @@ import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
 import { filesOfPrefix, markerCount, markerFiles, markerText, NO_FILES, truncationCount, withFiles } from './emergency.js';
+import { provisionalMarkerId, saveUnsavedMarkers } from './marker-writes.js';
 import { emergencyCeiling, roundUsage } from './window-figures.js';
 
 /** What an emergency truncation reads and writes besides the channel itself. */
@@ -70,25 +71,26 @@ export function truncateInPlace(
     createdAt: extended?.createdAt ?? context.clock.now(),
   };
   const marker = { ...draft, tokens: estimateSummaryTokens(draft) };
-  let id: number;
+  // Memory first, then the write: the truncation holds even when the write fails (it is retried
+  // at the next check, and a restart before then finds the entries live again, nothing lost).
+  const id = extended ? extended.id : provisionalMarkerId();
+  state.removeHead(count);
   if (extended) {
-    id = extended.id;
-    context.store.extendMarker(state.channelId, { id, toSeq: marker.toSeq, content: marker.content, tokens: marker.tokens });
-    state.removeHead(count);
     state.replaceSummary({ id, ...marker });
     state.markerEntries.set(id, [...(state.markerEntries.get(id) ?? []), ...dropped]);
   } else {
-    id = context.store.truncate(state.channelId, { toSeq: marker.toSeq }, marker);
-    state.removeHead(count);
     state.addSummary({ id, ...marker });
     state.markerEntries.set(id, dropped);
   }
+  state.unsavedMarkers.add(id);
+  const saved = saveUnsavedMarkers(context, state);
   state.lastCompaction = { tier: 'emergency', at: context.clock.now(), messages: count };
   const tokensAfter = context.estimate(state, settings);
   context.events.emit({
     type: 'emergency_truncation',
     channel_id: state.channelId,
-    marker_id: id,
+    marker_id: state.summaries.find((summary) => summary.toSeq === marker.toSeq && summary.kind === 'marker')?.id ?? id,
+    saved,
     messages_dropped: count,
     tokens_freed: tokensBefore - tokensAfter,
     usage_before: roundUsage(usageOf(tokensBefore, state.calibration.factor, settings)),

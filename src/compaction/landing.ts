@@ -9,6 +9,7 @@ import type { CompactionOutcome } from './coordinator.js';
 import { filesNote, markerFiles, NO_FILES, withFiles } from './emergency.js';
 import type { CompactionTier } from './events.js';
 import type { CompactionPlan } from './planner.js';
+import { saveUnsavedMarkers } from './marker-writes.js';
 import { applySplice, matchSnapshot } from './splice.js';
 import type { WorkerOutcome } from './worker.js';
 
@@ -76,6 +77,9 @@ export function landWorkerOutcome(context: LandingContext, state: ChannelState, 
     return fail('summary_too_long');
   }
   const tokensBefore = context.estimate(state, settings);
+  // A truncation whose write failed must reach the database before a splice moves the live
+  // start past it, or a restart would find its entries neither live nor covered.
+  if (!saveUnsavedMarkers(context, state)) return fail('storage_error: an earlier truncation is not saved yet');
   let summary;
   try {
     summary = applySplice({ state, store: context.store, plan, match, content, summarizer: job.summarizer, now: context.clock.now() });
