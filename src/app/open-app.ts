@@ -37,6 +37,12 @@ export interface OpenAppOptions {
   writerKey?: string;
   /** Counts model calls by purpose, messages, usage checks and searches; gauges read the app. */
   metrics?: MagpieMetrics;
+  /**
+   * Whether this process records compaction events and usage in the compaction log and prunes
+   * it (default true: the bot). A one-off command leaves the log as it found it: its rows would
+   * carry today's time into a log of another period (a replayed data dir).
+   */
+  compactionLog?: boolean;
 }
 
 /** Everything a running Magpie needs, opened from one config, closed in one call. */
@@ -141,17 +147,21 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     );
   }
   // What compaction did stays in SQLite for `magpie status` and `magpie report`.
-  const compactionLog: CompactionLog = new CompactionLog({
-    db,
-    clock,
-    events,
-    retentionDays: () => config.current().metrics.compactionLogDays,
-    positionOf: (channelId): number => runtime.status(channelId).archivedMessages,
-    flushEveryMs: 10_000,
-  });
-  compactionLog.attach(events);
+  const recording = options.compactionLog ?? true;
+  const compactionLog: CompactionLog | undefined = recording
+    ? new CompactionLog({
+        db,
+        clock,
+        events,
+        retentionDays: () => config.current().metrics.compactionLogDays,
+        maxRows: () => config.current().metrics.compactionLogMaxRows,
+        positionOf: (channelId): number => runtime.status(channelId).archivedMessages,
+        flushEveryMs: 10_000,
+      })
+    : undefined;
+  compactionLog?.attach(events);
   const runtime: ChannelRuntime = new ChannelRuntime({
-    usageObserver: compactionLog,
+    ...(compactionLog ? { usageObserver: compactionLog } : {}),
     db,
     memory,
     config,
@@ -208,7 +218,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
       try {
         await workerManager.close();
         await runtime.close();
-        compactionLog.close();
+        compactionLog?.close();
         await memory.close();
       } finally {
         writable.close();

@@ -11,7 +11,7 @@ import { errorMessage } from '../common/errors.js';
 import { truncateInPlace } from './emergency-truncation.js';
 import { saveUnsavedMarkers } from './marker-writes.js';
 import type { CompactionEvent, CompactionTier } from './events.js';
-import { landWorkerOutcome, type FinishedJob } from './landing.js';
+import { landWorkerOutcome, summaryRoom, type FinishedJob } from './landing.js';
 import { planCompaction, planRollUp, type CompactionPlan } from './planner.js';
 import type { CompactionScheduler } from './scheduler.js';
 import type { Summarizer } from './summarizer.js';
@@ -88,9 +88,10 @@ export class CompactionCoordinator {
     const action = decide(usage, settings.compaction, { compactionRunning: state.compaction !== undefined });
     if (action === 'none' || (scope.emergencyOnly && action !== 'emergency')) return 'none';
     if (action === 'emergency' && state.entries.length === 0) return 'none';
-    // A worker tier with nothing it may take (a single turn in progress) is no action at all.
+    // A worker tier with nothing it may take (a single turn in progress), or with a range too
+    // small for any summary to free `min_tokens_freed`, is no action at all.
     const plan = action === 'emergency' ? undefined : this.plan(state, action, settings);
-    if (action !== 'emergency' && !plan) return 'none';
+    if (action !== 'emergency' && (!plan || !roomForSummary(state, plan, settings))) return 'none';
     this.emit({
       type: 'compaction_triggered',
       channel_id: state.channelId,
@@ -116,6 +117,10 @@ export class CompactionCoordinator {
     const settings = this.options.settingsFor(state.channelId);
     const plan = this.plan(state, 'manual', settings);
     if (!plan) return Promise.resolve({ status: 'nothing_to_compact' });
+    if (!roomForSummary(state, plan, settings)) {
+      this.emit({ type: 'compaction_skipped', channel_id: state.channelId, tier: 'manual', reason: 'no_gain', range_tokens: plan.tokens });
+      return Promise.resolve({ status: 'failed', reason: 'no_gain' });
+    }
     return new Promise((resolve) => this.start(state, 'manual', settings, plan, resolve));
   }
 
@@ -220,6 +225,7 @@ export class CompactionCoordinator {
     const settled = runWorker({
       summarizer,
       plan,
+      maxSummaryTokens: summaryRoom(state, plan, compaction.minTokensFreed),
       settings: compaction,
       location: { channelId: state.channelId, ...state.location },
       pendingArchives: [...state.pendingArchives],
@@ -288,4 +294,12 @@ export class CompactionCoordinator {
   private emit(event: CompactionEvent): void {
     this.options.events.emit(event);
   }
+}
+
+/** Below this many tokens of room a summary could not say anything useful. */
+const MIN_SUMMARY_ROOM = 16;
+
+/** Whether a summary of `plan` could free `min_tokens_freed` and still say something. */
+function roomForSummary(state: ChannelState, plan: CompactionPlan, settings: ChannelSettings): boolean {
+  return summaryRoom(state, plan, settings.compaction.minTokensFreed) >= MIN_SUMMARY_ROOM;
 }

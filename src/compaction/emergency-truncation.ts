@@ -92,7 +92,7 @@ export function truncateInPlace(
     marker_id: state.summaries.find((summary) => summary.toSeq === marker.toSeq && summary.kind === 'marker')?.id ?? id,
     saved,
     messages_dropped: count,
-    tokens_freed: tokensBefore - tokensAfter,
+    tokens_freed: Math.max(0, tokensBefore - tokensAfter),
     usage_before: roundUsage(usageOf(tokensBefore, state.calibration.factor, settings)),
     usage_after: roundUsage(usageOf(tokensAfter, state.calibration.factor, settings)),
     calibration_factor: state.calibration.factor,

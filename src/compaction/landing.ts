@@ -1,6 +1,6 @@
 import type { ChannelState } from '../channel/channel-state.js';
 import type { HistoryStore } from '../channel/history-store.js';
-import { estimateSummaryTokens } from '../channel/model-request.js';
+import { estimateSummaryTokens, SUMMARY_HEADER_TOKENS } from '../channel/model-request.js';
 import type { Clock } from '../common/clock.js';
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
@@ -65,16 +65,14 @@ export function landWorkerOutcome(context: LandingContext, state: ChannelState, 
     context.events.emit({ type: 'compaction_replanned', ...base, reason: match.reason });
     return { status: 'replanned', compactionId, reason: match.reason };
   }
-  let content = outcome.summary;
-  const folded = plan.priorSummaries.filter((summary) => summary.kind === 'marker');
-  if (folded.length > 0) {
-    // The files the folded markers named stay named.
-    const files = folded.map((marker) => markerFiles(marker.content)).reduce((all, next) => withFiles(all, next.named, next.more), NO_FILES);
-    content = `${content}\n${FOLDED_MARKER_NOTE}${files.named.length > 0 ? ` ${filesNote(files)}` : ''}`;
-  }
-  // A summary as large as what it replaces would not free room and would trigger again at once.
-  if (estimateSummaryTokens({ kind: 'summary', fromSeq: plan.fromSeq, toSeq: plan.toSeq, content }) >= plan.tokens) {
-    return fail('summary_too_long');
+  const content = landedContent(plan, outcome.summary);
+  // What the range cost minus what its summary costs: a summary that frees too little would
+  // trigger again at once (or even grow the context). The next attempt uses the extractive
+  // summarizer, which is sized to free enough.
+  const gain = plan.tokens - landedSummaryTokens(state, plan, content);
+  if (gain < settings.compaction.minTokensFreed) {
+    state.consecutiveFailures = Math.max(state.consecutiveFailures, settings.compaction.fallbackAfterFailures - 1);
+    return fail('no_gain');
   }
   const tokensBefore = context.estimate(state, settings);
   // A truncation whose write failed must reach the database before a splice moves the live
@@ -88,6 +86,10 @@ export function landWorkerOutcome(context: LandingContext, state: ChannelState, 
   }
   state.consecutiveFailures = 0;
   const tokensAfter = context.estimate(state, settings);
+  // In place of the oldest live messages the summary frees what they cost less what it costs,
+  // whatever arrived meanwhile (both figures are taken now). In place of a truncation marker the
+  // room was freed by the truncation already: the summary brings back some of it.
+  const tokensFreed = match.place === 'head' ? Math.max(0, tokensBefore - tokensAfter) : 0;
   state.lastCompaction = {
     tier,
     at: context.clock.now(),
@@ -101,7 +103,9 @@ export function landWorkerOutcome(context: LandingContext, state: ChannelState, 
     replaced_marker: match.place === 'marker',
     tokens_before: tokensBefore,
     tokens_after: tokensAfter,
-    tokens_freed: tokensBefore - tokensAfter,
+    tokens_freed: tokensFreed,
+    ...(match.place === 'marker' ? { tokens_added: Math.max(0, tokensAfter - tokensBefore) } : {}),
+    range_tokens: plan.tokens,
     summary_tokens: summary.tokens,
     memories_saved: outcome.memoriesSaved,
     duration_ms: duration,
@@ -111,6 +115,30 @@ export function landWorkerOutcome(context: LandingContext, state: ChannelState, 
     status: 'completed',
     compactionId,
     messagesCompacted: plan.entries.length,
-    tokensFreed: tokensBefore - tokensAfter,
+    tokensFreed,
   };
+}
+
+/** The summary text as it lands: a note for the truncation markers it folds, with their files. */
+export function landedContent(plan: CompactionPlan, summary: string): string {
+  const folded = plan.priorSummaries.filter((prior) => prior.kind === 'marker');
+  if (folded.length === 0) return summary;
+  // The files the folded markers named stay named.
+  const files = folded.map((marker) => markerFiles(marker.content)).reduce((all, next) => withFiles(all, next.named, next.more), NO_FILES);
+  return `${summary}\n${FOLDED_MARKER_NOTE}${files.named.length > 0 ? ` ${filesNote(files)}` : ''}`;
+}
+
+/** What a summary of `plan` with this content costs in the context, the summaries' header included when it is the first. */
+export function landedSummaryTokens(state: ChannelState, plan: CompactionPlan, content: string): number {
+  const first = state.summaries.every((summary) => plan.priorSummaries.includes(summary));
+  return estimateSummaryTokens({ kind: 'summary', fromSeq: plan.fromSeq, toSeq: plan.toSeq, content }) + (first ? SUMMARY_HEADER_TOKENS : 0);
+}
+
+/**
+ * The most a summary's own text may cost (in estimated tokens) for its landing to free at least
+ * `minTokensFreed`; the extractive summarizer stays within it by construction.
+ */
+export function summaryRoom(state: ChannelState, plan: CompactionPlan, minTokensFreed: number): number {
+  // Text joined to the frame costs at most its own estimate plus one (each part rounds up).
+  return plan.tokens - minTokensFreed - landedSummaryTokens(state, plan, landedContent(plan, '')) - 1;
 }

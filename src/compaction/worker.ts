@@ -16,6 +16,8 @@ export type WorkerOutcome =
 export async function runWorker(options: {
   summarizer: Summarizer;
   plan: CompactionPlan;
+  /** The most the summary's text may cost for its landing to free enough (see `summaryRoom`). */
+  maxSummaryTokens: number;
   settings: CompactionSettings;
   location: MemoryLocation;
   pendingArchives: Promise<void>[];
@@ -42,6 +44,7 @@ export async function runWorker(options: {
         location: options.location,
         priorSummaries: options.plan.priorSummaries,
         entries: options.plan.entries,
+        maxSummaryTokens: options.maxSummaryTokens,
         settings: options.settings,
         signal: abort.signal,
       }),

@@ -31,6 +31,7 @@ export const DEFAULTS: MagpieConfig = {
       summaryMaxTokens: 2048,
       rollupThreshold: 0.25,
       fallbackAfterFailures: 3,
+      minTokensFreed: 32,
     },
     branch: {
       precompactThreshold: 0.6,
@@ -100,6 +101,7 @@ export const DEFAULTS: MagpieConfig = {
   metrics: {
     listen: '127.0.0.1:9464',
     compactionLogDays: 30,
+    compactionLogMaxRows: 500_000,
   },
   logging: {
     level: 'info',

@@ -41,6 +41,7 @@ export const COMPACTION_SPEC: TableSpec = {
   summary_max_tokens: positive,
   rollup_threshold: { kind: 'fraction' },
   fallback_after_failures: positive,
+  min_tokens_freed: nonNegative,
 };
 
 export const BRANCH_SPEC: TableSpec = {
@@ -150,6 +151,7 @@ export const CONFIG_SPEC: TableSpec = {
     fields: {
       listen: { kind: 'listen' },
       compaction_log_days: { kind: 'integer', min: 1, max: 36_500, meaning: 'days' },
+      compaction_log_max_rows: { kind: 'integer', min: 1_000, max: 1_000_000_000, meaning: 'rows' },
     },
   },
   logging: {

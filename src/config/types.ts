@@ -29,6 +29,8 @@ export interface CompactionSettings {
   rollupThreshold: number;
   /** After this many failed model compactions in a row, the extractive summarizer stands in. */
   fallbackAfterFailures: number;
+  /** A summary that would free fewer tokens than this (range minus summary) is not landed. */
+  minTokensFreed: number;
 }
 
 /** `[defaults.branch]`: a branch forks the channel's context to think about one question. */
@@ -183,6 +185,8 @@ export interface MetricsSettings {
   listen: string;
   /** Days of compaction log (events and usage samples) kept in SQLite for `status` and `report`. */
   compactionLogDays: number;
+  /** At most this many compaction log rows are kept (the newest). */
+  compactionLogMaxRows: number;
 }
 
 /** `[logging]` */

@@ -69,7 +69,7 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
   });
   // No model here: summaries that covered a forgotten message are rewritten at once by the
   // extractive summarizer, so nothing is left waiting when the command exits.
-  const app = await openApp({ config: { ...config, llm: { ...config.llm, model: '' } }, dataDir, env: io.env, cwd: io.cwd, events, command: 'memory forget' });
+  const app = await openApp({ config: { ...config, llm: { ...config.llm, model: '' } }, dataDir, env: io.env, cwd: io.cwd, events, command: 'memory forget', compactionLog: false });
   try {
     if (values.user !== undefined) {
       const erased = await app.runtime.forgetUser(values.user, 'cli');
