@@ -91,7 +91,7 @@ export class CompactionCoordinator {
     // A worker tier with nothing it may take (a single turn in progress), or with a range too
     // small for any summary to free `min_tokens_freed`, is no action at all.
     const plan = action === 'emergency' ? undefined : this.plan(state, action, settings);
-    if (action !== 'emergency' && (!plan || !roomForSummary(state, plan, settings))) return 'none';
+    if (action !== 'emergency' && (!plan || !roomForSummary(plan, settings))) return 'none';
     this.emit({
       type: 'compaction_triggered',
       channel_id: state.channelId,
@@ -117,7 +117,7 @@ export class CompactionCoordinator {
     const settings = this.options.settingsFor(state.channelId);
     const plan = this.plan(state, 'manual', settings);
     if (!plan) return Promise.resolve({ status: 'nothing_to_compact' });
-    if (!roomForSummary(state, plan, settings)) {
+    if (!roomForSummary(plan, settings)) {
       this.emit({ type: 'compaction_skipped', channel_id: state.channelId, tier: 'manual', reason: 'no_gain', range_tokens: plan.tokens });
       return Promise.resolve({ status: 'failed', reason: 'no_gain' });
     }
@@ -225,7 +225,7 @@ export class CompactionCoordinator {
     const settled = runWorker({
       summarizer,
       plan,
-      maxSummaryTokens: summaryRoom(state, plan, compaction.minTokensFreed),
+      maxSummaryTokens: summaryRoom(plan, compaction.minTokensFreed),
       settings: compaction,
       location: { channelId: state.channelId, ...state.location },
       pendingArchives: [...state.pendingArchives],
@@ -300,6 +300,6 @@ export class CompactionCoordinator {
 const MIN_SUMMARY_ROOM = 16;
 
 /** Whether a summary of `plan` could free `min_tokens_freed` and still say something. */
-function roomForSummary(state: ChannelState, plan: CompactionPlan, settings: ChannelSettings): boolean {
-  return summaryRoom(state, plan, settings.compaction.minTokensFreed) >= MIN_SUMMARY_ROOM;
+function roomForSummary(plan: CompactionPlan, settings: ChannelSettings): boolean {
+  return summaryRoom(plan, settings.compaction.minTokensFreed) >= MIN_SUMMARY_ROOM;
 }

@@ -1,6 +1,6 @@
 import type { ChannelState } from '../channel/channel-state.js';
 import type { HistoryStore } from '../channel/history-store.js';
-import { estimateSummaryTokens, SUMMARY_HEADER_TOKENS } from '../channel/model-request.js';
+import { estimateSummaryTokens } from '../channel/model-request.js';
 import type { Clock } from '../common/clock.js';
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
@@ -69,7 +69,7 @@ export function landWorkerOutcome(context: LandingContext, state: ChannelState, 
   // What the range cost minus what its summary costs: a summary that frees too little would
   // trigger again at once (or even grow the context). The next attempt uses the extractive
   // summarizer, which is sized to free enough.
-  const gain = plan.tokens - landedSummaryTokens(state, plan, content);
+  const gain = plan.tokens - landedSummaryTokens(plan, content);
   if (gain < settings.compaction.minTokensFreed) {
     state.consecutiveFailures = Math.max(state.consecutiveFailures, settings.compaction.fallbackAfterFailures - 1);
     return fail('no_gain');
@@ -87,7 +87,8 @@ export function landWorkerOutcome(context: LandingContext, state: ChannelState, 
   state.consecutiveFailures = 0;
   const tokensAfter = context.estimate(state, settings);
   // In place of the oldest live messages the summary frees what they cost less what it costs,
-  // whatever arrived meanwhile (both figures are taken now). In place of a truncation marker the
+  // whatever arrived meanwhile (both figures are taken now; a first summary also brings the
+  // summaries' header, which can leave nothing freed, never less). In place of a truncation marker the
   // room was freed by the truncation already: the summary brings back some of it.
   const tokensFreed = match.place === 'head' ? Math.max(0, tokensBefore - tokensAfter) : 0;
   state.lastCompaction = {
@@ -128,17 +129,19 @@ export function landedContent(plan: CompactionPlan, summary: string): string {
   return `${summary}\n${FOLDED_MARKER_NOTE}${files.named.length > 0 ? ` ${filesNote(files)}` : ''}`;
 }
 
-/** What a summary of `plan` with this content costs in the context, the summaries' header included when it is the first. */
-export function landedSummaryTokens(state: ChannelState, plan: CompactionPlan, content: string): number {
-  const first = state.summaries.every((summary) => plan.priorSummaries.includes(summary));
-  return estimateSummaryTokens({ kind: 'summary', fromSeq: plan.fromSeq, toSeq: plan.toSeq, content }) + (first ? SUMMARY_HEADER_TOKENS : 0);
+/**
+ * What a summary of `plan` with this content costs in the context. The header that introduces
+ * summaries is left out: a channel pays it once, with its first summary, whatever that holds.
+ */
+export function landedSummaryTokens(plan: CompactionPlan, content: string): number {
+  return estimateSummaryTokens({ kind: 'summary', fromSeq: plan.fromSeq, toSeq: plan.toSeq, content });
 }
 
 /**
  * The most a summary's own text may cost (in estimated tokens) for its landing to free at least
  * `minTokensFreed`; the extractive summarizer stays within it by construction.
  */
-export function summaryRoom(state: ChannelState, plan: CompactionPlan, minTokensFreed: number): number {
+export function summaryRoom(plan: CompactionPlan, minTokensFreed: number): number {
   // Text joined to the frame costs at most its own estimate plus one (each part rounds up).
-  return plan.tokens - minTokensFreed - landedSummaryTokens(state, plan, landedContent(plan, '')) - 1;
+  return plan.tokens - minTokensFreed - landedSummaryTokens(plan, landedContent(plan, '')) - 1;
 }

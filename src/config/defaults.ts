@@ -31,7 +31,7 @@ export const DEFAULTS: MagpieConfig = {
       summaryMaxTokens: 2048,
       rollupThreshold: 0.25,
       fallbackAfterFailures: 3,
-      minTokensFreed: 32,
+      minTokensFreed: 16,
     },
     branch: {
       precompactThreshold: 0.6,
@@ -97,6 +97,9 @@ export const DEFAULTS: MagpieConfig = {
     backend: 'sqlite',
     urlEnv: 'MAGPIE_DATABASE_URL',
     schema: 'public',
+  },
+  privacy: {
+    editOwnReplies: true,
   },
   metrics: {
     listen: '127.0.0.1:9464',

@@ -154,6 +154,12 @@ export const CONFIG_SPEC: TableSpec = {
       compaction_log_max_rows: { kind: 'integer', min: 1_000, max: 1_000_000_000, meaning: 'rows' },
     },
   },
+  privacy: {
+    kind: 'table',
+    fields: {
+      edit_own_replies: { kind: 'boolean' },
+    },
+  },
   logging: {
     kind: 'table',
     fields: {

@@ -189,6 +189,12 @@ export interface MetricsSettings {
   compactionLogMaxRows: number;
 }
 
+/** `[privacy]` */
+export interface PrivacySettings {
+  /** After a delete, the bot edits its own Discord replies that quoted the deleted text. */
+  editOwnReplies: boolean;
+}
+
 /** `[logging]` */
 export interface LoggingSettings {
   level: LogLevel;
@@ -204,5 +210,6 @@ export interface MagpieConfig {
   runtime: RuntimeSettings;
   storage: StorageSettings;
   metrics: MetricsSettings;
+  privacy: PrivacySettings;
   logging: LoggingSettings;
 }

@@ -10,6 +10,7 @@ import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 import type { LiveConfig } from '../config/live-config.js';
 import type { HistoryEntry, IncomingMessage } from '../channel/types.js';
+import type { RedactedReply } from '../channel/message-changes.js';
 import type { MemoryLocation, MemoryStore } from '../memory/types.js';
 import type { ChannelResponder, ResponderRuntime } from '../app/channel-responder.js';
 import type { CommandRuntime, TaskControl } from '../app/channel-commands.js';
@@ -24,6 +25,7 @@ import { destroyClient } from './client.js';
 import { Debouncer } from './debouncer.js';
 import { attachMessageFiles } from './message-files.js';
 import { normalizeMessage, type NormalizedMessage } from './normalize-message.js';
+import { editOwnReply } from './own-reply-editor.js';
 import { replyTarget } from './reply-target.js';
 import { handleSlashCommand, registerCommands } from './slash-commands.js';
 import { knownViews, viewOf } from './view-key.js';
@@ -34,6 +36,8 @@ export interface DiscordRuntime extends ResponderRuntime, CommandRuntime {
   ingest(message: IncomingMessage): Promise<HistoryEntry>;
   editMessage(channelId: string, messageId: string, content: string): unknown;
   deleteMessages(channelId: string, messageIds: string[]): unknown;
+  /** Own replies that lost a quote of a deleted message (the Discord copy is edited likewise). */
+  onReplyRedacted?(listener: (reply: RedactedReply) => void): () => void;
   /** Gives the model the files of a message it will answer (absent: files stay placeholders). */
   attachFiles?(channelId: string, messageId: string, files: readonly ResolvedAttachment[]): unknown;
 }
@@ -164,6 +168,13 @@ export class DiscordAdapter {
     const { client, events } = this.options;
     client.on(Events.MessageCreate, (message) => this.track('message_create', () => this.onMessage(message)));
     client.on(Events.MessageUpdate, (previous, next) => this.track('message_update', () => this.onEdit(previous, next)));
+    this.options.runtime.onReplyRedacted?.((reply) => {
+      if (this.options.config.current().privacy?.editOwnReplies === false) return;
+      this.track('own_reply_edit', async () => {
+        const edited = await editOwnReply(client, reply);
+        events.emit({ type: 'own_reply_edited', channel_id: reply.channelId, messages_edited: edited });
+      });
+    });
     client.on(Events.MessageDelete, (message) => this.track('message_delete', () => this.onDelete(message.channelId, [message.id])));
     client.on(Events.MessageBulkDelete, (messages, channel) =>
       this.track('message_delete_bulk', () => this.onDelete(channel.id, [...messages.keys()])),

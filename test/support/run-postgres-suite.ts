@@ -62,6 +62,7 @@ export const POSTGRES_SUITE = [
   'memory-store',
   'privacy-commands',
   'privacy-delete',
+  'privacy-bytes',
   'qa-readme',
   'replay-input',
   'soak-small',
