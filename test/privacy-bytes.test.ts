@@ -62,6 +62,30 @@ function closestWindow(bytes: Buffer, vector: Float32Array): number {
   return best;
 }
 
+test('with [privacy] edit_own_replies = false, the stored reply loses the quote and the Discord copy is left alone', async () => {
+  const note = 'the ferry timetable changes on the first Monday of April';
+  const id = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: note });
+  bot.model.setDefault((request) => (isAgentRequest(request.body) ? { text: `Noted: "${note}", thanks.` } : { status: 500 }));
+  const ask = bot.discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: 'did you get that?', mentionsBot: true });
+  const reply = await bot.discord.waitForPost((message) => message.messageReference?.message_id === ask, { timeoutMs: 10_000 });
+  await bot.adapter.idle();
+  assert.ok(bot.app.runtime.liveContext(GENERAL).entries.some((entry) => entry.messageId === id), 'precondition: recorded');
+  const current = bot.app.config.current();
+  bot.app.config.replace({ ...current, privacy: { editOwnReplies: false } });
+  try {
+    const since = bot.events.length;
+    bot.discord.deleteMessage({ channelId: GENERAL, messageId: id });
+    await waitUntil(() => bot.events.slice(since).some((event) => event.type === 'deletion_propagated' && event.own_replies_redacted === 1), 'propagated');
+    await bot.adapter.idle();
+    const stored = bot.app.runtime.liveContext(GENERAL).entries.find((entry) => entry.messageId === reply.id);
+    assert.equal(stored?.content, 'Noted: "[deleted message]", thanks.');
+    assert.ok(bot.discord.contentOf(reply.id)?.includes(note), 'Discord keeps what the bot posted');
+    assert.ok(!bot.events.slice(since).some((event) => event.type === 'own_reply_edited'));
+  } finally {
+    bot.app.config.replace(current);
+  }
+});
+
 test('a deleted message leaves no byte of its text or vector on disk, in the database, or in the bot\'s Discord reply', async () => {
   const secret = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: SECRET });
   const other = bot.discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: OTHER });

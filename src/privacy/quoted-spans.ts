@@ -80,7 +80,10 @@ export function redactQuotes(text: string, index: QuoteIndex, note: string): str
   if (spans.length === 0) return text;
   let result = '';
   let at = 0;
-  for (const [from, to] of spans) {
+  for (let [from, to] of spans) {
+    // The whitespace around a quote stays: it separates the note from the words beside it.
+    while (from < to && /\s/.test(text[from]!)) from += 1;
+    while (to > from && /\s/.test(text[to - 1]!)) to -= 1;
     result += text.slice(at, from) + note;
     at = to;
   }
