@@ -5,6 +5,7 @@ import { EventStream } from '../common/events.js';
 import { LiveConfig } from '../config/live-config.js';
 import type { MagpieConfig } from '../config/types.js';
 import { ChannelRuntime } from '../channel/index.js';
+import { ErasurePoller, ErasureRequests } from '../privacy/erasure-requests.js';
 import { CompactionLog } from '../compaction-log/index.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { createLlmSummarizer } from '../compaction/llm-summarizer.js';
@@ -197,6 +198,8 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
   workers.recoverInterrupted();
   const workerManager = workers;
   let closed = false;
+  // The bot applies erasures an operator asks for beside it (`magpie memory forget`).
+  const erasures = recording ? new ErasurePoller(new ErasureRequests(db), runtime, events) : undefined;
   return {
     config,
     events,
@@ -216,6 +219,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
       if (closed) return;
       closed = true;
       try {
+        await erasures?.close();
         await workerManager.close();
         await runtime.close();
         compactionLog?.close();

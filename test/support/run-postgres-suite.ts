@@ -63,6 +63,7 @@ export const POSTGRES_SUITE = [
   'privacy-commands',
   'privacy-delete',
   'privacy-bytes',
+  'privacy-running-bot',
   'qa-readme',
   'replay-input',
   'soak-small',
