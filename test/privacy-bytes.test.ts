@@ -86,6 +86,22 @@ test('with [privacy] edit_own_replies = false, the stored reply loses the quote 
   }
 });
 
+test('an edit applies to a stored message even after its author was blocked', async () => {
+  const id = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'my locker combination is 31-07-22' });
+  await waitUntil(() => bot.app.runtime.liveContext(GENERAL).entries.some((entry) => entry.messageId === id), 'recorded');
+  const current = bot.app.config.current();
+  bot.app.config.replace({ ...current, discord: { ...current.discord, blockedUsers: [ALICE] } });
+  try {
+    const since = bot.events.length;
+    bot.discord.editMessage({ messageId: id, content: 'never mind' });
+    await waitUntil(() => bot.events.slice(since).some((event) => event.type === 'message_edited'), 'edit applied');
+    const stored = bot.app.runtime.liveContext(GENERAL).entries.find((entry) => entry.messageId === id);
+    assert.equal(stored?.content, 'never mind');
+  } finally {
+    bot.app.config.replace(current);
+  }
+});
+
 test('a deleted message leaves no byte of its text or vector on disk, in the database, or in the bot\'s Discord reply', async () => {
   const secret = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: SECRET });
   const other = bot.discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: OTHER });

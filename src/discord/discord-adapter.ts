@@ -300,13 +300,17 @@ export class DiscordAdapter {
     };
   }
 
+  /**
+   * An edit applies whenever it comes (while starting or stopping too) and whoever is allowed to
+   * talk to the bot now: the old text of a stored message must leave every copy. Only the bot's
+   * own edits (its streamed replies) are its own business.
+   */
   private async onEdit(previous: Message | PartialMessage, next: Message | PartialMessage): Promise<void> {
-    if (!this.accepting) return;
     if (next.partial) next = await next.fetch();
     const message = next as Message;
     if (!previous.partial && previous.content === message.content) return; // embeds unfurled, pins...
+    if (message.author?.id === this.selfId) return;
     const normalized = normalizeMessage(message, this.selfId);
-    if (!this.admit(normalized)) return;
     await this.options.runtime.editMessage(normalized.incoming.channelId, message.id, normalized.incoming.content);
     this.options.events.emit({ type: 'message_edited', channel_id: normalized.incoming.channelId });
   }
