@@ -79,7 +79,7 @@ test('magpie chat /compact reports what happened: a compaction that cannot free 
     const tooShort = await runCli(['chat', '--data-dir', path.join(dir, 'short')], { cwd: dir, input: `${short}\n/compact\n/context\n` });
     assert.equal(tooShort.code, 0, tooShort.stderr);
     assert.match(tooShort.stdout, /Compaction did not apply \(the summary would not be shorter/);
-    assert.match(tooShort.stderr, /a compaction did not apply: summary_too_long/);
+    assert.match(tooShort.stderr, /a compaction did not apply: no_gain/);
     assert.match(tooShort.stdout, /summaries: 0/);
     const enough = await runCli(['chat', '--data-dir', path.join(dir, 'long')], { cwd: dir, input: `${long}\n/compact\n/context\n` });
     assert.equal(enough.code, 0, enough.stderr);

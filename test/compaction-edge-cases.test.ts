@@ -157,10 +157,8 @@ test('a summary landing in place of a marker never leaves the context over the e
   const opened = new Promise<void>((resolve) => (release = resolve));
   const summarizer = new ScriptedSummarizer().enqueue(async (request) => {
     await opened;
-    // As long as the summarizer may make it: just under what it replaces.
-    let tokens = 0;
-    for (const entry of request.entries) tokens += entry.tokens;
-    return { summary: 'Long summary. '.repeat(Math.floor(((tokens - 12) * 4) / 14)), memoriesSaved: 0 };
+    // As long as the summarizer may make it: the room it is given, to the token.
+    return { summary: 'Long summary. '.repeat(Math.floor((request.maxSummaryTokens! * 4) / 14)), memoriesSaved: 0 };
   });
   summarizer.fallback = () => new Promise(() => {});
   const harness = openHarness({ summarizer });

@@ -127,6 +127,28 @@ test('rows older than compaction_log_days before the newest are pruned', () => {
   dir.remove();
 });
 
+test('compaction_log_max_rows keeps the newest rows; a log opened without bounds prunes nothing', () => {
+  const dir = tempDir();
+  const db = openTestDatabase(dir.path);
+  const clock = new SettableClock(Date.UTC(2024, 0, 1));
+  const bounded = new CompactionLog({ db, clock, maxRows: () => 5 });
+  for (let index = 0; index < 12; index += 1) {
+    clock.current += 1000;
+    bounded.record({ type: 'compaction_failed', channel_id: 'c', tier: 'background', reason: `r${index}` });
+  }
+  assert.equal(bounded.prune(), 7);
+  const reasons = () => readCompactionLog(db)[0]!.events.map((row) => (row.data as { reason: string }).reason);
+  assert.deepEqual(reasons(), ['r7', 'r8', 'r9', 'r10', 'r11']);
+  bounded.close();
+  // A command that opens the log years later without bounds leaves the 2024 rows alone.
+  clock.current = Date.UTC(2030, 0, 1);
+  const unbounded = new CompactionLog({ db, clock });
+  unbounded.close();
+  assert.deepEqual(reasons(), ['r7', 'r8', 'r9', 'r10', 'r11']);
+  db.close();
+  dir.remove();
+});
+
 test('a log that cannot write reports compaction_log_failed once and never throws into the channel', () => {
   const dir = tempDir();
   const db = openTestDatabase(dir.path);

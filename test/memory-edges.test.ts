@@ -94,7 +94,23 @@ describe('forget within a location', () => {
   });
   after(async () => opened.close());
 
+  test('under guild scope a channel whose view is not on record sees no guild memory until it is', async () => {
+    opened.store.recordChannelView?.({ channelId: 'c3', guildId: 'g1', viewKey: 'staff-only' });
+    await opened.store.save({ location: { channelId: 'c3', guildId: 'g1' }, content: 'The staff door code is 4418', memoryType: 'fact' });
+    const fromUnknown = await opened.store.search({ location: { channelId: 'c4', guildId: 'g1' }, query: 'staff door code' });
+    assert.ok(!fromUnknown.some((result) => result.content.includes('4418')), 'unknown view: nothing shared');
+    // Another never-seen channel does not share the unknown key with c4 either.
+    await opened.store.save({ location: { channelId: 'c5', guildId: 'g1' }, content: 'The loading bay opens at six', memoryType: 'fact' });
+    const fromOtherUnknown = await opened.store.search({ location: { channelId: 'c4', guildId: 'g1' }, query: 'loading bay' });
+    assert.ok(!fromOtherUnknown.some((result) => result.content.includes('loading bay')));
+    opened.store.recordChannelView?.({ channelId: 'c4', guildId: 'g1', viewKey: 'staff-only' });
+    const known = await opened.store.search({ location: { channelId: 'c4', guildId: 'g1' }, query: 'staff door code' });
+    assert.ok(known.some((result) => result.content.includes('4418')), 'same view on record: shared');
+  });
+
   test('only what belongs to the channel (or the DM user) can be forgotten there', async () => {
+    // Guild scope shares only between channels whose (equal) view permissions are on record.
+    for (const channelId of ['c1', 'c2']) opened.store.recordChannelView?.({ channelId, guildId: 'g1', viewKey: 'everyone' });
     const other = await opened.store.save({ location: { channelId: 'c2', guildId: 'g1' }, content: 'Bea runs the book club', memoryType: 'fact' });
     const dm = await opened.store.save({ location: { channelId: 'dm1', dmUserId: 'u1' }, content: 'U1 likes tea', memoryType: 'preference' });
     const mine = await opened.store.save({ location: { channelId: 'c1', guildId: 'g1' }, content: 'Cal owns the wiki', memoryType: 'fact' });

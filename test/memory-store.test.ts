@@ -92,6 +92,8 @@ describe('scoping', () => {
       const opened = await openTestStore({ scope });
       try {
         const { store } = opened;
+        // Guild scope shares only between channels whose (equal) view permissions are on record.
+        for (const channelId of ['alpha', 'beta']) store.recordChannelView?.({ channelId, guildId: 'g1', viewKey: 'everyone' });
         await store.save({ location: { channelId: 'alpha', guildId: 'g1' }, content: 'The launch codeword is periwinkle', memoryType: 'fact' });
         await store.save({ location: { channelId: 'dm-1', dmUserId: 'user-1' }, content: 'My favourite periwinkle scarf is blue', memoryType: 'preference' });
         await store.archiveTranscript([

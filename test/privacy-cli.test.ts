@@ -117,6 +117,23 @@ describe('magpie memory forget', () => {
     assert.match(missing.stderr, /no memory or transcript entry with id 'msg-999999'/);
   });
 
+  test('forget leaves the compaction log as it was: a replayed dir keeps its old-dated rows', async () => {
+    const read = () => {
+      const db = openTestDatabase(dataDir);
+      try {
+        return db.prepare('SELECT COUNT(*) AS total, MAX(id) AS last, MIN(at) AS first FROM compaction_log').get() as { total: number; last: number; first: number };
+      } finally {
+        db.close();
+      }
+    };
+    const before = read();
+    assert.ok(before.total > 10, 'the replay logged its compactions');
+    assert.ok(before.first < Date.UTC(2025, 1, 1), 'dated by the transcript, long before today');
+    const run = await magpie(['memory', 'forget', '--user', 'cho', '--data-dir', dataDir]);
+    assert.equal(run.code, 0, run.stderr);
+    assert.deepEqual(read(), before);
+  });
+
   test('bad flags are refused with the usage', async () => {
     for (const args of [
       ['memory', 'forget', '--data-dir', dataDir],

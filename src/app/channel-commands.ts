@@ -114,7 +114,7 @@ export async function startCompaction(deps: CommandDeps, channelId: string): Pro
     return `Compacted the oldest ${count(compacted)} message${compacted === 1 ? '' : 's'} into a summary.`;
   }
   if (early?.status === 'failed' || early?.status === 'replanned') {
-    const reason = early.reason === 'summary_too_long' ? 'the summary would not be shorter than the messages it replaces' : (early.reason ?? early.status);
+    const reason = early.reason === 'no_gain' ? 'the summary would not be shorter than the messages it replaces by enough' : (early.reason ?? early.status);
     return `Compaction did not apply (${reason}); the history is unchanged.`;
   }
   const plural = status.liveMessages === 1 ? '' : 's';

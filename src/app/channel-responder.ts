@@ -128,9 +128,19 @@ export class ChannelResponder {
   }
 
   respond(request: TurnRequest): Promise<TurnOutcome> {
-    const work = this.respondNow(request);
+    // Callers fire and forget: whatever escapes the turn (a database error while checking the
+    // budget, say) is reported here and never becomes an unhandled rejection.
+    const work = this.respondNow(request).catch((error: unknown): TurnOutcome => {
+      this.options.events.emit({
+        type: 'agent_turn_failed',
+        channel_id: request.channelId,
+        error: errorMessage(error),
+        code: error instanceof MagpieError ? error.code : 'unexpected',
+      });
+      return 'failed';
+    });
     this.running.add(work);
-    void work.finally(() => this.running.delete(work));
+    void work.then(() => this.running.delete(work));
     return work;
   }
 
@@ -260,7 +270,12 @@ export class ChannelResponder {
             : {}),
         });
         if (finishing) await finishing.catch((error: unknown) => events.emit({ type: 'reply_failed', channel_id: channelId, error: errorMessage(error) }));
-        this.budget.record(budgetKey(request), result.spentTokens);
+        try {
+          this.budget.record(budgetKey(request), result.spentTokens);
+        } catch (error) {
+          // The reply went out; only its count toward the budget is missing.
+          events.emit({ type: 'budget_record_failed', channel_id: channelId, tokens: result.spentTokens, error: errorMessage(error) });
+        }
         events.emit({
           type: 'agent_turn_completed',
           channel_id: channelId,

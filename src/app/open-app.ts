@@ -5,6 +5,7 @@ import { EventStream } from '../common/events.js';
 import { LiveConfig } from '../config/live-config.js';
 import type { MagpieConfig } from '../config/types.js';
 import { ChannelRuntime } from '../channel/index.js';
+import { ErasurePoller, ErasureRequests } from '../privacy/erasure-requests.js';
 import { CompactionLog } from '../compaction-log/index.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { createLlmSummarizer } from '../compaction/llm-summarizer.js';
@@ -37,6 +38,12 @@ export interface OpenAppOptions {
   writerKey?: string;
   /** Counts model calls by purpose, messages, usage checks and searches; gauges read the app. */
   metrics?: MagpieMetrics;
+  /**
+   * Whether this process records compaction events and usage in the compaction log and prunes
+   * it (default true: the bot). A one-off command leaves the log as it found it: its rows would
+   * carry today's time into a log of another period (a replayed data dir).
+   */
+  compactionLog?: boolean;
 }
 
 /** Everything a running Magpie needs, opened from one config, closed in one call. */
@@ -141,17 +148,21 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     );
   }
   // What compaction did stays in SQLite for `magpie status` and `magpie report`.
-  const compactionLog: CompactionLog = new CompactionLog({
-    db,
-    clock,
-    events,
-    retentionDays: () => config.current().metrics.compactionLogDays,
-    positionOf: (channelId): number => runtime.status(channelId).archivedMessages,
-    flushEveryMs: 10_000,
-  });
-  compactionLog.attach(events);
+  const recording = options.compactionLog ?? true;
+  const compactionLog: CompactionLog | undefined = recording
+    ? new CompactionLog({
+        db,
+        clock,
+        events,
+        retentionDays: () => config.current().metrics.compactionLogDays,
+        maxRows: () => config.current().metrics.compactionLogMaxRows,
+        positionOf: (channelId): number => runtime.status(channelId).archivedMessages,
+        flushEveryMs: 10_000,
+      })
+    : undefined;
+  compactionLog?.attach(events);
   const runtime: ChannelRuntime = new ChannelRuntime({
-    usageObserver: compactionLog,
+    ...(compactionLog ? { usageObserver: compactionLog } : {}),
     db,
     memory,
     config,
@@ -187,6 +198,8 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
   workers.recoverInterrupted();
   const workerManager = workers;
   let closed = false;
+  // The bot applies erasures an operator asks for beside it (`magpie memory forget`).
+  const erasures = recording ? new ErasurePoller(new ErasureRequests(db), runtime, events) : undefined;
   return {
     config,
     events,
@@ -206,9 +219,10 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
       if (closed) return;
       closed = true;
       try {
+        await erasures?.close();
         await workerManager.close();
         await runtime.close();
-        compactionLog.close();
+        compactionLog?.close();
         await memory.close();
       } finally {
         writable.close();

@@ -80,7 +80,7 @@ export function createBranchTool(options: BranchToolOptions): ToolHandler {
           question,
           fork: { summaries: live.summaries, entries: live.entries, setAsideEntries: 0, setAsideSummaries: 0 },
           tools: options.tools,
-          context: { ...context, signal },
+          context: { ...context, signal, agent: 'branch', seenSourceIds: new Set(context.seenSourceIds ?? []), seenSources: new Map<string, string>() },
           settings: settings.branch,
           windowTokens: calibratedWindow(settings, options.calibration?.(channelId)),
           maxTokens: settings.maxResponseTokens,

@@ -42,6 +42,11 @@ export class ChannelState {
   readonly unsettled = new Map<string, Promise<HistoryEntry>>();
   /** Seqs whose transcript write failed in this process (retried before they are compacted). */
   readonly failedArchives = new Set<number>();
+  /**
+   * Truncation markers live in memory whose database write failed (retried at each check). A
+   * marker never written yet has a provisional negative id until its row exists.
+   */
+  readonly unsavedMarkers = new Set<number>();
   compaction: RunningCompaction | undefined;
   /** While a turn runs: the seq of the newest entry when it began (what it answers) — not compacted. */
   protectFromSeq: number | undefined;
@@ -149,6 +154,17 @@ export class ChannelState {
     this.summaryTokens -= this.summaries[index]!.tokens;
     this.summaries.splice(index, 1);
     this.markerEntries.delete(id);
+  }
+
+  /** The summary with id `from` is now known by `to.id` (its row was written late); its entries follow it. */
+  renameSummary(from: number, to: SummaryEntry): void {
+    const index = this.summaries.findIndex((existing) => existing.id === from);
+    if (index < 0) return;
+    this.summaryTokens += to.tokens - this.summaries[index]!.tokens;
+    this.summaries[index] = to;
+    const entries = this.markerEntries.get(from);
+    this.markerEntries.delete(from);
+    if (entries) this.markerEntries.set(to.id, entries);
   }
 
   replaceSummary(summary: SummaryEntry): void {

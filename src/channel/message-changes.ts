@@ -1,4 +1,6 @@
 import type { ResolvedAttachment } from '../attachments/resolve-attachments.js';
+import { errorMessage } from '../common/errors.js';
+import { clearErasedTraces } from '../storage/erase-traces.js';
 import type { MemoryLocation } from '../memory/types.js';
 import { findUserMessages } from '../privacy/erase-user.js';
 import type { PrivacyPropagator, PropagationChanges, RemovedMessage } from '../privacy/propagator.js';
@@ -12,7 +14,24 @@ import type { HistoryEntry } from './types.js';
  * request, given their files — in history, the live context and the archive, with their old
  * words taken out of every copy by the privacy propagation.
  */
+/** One of the bot's own replies lost the quote of a deleted or edited message. */
+export interface RedactedReply {
+  channelId: string;
+  /** The platform id of the reply (its first part, when it was sent in several). */
+  messageId: string;
+  before: string;
+  after: string;
+}
+
 export class MessageChanges {
+  private readonly replyListeners = new Set<(reply: RedactedReply) => void>();
+
+  /** Called for every own reply redacted (the platform adapter edits its copy); returns a detach function. */
+  onReplyRedacted(listener: (reply: RedactedReply) => void): () => void {
+    this.replyListeners.add(listener);
+    return () => this.replyListeners.delete(listener);
+  }
+
   constructor(
     private readonly parts: RuntimeParts,
     private readonly privacy: PrivacyPropagator,
@@ -48,7 +67,9 @@ export class MessageChanges {
       await parts.archiver.settled(state);
       await parts.options.memory.updateTranscript(channelId, messageId, content);
       // The earlier text leaves tool results, summaries and memories like a deleted message.
-      this.apply(this.privacy.propagate(channelId, [removedOf(row)], 'edit'));
+      const changes = this.privacy.propagate(channelId, [removedOf(row)], 'edit');
+      this.apply(changes);
+      await this.redactReplies(channelId, changes.replies);
     }
     return true;
   }
@@ -78,22 +99,26 @@ export class MessageChanges {
       }
       state.archivedCount -= seqs.length;
     }
-    if (messageIds.length === 0) return { messages: 0, counts: { toolEntries: 0, summaries: 0, memoriesDeleted: 0, memoriesUpdated: 0, workerTasks: 0 } };
+    if (messageIds.length === 0) return { messages: 0, counts: { toolEntries: 0, summaries: 0, memoriesDeleted: 0, memoriesUpdated: 0, workerTasks: 0, replies: 0 } };
     // A transcript write still in flight would bring a deleted message back: let it land first.
     await parts.archiver.settled(state);
     await parts.options.memory.deleteTranscript(channelId, messageIds);
     const changes = this.privacy.propagate(channelId, removed, 'delete');
     this.apply(changes);
+    await this.redactReplies(channelId, changes.replies);
     parts.options.events.emit({
       type: 'deletion_propagated',
       channel_id: channelId,
       messages: seqs.length,
+      own_replies_redacted: changes.counts.replies,
       tool_entries_redacted: changes.counts.toolEntries,
       worker_tasks_redacted: changes.counts.workerTasks,
       summaries_changed: changes.counts.summaries,
       memories_deleted: changes.counts.memoriesDeleted,
       memories_updated: changes.counts.memoriesUpdated,
     });
+    // The old text also leaves what the database keeps beside its rows (the SQLite WAL).
+    clearErasedTraces(parts.options.db, parts.options.events, channelId);
     return { messages: seqs.length, counts: changes.counts };
   }
 
@@ -134,7 +159,32 @@ export class MessageChanges {
     }
     if (!memory.forget(id, within)) return undefined;
     if (item) this.apply({ entries: this.privacy.redactTexts([item.content]), summaries: [] });
+    clearErasedTraces(this.parts.options.db, this.parts.options.events);
     return 'memory';
+  }
+
+  /**
+   * The bot's replies that quoted the text: their archive copy (full text and vector) follows
+   * the history row, and the platform adapter is told so that it edits what it posted.
+   */
+  private async redactReplies(channelId: string, replies: PropagationChanges['replies']): Promise<void> {
+    if (replies.length === 0) return;
+    this.apply({ entries: replies.map((reply) => reply.entry), summaries: [] });
+    const { memory, events } = this.parts.options;
+    for (const { entry, before } of replies) {
+      try {
+        await memory.updateTranscript(channelId, entry.messageId, entry.content);
+      } catch (error) {
+        events.emit({ type: 'reply_redaction_failed', channel_id: channelId, step: 'archive', error: errorMessage(error) });
+      }
+      for (const listener of this.replyListeners) {
+        try {
+          listener({ channelId, messageId: entry.messageId, before, after: entry.content });
+        } catch (error) {
+          events.emit({ type: 'reply_redaction_failed', channel_id: channelId, step: 'platform', error: errorMessage(error) });
+        }
+      }
+    }
   }
 
   /** Mirrors what the privacy propagation changed in SQLite into the live contexts held here. */

@@ -25,7 +25,7 @@ import { EntryExtras } from './entry-extras.js';
 import { HistoryStore } from './history-store.js';
 import { IngestPath } from './ingest-path.js';
 import { IngestWriter } from './ingest-writer.js';
-import { MessageChanges } from './message-changes.js';
+import { MessageChanges, type RedactedReply } from './message-changes.js';
 import { channelSettingsIn, windowChanged } from './reload-check.js';
 import type { ChannelRuntimeOptions, EstimateObserver, LiveContext, RequestEstimate, RuntimeParts, TurnEntryInput, UserErasure } from './runtime-types.js';
 import { SerialQueue } from './serial-queue.js';
@@ -240,6 +240,14 @@ export class ChannelRuntime {
   }
 
   /** Messages deleted on the platform leave history, live context and archive. Returns how many. */
+  /**
+   * Called for each of the bot's own replies that lost the quote of a deleted (or edited)
+   * message, so that the platform copy is edited too; returns a function that detaches.
+   */
+  onReplyRedacted(listener: (reply: RedactedReply) => void): () => void {
+    return this.changes.onReplyRedacted(listener);
+  }
+
   async deleteMessages(channelId: string, messageIds: string[]): Promise<number> {
     return (await this.changes.removeMessages(channelId, messageIds)).messages;
   }
@@ -435,6 +443,7 @@ export class ChannelRuntime {
       state.unsettled.size === 0 &&
       state.pendingArchives.size === 0 &&
       state.failedArchives.size === 0 &&
+      state.unsavedMarkers.size === 0 &&
       state.protectFromSeq === undefined &&
       !this.queue.has(state.channelId)
     );

@@ -69,7 +69,9 @@ export class ConsoleAdapter {
       if (event.type === 'compaction_completed') notices.write(`(compacted older messages into a summary: ${String(event.tier ?? '')})\n`);
       // In the terminal the user is the operator too: say why the model did not answer.
       if (event.type === 'agent_turn_failed') notices.write(`(the model call failed: ${String(event.error ?? event.code ?? 'unknown error')})\n`);
-      if (event.type === 'compaction_failed') notices.write(`(a compaction did not apply: ${String(event.reason ?? 'failed')}; the history is unchanged)\n`);
+      // A `/compact` whose range is too small to gain anything is skipped before any worker starts.
+      const failed = event.type === 'compaction_failed' || (event.type === 'compaction_skipped' && event.tier === 'manual');
+      if (failed) notices.write(`(a compaction did not apply: ${String(event.reason ?? 'failed')}; the history is unchanged)\n`);
       if (event.type === 'worker_started') notices.write(`(worker ${String(event.worker_id)} started in the background; /tasks lists it)\n`);
       if (event.type === 'emergency_truncation') notices.write('(context was full: the oldest messages were set aside; memory_search still finds them)\n');
     });

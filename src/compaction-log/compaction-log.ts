@@ -39,6 +39,8 @@ export interface CompactionLogOptions {
    * whole transcript, whatever its dates).
    */
   retentionDays?: () => number;
+  /** Most rows kept (the newest), read at each prune like `retentionDays`. Absent: no bound by count. */
+  maxRows?: () => number;
   /** Where a failed write is reported (`compaction_log_failed`, once per run of failures). */
   events?: EventStream;
   /** The channel's entry count for an event seen before any check of that channel. */
@@ -95,7 +97,7 @@ export class CompactionLog {
     this.lastSettings = options.db.prepare(
       "SELECT data FROM compaction_log WHERE channel_id = ? AND kind = 'settings' ORDER BY id DESC LIMIT 1",
     );
-    this.prune();
+    if (options.retentionDays || options.maxRows) this.prune();
     if (options.flushEveryMs !== undefined) {
       this.timer = setInterval(() => this.flush(), options.flushEveryMs);
       this.timer.unref();
@@ -184,16 +186,29 @@ export class CompactionLog {
     if (this.options.clock.now() - this.lastPruneAt >= PRUNE_EVERY_MS) this.prune();
   }
 
-  /** Deletes rows older than the retention before the newest row; returns how many. */
+  /**
+   * Deletes rows older than the retention before the newest row, then all but the newest
+   * `maxRows`; returns how many. Never measured against the wall clock: a log written by a
+   * replay of old conversations keeps what it recorded.
+   */
   prune(): number {
     const days = this.options.retentionDays?.();
+    const maxRows = this.options.maxRows?.();
     this.lastPruneAt = this.options.clock.now();
-    if (days === undefined) return 0;
+    if (days === undefined && maxRows === undefined) return 0;
     try {
-      const result = this.options.db
-        .prepare('DELETE FROM compaction_log WHERE at < (SELECT MAX(at) FROM compaction_log) - ?')
-        .run(days * DAY_MS);
-      return result.changes;
+      let deleted = 0;
+      if (days !== undefined) {
+        deleted += this.options.db
+          .prepare('DELETE FROM compaction_log WHERE at < (SELECT MAX(at) FROM compaction_log) - ?')
+          .run(days * DAY_MS).changes;
+      }
+      if (maxRows !== undefined) {
+        deleted += this.options.db
+          .prepare('DELETE FROM compaction_log WHERE id <= (SELECT id FROM compaction_log ORDER BY id DESC LIMIT 1 OFFSET ?)')
+          .run(maxRows).changes;
+      }
+      return deleted;
     } catch (error) {
       this.options.events?.emit({ type: 'compaction_log_failed', rows: 0, reason: errorMessage(error) });
       return 0;

@@ -59,7 +59,9 @@ export function addEvent(tally: CompactionTally, event: LoggedEvent): void {
       break;
     case 'compaction_completed': {
       if (tier && tier !== 'emergency' && tier in tally.completed) tally.completed[tier] += 1;
-      const freed = number('tokens_freed');
+      // Logs written before summaries in place of a marker counted as freeing nothing may hold
+      // negative figures: what was freed is never less than nothing.
+      const freed = Math.max(0, number('tokens_freed'));
       tally.summaries += 1;
       tally.memoriesSaved += number('memories_saved');
       tally.messagesSummarized += number('messages_compacted');
@@ -69,7 +71,9 @@ export function addEvent(tally: CompactionTally, event: LoggedEvent): void {
       break;
     }
     case 'emergency_truncation': {
-      const freed = number('tokens_freed');
+      // Logs written before summaries in place of a marker counted as freeing nothing may hold
+      // negative figures: what was freed is never less than nothing.
+      const freed = Math.max(0, number('tokens_freed'));
       tally.emergencies += 1;
       tally.messagesTruncated += number('messages_dropped');
       tally.tokensFreed += freed;

@@ -7,9 +7,11 @@ import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
 import { decide, type CompactionAction } from './compactor.js';
+import { errorMessage } from '../common/errors.js';
 import { truncateInPlace } from './emergency-truncation.js';
+import { saveUnsavedMarkers } from './marker-writes.js';
 import type { CompactionEvent, CompactionTier } from './events.js';
-import { landWorkerOutcome, type FinishedJob } from './landing.js';
+import { landWorkerOutcome, summaryRoom, type FinishedJob } from './landing.js';
 import { planCompaction, planRollUp, type CompactionPlan } from './planner.js';
 import type { CompactionScheduler } from './scheduler.js';
 import type { Summarizer } from './summarizer.js';
@@ -84,6 +86,8 @@ export class CompactionCoordinator {
 
   private act(state: ChannelState, scope: { emergencyOnly: boolean }): CompactionAction {
     if (this.closed) return 'none';
+    // A truncation whose write failed is written again first (one cheap test when none is owed).
+    if (state.unsavedMarkers.size > 0) saveUnsavedMarkers(this.options, state);
     const settings = this.options.settingsFor(state.channelId);
     const tokens = this.options.estimate(state, settings);
     const factor = this.options.factorAt ? this.options.factorAt(state, settings, tokens) : state.calibration.factor;
@@ -93,9 +97,10 @@ export class CompactionCoordinator {
     const action = decide(usage, settings.compaction, state.compaction === undefined ? IDLE : RUNNING);
     if (action === 'none' || (scope.emergencyOnly && action !== 'emergency')) return 'none';
     if (action === 'emergency' && state.entries.length === 0) return 'none';
-    // A worker tier with nothing it may take (a single turn in progress) is no action at all.
+    // A worker tier with nothing it may take (a single turn in progress), or with a range too
+    // small for any summary to free `min_tokens_freed`, is no action at all.
     const plan = action === 'emergency' ? undefined : this.plan(state, action, settings);
-    if (action !== 'emergency' && !plan) return 'none';
+    if (action !== 'emergency' && (!plan || !roomForSummary(plan, settings))) return 'none';
     this.emit({
       type: 'compaction_triggered',
       channel_id: state.channelId,
@@ -121,6 +126,10 @@ export class CompactionCoordinator {
     const settings = this.options.settingsFor(state.channelId);
     const plan = this.plan(state, 'manual', settings);
     if (!plan) return Promise.resolve({ status: 'nothing_to_compact' });
+    if (!roomForSummary(plan, settings)) {
+      this.emit({ type: 'compaction_skipped', channel_id: state.channelId, tier: 'manual', reason: 'no_gain', range_tokens: plan.tokens });
+      return Promise.resolve({ status: 'failed', reason: 'no_gain' });
+    }
     return new Promise((resolve) => this.start(state, 'manual', settings, plan, resolve));
   }
 
@@ -259,15 +268,21 @@ export class CompactionCoordinator {
     const settled = runWorker({
       summarizer,
       plan,
+      maxSummaryTokens: summaryRoom(plan, compaction.minTokensFreed),
       settings: compaction,
       window: { contextWindow: settings.contextWindow, factor: transcriptFactor(state) },
       location: { channelId: state.channelId, ...state.location },
       pendingArchives: [...state.pendingArchives],
       retryFailedArchives: () => this.options.retryFailedArchives(state, plan.entries),
       abort,
-    }).then((result) => {
-      outcome = result;
-    });
+    }).then(
+      (result) => {
+        outcome = result;
+      },
+      (error: unknown) => {
+        outcome = { ok: false, reason: `worker_error: ${errorMessage(error)}` };
+      },
+    );
     this.running.set(compactionId, settled);
     void settled.finally(() => this.running.delete(compactionId));
     this.options.scheduler.submit({
@@ -281,7 +296,10 @@ export class CompactionCoordinator {
     });
   }
 
-  /** Applies a worker's outcome. Whatever happens, the channel's lock is released here. */
+  /**
+   * Applies a worker's outcome. Whatever happens, the channel's lock is released here, and
+   * nothing escapes: an error while landing is a failed compaction, the channel goes on.
+   */
   private land(state: ChannelState, job: FinishedJob): CompactionOutcome {
     if (state.compaction?.compactionId === job.compactionId) state.compaction = undefined;
     try {
@@ -293,13 +311,39 @@ export class CompactionCoordinator {
       // request overflow the window. Worker tiers wait for the next check.
       if (landed.status === 'completed') this.act(state, EMERGENCY_ONLY);
       return landed;
+    } catch (error) {
+      const reason = `landing_error: ${errorMessage(error)}`;
+      state.consecutiveFailures += 1;
+      this.emit({
+        type: 'compaction_failed',
+        channel_id: state.channelId,
+        compaction_id: job.compactionId,
+        tier: job.tier,
+        reason,
+        consecutive_failures: state.consecutiveFailures,
+        summarizer: job.summarizer,
+        duration_ms: Math.round(performance.now() - job.startedAt),
+      });
+      return { status: 'failed', compactionId: job.compactionId, reason };
     } finally {
       // After the splice committed (or was given up): another process may compact it now.
-      this.options.locks?.release(state.channelId);
+      try {
+        this.options.locks?.release(state.channelId);
+      } catch (error) {
+        this.options.events.emit({ type: 'compaction_lock_release_failed', channel_id: state.channelId, error: errorMessage(error) });
+      }
     }
   }
 
   private emit(event: CompactionEvent): void {
     this.options.events.emit(event);
   }
+}
+
+/** Below this many tokens of room a summary could not say anything useful. */
+const MIN_SUMMARY_ROOM = 16;
+
+/** Whether a summary of `plan` could free `min_tokens_freed` and still say something. */
+function roomForSummary(plan: CompactionPlan, settings: ChannelSettings): boolean {
+  return summaryRoom(plan, settings.compaction.minTokensFreed) >= MIN_SUMMARY_ROOM;
 }

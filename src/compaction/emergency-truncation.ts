@@ -8,6 +8,7 @@ import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
 import { filesOfPrefix, markerCount, markerFiles, markerText, NO_FILES, truncationCut, withFiles } from './emergency.js';
+import { provisionalMarkerId, saveUnsavedMarkers } from './marker-writes.js';
 import { emergencyCeiling, roundUsage } from './window-figures.js';
 
 /** What an emergency truncation reads and writes besides the channel itself. */
@@ -84,27 +85,28 @@ export function truncateInPlace(
     createdAt: extended?.createdAt ?? context.clock.now(),
   };
   const marker = { ...draft, tokens: estimateSummaryTokens(draft) };
-  let id: number;
+  // Memory first, then the write: the truncation holds even when the write fails (it is retried
+  // at the next check, and a restart before then finds the entries live again, nothing lost).
+  const id = extended ? extended.id : provisionalMarkerId();
+  state.removeHeadExcept(count, held);
   if (extended) {
-    id = extended.id;
-    context.store.extendMarker(state.channelId, { id, toSeq: marker.toSeq, content: marker.content, tokens: marker.tokens });
-    state.removeHeadExcept(count, held);
     state.replaceSummary({ id, ...marker });
     state.markerEntries.set(id, [...(state.markerEntries.get(id) ?? []), ...dropped]);
   } else {
-    id = context.store.truncate(state.channelId, { toSeq: marker.toSeq }, marker);
-    state.removeHeadExcept(count, held);
     state.addSummary({ id, ...marker });
     state.markerEntries.set(id, dropped);
   }
+  state.unsavedMarkers.add(id);
+  const saved = saveUnsavedMarkers(context, state);
   state.lastCompaction = { tier: 'emergency', at: context.clock.now(), messages: dropped.length };
   const tokensAfter = context.estimate(state, settings);
   context.events.emit({
     type: 'emergency_truncation',
     channel_id: state.channelId,
-    marker_id: id,
+    marker_id: state.summaries.find((summary) => summary.toSeq === marker.toSeq && summary.kind === 'marker')?.id ?? id,
+    saved,
     messages_dropped: dropped.length,
-    tokens_freed: tokensBefore - tokensAfter,
+    tokens_freed: Math.max(0, tokensBefore - tokensAfter),
     usage_before: roundUsage(usageOf(tokensBefore, state.calibration.factor, settings)),
     usage_after: roundUsage(usageOf(tokensAfter, state.calibration.factor, settings)),
     calibration_factor: state.calibration.factor,

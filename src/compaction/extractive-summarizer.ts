@@ -1,4 +1,4 @@
-import { estimateTokens } from '../channel/token-estimate.js';
+import { CHARS_PER_TOKEN, estimateTokens } from '../channel/token-estimate.js';
 import { formatTimestamp } from './render-transcript.js';
 import type { SummarizeRequest, SummarizeResult, Summarizer } from './summarizer.js';
 
@@ -38,15 +38,21 @@ export function createExtractiveSummarizer(): Summarizer {
   };
 }
 
-export function extractiveSummary(request: Pick<SummarizeRequest, 'entries' | 'priorSummaries' | 'settings'>): string {
+export function extractiveSummary(request: Pick<SummarizeRequest, 'entries' | 'priorSummaries' | 'settings' | 'maxSummaryTokens'>): string {
   const candidates = collectCandidates(request);
   if (candidates.length === 0) return '';
   let inputTokens = 0;
   for (const entry of request.entries) inputTokens += entry.tokens;
   for (const summary of request.priorSummaries) inputTokens += summary.tokens;
-  const budget = Math.min(
-    request.settings.summaryMaxTokens,
-    Math.max(MIN_BUDGET_TOKENS, Math.ceil(inputTokens * EXTRACTIVE_RATIO)),
+  // Bounded by construction: the text never costs more than the room the compaction has, so
+  // that it always frees what it must (the floor only applies where there is room for it).
+  const budget = Math.max(
+    1,
+    Math.min(
+      request.settings.summaryMaxTokens,
+      request.maxSummaryTokens ?? Infinity,
+      Math.max(MIN_BUDGET_TOKENS, Math.ceil(inputTokens * EXTRACTIVE_RATIO)),
+    ),
   );
 
   const scores = scoreCandidates(candidates);
@@ -63,7 +69,8 @@ export function extractiveSummary(request: Pick<SummarizeRequest, 'entries' | 'p
   }
   if (chosen.length === 0) {
     const best = ranked[0]!.candidate;
-    return `${best.line.slice(0, Math.max(16, budget * 4 - 2))}…`;
+    // Cut to the budget exactly: `budget` tokens are `budget × 4` characters, the ellipsis included.
+    return `${best.line.slice(0, budget * CHARS_PER_TOKEN - 1)}…`;
   }
   chosen.sort((left, right) => left.order - right.order);
   return chosen.map((candidate) => candidate.line).join('\n');

@@ -9,6 +9,7 @@ import type { CompactionOutcome } from './coordinator.js';
 import { filesNote, markerFiles, NO_FILES, withFiles } from './emergency.js';
 import type { CompactionTier } from './events.js';
 import type { CompactionPlan } from './planner.js';
+import { saveUnsavedMarkers } from './marker-writes.js';
 import { applySplice, matchSnapshot } from './splice.js';
 import type { WorkerOutcome } from './worker.js';
 
@@ -64,18 +65,19 @@ export function landWorkerOutcome(context: LandingContext, state: ChannelState, 
     context.events.emit({ type: 'compaction_replanned', ...base, reason: match.reason });
     return { status: 'replanned', compactionId, reason: match.reason };
   }
-  let content = outcome.summary;
-  const folded = plan.priorSummaries.filter((summary) => summary.kind === 'marker');
-  if (folded.length > 0) {
-    // The files the folded markers named stay named.
-    const files = folded.map((marker) => markerFiles(marker.content)).reduce((all, next) => withFiles(all, next.named, next.more), NO_FILES);
-    content = `${content}\n${FOLDED_MARKER_NOTE}${files.named.length > 0 ? ` ${filesNote(files)}` : ''}`;
-  }
-  // A summary as large as what it replaces would not free room and would trigger again at once.
-  if (estimateSummaryTokens({ kind: 'summary', fromSeq: plan.fromSeq, toSeq: plan.toSeq, content }) >= plan.tokens) {
-    return fail('summary_too_long');
+  const content = landedContent(plan, outcome.summary);
+  // What the range cost minus what its summary costs: a summary that frees too little would
+  // trigger again at once (or even grow the context). The next attempt uses the extractive
+  // summarizer, which is sized to free enough.
+  const gain = plan.tokens - landedSummaryTokens(plan, content);
+  if (gain < settings.compaction.minTokensFreed) {
+    state.consecutiveFailures = Math.max(state.consecutiveFailures, settings.compaction.fallbackAfterFailures - 1);
+    return fail('no_gain');
   }
   const tokensBefore = context.estimate(state, settings);
+  // A truncation whose write failed must reach the database before a splice moves the live
+  // start past it, or a restart would find its entries neither live nor covered.
+  if (!saveUnsavedMarkers(context, state)) return fail('storage_error: an earlier truncation is not saved yet');
   let summary;
   try {
     summary = applySplice({ state, store: context.store, plan, match, content, summarizer: job.summarizer, now: context.clock.now() });
@@ -84,6 +86,11 @@ export function landWorkerOutcome(context: LandingContext, state: ChannelState, 
   }
   state.consecutiveFailures = 0;
   const tokensAfter = context.estimate(state, settings);
+  // In place of the oldest live messages the summary frees what they cost less what it costs,
+  // whatever arrived meanwhile (both figures are taken now; a first summary also brings the
+  // summaries' header, which can leave nothing freed, never less). In place of a truncation marker the
+  // room was freed by the truncation already: the summary brings back some of it.
+  const tokensFreed = match.place === 'head' ? Math.max(0, tokensBefore - tokensAfter) : 0;
   state.lastCompaction = {
     tier,
     at: context.clock.now(),
@@ -97,7 +104,9 @@ export function landWorkerOutcome(context: LandingContext, state: ChannelState, 
     replaced_marker: match.place === 'marker',
     tokens_before: tokensBefore,
     tokens_after: tokensAfter,
-    tokens_freed: tokensBefore - tokensAfter,
+    tokens_freed: tokensFreed,
+    ...(match.place === 'marker' ? { tokens_added: Math.max(0, tokensAfter - tokensBefore) } : {}),
+    range_tokens: plan.tokens,
     summary_tokens: summary.tokens,
     memories_saved: outcome.memoriesSaved,
     duration_ms: duration,
@@ -107,6 +116,32 @@ export function landWorkerOutcome(context: LandingContext, state: ChannelState, 
     status: 'completed',
     compactionId,
     messagesCompacted: plan.entries.length,
-    tokensFreed: tokensBefore - tokensAfter,
+    tokensFreed,
   };
+}
+
+/** The summary text as it lands: a note for the truncation markers it folds, with their files. */
+export function landedContent(plan: CompactionPlan, summary: string): string {
+  const folded = plan.priorSummaries.filter((prior) => prior.kind === 'marker');
+  if (folded.length === 0) return summary;
+  // The files the folded markers named stay named.
+  const files = folded.map((marker) => markerFiles(marker.content)).reduce((all, next) => withFiles(all, next.named, next.more), NO_FILES);
+  return `${summary}\n${FOLDED_MARKER_NOTE}${files.named.length > 0 ? ` ${filesNote(files)}` : ''}`;
+}
+
+/**
+ * What a summary of `plan` with this content costs in the context. The header that introduces
+ * summaries is left out: a channel pays it once, with its first summary, whatever that holds.
+ */
+export function landedSummaryTokens(plan: CompactionPlan, content: string): number {
+  return estimateSummaryTokens({ kind: 'summary', fromSeq: plan.fromSeq, toSeq: plan.toSeq, content });
+}
+
+/**
+ * The most a summary's own text may cost (in estimated tokens) for its landing to free at least
+ * `minTokensFreed`; the extractive summarizer stays within it by construction.
+ */
+export function summaryRoom(plan: CompactionPlan, minTokensFreed: number): number {
+  // Text joined to the frame costs at most its own estimate plus one (each part rounds up).
+  return plan.tokens - minTokensFreed - landedSummaryTokens(plan, landedContent(plan, '')) - 1;
 }

@@ -30,9 +30,11 @@ export class ImmediateScheduler implements CompactionScheduler {
   private readonly outstanding = new Set<Promise<void>>();
 
   submit(handle: WorkerHandle): void {
-    const landing = handle.settled.then(() => handle.land());
+    // `land` reports its own failures; the catch is the last guard that keeps an error from
+    // becoming an unhandled rejection, which would end the process.
+    const landing = handle.settled.then(() => handle.land()).catch(() => undefined);
     this.outstanding.add(landing);
-    void landing.finally(() => this.outstanding.delete(landing));
+    void landing.then(() => this.outstanding.delete(landing));
   }
 
   beforeMessage(): undefined {
@@ -90,7 +92,11 @@ export class LaggedScheduler implements CompactionScheduler {
     while (list.length > 0 && (options.all || list[0]!.arrived >= this.lag)) {
       const held = list.shift()!;
       await held.handle.settled;
-      held.handle.land();
+      try {
+        held.handle.land();
+      } catch {
+        // `land` reports its own failures; one landing never stops the ones behind it.
+      }
     }
     if (list.length === 0 && this.held.get(channelId) === list) this.held.delete(channelId);
   }

@@ -10,6 +10,11 @@ export interface SummarizeRequest {
   priorSummaries: SummaryEntry[];
   /** The contiguous oldest range being compacted, in order. */
   entries: HistoryEntry[];
+  /**
+   * The most the summary's text may cost, in estimated tokens, for the compaction to free
+   * `min_tokens_freed`; a longer summary is not landed. Absent: only `summary_max_tokens` applies.
+   */
+  maxSummaryTokens?: number;
   settings: CompactionSettings;
   /**
    * The model's window and the channel's calibration, so the request leaves the summary its

@@ -16,6 +16,8 @@ export type WorkerOutcome =
 export async function runWorker(options: {
   summarizer: Summarizer;
   plan: CompactionPlan;
+  /** The most the summary's text may cost for its landing to free enough (see `summaryRoom`). */
+  maxSummaryTokens: number;
   settings: CompactionSettings;
   /** The model's window and the channel's calibration (see `SummarizeRequest.window`). */
   window?: { contextWindow: number; factor: number };
@@ -44,6 +46,7 @@ export async function runWorker(options: {
         location: options.location,
         priorSummaries: options.plan.priorSummaries,
         entries: options.plan.entries,
+        maxSummaryTokens: options.maxSummaryTokens,
         settings: options.settings,
         ...(options.window ? { window: options.window } : {}),
         signal: abort.signal,

@@ -85,9 +85,10 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
   const runtime = { ...base.runtime, ...sectionOf(partial, 'runtime') };
   const logging = { ...base.logging, ...sectionOf(partial, 'logging') };
   const metrics = { ...base.metrics, ...sectionOf(partial, 'metrics') };
+  const privacy = { ...base.privacy, ...sectionOf(partial, 'privacy') };
 
   const storage = { ...base.storage, ...sectionOf(partial, 'storage') };
-  return { defaults, channels, llm, memory, discord, runtime, storage, metrics, logging } as MagpieConfig;
+  return { defaults, channels, llm, memory, discord, runtime, storage, metrics, privacy, logging } as MagpieConfig;
 }
 
 /** A partial compaction table merges key by key, so an override may set just one threshold. */

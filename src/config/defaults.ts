@@ -53,6 +53,7 @@ export const DEFAULTS: MagpieConfig = {
       rollupThreshold: 0.25,
       fallbackAfterFailures: 3,
       coldCacheThreshold: 0,
+      minTokensFreed: 16,
     },
     branch: {
       precompactThreshold: 0.6,
@@ -125,9 +126,13 @@ export const DEFAULTS: MagpieConfig = {
     urlEnv: 'MAGPIE_DATABASE_URL',
     schema: 'public',
   },
+  privacy: {
+    editOwnReplies: true,
+  },
   metrics: {
     listen: '127.0.0.1:9464',
     compactionLogDays: 30,
+    compactionLogMaxRows: 500_000,
   },
   logging: {
     level: 'info',

@@ -44,6 +44,7 @@ export const COMPACTION_SPEC: TableSpec = {
   rollup_threshold: { kind: 'fraction' },
   fallback_after_failures: positive,
   cold_cache_threshold: { kind: 'unit' },
+  min_tokens_freed: nonNegative,
 };
 
 export const BRANCH_SPEC: TableSpec = {
@@ -161,6 +162,13 @@ export const CONFIG_SPEC: TableSpec = {
     fields: {
       listen: { kind: 'listen' },
       compaction_log_days: { kind: 'integer', min: 1, max: 36_500, meaning: 'days' },
+      compaction_log_max_rows: { kind: 'integer', min: 1_000, max: 1_000_000_000, meaning: 'rows' },
+    },
+  },
+  privacy: {
+    kind: 'table',
+    fields: {
+      edit_own_replies: { kind: 'boolean' },
     },
   },
   logging: {

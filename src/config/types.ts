@@ -44,6 +44,8 @@ export interface CompactionSettings {
    * 0 = off.
    */
   coldCacheThreshold: number;
+  /** A summary that would free fewer tokens than this (range minus summary) is not landed. */
+  minTokensFreed: number;
 }
 
 /** `[defaults.branch]`: a branch forks the channel's context to think about one question. */
@@ -217,6 +219,14 @@ export interface MetricsSettings {
   listen: string;
   /** Days of compaction log (events and usage samples) kept in SQLite for `status` and `report`. */
   compactionLogDays: number;
+  /** At most this many compaction log rows are kept (the newest). */
+  compactionLogMaxRows: number;
+}
+
+/** `[privacy]` */
+export interface PrivacySettings {
+  /** After a delete, the bot edits its own Discord replies that quoted the deleted text. */
+  editOwnReplies: boolean;
 }
 
 /** `[logging]` */
@@ -234,5 +244,6 @@ export interface MagpieConfig {
   runtime: RuntimeSettings;
   storage: StorageSettings;
   metrics: MetricsSettings;
+  privacy: PrivacySettings;
   logging: LoggingSettings;
 }

@@ -10,6 +10,7 @@ import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 import type { LiveConfig } from '../config/live-config.js';
 import type { HistoryEntry, IncomingMessage } from '../channel/types.js';
+import type { RedactedReply } from '../channel/message-changes.js';
 import type { MemoryLocation, MemoryStore } from '../memory/types.js';
 import type { ChannelResponder, ResponderRuntime } from '../app/channel-responder.js';
 import type { CommandRuntime, TaskControl } from '../app/channel-commands.js';
@@ -24,6 +25,7 @@ import { destroyClient } from './client.js';
 import { Debouncer } from './debouncer.js';
 import { attachMessageFiles } from './message-files.js';
 import { normalizeMessage, type NormalizedMessage } from './normalize-message.js';
+import { editOwnReply } from './own-reply-editor.js';
 import { replyTarget } from './reply-target.js';
 import { handleSlashCommand, registerCommands } from './slash-commands.js';
 import { knownViews, viewOf } from './view-key.js';
@@ -34,6 +36,8 @@ export interface DiscordRuntime extends ResponderRuntime, CommandRuntime {
   ingest(message: IncomingMessage): Promise<HistoryEntry>;
   editMessage(channelId: string, messageId: string, content: string): unknown;
   deleteMessages(channelId: string, messageIds: string[]): unknown;
+  /** Own replies that lost a quote of a deleted message (the Discord copy is edited likewise). */
+  onReplyRedacted?(listener: (reply: RedactedReply) => void): () => void;
   /** Gives the model the files of a message it will answer (absent: files stay placeholders). */
   attachFiles?(channelId: string, messageId: string, files: readonly ResolvedAttachment[]): unknown;
 }
@@ -164,6 +168,13 @@ export class DiscordAdapter {
     const { client, events } = this.options;
     client.on(Events.MessageCreate, (message) => this.track('message_create', () => this.onMessage(message)));
     client.on(Events.MessageUpdate, (previous, next) => this.track('message_update', () => this.onEdit(previous, next)));
+    this.options.runtime.onReplyRedacted?.((reply) => {
+      if (this.options.config.current().privacy?.editOwnReplies === false) return;
+      this.track('own_reply_edit', async () => {
+        const edited = await editOwnReply(client, reply);
+        events.emit({ type: 'own_reply_edited', channel_id: reply.channelId, messages_edited: edited });
+      });
+    });
     client.on(Events.MessageDelete, (message) => this.track('message_delete', () => this.onDelete(message.channelId, [message.id])));
     client.on(Events.MessageBulkDelete, (messages, channel) =>
       this.track('message_delete_bulk', () => this.onDelete(channel.id, [...messages.keys()])),
@@ -289,13 +300,17 @@ export class DiscordAdapter {
     };
   }
 
+  /**
+   * An edit applies whenever it comes (while starting or stopping too) and whoever is allowed to
+   * talk to the bot now: the old text of a stored message must leave every copy. Only the bot's
+   * own edits (its streamed replies) are its own business.
+   */
   private async onEdit(previous: Message | PartialMessage, next: Message | PartialMessage): Promise<void> {
-    if (!this.accepting) return;
     if (next.partial) next = await next.fetch();
     const message = next as Message;
     if (!previous.partial && previous.content === message.content) return; // embeds unfurled, pins...
+    if (message.author?.id === this.selfId) return;
     const normalized = normalizeMessage(message, this.selfId);
-    if (!this.admit(normalized)) return;
     await this.options.runtime.editMessage(normalized.incoming.channelId, message.id, normalized.incoming.content);
     this.options.events.emit({ type: 'message_edited', channel_id: normalized.incoming.channelId });
   }

@@ -25,6 +25,13 @@ export interface ToolContext {
   isKnownSource?: (messageId: string) => boolean;
   /** Message ids tool results have shown during this work (a search hit may be a source too). */
   seenSourceIds?: Set<string>;
+  /** The same messages with the text shown, for a branch or worker that names no source. */
+  seenSources?: Map<string, string>;
+  /**
+   * Who works under this context. A branch or a worker that saves a memory without naming its
+   * sources gets those of what its tools showed that share its words, not the channel's trigger.
+   */
+  agent?: 'channel' | 'branch' | 'worker';
   signal?: AbortSignal;
   /**
    * Posts a message where the current work was asked for (on Discord, a reply to that

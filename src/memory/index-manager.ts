@@ -153,10 +153,13 @@ export class VectorIndexManager {
       'INSERT OR IGNORE INTO memory_index_tombstones (index_key, label) VALUES (?, ?)',
     );
     for (const label of labels) insert.run(key, label);
-    const entry = this.loaded.get(key);
+    // Deleted means gone from the index file too, not only flagged in memory: a file on disk
+    // is loaded (its tombstones scrub the points), and written back at once.
+    const entry = this.loaded.get(key) ?? (this.directoryUsable && existsSync(this.fileFor(key)) ? this.acquire(key) : undefined);
     if (!entry) return;
     for (const label of labels) entry.index.remove(label);
     entry.dirty = true;
+    this.save(entry);
   }
 
   /** Saves and drops the index of `key` if it is loaded (its channel was unloaded). */

@@ -25,9 +25,10 @@ export function resolveSources(value: unknown, content: string, context: ToolCon
     const ids = [...new Set((value as string[]).map((id) => normalizeId(id)))];
     const candidates = context.sourceCandidates ? new Set(context.sourceCandidates.map((candidate) => candidate.messageId)) : undefined;
     for (const id of ids) {
+      // Only what the work was shown: a named id nobody can vouch for is refused, never kept.
       const known = candidates
         ? candidates.has(id)
-        : context.seenSourceIds?.has(id) === true || (context.isKnownSource?.(id) ?? true);
+        : context.seenSourceIds?.has(id) === true || context.isKnownSource?.(id) === true || context.sourceMessageIds?.includes(id) === true;
       if (!known) {
         throw new InputError(
           `source_ids: ${JSON.stringify(id)} is not a message of the conversation you were given; name only ids shown there`,
@@ -37,6 +38,10 @@ export function resolveSources(value: unknown, content: string, context: ToolCon
     if (ids.length > 0) return ids;
   }
   if (context.sourceCandidates) return inferSources(content, context.sourceCandidates);
+  if ((context.agent === 'branch' || context.agent === 'worker') && context.seenSources && context.seenSources.size > 0) {
+    const seen = [...context.seenSources].map(([messageId, text]) => ({ messageId, content: text }));
+    return inferSources(content, seen);
+  }
   return context.sourceMessageIds ?? [];
 }
 

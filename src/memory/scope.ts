@@ -65,6 +65,9 @@ export interface Visibility {
   allows(row: { index_key: string; kind: string; guild_id: string | null; channel_id?: string }): boolean;
 }
 
+/** The key of a channel whose view permissions are not known (see `src/privacy/channel-views.ts`). */
+const UNKNOWN_VIEW = '';
+
 /** The view key of a channel (equal keys: equal view permissions); see `src/privacy/channel-views.ts`. */
 export interface ViewLookup {
   keyOf(channelId: string): string;
@@ -94,7 +97,9 @@ export function visibility(location: MemoryLocation, scope: MemoryScope, views?:
     tagTerms.push(SHARED_MEMORY_TAG);
     widerSql = `(i.kind = 'memory' AND i.scope <> 'user' AND i.index_key NOT IN (${keyList}))`;
     widerParams = [...keys];
-  } else if (scope === 'guild' && location.guildId && !location.dmUserId) {
+  } else if (scope === 'guild' && location.guildId && !location.dmUserId && viewKey !== UNKNOWN_VIEW) {
+    // A channel whose view permissions were never recorded shares with no one until they are:
+    // every such channel would otherwise share the one unknown key, private or not.
     wider = { kind: 'guild', guildId: location.guildId };
     const sameView = viewKey === undefined ? '' : ` AND ${SAME_VIEW_SQL}`;
     const viewParams = viewKey === undefined ? [] : [viewKey];

@@ -11,6 +11,8 @@ import { HybridSearch, itemId, parseItemId, parseSourceIds, type SearchTuning } 
 import type { VectorIndexManager } from './index-manager.js';
 import { channelKey, ftsTags, memoryHome, visibility } from './scope.js';
 import { ChannelViews, type ChannelView } from '../privacy/channel-views.js';
+import { quoteIndex, redactQuotes } from '../privacy/quoted-spans.js';
+import { DELETED_NOTE } from '../privacy/redact.js';
 import { VectorBacklog } from './vector-backlog.js';
 import type { EventStream } from '../common/events.js';
 import type {
@@ -482,10 +484,11 @@ export class SqliteMemoryStore implements MemoryStore {
     return this.views?.record(view) ?? false;
   }
 
-  dropSources(channelId: string, messageIds: readonly string[]): SourceDropResult {
+  dropSources(channelId: string, messageIds: readonly string[], removedTexts: readonly string[] = []): SourceDropResult {
     const result: SourceDropResult = { deleted: [], updated: 0 };
     if (messageIds.length === 0) return result;
     const gone = new Set(messageIds);
+    let rescheduled = false;
     // Source ids are a JSON array of strings in a text column; each dialect reads it its own way.
     const sourced = isPostgres(this.db)
       ? `EXISTS (SELECT 1 FROM json_array_elements_text(memory_items.source_ids::json) s (value)
@@ -496,6 +499,9 @@ export class SqliteMemoryStore implements MemoryStore {
       .all(channelId, JSON.stringify([...gone])) as Array<{ rowid: number; index_key: string; content: string; source_ids: string }>;
     const remove = this.db.prepare('DELETE FROM memory_items WHERE rowid = ?');
     const update = this.db.prepare('UPDATE memory_items SET source_ids = ? WHERE rowid = ?');
+    const rewrite = this.db.prepare('UPDATE memory_items SET content = ?, content_hash = ?, updated_at = ? WHERE rowid = ?');
+    const dropVector = this.db.prepare('DELETE FROM memory_vectors WHERE item_rowid = ?');
+    const quotes = quoteIndex(removedTexts);
     this.db.transaction(() => {
       for (const row of rows) {
         const kept = parseSourceIds(row.source_ids).filter((id) => !gone.has(id));
@@ -505,10 +511,21 @@ export class SqliteMemoryStore implements MemoryStore {
           result.deleted.push({ id: itemId({ rowid: row.rowid, kind: 'memory' }), content: row.content });
         } else {
           update.run(JSON.stringify(kept), row.rowid);
+          // What it quotes of the removed message goes; its vector (which encodes that text)
+          // goes too and is owed again, embedded from what remains.
+          const content = redactQuotes(row.content, quotes, DELETED_NOTE);
+          if (content !== row.content) {
+            rewrite.run(content, hashContent(content), this.clock.now(), row.rowid);
+            dropVector.run(row.rowid);
+            this.indexes.noteDeleted(row.index_key, [row.rowid]);
+            this.insertBacklog.run(row.rowid, row.index_key);
+            rescheduled = true;
+          }
           result.updated += 1;
         }
       }
     })();
+    if (rescheduled) this.backlog.schedule();
     return result;
   }
 

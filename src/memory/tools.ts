@@ -104,7 +104,13 @@ export function createMemoryTools(store: MemoryStore): { memorySave: ToolHandler
           ...(memoryType === undefined ? {} : { memoryType }),
         });
         // Only the channel's own messages may become sources (memories of other channels are theirs).
-        for (const result of results) if (result.kind === 'transcript') for (const id of result.source_ids) context.seenSourceIds?.add(id);
+        for (const result of results) {
+          if (result.kind !== 'transcript') continue;
+          for (const id of result.source_ids) {
+            context.seenSourceIds?.add(id);
+            context.seenSources?.set(id, result.content);
+          }
+        }
         return JSON.stringify(
           results.map((result) => ({
             content: result.content,

@@ -153,7 +153,7 @@ export interface MemoryStore {
    * deleted, the others lose those ids. Returns what was deleted, so its text can be removed
    * from wherever it was quoted.
    */
-  dropSources?(channelId: string, messageIds: readonly string[]): SourceDropResult;
+  dropSources?(channelId: string, messageIds: readonly string[], removedTexts?: readonly string[]): SourceDropResult;
   /** What an item id (`mem-12`, `msg-40`) stands for, without its neighbours; undefined if unknown. */
   describeItem?(id: string): ItemDescription | undefined;
   /** Who can view a guild channel (guild scope shares memories only between equal views); true if it changed. */

@@ -97,14 +97,36 @@ export class HnswVectorIndex {
     this.index.addPoint(Array.from(vector), label);
   }
 
-  /** Marks a label deleted; unknown labels are ignored (the file may predate the point). */
+  /**
+   * Deletes a label for good: its vector is overwritten before the point is marked deleted,
+   * since hnswlib only flags a deleted point and would write its vector to the next file (a
+   * flag that anyone can clear again). Unknown labels are ignored (the file may predate them).
+   */
   remove(label: number): void {
+    let wasDeleted = false;
     try {
-      this.index.markDelete(label);
-      this.deleted += 1;
+      // A point flagged by an older file still carries its vector: it is scrubbed as well.
+      this.index.unmarkDelete(label);
+      wasDeleted = true;
     } catch {
-      // Not in this index (never added, or already deleted): nothing to do.
+      // Live, or not in this index.
     }
+    try {
+      this.index.getPoint(label);
+    } catch {
+      return; // Not in this index (never added): nothing to do.
+    }
+    this.index.addPoint(this.scrubVector(), label);
+    this.index.markDelete(label);
+    if (!wasDeleted) this.deleted += 1;
+  }
+
+  /** What a deleted point's vector becomes: the same for every point, close to no real text. */
+  private scrubVector(): number[] {
+    // Alternating signs: its cosine with an embedding is the embedding's alternating sum over
+    // its own length, near 0 for real text (unlike a basis vector, which some text leans on).
+    const value = 1 / Math.sqrt(this.dimension);
+    return Array.from({ length: this.dimension }, (_, index) => (index % 2 === 0 ? value : -value));
   }
 
   search(vector: Float32Array, k: number, filter?: (label: number) => boolean): VectorHit[] {

@@ -11,6 +11,7 @@ import { extractiveSummary } from '../compaction/extractive-summarizer.js';
 import type { Summarizer } from '../compaction/summarizer.js';
 import type { MemoryLocation, MemoryStore } from '../memory/types.js';
 import type { SqlDatabase } from '../storage/database.js';
+import { MIN_QUOTE_LENGTH, quoteIndex, redactQuotes } from './quoted-spans.js';
 import { DELETED_NOTE, EDITED_NOTE, redactionTarget, redactToolBlock, replaceTexts, type RedactionTarget } from './redact.js';
 
 /** A message whose words must leave every copy: deleted, edited (its old text), erased. */
@@ -26,9 +27,11 @@ export interface RemovedMessage {
 export interface PropagationChanges {
   /** Tool calls and results whose quoted text was replaced (any channel). */
   entries: HistoryEntry[];
+  /** The bot's own replies in the channel that quoted the text, as they read now (before: `quoted`). */
+  replies: Array<{ entry: HistoryEntry; before: string }>;
   /** Summaries of the channel that changed: turned into markers, rewritten, or retired (`live: false`). */
   summaries: Array<SummaryEntry & { live: boolean }>;
-  counts: { toolEntries: number; summaries: number; memoriesDeleted: number; memoriesUpdated: number; workerTasks: number };
+  counts: { toolEntries: number; summaries: number; memoriesDeleted: number; memoriesUpdated: number; workerTasks: number; replies: number };
 }
 
 export interface PrivacyPropagatorOptions {
@@ -75,6 +78,11 @@ export class PrivacyPropagator {
       toolRows: db.prepare(`SELECT * FROM history_entries WHERE kind IN ('tool_call', 'tool_result')`),
       updateEntry: db.prepare('UPDATE history_entries SET content = ?, tokens = ? WHERE channel_id = ? AND seq = ?'),
       updateTask: db.prepare('UPDATE worker_tasks SET task = ? WHERE id = ?'),
+      tasks: db.prepare('SELECT id, task FROM worker_tasks'),
+      repliesAfter: db.prepare(
+        `SELECT * FROM history_entries WHERE channel_id = ? AND seq > ? AND kind = 'message' AND role = 'assistant' ORDER BY seq`,
+      ),
+      channelToolRows: db.prepare(`SELECT * FROM history_entries WHERE channel_id = ? AND kind IN ('tool_call', 'tool_result')`),
       covering: db.prepare('SELECT * FROM history_summaries WHERE channel_id = ? AND from_seq <= ? AND to_seq >= ?'),
       summary: db.prepare('SELECT * FROM history_summaries WHERE id = ?'),
       updateSummary: db.prepare(
@@ -96,8 +104,9 @@ export class PrivacyPropagator {
   propagate(channelId: string, removed: readonly RemovedMessage[], mode: 'delete' | 'edit'): PropagationChanges {
     const changes: PropagationChanges = {
       entries: [],
+      replies: [],
       summaries: [],
-      counts: { toolEntries: 0, summaries: 0, memoriesDeleted: 0, memoriesUpdated: 0, workerTasks: 0 },
+      counts: { toolEntries: 0, summaries: 0, memoriesDeleted: 0, memoriesUpdated: 0, workerTasks: 0, replies: 0 },
     };
     if (removed.length === 0) return changes;
     if (mode === 'delete') {
@@ -108,7 +117,12 @@ export class PrivacyPropagator {
         this.statements.pruneTombstones.run(now - TOMBSTONE_MS);
       })();
     }
-    const dropped = this.options.memory.dropSources?.(channelId, removed.map((message) => message.messageId)) ?? { deleted: [], updated: 0 };
+    const dropped =
+      this.options.memory.dropSources?.(
+        channelId,
+        removed.map((message) => message.messageId),
+        removed.map((message) => message.content).filter((content) => content !== ''),
+      ) ?? { deleted: [], updated: 0 };
     changes.counts.memoriesDeleted = dropped.deleted.length;
     changes.counts.memoriesUpdated = dropped.updated;
     const target = redactionTarget({
@@ -120,11 +134,13 @@ export class PrivacyPropagator {
       note: mode === 'delete' ? DELETED_NOTE : EDITED_NOTE,
     });
     this.options.db.transaction(() => {
-      changes.entries = this.redactToolRows(target);
+      changes.entries = this.redactToolRows(target, channelId);
+      changes.replies = this.redactOwnReplies(channelId, removed, target.note);
       changes.counts.workerTasks = this.redactWorkerTasks(target);
       changes.summaries = this.retireCoveringSummaries(channelId, removed);
     })();
     changes.counts.toolEntries = changes.entries.length;
+    changes.counts.replies = changes.replies.length;
     changes.counts.summaries = changes.summaries.length;
     return changes;
   }
@@ -154,14 +170,43 @@ export class PrivacyPropagator {
     await Promise.allSettled([...this.rewrites.values()]);
   }
 
-  private redactToolRows(target: RedactionTarget): HistoryEntry[] {
+  private redactToolRows(target: RedactionTarget, channelId?: string): HistoryEntry[] {
     const changed: HistoryEntry[] = [];
-    for (const row of this.candidateToolRows(target)) {
+    const seen = new Set<string>();
+    // In the message's own channel every tool row is read, for loose quotes; elsewhere the rows
+    // that hold a verbatim stretch of it (a search with a wider scope quoted it there).
+    const rows = channelId === undefined
+      ? this.candidateToolRows(target)
+      : [...(this.statements.channelToolRows.iterate(channelId) as IterableIterator<EntryRow>), ...this.candidateToolRows(target)];
+    for (const row of rows) {
+      const key = `${row.channel_id}|${row.seq}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
       const content = redactToolBlock(row.content, target);
       if (content === undefined) continue;
       changed.push({ ...toEntry(row), content, tokens: estimateEntryTokens({ kind: row.kind, authorName: row.author_name, content }) });
     }
     for (const entry of changed) this.statements.updateEntry.run(entry.content, entry.tokens, entry.channelId, entry.seq);
+    return changed;
+  }
+
+  /**
+   * The bot's own replies after the message that quote it (a stretch of at least 20 characters,
+   * whitespace and case aside) lose those stretches; the rest of the reply stays.
+   */
+  private redactOwnReplies(channelId: string, removed: readonly RemovedMessage[], note: string): Array<{ entry: HistoryEntry; before: string }> {
+    const quoted = removed.filter((message) => message.seq >= 0 && message.content.length >= MIN_QUOTE_LENGTH);
+    if (quoted.length === 0) return [];
+    const index = quoteIndex(quoted.map((message) => message.content));
+    const after = Math.min(...quoted.map((message) => message.seq));
+    const changed: Array<{ entry: HistoryEntry; before: string }> = [];
+    for (const row of this.statements.repliesAfter.all(channelId, after) as EntryRow[]) {
+      const content = redactQuotes(row.content, index, note);
+      if (content === row.content) continue;
+      const entry = { ...toEntry(row), content, tokens: estimateEntryTokens({ kind: 'message', authorName: row.author_name, content }) };
+      this.statements.updateEntry.run(entry.content, entry.tokens, channelId, entry.seq);
+      changed.push({ entry, before: row.content });
+    }
     return changed;
   }
 
@@ -172,8 +217,9 @@ export class PrivacyPropagator {
    */
   private redactWorkerTasks(target: RedactionTarget): number {
     if (target.texts.length === 0) return 0;
-    const matches = target.texts.map(() => 'instr(task, ?) > 0').join(' OR ');
-    const rows = this.options.db.prepare(`SELECT id, task FROM worker_tasks WHERE ${matches}`).all(...target.texts) as Array<{ id: string; task: string }>;
+    // Every task is read (a handful per channel): a task that quotes the message loosely
+    // (another case, other line breaks, a part of it) escapes any SQL prefilter.
+    const rows = this.statements.tasks.all() as Array<{ id: string; task: string }>;
     let changed = 0;
     for (const row of rows) {
       const task = replaceTexts(row.task, target);

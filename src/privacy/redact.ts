@@ -6,6 +6,8 @@
  * result and the request stays valid for the API; only quoted text becomes a short note.
  */
 
+import { quoteIndex, redactQuotes, type QuoteIndex } from './quoted-spans.js';
+
 export const DELETED_NOTE = '[deleted message]';
 export const EDITED_NOTE = '[edited message: earlier text removed]';
 
@@ -18,6 +20,8 @@ export interface RedactionTarget {
   messageIds: ReadonlySet<string>;
   /** Verbatim texts to replace wherever they occur (message text, `author: text`, memories). */
   texts: readonly string[];
+  /** The same texts, for quotes that differ in whitespace or case, or quote only part. */
+  quotes: QuoteIndex;
   note: string;
 }
 
@@ -25,7 +29,7 @@ export interface RedactionTarget {
 export function redactionTarget(options: { messageIds: Iterable<string>; texts: Iterable<string>; note: string }): RedactionTarget {
   const texts = [...new Set([...options.texts].map((text) => text.trim()).filter((text) => text.length > 0))];
   texts.sort((left, right) => right.length - left.length);
-  return { messageIds: new Set(options.messageIds), texts, note: options.note };
+  return { messageIds: new Set(options.messageIds), texts, quotes: quoteIndex(texts), note: options.note };
 }
 
 /**
@@ -118,8 +122,15 @@ function walk(value: unknown, target: RedactionTarget): { value: unknown; change
   return { value: next, changed };
 }
 
-/** Every occurrence of every target text becomes the note. */
+/**
+ * Every occurrence of every target text becomes the note, and so does every looser quote of
+ * one (at least `MIN_QUOTE_LENGTH` characters in common, whitespace and case aside).
+ */
 export function replaceTexts(text: string, target: RedactionTarget): string {
+  return redactQuotes(replaceExact(text, target), target.quotes, target.note);
+}
+
+function replaceExact(text: string, target: RedactionTarget): string {
   let result = text;
   for (const quoted of target.texts) {
     if (quoted.length >= MIN_SUBSTRING_LENGTH) {

@@ -76,4 +76,35 @@ export const PRIVACY_MIGRATIONS: readonly Migration[] = [
         );
       `,
   },
+  {
+    // An erasure asked for while the bot runs (`magpie memory forget` beside it): the bot, which
+    // holds the writer lock, picks it up, applies it, and writes back how it went.
+    name: 'privacy-002-erasure-requests',
+    up(db) {
+      db.exec(`
+        CREATE TABLE erasure_requests (
+          id INTEGER PRIMARY KEY,
+          kind TEXT NOT NULL,
+          target TEXT NOT NULL,
+          status TEXT NOT NULL DEFAULT 'pending',
+          result TEXT,
+          requested_at INTEGER NOT NULL,
+          finished_at INTEGER
+        );
+        CREATE INDEX erasure_requests_pending ON erasure_requests (id) WHERE status = 'pending';
+      `);
+    },
+    postgres: `
+        CREATE TABLE erasure_requests (
+          id BIGSERIAL PRIMARY KEY,
+          kind TEXT NOT NULL,
+          target TEXT NOT NULL,
+          status TEXT NOT NULL DEFAULT 'pending',
+          result TEXT,
+          requested_at BIGINT NOT NULL,
+          finished_at BIGINT
+        );
+        CREATE INDEX erasure_requests_pending ON erasure_requests (id) WHERE status = 'pending';
+      `,
+  },
 ];

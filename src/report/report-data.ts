@@ -91,7 +91,7 @@ export function channelReport(log: ChannelLog): ChannelReport {
         usageBefore: before ?? after,
         tier: event.tier ?? 'unknown',
         outcome: event.kind === 'emergency_truncation' ? 'emergency' : 'completed',
-        tokensFreed: numberField(event, 'tokens_freed'),
+        tokensFreed: Math.max(0, numberField(event, 'tokens_freed')),
         messages: numberField(event, event.kind === 'emergency_truncation' ? 'messages_dropped' : 'messages_compacted'),
       });
     } else if (event.kind === 'compaction_failed') {

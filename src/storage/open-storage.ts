@@ -1,7 +1,9 @@
 import { InputError, MagpieError } from '../common/errors.js';
 import type { MagpieConfig } from '../config/types.js';
 import { openDataDirForWriting } from './data-dir.js';
-import { closeDatabase, ensureDataDir, openDatabase, type Migration } from './database.js';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { closeDatabase, DATABASE_FILE, ensureDataDir, openDatabase, type Migration } from './database.js';
 import { PgDatabase, redactUrl } from './postgres/pg-database.js';
 import { applyPgMigrations, missingPgMigrations } from './postgres/pg-migrations.js';
 import { acquirePgWriterLock, STORAGE_WRITERS_TABLE } from './postgres/pg-writer-lock.js';
@@ -105,6 +107,20 @@ export function openStorageForReading(
     });
   }
   db.exec('SET default_transaction_read_only = on');
+  return { target, dataDir: target.dataDir, db, close: () => db.close() };
+}
+
+/**
+ * Opens the store beside its running writer, to leave it a request (an erasure) in a table the
+ * writer reads: no writer lock, no migration (the writer's schema is what it is).
+ */
+export function openStorageBesideWriter(target: StorageTarget, command: string): OpenedStorage {
+  if (target.backend === 'postgres') {
+    const db = connect(target, command);
+    return { target, dataDir: target.dataDir, db, close: () => db.close() };
+  }
+  const db = new Database(join(target.dataDir, DATABASE_FILE), { fileMustExist: true });
+  db.pragma('busy_timeout = 5000');
   return { target, dataDir: target.dataDir, db, close: () => db.close() };
 }
 

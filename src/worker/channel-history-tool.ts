@@ -92,6 +92,11 @@ export function createChannelHistoryTool(db: SqlDatabase): ToolHandler {
         });
         return { ...message, neighbors: around };
       });
+      // What it showed may be named as a memory's source (and is inferred as one when none is).
+      for (const message of messages) {
+        context.seenSourceIds?.add(message.message_id);
+        context.seenSources?.set(message.message_id, message.content);
+      }
       return { isError: false, content: JSON.stringify(messages) };
     },
   };

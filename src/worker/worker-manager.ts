@@ -203,7 +203,9 @@ export class WorkerManager {
         return response;
       },
     };
-    const { signal: _turnSignal, ...context } = request.context;
+    const { signal: _turnSignal, ...turnContext } = request.context;
+    // Its own record of what its tools showed: its memories' sources are drawn from that.
+    const context = { ...turnContext, agent: 'worker' as const, seenSourceIds: new Set(turnContext.seenSourceIds ?? []), seenSources: new Map<string, string>() };
     let result: WorkerResult | undefined;
     let failure: unknown;
     try {

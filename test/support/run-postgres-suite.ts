@@ -68,6 +68,8 @@ export const POSTGRES_SUITE = [
   'search-migration',
   'privacy-commands',
   'privacy-delete',
+  'privacy-bytes',
+  'privacy-running-bot',
   'qa-readme',
   'replay-input',
   'soak-small',

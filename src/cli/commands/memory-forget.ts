@@ -5,7 +5,8 @@ import { MagpieError } from '../../common/errors.js';
 import { loadConfig } from '../../config/load-config.js';
 import { DATABASE_FILE } from '../../storage/database.js';
 import { ALL_MIGRATIONS } from '../../storage/migrations.js';
-import { listStorage, openStorageForReading } from '../../storage/open-storage.js';
+import { listStorage, openStorageBesideWriter, openStorageForReading, type StorageTarget } from '../../storage/open-storage.js';
+import { requestErasure } from '../../privacy/erasure-requests.js';
 import { EXIT, type CliIo } from '../command.js';
 import { parseFlags, UsageError } from '../parse-flags.js';
 
@@ -16,7 +17,8 @@ Forgets with the same propagation as a delete in Discord: an archived message (m
 history, the archive, the summaries that covered it (rewritten without it), the tool results
 that quoted it, and the memories drawn only from it. A memory (mem-12) is deleted and its text
 leaves the tool results that quoted it. --user erases everything one user wrote, in every
-channel of the data dir. Run it while the bot is stopped.
+channel of the data dir. While the bot runs, the bot applies it (within a second) and this
+command reports the outcome.
 
 Options:
   --user USER_ID   erase every message of this author (Discord user id; author in a transcript)
@@ -69,7 +71,14 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
   });
   // No model here: summaries that covered a forgotten message are rewritten at once by the
   // extractive summarizer, so nothing is left waiting when the command exits.
-  const app = await openApp({ config: { ...config, llm: { ...config.llm, model: '' } }, dataDir, env: io.env, cwd: io.cwd, events, command: 'memory forget' });
+  let app: Awaited<ReturnType<typeof openApp>>;
+  try {
+    app = await openApp({ config: { ...config, llm: { ...config.llm, model: '' } }, dataDir, env: io.env, cwd: io.cwd, events, command: 'memory forget', compactionLog: false });
+  } catch (error) {
+    // The bot runs and holds the writer lock: it applies the erasure itself, at once.
+    if (error instanceof MagpieError && error.code === 'data_dir_locked') return forgetThroughRunningBot(target, { id, user: values.user, json: values.json === true }, io);
+    throw error;
+  }
   try {
     if (values.user !== undefined) {
       const erased = await app.runtime.forgetUser(values.user, 'cli');
@@ -96,4 +105,42 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
   } finally {
     await app.close();
   }
+}
+
+/** How long the command waits for a running bot to apply its request. */
+const RUNNING_BOT_WAIT_MS = 60_000;
+
+/** Leaves the erasure to the running bot (a request in the database) and reports its outcome. */
+async function forgetThroughRunningBot(target: StorageTarget, request: { id: string | undefined; user: string | undefined; json: boolean }, io: CliIo): Promise<number> {
+  const storage = openStorageBesideWriter(target, 'memory forget');
+  let outcome;
+  try {
+    outcome = await requestErasure(storage.db, request.user !== undefined ? 'user' : 'item', request.user ?? request.id!, { timeoutMs: RUNNING_BOT_WAIT_MS });
+  } finally {
+    storage.close();
+  }
+  const result = JSON.parse(outcome.result ?? '{}') as Record<string, unknown>;
+  if (outcome.status === 'failed') {
+    io.stderr.write(`magpie memory forget: the running bot could not apply it: ${String(result.error)}\n`);
+    return EXIT.failure;
+  }
+  if (request.user !== undefined) {
+    const erased = result as { messages: number; channels: number; memoriesDeleted: number; memoriesUpdated: number; summariesChanged: number; toolEntriesRedacted: number };
+    if (request.json) io.stdout.write(`${JSON.stringify({ user_erased: true, applied_by: 'running_bot', ...erased })}\n`);
+    else {
+      io.stdout.write(
+        `erased ${erased.messages} message(s) in ${erased.channels} channel(s) through the running bot; ${erased.memoriesDeleted} memor${erased.memoriesDeleted === 1 ? 'y' : 'ies'} deleted, ` +
+          `${erased.memoriesUpdated} updated; ${erased.summariesChanged} summar${erased.summariesChanged === 1 ? 'y' : 'ies'} rewritten; ` +
+          `${erased.toolEntriesRedacted} tool result(s) redacted\n`,
+      );
+    }
+    if (erased.messages === 0) io.stderr.write(`note: nothing written by user '${request.user}' is stored in ${target.dataDir}\n`);
+    return EXIT.ok;
+  }
+  if (result.forgot === null) {
+    io.stderr.write(`magpie memory forget: no memory or transcript entry with id '${request.id}'\n`);
+    return EXIT.failure;
+  }
+  io.stdout.write(`forgot ${request.id} (applied by the running bot)\n`);
+  return EXIT.ok;
 }

@@ -1,0 +1,156 @@
+import { errorMessage, MagpieError } from '../common/errors.js';
+import type { EventStream } from '../common/events.js';
+import type { SqlDatabase } from '../storage/sql-database.js';
+
+/**
+ * Erasures asked for while the bot runs. `magpie memory forget` cannot take the writer lock the
+ * bot holds, so it leaves a request in the database; the bot, polling a few times a second,
+ * applies it exactly as it applies a delete in Discord and writes back the outcome, which the
+ * command waits for. Nothing of the erased text is stored here: an archive id or a user id.
+ */
+
+export type ErasureKind = 'item' | 'user';
+
+export interface ErasureRequest {
+  id: number;
+  kind: ErasureKind;
+  target: string;
+  status: 'pending' | 'done' | 'failed';
+  /** JSON: the counts of a user erasure, what an item was, or the error. */
+  result: string | null;
+}
+
+/** How often the bot looks for requests: an erasure applies within a second. */
+export const ERASURE_POLL_MS = 250;
+
+export class ErasureRequests {
+  private readonly statements;
+
+  constructor(db: SqlDatabase) {
+    this.statements = {
+      submit: db.prepare(`INSERT INTO erasure_requests (kind, target, requested_at) VALUES (?, ?, ?) RETURNING id`),
+      read: db.prepare('SELECT id, kind, target, status, result FROM erasure_requests WHERE id = ?'),
+      pending: db.prepare(`SELECT id, kind, target, status, result FROM erasure_requests WHERE status = 'pending' ORDER BY id LIMIT 16`),
+      finish: db.prepare('UPDATE erasure_requests SET status = ?, result = ?, finished_at = ? WHERE id = ?'),
+    };
+  }
+
+  submit(kind: ErasureKind, target: string): number {
+    return Number((this.statements.submit.get(kind, target, Date.now()) as { id: number | string }).id);
+  }
+
+  read(id: number): ErasureRequest | undefined {
+    return normalize(this.statements.read.get(id) as ErasureRequest | undefined);
+  }
+
+  pending(): ErasureRequest[] {
+    return (this.statements.pending.all() as ErasureRequest[]).map((row) => normalize(row)!);
+  }
+
+  finish(id: number, status: 'done' | 'failed', result: unknown): void {
+    this.statements.finish.run(status, JSON.stringify(result), Date.now(), id);
+  }
+}
+
+function normalize(row: ErasureRequest | undefined): ErasureRequest | undefined {
+  return row ? { ...row, id: Number(row.id) } : undefined;
+}
+
+/** What the bot does with a request: the same calls as `/memory forget` and `forget --user`. */
+export interface ErasureApplier {
+  forgetItem(id: string): Promise<'message' | 'memory' | undefined>;
+  forgetUser(userId: string, requestedFrom: string): Promise<unknown>;
+  privacySettled(): Promise<void>;
+}
+
+/**
+ * The bot's side: polls for pending requests and applies them one at a time. A request that
+ * fails is marked failed with its error (the command reports it); the poller goes on.
+ */
+export class ErasurePoller {
+  private readonly timer: NodeJS.Timeout;
+  private running: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly requests: ErasureRequests,
+    private readonly applier: ErasureApplier,
+    private readonly events: EventStream,
+    intervalMs = ERASURE_POLL_MS,
+  ) {
+    this.timer = setInterval(() => void this.poll(), intervalMs);
+    this.timer.unref();
+  }
+
+  /** Applies what is pending now (the timer calls it; tests may too). */
+  poll(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    this.running ??= this.drain().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  private async drain(): Promise<void> {
+    let pending: ErasureRequest[];
+    try {
+      pending = this.requests.pending();
+    } catch (error) {
+      this.events.emit({ type: 'erasure_request_failed', request_id: null, error: errorMessage(error) });
+      return;
+    }
+    for (const request of pending) {
+      if (this.closed) return;
+      const started = performance.now();
+      try {
+        const result =
+          request.kind === 'user'
+            ? await this.applier.forgetUser(request.target, 'cli')
+            : { forgot: (await this.applier.forgetItem(request.target)) ?? null };
+        await this.applier.privacySettled();
+        this.requests.finish(request.id, 'done', result);
+        this.events.emit({ type: 'erasure_request_applied', request_id: request.id, kind: request.kind, duration_ms: Math.round(performance.now() - started) });
+      } catch (error) {
+        this.events.emit({ type: 'erasure_request_failed', request_id: request.id, kind: request.kind, error: errorMessage(error) });
+        try {
+          this.requests.finish(request.id, 'failed', { error: errorMessage(error) });
+        } catch {
+          // The database is failing: the request stays pending and is tried again.
+        }
+      }
+    }
+  }
+}
+
+/**
+ * The command's side: leaves the request and waits for the bot's outcome. Refuses with a clear
+ * error when the running writer is too old to take requests, or does not answer in time.
+ */
+export async function requestErasure(db: SqlDatabase, kind: ErasureKind, target: string, options: { timeoutMs: number }): Promise<ErasureRequest> {
+  let requests: ErasureRequests;
+  try {
+    requests = new ErasureRequests(db);
+  } catch (error) {
+    throw new MagpieError('erasure_unsupported', `the running Magpie does not take erasure requests (${errorMessage(error)})`, {
+      hint: 'stop the bot and run the command again, or upgrade the running bot first',
+    });
+  }
+  const id = requests.submit(kind, target);
+  const deadline = Date.now() + options.timeoutMs;
+  for (;;) {
+    const request = requests.read(id);
+    if (request && request.status !== 'pending') return request;
+    if (Date.now() > deadline) {
+      throw new MagpieError('erasure_timeout', `the running bot did not apply erasure request ${id} within ${Math.round(options.timeoutMs / 1000)} s`, {
+        hint: 'it stays queued and is applied when the bot next polls; check the bot is healthy (its log, /readyz)',
+      });
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

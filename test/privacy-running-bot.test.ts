@@ -1,0 +1,69 @@
+/**
+ * An operator erases while the bot runs: `magpie memory forget` (a real process) cannot take the
+ * writer lock the bot holds, so it leaves a request the bot applies; the command reports the
+ * outcome, and the bot's next model request no longer carries the text.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { ALICE, BOB, CAROL, GENERAL, isAgentRequest, startTestBot, waitUntil, type TestBot } from './discord-helpers.js';
+import { runMagpie } from './support/magpie-process.js';
+
+let bot: TestBot;
+let cwd: string;
+before(async () => {
+  bot = await startTestBot();
+  bot.model.setDefault((request) => (isAgentRequest(request.body) ? { text: 'Noted.' } : { status: 500 }));
+  cwd = mkdtempSync(path.join(os.tmpdir(), 'magpie-forget-'));
+});
+after(async () => {
+  await bot.close();
+  rmSync(cwd, { recursive: true, force: true });
+});
+
+const forget = (args: string[]) => runMagpie(['memory', 'forget', ...args, '--data-dir', bot.dataDir], { cwd, env: { ...process.env, MAGPIE_DATA_DIR: '' } });
+
+async function nextRequestBody(): Promise<string> {
+  const before = bot.model.requests.length;
+  const ask = bot.discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: 'anything new?', mentionsBot: true });
+  await bot.discord.waitForPost((message) => message.messageReference?.message_id === ask, { timeoutMs: 10_000 });
+  await bot.adapter.idle();
+  const request = bot.model.requests.slice(before).find((recorded) => isAgentRequest(recorded.body));
+  assert.ok(request, 'the bot asked the model');
+  return JSON.stringify(request.body);
+}
+
+test('memory forget ID beside the running bot: applied by the bot, reported by the command', async () => {
+  const id = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'my passport number is X9921-QRT-5510, keep it safe' });
+  await waitUntil(() => bot.app.runtime.liveContext(GENERAL).entries.some((entry) => entry.messageId === id), 'recorded');
+  await waitUntil(
+    () => bot.app.db.prepare(`SELECT rowid FROM memory_items WHERE message_id = ? AND kind = 'transcript'`).get(id) !== undefined,
+    'archived',
+  );
+  assert.ok((await nextRequestBody()).includes('X9921-QRT-5510'), 'precondition: the model sees it');
+  const { rowid } = bot.app.db.prepare(`SELECT rowid FROM memory_items WHERE message_id = ? AND kind = 'transcript'`).get(id) as { rowid: number };
+
+  const run = await forget([`msg-${rowid}`]);
+  assert.equal(run.code, 0, run.stderr);
+  assert.match(run.stdout, new RegExp(`forgot msg-${rowid} \\(applied by the running bot\\)`));
+  assert.ok(bot.events.some((event) => event.type === 'erasure_request_applied'));
+  assert.ok(!(await nextRequestBody()).includes('X9921'), 'the next request no longer carries it');
+
+  const unknown = await forget(['msg-99999999']);
+  assert.equal(unknown.code, 1);
+  assert.match(unknown.stderr, /no memory or transcript entry with id 'msg-99999999'/);
+});
+
+test('memory forget --user beside the running bot erases that user everywhere', async () => {
+  const said = bot.discord.sendMessage({ channelId: GENERAL, authorId: CAROL, content: 'Carol here: my home address is 12 Larkspur Lane' });
+  await waitUntil(() => bot.app.runtime.liveContext(GENERAL).entries.some((entry) => entry.messageId === said), 'recorded');
+  const run = await forget(['--user', CAROL, '--json']);
+  assert.equal(run.code, 0, run.stderr);
+  const report = JSON.parse(run.stdout) as { user_erased: boolean; applied_by: string; messages: number };
+  assert.equal(report.user_erased, true);
+  assert.equal(report.applied_by, 'running_bot');
+  assert.ok(report.messages >= 1);
+  assert.ok(!(await nextRequestBody()).includes('Larkspur'), 'the next request no longer carries it');
+});
