@@ -8,6 +8,8 @@ import { ALL_MIGRATIONS } from '../../storage/migrations.js';
 import { listStorage, openStorageForReading } from '../../storage/open-storage.js';
 import { EXIT, type CliIo } from '../command.js';
 import { parseFlags, UsageError } from '../parse-flags.js';
+import { jsonLine } from '../json-output.js';
+import { auditLogger } from '../audit-log.js';
 
 export const FORGET_USAGE = `Usage: magpie memory forget ID [--data-dir DIR]
        magpie memory forget --user USER_ID [--data-dir DIR] [--json]
@@ -63,10 +65,8 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
   const target = dirs[0]!.target;
   if (target.backend === 'postgres') openStorageForReading(target, ALL_MIGRATIONS, { command: 'magpie memory forget', anyVersion: true }).close();
   const events = new EventStream();
-  // The audit line: counts only, as the bot logs it.
-  events.subscribe((event) => {
-    if (event.type === 'user_erased') io.stderr.write(`${JSON.stringify({ level: 'info', time: Date.now(), event: event.type, ...event, type: undefined })}\n`);
-  });
+  // The audit line: counts only, through the same logger and fields as the bot's.
+  events.subscribe(auditLogger(io, config.logging.level));
   // No model here: summaries that covered a forgotten message are rewritten at once by the
   // extractive summarizer, so nothing is left waiting when the command exits.
   const app = await openApp({ config: { ...config, llm: { ...config.llm, model: '' } }, dataDir, env: io.env, cwd: io.cwd, events, command: 'memory forget' });
@@ -74,7 +74,7 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
     if (values.user !== undefined) {
       const erased = await app.runtime.forgetUser(values.user, 'cli');
       await app.runtime.privacySettled();
-      if (values.json) io.stdout.write(`${JSON.stringify({ user_erased: true, ...erased })}\n`);
+      if (values.json) io.stdout.write(jsonLine({ user_erased: true, ...erased }));
       else {
         io.stdout.write(
           `erased ${erased.messages} message(s) in ${erased.channels} channel(s); ${erased.memoriesDeleted} memor${erased.memoriesDeleted === 1 ? 'y' : 'ies'} deleted, ` +

@@ -10,6 +10,7 @@ import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags
 import { COMMON_OPTIONS, kindFlag, typeFlag } from './memory-flags.js';
 import { formatResults } from './memory-search-format.js';
 import { withStores } from './memory-stores.js';
+import { jsonLine } from '../json-output.js';
 
 const SEARCH_USAGE = `Usage: magpie memory search QUERY --channel ID [--data-dir DIR] [--limit K] [--kind memory|transcript] [--type TYPE] [--json]
        magpie memory search --queries FILE [--data-dir DIR] --json
@@ -71,7 +72,7 @@ export async function searchCommand(argv: string[], io: CliIo): Promise<number> 
       ...(kind ? { kind } : {}),
       ...(memoryType ? { memoryType } : {}),
     });
-    if (values.json) io.stdout.write(`${JSON.stringify(results)}\n`);
+    if (values.json) io.stdout.write(jsonLine(results));
     else io.stdout.write(formatResults(results));
     if (results.length === 0) warnIfUnknownChannel(store, channelId, io);
     return EXIT.ok;
@@ -117,14 +118,14 @@ async function runBatch(
         ...(filters.kind ? { kind: filters.kind } : {}),
         ...(filters.memoryType ? { memoryType: filters.memoryType } : {}),
       });
-      io.stdout.write(`${JSON.stringify({ id: fields.id ?? null, results })}\n`);
+      io.stdout.write(jsonLine({ id: fields.id ?? null, results }));
     } catch (error) {
       if (!(error instanceof InputError)) throw error;
       failed += 1;
       const report: Record<string, unknown> = { line: lineNumber };
       if (id !== undefined) report.id = id;
       report.error = `line ${lineNumber}: ${error.message}`;
-      io.stdout.write(`${JSON.stringify(report)}\n`);
+      io.stdout.write(jsonLine(report));
     }
   }
   if (failed > 0) {

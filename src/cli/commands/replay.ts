@@ -27,6 +27,7 @@ import { createProgress, progressEnabled } from '../progress.js';
 import { compareDirs } from './report.js';
 import { reportWritten, writeReport } from './report-output.js';
 import { archiveCensus, readableSummary, replaySummary, ReplayTally } from './replay-summary.js';
+import { jsonLine } from '../json-output.js';
 
 const USAGE = `Usage: magpie replay TRANSCRIPT.jsonl --data-dir DIR [options]
 
@@ -167,7 +168,7 @@ async function replay(options: {
     log.attach(events);
     events.subscribe((event) => {
       tally.count(event);
-      if (options.json && PRINTED_EVENTS.has(event.type)) io.stdout.write(`${JSON.stringify(event)}\n`);
+      if (options.json && PRINTED_EVENTS.has(event.type)) io.stdout.write(jsonLine(event));
     });
     runtime = new ChannelRuntime({
       db,
@@ -245,7 +246,7 @@ async function replay(options: {
           '.\n  Run the same command again to continue where it stopped: messages already stored are skipped by id.\n',
       );
     }
-    if (options.json) io.stdout.write(`${JSON.stringify(summary)}\n`);
+    if (options.json) io.stdout.write(jsonLine(summary));
     else io.stdout.write(readableSummary(summary));
     if (options.report) {
       const runs = writeReport({ sources: [{ dataDir: options.dataDir, db }, ...options.report.compare.map((dir) => ({ dataDir: dir }))], out: options.report.out, io });
