@@ -10,6 +10,8 @@ import { EXIT, type CliIo } from '../command.js';
 import { parseFlags, UsageError } from '../parse-flags.js';
 import { jsonLine } from '../json-output.js';
 import { auditLogger } from '../audit-log.js';
+import { describeForgotten } from '../item-ref-text.js';
+import { resolveItemRef } from '../../memory/item-ref.js';
 
 export const FORGET_USAGE = `Usage: magpie memory forget ID [--data-dir DIR]
        magpie memory forget --user USER_ID [--data-dir DIR] [--json]
@@ -18,7 +20,9 @@ Forgets with the same propagation as a delete in Discord: an archived message (m
 history, the archive, the summaries that covered it (rewritten without it), the tool results
 that quoted it, and the memories drawn only from it. A memory (mem-12) is deleted and its text
 leaves the tool results that quoted it. --user erases everything one user wrote, in every
-channel of the data dir. Run it while the bot is stopped.
+channel of the data dir. ID is the store's own id (msg-40, mem-12) or the platform id of an
+archived message (message_id in search results); the output says which one matched.
+Run it while the bot is stopped.
 
 Options:
   --user USER_ID   erase every message of this author (Discord user id; author in a transcript)
@@ -85,13 +89,15 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
       if (erased.messages === 0) io.stderr.write(`note: nothing written by user '${values.user}' is stored in ${dataDir}\n`);
       return EXIT.ok;
     }
-    const what = await app.runtime.forgetItem(id!);
+    // The platform id shown in outputs, or the store's own msg-N / mem-N: the helper says which.
+    const ref = resolveItemRef(app.db, id!);
+    const what = await app.runtime.forgetItem(ref.id);
     await app.runtime.privacySettled();
     if (what === undefined) {
-      io.stderr.write(`magpie memory forget: no memory or transcript entry with id '${id}'\n`);
+      io.stderr.write(`magpie memory forget: no memory or transcript entry with id '${ref.id}'\n`);
       return EXIT.failure;
     }
-    io.stdout.write(`forgot ${id}\n`);
+    io.stdout.write(`${describeForgotten(id!, ref)}\n`);
     return EXIT.ok;
   } finally {
     await app.close();
