@@ -34,3 +34,24 @@ test('typos get the closest name, then the one usage line and where the full hel
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('every --help reads cleanly: no prose line over 100 characters, no stray runs of spaces', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-help-'));
+  try {
+    const commands = [['start'], ['chat'], ['replay'], ['memory'], ['memory', 'search'], ['memory', 'list'], ['memory', 'forget'], ['memory', 'stats'], ['config', 'check'], ['status'], ['report'], ['export'], ['migrate']];
+    for (const command of commands) {
+      const run = await runMagpie([...command, '--help'], { cwd: dir, env: { PATH: process.env.PATH, HOME: dir } });
+      assert.equal(run.code, 0, `${command.join(' ')} --help: ${run.stderr}`);
+      for (const line of run.stdout.split('\n')) {
+        // The synopsis lists every flag on one line, as usage lines do; the rest wraps.
+        const synopsis = /^(Usage:|\s+magpie )/.test(line);
+        if (!synopsis) assert.ok(line.length <= 100, `${command.join(' ')} --help: a line of ${line.length}: ${line}`);
+        // Prose starts at the margin; aligned columns (options, examples) are indented.
+        if (!/^\s/.test(line)) assert.doesNotMatch(line, /\S {2,}\S/, `${command.join(' ')} --help: ${line}`);
+        assert.doesNotMatch(line, /\S {4,}--/, `${command.join(' ')} --help: a line continuation lost its break: ${line}`);
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -18,11 +18,12 @@ const SEARCH_USAGE = `Usage: magpie memory search QUERY --channel ID [--data-dir
 Hybrid search (vectors + full text) over what the channel may see.
 
 Options:
-  --data-dir DIR     data directory (default: $MAGPIE_DATA_DIR, else [memory] data_dir of the config)
+  --data-dir DIR     data directory (default: $MAGPIE_DATA_DIR, else [memory] data_dir)
   --channel ID       channel whose memory is searched (required for a single query)
   --limit K          results, 1 to ${MAX_SEARCH_LIMIT} (default 5)
   --kind KIND        only memory or only transcript results
-  --type TYPE        only memories of this type: ${MEMORY_TYPES.join(', ')}
+  --type TYPE        only memories of this type:
+                     ${MEMORY_TYPES.join(', ')}
   --queries FILE     JSON lines { "id", "channel", "query", "limit"? } ("-" reads stdin); prints one
                      line { "id", "results": [...] } per query, or { "line", "id"?, "error" } for a
                      bad line (the others still run; the exit code is then 1)

@@ -43,20 +43,22 @@ Options:
   --json                one JSON event per line, ending with a replay_summary line
   --report FILE.html    also write the HTML tuning report of this data dir ('magpie report')
   --compare DIR         with --report: show another replay's data dir beside this one (repeatable)
-  --accept-invalid-utf8 replace bytes that are not UTF-8 with U+FFFD (default: such a line is an error)
+  --accept-invalid-utf8
+                        replace bytes that are not UTF-8 with U+FFFD (default: such a line
+                        is an error)
   -h, --help            show this help
 
 Re-running on the same data dir skips messages already ingested (by id); a line that reuses a
 stored id with other text is reported on stderr and counted as a conflict (the stored text is
 kept). A bad line stops the replay with exit 1; what came before it is kept. Replay writes the
 data dir, so it refuses to run while another writer (the bot, chat, another replay) holds it.
-Ctrl-C (or SIGTERM) finishes the current
-message, prints what was stored and the summary, and exits 130 (143); a re-run continues
-where it stopped. Progress (count, rate, ETA) goes to stderr when it is a terminal.
+Ctrl-C (or SIGTERM) finishes the current message, prints what was stored and the summary, and
+exits 130 (143); a re-run continues where it stopped. Progress (count, rate, ETA) goes to stderr
+when it is a terminal.
 
 Comparing two settings on the same transcript:
   magpie replay chat.jsonl --data-dir runs/default
-  magpie replay chat.jsonl --data-dir runs/aggressive --config aggressive.toml \
+  magpie replay chat.jsonl --data-dir runs/aggressive --config aggressive.toml \\
     --report compare.html --compare runs/default
 `;
 

@@ -152,6 +152,7 @@ export const startCommand: CliCommand = {
             cwd: io.cwd,
             events,
             command: 'magpie start',
+            ...(loaded.found ? { configFile: loaded.path } : {}),
             metrics: operator.metrics,
             ...(dataDir ? { dataDir } : {}),
             // On PostgreSQL every shard shares the schema; each holds the writer lock of its own shard.
