@@ -109,6 +109,7 @@ test('replay --report, then status and report read the same compaction log; repl
       assert.deepEqual(counts, [calmMarkers, markers.get(channel)![0]], `${channel}: this run first, then the compared one`);
     }
     assert.match(compared, /<th>difference<\/th>/);
+    assert.match(compared, /<caption class="difference">difference = \S+ − \S+ \(second run minus first\)<\/caption>/, 'the difference says what it is where it is shown');
     assert.match(compared, /<tr class="differs"><th scope="row"><code>background_threshold<\/code><\/th><td>0\.6<\/td><td>0\.8<\/td>/);
 
     // magpie report on two data dirs gives the same comparison, in the order given.
