@@ -18,13 +18,15 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startPostgresRun, type PostgresRun } from './postgres-run.js';
-import { POSTGRES_SUITE } from './run-postgres-suite.js';
+import { POSTGRES_SUITE, POSTGRES_TEST_NAMES } from './run-postgres-suite.js';
 import { projectRoot } from './magpie-process.js';
 
 interface Job {
   name: string;
   backend: 'sqlite' | 'postgres';
   file: string;
+  /** Only the tests whose names match (node --test-name-pattern). */
+  namePattern?: string;
 }
 
 interface Outcome {
@@ -64,7 +66,8 @@ function childCpuSeconds(): number | undefined {
 function runJob(job: Job, env: NodeJS.ProcessEnv): Promise<Outcome> {
   const started = performance.now();
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--test', '--test-reporter=tap', job.file], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const only = job.namePattern === undefined ? [] : [`--test-name-pattern=${job.namePattern}`];
+    const child = spawn(process.execPath, ['--test', '--test-reporter=tap', ...only, job.file], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -101,7 +104,10 @@ async function main(): Promise<number> {
     if ('skipped' in started) postgresProblem = started.skipped;
     else {
       postgres = started;
-      for (const name of postgresNames) jobs.push({ name, backend: 'postgres', file: path.join(testDir, `${name}.test.js`) });
+      for (const name of postgresNames) {
+        const namePattern = POSTGRES_TEST_NAMES[name];
+        jobs.push({ name, backend: 'postgres', file: path.join(testDir, `${name}.test.js`), ...(namePattern ? { namePattern } : {}) });
+      }
     }
   }
 
