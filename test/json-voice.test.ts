@@ -10,7 +10,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { outputJson, snakeKey } from '../src/cli/json-output.js';
 import { waitUntil } from './discord-helpers.js';
+import pg from 'pg';
 import { runMagpie, startMagpie } from './support/magpie-process.js';
+import { freshSchema, requirePostgres } from './support/postgres-available.js';
+import { TEST_DATABASE_URL } from './support/storage.js';
 
 const SNAKE = /^[a-z][a-z0-9]*(_[a-z0-9]+)*$/;
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -142,6 +145,30 @@ test('magpie start logs every line with level names, ISO times and snake_case fi
     assert.match(bot.output.stdout, /"event":"metrics_listening"/);
     assert.match(bot.output.stdout, /"event":"stopped"/);
   } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('migrate --json speaks with the same voice', async (context) => {
+  if (!(await requirePostgres(context))) return;
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-voice-'));
+  const schema = freshSchema('t_voice');
+  const env = { PATH: process.env.PATH, HOME: dir, MAGPIE_STORAGE_BACKEND: 'sqlite', MAGPIE_DATABASE_URL: TEST_DATABASE_URL, MAGPIE_STORAGE_SCHEMA: schema, MAGPIE_DATA_DIR: '' };
+  try {
+    const line = (index: number) => JSON.stringify({ id: `m${index}`, channel: 'c1', author: 'ann', content: `note ${index} about the harbour` });
+    writeFileSync(path.join(dir, 't.jsonl'), `${[1, 2, 3].map(line).join('\n')}\n`);
+    const data = path.join(dir, 'data');
+    assert.equal((await runMagpie(['replay', 't.jsonl', '--data-dir', data], { cwd: dir, env })).code, 0);
+    const migrated = await runMagpie(['migrate', '--to', 'postgres', '--data-dir', data, '--json'], { cwd: dir, env });
+    assert.equal(migrated.code, 0, migrated.stderr);
+    const [result] = assertVoice(migrated.stdout, 'migrate --json') as Array<Record<string, unknown>>;
+    assert.equal(result!.committed, true);
+    assert.equal(typeof result!.duration_ms, 'number');
+  } finally {
+    const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
+    await client.connect();
+    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await client.end();
     rmSync(dir, { recursive: true, force: true });
   }
 });
