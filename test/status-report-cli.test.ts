@@ -145,6 +145,7 @@ test('status and report refuse bad input with a clear message', async () => {
     [['status', 'extra'], 2, /unexpected argument/],
     [['replay', transcript, '--data-dir', data, '--compare', data], 2, /--compare goes with --report/],
     [['replay', transcript, '--data-dir', data, '--report', ''], 2, /--report needs a file name/],
+    [['replay', transcript, '--data-dir', join(dir.path, 'fresh'), '--report', join(dir.path, 'no', 'r.html')], 2, /the directory .*no does not exist[\s\S]*give --report a file/],
   ];
   for (const [args, code, pattern] of cases) {
     const run = await magpie(args, dir.path);

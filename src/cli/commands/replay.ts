@@ -25,7 +25,7 @@ import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
 import { createProgress, progressEnabled } from '../progress.js';
 import { compareDirs } from './report.js';
-import { reportWritten, writeReport } from './report-output.js';
+import { checkReportOut, reportWritten, writeReport } from './report-output.js';
 import { archiveCensus, readableSummary, replaySummary, ReplayTally } from './replay-summary.js';
 import { jsonLine } from '../json-output.js';
 
@@ -101,6 +101,7 @@ export const replayCommand: CliCommand = {
     const report = parsed.values.report;
     if (report !== undefined && report.trim() === '') throw new UsageError('--report needs a file name', USAGE);
     if (parsed.values.compare !== undefined && report === undefined) throw new UsageError('--compare goes with --report FILE.html', USAGE);
+    if (report !== undefined) checkReportOut(report, io.cwd, '--report');
     const compare = compareDirs(parsed.values.compare, USAGE, 1).map((dir) => resolve(io.cwd, dir));
     const loaded = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env }).config;
     const config = withContextWindow(loaded, contextWindow);

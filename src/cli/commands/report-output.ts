@@ -45,14 +45,7 @@ export function writeReport(options: { sources: readonly ReportSource[]; channel
     io.stdout.write(html);
     return runs;
   }
-  const out = path.resolve(io.cwd, options.out);
-  // A typo in the directory must not quietly create a new tree somewhere: it has to exist.
-  const directory = path.dirname(out);
-  if (!isDirectory(directory)) {
-    throw new InputError(`cannot write the report to ${out}: the directory ${directory} does not exist`, {
-      hint: 'create it first, or give --out a file in a directory that exists',
-    });
-  }
+  const out = checkReportOut(options.out, io.cwd, '--out');
   try {
     const temporary = `${out}.tmp-${process.pid}`;
     writeFileSync(temporary, html);
@@ -70,6 +63,23 @@ export function reportWritten(out: string, runs: readonly ReportRun[]): string {
     return `${run.label}: ${run.channels.length} channel(s), ${markers} compaction(s)`;
   });
   return `report written to ${out} (${parts.join('; ')})\n`;
+}
+
+/**
+ * Where a report will be written (`-` stays `-`). A typo in the directory must not quietly create
+ * a new tree somewhere: it has to exist. Called before long work, so a replay is not run for a
+ * report that cannot be written.
+ */
+export function checkReportOut(out: string, cwd: string, flag: '--out' | '--report'): string {
+  if (out === '-') return out;
+  const resolved = path.resolve(cwd, out);
+  const directory = path.dirname(resolved);
+  if (!isDirectory(directory)) {
+    throw new InputError(`cannot write the report to ${resolved}: the directory ${directory} does not exist`, {
+      hint: `create it first, or give ${flag} a file in a directory that exists`,
+    });
+  }
+  return resolved;
 }
 
 function isDirectory(directory: string): boolean {
