@@ -35,9 +35,11 @@ function repoRoot(): string {
   return path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..');
 }
 
-/** English prose: the paragraphs of this repository's README (no tables, no code). */
+/** English prose: the paragraphs of this repository's README and docs/ pages (no tables, no code). */
 function latinMessages(): string[] {
-  const text = readFileSync(path.join(repoRoot(), 'README.md'), 'utf8');
+  const docs = path.join(repoRoot(), 'docs');
+  const pages = ['README.md', ...readdirSync(docs).filter((name) => name.endsWith('.md')).sort().map((name) => path.join('docs', name))];
+  const text = pages.map((page) => readFileSync(path.join(repoRoot(), page), 'utf8')).join('\n');
   let inCode = false;
   const lines: string[] = [];
   for (const line of text.split('\n')) {
@@ -92,7 +94,7 @@ function measure(kind: string, texts: readonly string[]): Row {
 
 export async function run(): Promise<BenchReport> {
   const chinese = Array.from({ length: 60 }, (_, index) => CHINESE[index % CHINESE.length]!);
-  const rows = [measure('Latin prose (README)', latinMessages()), measure('CJK chat', chinese), measure('TypeScript code (src/channel)', codeMessages())];
+  const rows = [measure('Latin prose (README and docs)', latinMessages()), measure('CJK chat', chinese), measure('TypeScript code (src/channel)', codeMessages())];
   const metrics = rows.flatMap((row) => [
     { name: `${row.kind}: characters per real token`, value: row.characters / row.real, unit: 'chars' },
     { name: `${row.kind}: estimate / real, uncalibrated`, value: row.estimate / row.real, unit: '×' },

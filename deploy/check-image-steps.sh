@@ -123,10 +123,15 @@ step "what the runtime image holds"
 for needed in node_modules dist/src/cli/main.js package.json config.toml; do
   [[ -e "$app/$needed" ]] || fail "missing in the image: $needed"
 done
-[[ ! -e "$app/node_modules/typescript" ]] || fail "dev dependencies were not pruned (typescript is in the image)"
-[[ ! -e "$app/src" && ! -e "$app/test" ]] || fail "sources or tests were copied into the runtime image"
+# Production dependencies only: no devDependency of package.json may be in the image.
+for dev in $(node -e 'console.log(Object.keys(require(process.argv[1]).devDependencies ?? {}).join(" "))' "$root/package.json"); do
+  [[ ! -e "$app/node_modules/$dev" ]] || fail "dev dependency $dev is in the image (npm prune --omit=dev)"
+done
+[[ ! -e "$app/src" && ! -e "$app/test" && ! -e "$app/bench" ]] || fail "sources, tests or benchmarks were copied into the runtime image"
+[[ ! -e "$app/dist/test" && ! -e "$app/dist/bench" ]] || fail "compiled tests or benchmarks are in the image (dist/test, dist/bench)"
+[[ -z "$(find "$app/dist" -name '*.test.js' -print -quit)" ]] || fail "a compiled test file is in the image"
 grep -q '^listen = "0.0.0.0:9464"$' "$app/config.toml" || fail "the image's config does not listen on 0.0.0.0:9464"
-echo "ok: node_modules (no dev dependencies), dist, package.json, config.toml (metrics on 0.0.0.0:9464)"
+echo "ok: node_modules (production dependencies only), dist/src (no tests, no benchmarks), package.json, config.toml (metrics on 0.0.0.0:9464)"
 
 cd "$app"
 step "the entry point runs"

@@ -24,7 +24,7 @@ describe('the CLI error boundary', () => {
   it('UsageError → message and usage, exit 2', () => {
     const { io, stderr } = fakeIo();
     assert.equal(reportError('replay', new UsageError('missing argument', 'Usage: magpie replay FILE\n'), io), EXIT.usage);
-    assert.match(stderr(), /^magpie replay: missing argument\n\nUsage: magpie replay FILE\n$/);
+    assert.match(stderr(), /^magpie replay: missing argument\n\nUsage: magpie replay FILE\nRun 'magpie replay --help' for every option\.\n$/);
   });
 
   it('ConfigError → every problem, exit 3', () => {

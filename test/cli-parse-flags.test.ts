@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe, it, test } from 'node:test';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../src/cli/parse-flags.js';
 
 const USAGE = 'Usage: magpie example FILE --data-dir DIR [--limit K] [--json]\n';
@@ -56,4 +56,21 @@ describe('parseFlags', () => {
     usageError(() => integerFlag('1.5', '--limit', USAGE), /whole number/);
     usageError(() => integerFlag('ten', '--limit', USAGE, { min: 0 }), /at least 0/);
   });
+});
+
+test('suggestions come from one edit distance that counts a swap of two letters as one slip', async () => {
+  const { editDistance, closestMatch } = await import('../src/config/edit-distance.js');
+  assert.equal(editDistance('modle', 'model'), 1);
+  assert.equal(closestMatch('hepl', ['help', 'version']), 'help');
+  assert.equal(closestMatch('serch', ['search', 'list', 'forget', 'stats']), 'search');
+  assert.equal(closestMatch('frobnicate', ['search', 'list']), undefined);
+});
+
+test('a usage error shows the command line(s) of the usage and where the full help is, not the whole help', () => {
+  const usage = 'Usage: magpie memory forget ID [--data-dir DIR]\n       magpie memory forget --user USER_ID [--json]\n\nForgets.\n\nOptions:\n  --json  counts\n';
+  const rendered = new UsageError('missing ID', usage).render();
+  assert.equal(
+    rendered,
+    "missing ID\n\nUsage: magpie memory forget ID [--data-dir DIR]\n       magpie memory forget --user USER_ID [--json]\nRun 'magpie memory forget --help' for every option.",
+  );
 });

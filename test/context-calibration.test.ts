@@ -51,7 +51,8 @@ test('the factor is persisted with the channel, shown by /context, and in compac
   const first = openHarness({ dir, summarizer: new ScriptedSummarizer() });
   for (let index = 0; index < 3; index += 1) await first.runtime.ingest(userMessage('c1', index));
   assert.deepEqual(first.runtime.status('c1').calibration, { factor: 1, observations: 0 }, 'factor 1 until a model has answered');
-  assert.match(describeContext(first.runtime.status('c1')), /not calibrated yet \(factor 1\)/);
+  assert.match(describeContext(first.runtime.status('c1')), /per token, not calibrated yet \(factor 1\)/);
+  assert.doesNotMatch(describeContext(first.runtime.status('c1')), /calibrated not calibrated/);
   const estimate = first.runtime.requestEstimate('c1').estimatedTokens;
   first.runtime.recordUsage('c1', estimate, estimate * 3);
   assert.equal(first.runtime.status('c1').calibration.factor, 3);

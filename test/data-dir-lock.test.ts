@@ -144,7 +144,7 @@ describe('one writer per data dir', { timeout: 180_000 }, () => {
       assert.ok((JSON.parse(search.stdout) as Array<{ source_ids: string[] }>)[0]!.source_ids.includes('m17'));
       const stats = await runMagpie(['memory', 'stats', '--data-dir', mountPoint, '--json'], { cwd: root, env });
       assert.equal(stats.code, 0, stats.stderr);
-      assert.equal((JSON.parse(stats.stdout) as { transcriptEntries: number }).transcriptEntries, 30);
+      assert.equal((JSON.parse(stats.stdout) as { transcript_entries: number }).transcript_entries, 30);
       const write = await runMagpie(['replay', transcript, '--data-dir', mountPoint], { cwd: root, env });
       assert.equal(write.code, 1);
       assert.match(write.stderr, new RegExp(`${mountPoint.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));

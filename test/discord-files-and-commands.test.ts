@@ -148,7 +148,7 @@ describe('files, reply context and user commands through Discord', () => {
   });
 
   test('/persona shows the configured persona; only Manage Channels sets one; it is used, persisted and shown in /context', async () => {
-    assert.match(await command(GENERAL, ALICE, 'persona', 'show'), /configured persona \(config\.toml\):\nYou are Magpie/);
+    assert.match(await command(GENERAL, ALICE, 'persona', 'show'), /configured persona \(the built-in default; no config file\):\nYou are Magpie/);
     assert.match(await command(GENERAL, ALICE, 'persona', 'set', { text: 'You are a pirate.' }), /Manage Channels/);
     assert.match(await command(GENERAL, MOD, 'persona', 'set', { text: '   ' }, MANAGE_CHANNELS), /Persona not changed: the persona is empty/);
     assert.match(await command(GENERAL, MOD, 'persona', 'set', { text: 'You are a cheerful pirate. Answer in pirate speak.' }, MANAGE_CHANNELS), /^Persona set/);

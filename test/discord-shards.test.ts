@@ -139,7 +139,7 @@ test('two shard processes each answer their own guilds, DMs go to shard 0, data 
     }
     const stats = await runMagpie(['memory', 'stats', '--data-dir', dataDir, '--json'], { cwd: dir, env: { PATH: process.env.PATH, HOME: dir, ...storage } });
     assert.equal(stats.code, 0, stats.stderr);
-    assert.ok(JSON.parse(stats.stdout).transcriptEntries >= 6, 'stats add up both shards (3 messages, 3 replies)');
+    assert.ok(JSON.parse(stats.stdout).transcript_entries >= 6, 'stats add up both shards (3 messages, 3 replies)');
     if (TEST_STORAGE === 'sqlite') {
       // A shard's data dir is written by its running shard: forget names the one it would need.
       const forget = await runMagpie(['memory', 'forget', 'msg-1', '--data-dir', dataDir], { cwd: dir, env: { PATH: process.env.PATH, HOME: dir } });

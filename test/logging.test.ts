@@ -97,10 +97,10 @@ describe('attachEventLogger', () => {
     assert.deepEqual(
       lines.map((line) => [line.event, line.level]),
       [
-        ['compaction_triggered', 30],
-        ['compaction_failed', 40],
-        ['emergency_truncation', 40],
-        ['summary_saved', 30],
+        ['compaction_triggered', 'info'],
+        ['compaction_failed', 'warn'],
+        ['emergency_truncation', 'warn'],
+        ['summary_saved', 'info'],
       ],
     );
     assert.equal(lines[0]?.channel_id, '9');

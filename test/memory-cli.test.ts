@@ -121,8 +121,8 @@ describe('magpie memory (real process)', () => {
 
     const stats = await magpie(['memory', 'stats', '--data-dir', dataDir, '--json'], { cwd: work });
     assert.equal(stats.code, 0, stats.stderr);
-    const parsed = JSON.parse(stats.stdout) as { memories: number; transcriptEntries: number; embedder: string };
-    assert.deepEqual([parsed.memories, parsed.transcriptEntries, parsed.embedder], [1, 3, 'hash-v2']);
+    const parsed = JSON.parse(stats.stdout) as { memories: number; transcript_entries: number; embedder: string };
+    assert.deepEqual([parsed.memories, parsed.transcript_entries, parsed.embedder], [1, 3, 'hash-v2']);
 
     const forget = await magpie(['memory', 'forget', records[0]!.id, '--data-dir', dataDir], { cwd: work });
     assert.equal(forget.code, 0, forget.stderr);

@@ -8,6 +8,7 @@ import { startFakeDiscord } from './fakes/fake-discord.js';
 import { waitUntil } from './discord-helpers.js';
 import { startMagpie } from './support/magpie-process.js';
 import { parseMetrics, sampleValue } from './support/prometheus-text.js';
+import { lintMetrics } from './support/prometheus-lint.js';
 
 const ALICE = '100000000000000001';
 const BOB = '100000000000000002';
@@ -134,6 +135,7 @@ test('magpie start serves /healthz, /readyz and metrics that follow a conversati
       return logged === output.stdout && settled(logged);
     }, 'compactions settled', 30_000);
     const after = parseMetrics(text);
+    assert.deepEqual(lintMetrics(text), [], 'the served /metrics passes promtool check metrics rules');
     const count = (type: string, tier?: string) => events.filter((event) => event.event === type && (tier === undefined || event.tier === tier)).length;
 
     assert.equal(sampleValue(after, 'magpie_messages_ingested_total'), sent);
@@ -145,8 +147,8 @@ test('magpie start serves /healthz, /readyz and metrics that follow a conversati
     assert.equal(sampleValue(after, 'magpie_emergency_truncations_total'), count('emergency_truncation'));
     assert.ok(count('emergency_truncation') >= 1);
     const freed = events.filter((event) => event.event === 'compaction_completed').reduce((sum, event) => sum + Math.max(0, Number(event.tokens_freed)), 0);
-    assert.equal(sampleValue(after, 'magpie_compaction_tokens_freed_sum'), freed);
-    assert.equal(sampleValue(after, 'magpie_compaction_tokens_freed_count'), count('compaction_completed'));
+    assert.equal(sampleValue(after, 'magpie_compaction_freed_tokens_sum'), freed);
+    assert.equal(sampleValue(after, 'magpie_compaction_freed_tokens_count'), count('compaction_completed'));
     for (const tier of ['background', 'aggressive']) {
       const ended = count('compaction_completed', tier) + count('compaction_failed', tier);
       assert.equal(sampleValue(after, 'magpie_compaction_duration_seconds_count', { tier }) ?? 0, ended, tier);

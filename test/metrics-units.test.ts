@@ -76,8 +76,8 @@ test('events become counters with tier and outcome labels, never ids', async () 
   assert.equal(sampleValue(samples, 'magpie_compactions_total', { tier: 'aggressive', outcome: 'failed' }), 1);
   assert.equal(sampleValue(samples, 'magpie_compactions_total', { tier: 'background', outcome: 'replanned' }), 1);
   assert.equal(sampleValue(samples, 'magpie_emergency_truncations_total'), 1, 'counted once: detached after');
-  assert.equal(sampleValue(samples, 'magpie_compaction_tokens_freed_sum'), 1200, 'a negative freeing counts as 0');
-  assert.equal(sampleValue(samples, 'magpie_compaction_tokens_freed_count'), 2);
+  assert.equal(sampleValue(samples, 'magpie_compaction_freed_tokens_sum'), 1200, 'a negative freeing counts as 0');
+  assert.equal(sampleValue(samples, 'magpie_compaction_freed_tokens_count'), 2);
   assert.equal(sampleValue(samples, 'magpie_compaction_duration_seconds_sum', { tier: 'manual' }), 1.5);
   assert.equal(sampleValue(samples, 'magpie_compaction_duration_seconds_count', { tier: 'aggressive' }), undefined, 'a garbage duration is not observed');
   for (const outcome of ['completed', 'failed', 'rate_limited', 'over_budget']) {

@@ -145,8 +145,8 @@ test('transcript lines without ts get times in file order, after what the channe
   const times = async (): Promise<Map<string, number>> => {
     const listed = await runMagpie(['memory', 'list', '--data-dir', data, '--channel', 'c1', '--kind', 'transcript', '--json'], { cwd: dir, env });
     assert.equal(listed.code, 0, listed.stderr);
-    const records = listed.stdout.trim().split('\n').map((text) => JSON.parse(text) as { content: string; createdAt: number });
-    return new Map(records.map((record) => [record.content.replace(/^ana: /, ''), record.createdAt]));
+    const records = listed.stdout.trim().split('\n').map((text) => JSON.parse(text) as { content: string; created_at: string });
+    return new Map(records.map((record) => [record.content.replace(/^ana: /, ''), Date.parse(record.created_at)]));
   };
   try {
     const startedAt = Date.now();

@@ -45,3 +45,14 @@ test('a persona survives a restart, replaces the configured prompt for its chann
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('/persona names the config file the prompt comes from, or says it is the built-in one', async () => {
+  const { describePersona } = await import('../src/app/user-commands.js');
+  const runtime = {
+    authorOf: () => undefined,
+    systemPromptOf: () => 'You are a test bot.',
+    personas: { get: () => undefined } as never,
+  };
+  assert.match(describePersona(runtime, 'c1', '/etc/magpie/chat.toml'), /^This channel uses the configured persona \(system_prompt in chat\.toml\):\nYou are a test bot\./);
+  assert.match(describePersona(runtime, 'c1'), /\(the built-in default; no config file\)/);
+});

@@ -66,10 +66,10 @@ describe('magpie memory forget', () => {
 
     const run = await magpie(['memory', 'forget', '--user', 'ann', '--data-dir', dataDir, '--json']);
     assert.equal(run.code, 0, run.stderr);
-    const result = JSON.parse(run.stdout) as { messages: number; channels: number; summariesChanged: number };
+    const result = JSON.parse(run.stdout) as { messages: number; channels: number; summaries_changed: number };
     assert.equal(result.messages, 40);
     assert.equal(result.channels, 2);
-    assert.ok(result.summariesChanged > 0);
+    assert.ok(result.summaries_changed > 0);
     // The audit line carries counts, neither the user nor their words.
     const audit = run.stderr.split('\n').find((line) => line.includes('"user_erased"'));
     assert.ok(audit, run.stderr);

@@ -44,7 +44,7 @@ test('memory commands find the data directory through MAGPIE_DATA_DIR when --dat
 
     const stats = run(['memory', 'stats', '--json'], { cwd: dir, env: { MAGPIE_DATA_DIR: dataDir } });
     assert.equal(stats.status, 0, stats.stderr);
-    assert.equal(JSON.parse(stats.stdout).transcriptEntries, 2);
+    assert.equal(JSON.parse(stats.stdout).transcript_entries, 2);
 
     const search = run(['memory', 'search', 'release freeze', '--channel', 'c1', '--json'], {
       cwd: dir,

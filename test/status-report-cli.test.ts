@@ -1,7 +1,7 @@
 /** `magpie status`, `magpie report` and `replay --report` as real processes, reading the compaction log. */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { formatDuration, progressLine } from '../src/cli/progress.js';
@@ -109,6 +109,7 @@ test('replay --report, then status and report read the same compaction log; repl
       assert.deepEqual(counts, [calmMarkers, markers.get(channel)![0]], `${channel}: this run first, then the compared one`);
     }
     assert.match(compared, /<th>difference<\/th>/);
+    assert.match(compared, /<caption class="difference">difference = \S+ − \S+ \(second run minus first\)<\/caption>/, 'the difference says what it is where it is shown');
     assert.match(compared, /<tr class="differs"><th scope="row"><code>background_threshold<\/code><\/th><td>0\.6<\/td><td>0\.8<\/td>/);
 
     // magpie report on two data dirs gives the same comparison, in the order given.
@@ -137,17 +138,21 @@ test('status and report refuse bad input with a clear message', async () => {
     [['report', '--data-dir', join(dir.path, 'nothing'), '--out', 'x.html'], 1, /no Magpie data in .*nothing/],
     [['report', '--data-dir', data, '--out', 'x.html', '--colour', 'red'], 2, /unknown option '--colour'/],
     [['report', '--data-dir', data, '--out', join(transcript, 'x.html')], 2, /cannot write the report/],
+    [['report', '--data-dir', data, '--out', join(dir.path, 'no', 'such', 'r.html')], 2, /the directory .*no\/such does not exist[\s\S]*hint: create it first/],
+    [['report', '--data-dir', data, '--compare', join(dir.path, 'runs', 'nope'), '--out', 'x.html'], 1, /--compare .*runs\/nope: no Magpie data[\s\S]*hint: check the --compare path/],
     [['status', '--data-dir', data, '--channel', 'chan-9'], 1, /no history for channel 'chan-9'.*channels with data: chan-0, chan-1/],
     [['status', '--data-dir', join(dir.path, 'nothing')], 1, /no Magpie data/],
     [['status', 'extra'], 2, /unexpected argument/],
     [['replay', transcript, '--data-dir', data, '--compare', data], 2, /--compare goes with --report/],
     [['replay', transcript, '--data-dir', data, '--report', ''], 2, /--report needs a file name/],
+    [['replay', transcript, '--data-dir', join(dir.path, 'fresh'), '--report', join(dir.path, 'no', 'r.html')], 2, /the directory .*no does not exist[\s\S]*give --report a file/],
   ];
   for (const [args, code, pattern] of cases) {
     const run = await magpie(args, dir.path);
     assert.equal(run.code, code, `${args.join(' ')}: ${run.stderr}`);
     assert.match(run.stderr, pattern, args.join(' '));
   }
+  assert.equal(existsSync(join(dir.path, 'no')), false, 'a missing --out directory is not created');
   // A channel with nothing logged still gets a report, with a note.
   const empty = await magpie(['report', '--data-dir', data, '--channel', 'chan-9', '--out', 'e.html'], dir.path);
   assert.equal(empty.code, 0, empty.stderr);
@@ -234,6 +239,8 @@ test('replay shows its progress and the vector index build on stderr when asked 
   assert.equal(shown.code, 0, shown.stderr);
   assert.match(shown.stderr, /replay: [\d,]+ messages \(\d+%\), [\d,]+\/s, ETA/);
   assert.match(shown.stderr, /vector index: [\d,]+ vectors \(\d+%\), [\d,]+\/s, ETA/);
+  assert.match(shown.stderr, /replay: 600 messages \(100%\)/, 'the replay progress reaches 100%');
+  assert.match(shown.stderr, /vector index: 600 vectors \(100%\)/, 'the index progress reaches 100%');
   const summary = JSON.parse(shown.stdout.trim().split('\n').at(-1)!) as Record<string, unknown>;
   assert.equal(summary.type, 'replay_summary');
   assert.equal(summary.messages, 600);

@@ -30,6 +30,8 @@ export interface CommandDeps {
   confirmations?: ErasureConfirmations;
   /** Absent where workers cannot run. */
   workers?: TaskControl;
+  /** The config file the bot runs with (undefined: built-in defaults), named by `/persona`. */
+  configFile?: string;
 }
 
 /** Replies to commands fit in one Discord message. */
@@ -60,10 +62,10 @@ export function describeContext(status: ContextStatus, now: number = Date.now())
     : 'none yet';
   const calibration = status.calibration.observations === 0
     ? 'not calibrated yet (factor 1)'
-    : `× ${status.calibration.factor.toFixed(2)} from ${count(status.calibration.observations)} model count${status.calibration.observations === 1 ? '' : 's'}`;
+    : `calibrated × ${status.calibration.factor.toFixed(2)} from ${count(status.calibration.observations)} model count${status.calibration.observations === 1 ? '' : 's'}`;
   return [
     `Context: ${percent(status.usage)} of ${count(status.contextWindow)} tokens less ${count(status.contextWindow - status.usableWindow)} kept for the answer (${count(status.calibratedTokens)} counted)`,
-    `Estimate: ${count(status.estimatedTokens)} tokens at 4 characters per token, calibrated ${calibration}`,
+    `Estimate: ${count(status.estimatedTokens)} tokens at 4 characters per token, ${calibration}`,
     `Thresholds: background ${percent(thresholds.background)} · aggressive ${percent(thresholds.aggressive)} · emergency ${percent(thresholds.emergency)}`,
     `Live messages: ${count(status.liveMessages)} · summaries: ${count(status.summaries)} · archived: ${count(status.archivedMessages)}`,
     `Last compaction: ${last}${status.compactionRunning ? ' · a compaction is running now' : ''}`,

@@ -26,6 +26,8 @@ import { DailyTokenBudget } from './cost-guards.js';
 
 export interface OpenAppOptions {
   config: LiveConfig | MagpieConfig;
+  /** The file `config` was read from (named where users see settings, e.g. `/persona`). */
+  configFile?: string;
   /** Overrides `[memory] data_dir`. */
   dataDir?: string;
   env?: NodeJS.ProcessEnv;
@@ -80,7 +82,7 @@ export interface MagpieApp {
  * A missing model is not an error here: callers decide whether to run without one.
  */
 export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
-  const config = options.config instanceof LiveConfig ? options.config : new LiveConfig(options.config);
+  const config = options.config instanceof LiveConfig ? options.config : new LiveConfig(options.config, options.configFile ? { file: options.configFile } : {});
   const env = options.env ?? process.env;
   const current = config.current();
   const events = options.events ?? new EventStream();

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { InputError } from '../common/errors.js';
 import type { MemoryLocation, MemoryRecord } from '../memory/types.js';
 import type { PersonaStore } from '../persona/persona-store.js';
@@ -61,12 +62,12 @@ export function mayForgetOwn(deps: CommandDeps, runtime: UserCommandRuntime, loc
 }
 
 /** `/persona` with nothing else: the prompt the channel's model gets now, and where it comes from. */
-export function describePersona(runtime: UserCommandRuntime, channelId: string): string {
+export function describePersona(runtime: UserCommandRuntime, channelId: string, configFile?: string): string {
   const persona = runtime.personas.get(channelId);
   const prompt = clip(runtime.systemPromptOf(channelId), 1600);
   return persona
     ? `This channel's persona (set with /persona by <@${persona.setBy}> on ${new Date(persona.setAt).toISOString().slice(0, 10)}):\n${prompt}`
-    : `This channel uses the configured persona (config.toml):\n${prompt}`;
+    : `This channel uses the configured persona (${configFile ? `system_prompt in ${path.basename(configFile)}` : 'the built-in default; no config file'}):\n${prompt}`;
 }
 
 export function setPersona(runtime: UserCommandRuntime, channelId: string, prompt: string, userId: string): string {

@@ -162,7 +162,7 @@ export class ConsoleAdapter {
       }
       case '/persona': {
         const [sub, ...words] = rest;
-        if (sub === undefined || sub === 'show') output.write(`${describePersona(app.runtime, this.channelId)}\n`);
+        if (sub === undefined || sub === 'show') output.write(`${describePersona(app.runtime, this.channelId, app.config.file)}\n`);
         else if (sub === 'set') output.write(`${setPersona(app.runtime, this.channelId, words.join(' '), CONSOLE_USER)}\n`);
         else if (sub === 'clear') output.write(`${clearPersona(app.runtime, this.channelId)}\n`);
         else output.write('Use /persona, /persona set TEXT or /persona clear.\n');

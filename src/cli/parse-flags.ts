@@ -1,6 +1,6 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { InputError } from '../common/errors.js';
-import { closestMatch } from '../config/edit-distance.js';
+import { closestMatch, didYouMean } from '../config/edit-distance.js';
 
 /**
  * Bad flags or arguments. The CLI prints the message and then `usage`, and exits 2
@@ -17,9 +17,34 @@ export class UsageError extends InputError {
     this.usage = usage;
   }
 
+  /** The message, the command's usage line(s), and where the whole help is: not the whole help. */
   override render(): string {
-    return `${this.message}\n\n${this.usage.trimEnd()}`;
+    return `${this.message}\n\n${usageLines(this.usage)}\n${fullHelpPointer(this.usage)}`;
   }
+}
+
+/** The `Usage:` line of a help text, with the alternative forms indented under it. */
+export function usageLines(usage: string): string {
+  const lines = usage.split('\n');
+  const first = lines.findIndex((line) => line.startsWith('Usage:'));
+  if (first < 0) return lines[0] ?? '';
+  const kept = [lines[first]!];
+  for (const line of lines.slice(first + 1)) {
+    if (!/^\s+magpie\b/.test(line)) break;
+    kept.push(line);
+  }
+  return kept.join('\n');
+}
+
+/** "Run 'magpie memory forget --help' for every option." for the command a usage text describes. */
+export function fullHelpPointer(usage: string): string {
+  const words = (usageLines(usage).split('\n')[0] ?? '').replace(/^Usage:\s*/, '').split(/\s+/);
+  const command: string[] = [];
+  for (const word of words) {
+    if (!/^[a-z][a-z-]*$/.test(word)) break;
+    command.push(word);
+  }
+  return `Run '${command.join(' ') || 'magpie'} --help' for every option.`;
 }
 
 type FlagOptions = NonNullable<ParseArgsConfig['options']>;
@@ -149,4 +174,12 @@ function closestFlag(message: string, names: readonly string[]): string | undefi
 function cleanParseError(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
   return message.split('. To specify')[0]!.replace(/^Unknown option/, 'unknown option').replace(/^Option/, 'option');
+}
+
+/**
+ * The subcommand a dispatcher (`magpie memory`, `magpie config`) was given but does not have,
+ * as a usage error naming the closest one.
+ */
+export function unknownSubcommand(given: string, known: readonly string[], usage: string): UsageError {
+  return new UsageError(`unknown subcommand '${given}'${didYouMean(given, known)}`, usage);
 }

@@ -46,9 +46,11 @@ export function createProgress(options: ProgressOptions): Progress {
   return {
     update(count, extra) {
       const time = now();
-      if (time - lastDraw < everyMs) return;
-      lastDraw = time;
       const fraction = extra?.fraction ?? (options.total ? count / options.total : undefined);
+      // The last step is always drawn: a bar left at 85% reads as work that never finished.
+      const done = fraction !== undefined && fraction >= 1;
+      if (time - lastDraw < everyMs && !done) return;
+      lastDraw = time;
       options.stream.write(`\r\x1b[2K${progressLine({ label: options.label, unit: options.unit, count, total: options.total, fraction, elapsedMs: time - started })}`);
       drawn = true;
     },

@@ -92,7 +92,8 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     const what = name.startsWith('-')
       ? `unknown option '${name}'${optionGuess === undefined ? '' : ` (did you mean '--${optionGuess}'?)`}`
       : `unknown command '${name}'${hint}`;
-    io.stderr.write(`magpie: ${what}\n\n${topLevelUsage(await loadAllCommands())}`);
+    // The one usage line and where the rest is: the whole help would bury the suggestion.
+    io.stderr.write(`magpie: ${what}\n\nUsage: magpie <command> [options]\nRun 'magpie --help' for the commands.\n`);
     return EXIT.usage;
   }
   return runCommand(await loadCommand(name), rest, io);

@@ -11,8 +11,12 @@ export class LiveConfig {
   private config: MagpieConfig;
   private readonly listeners = new Set<ConfigListener>();
 
-  constructor(config: MagpieConfig) {
+  /** The file the config was read from; undefined when it is the built-in defaults. */
+  readonly file: string | undefined;
+
+  constructor(config: MagpieConfig, options: { file?: string } = {}) {
     this.config = config;
+    this.file = options.file;
   }
 
   current(): MagpieConfig {

@@ -350,6 +350,7 @@ export class DiscordAdapter {
         events: this.options.events,
         confirmations: this.confirmations,
         ...(this.options.workers ? { workers: this.options.workers } : {}),
+        ...(this.options.config.file ? { configFile: this.options.config.file } : {}),
       },
       {
         channelId,

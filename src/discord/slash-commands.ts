@@ -169,7 +169,7 @@ async function answerCommand(
       }
       const subcommand = interaction.options.getSubcommand(false) ?? 'show';
       if (subcommand === 'show') {
-        await reply(describePersona(userRuntime, location.channelId));
+        await reply(describePersona(userRuntime, location.channelId, deps.configFile));
         return;
       }
       if (!canManageChannel) {

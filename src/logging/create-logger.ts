@@ -95,6 +95,9 @@ export function createLogger(options: CreateLoggerOptions = {}): Logger {
       base: options.base ?? {},
       redact: { paths: [...REDACTED_PATHS], censor: '[redacted]' },
       timestamp: pino.stdTimeFunctions.isoTime,
+      // Level names, not pino's numbers: every line Magpie writes, audit lines included, reads
+      // `"level":"info"` with an ISO `time`, the one convention of docs/json-output.md.
+      formatters: { level: (label) => ({ level: label }) },
     },
     destination,
   );

@@ -1,4 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** Default Node metrics left out: gauges with a counter's `_total` suffix. */
+export const NOT_COUNTERS: readonly string[] = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 import type { ModelCallObserver, ModelCallRecord } from '../llm/observed-model.js';
 import type { MemoryStats } from '../memory/types.js';
 import { FastHistogram } from './fast-histogram.js';
@@ -40,7 +43,7 @@ export class MagpieMetrics {
   });
 
   readonly compactionTokensFreed = new Histogram({
-    name: 'magpie_compaction_tokens_freed',
+    name: 'magpie_compaction_freed_tokens',
     help: 'Estimated tokens a completed compaction or an emergency truncation took out of the context.',
     buckets: [100, 500, 1_000, 5_000, 10_000, 25_000, 50_000, 100_000, 200_000, 500_000],
     registers: [this.registry],
@@ -174,7 +177,12 @@ export class MagpieMetrics {
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     // Process CPU, memory, event-loop lag, handles: what every Node service exports.
-    if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
+    if (options.defaultMetrics !== false) {
+      collectDefaultMetrics({ register: this.registry });
+      // Gauges that prom-client names like counters (`_total`), which Prometheus' own lint
+      // (promtool check metrics) refuses; the per-type gauges beside them hold the same numbers.
+      for (const name of NOT_COUNTERS) this.registry.removeSingleMetric(name);
+    }
     // Label sets that exist from the start show as 0 rather than missing, so rate() and alerts
     // on them work before the first event.
     for (const tier of ['background', 'aggressive', 'manual']) {

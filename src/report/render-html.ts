@@ -126,7 +126,9 @@ function numberTable(runs: readonly ReportRun[], rows: ReadonlyArray<[string, (r
     const diffCell = compare ? `<td class="${difference === 0 ? 'same' : 'diff'}">${difference > 0 ? '+' : ''}${formatNumber(difference)}</td>` : '';
     return `<tr><th scope="row">${escapeHtml(label)}</th>${cells}${diffCell}</tr>`;
   });
-  return `<table class="numbers">${head}${body.join('')}</table>`;
+  // Said where the column is, not only in the notes at the bottom of the page.
+  const caption = compare ? `<caption class="difference">difference = ${escapeHtml(runs[1]!.label)} − ${escapeHtml(runs[0]!.label)} (second run minus first)</caption>` : '';
+  return `<table class="numbers">${caption}${head}${body.join('')}</table>`;
 }
 
 function settingsTable(runs: readonly ReportRun[], reports: ReadonlyArray<ChannelReport | undefined>): string {
@@ -179,6 +181,7 @@ const READING_GUIDE = `<section id="reading"><h2>How to read this report</h2>
 <li>A dot marks a worker's summary landing, coloured by the tier that started it; a triangle marks an emergency truncation (the oldest messages cut at once, without a summary; they stay in the archive and in <code>memory_search</code>). Hover a marker for the usage before and after and the tokens freed.</li>
 <li>A healthy channel is a saw-tooth between the background threshold and well below it, with blue dots only. Orange dots mean usage kept rising while a worker ran; red triangles mean workers are slower than the conversation (or the window is too small for the prompt and summaries): lower the thresholds, raise the fractions, or give workers more room.</li>
 <li>With two runs, every number has a difference column (second minus first) and the settings that differ are highlighted.</li>
+<li>Past 300 compactions on one chart, neighbouring markers of one tier are drawn as one, with their count; its tooltip sums them.</li>
 </ul></section>`;
 
 const STYLE = `
@@ -186,7 +189,7 @@ body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: 
 h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 18px; margin-top: 32px; border-bottom: 1px solid #ddd; padding-bottom: 4px; } h3 { font-size: 15px; margin: 12px 0 6px; }
 .meta, .note { color: #555; } code { font-size: 13px; }
 figure { margin: 8px 0; } figcaption { font-weight: 600; margin-bottom: 2px; }
-svg.chart { max-width: 100%; height: auto; } svg .tick { font-size: 11px; fill: #555; } svg .axis { font-size: 12px; fill: #333; }
+svg.chart { max-width: 100%; height: auto; } svg .tick { font-size: 11px; fill: #555; } svg .axis { font-size: 12px; fill: #333; } svg .count { font-size: 9px; fill: #fff; font-weight: 600; } caption.difference { caption-side: bottom; text-align: left; font-size: 12px; color: #555; }
 svg .marker { cursor: default; }
 .legend { display: flex; flex-wrap: wrap; gap: 14px; font-size: 12px; color: #444; } .legend svg { vertical-align: -2px; margin-right: 3px; }
 .tables { display: flex; flex-wrap: wrap; gap: 24px; }

@@ -1,5 +1,6 @@
 import type { LoggedSettings } from '../compaction-log/index.js';
 import type { ChartMarker, SeriesPoint } from './report-data.js';
+import { groupMarkers, type MarkerGroup } from './marker-groups.js';
 
 /** Tier colours, shared by markers, threshold lines and legends. */
 export const TIER_COLOURS: Readonly<Record<string, string>> = {
@@ -12,7 +13,7 @@ export const TIER_COLOURS: Readonly<Record<string, string>> = {
 
 const WIDTH = 880;
 const HEIGHT = 250;
-const MARGIN = { left: 52, right: 112, top: 14, bottom: 34 };
+const MARGIN = { left: 66, right: 112, top: 14, bottom: 34 };
 /** More points than this are thinned to the lowest and highest per pixel column. */
 const MAX_POINTS = 2 * (WIDTH - MARGIN.left - MARGIN.right);
 
@@ -29,7 +30,8 @@ export interface ChartInput {
 /**
  * An inline SVG chart of context usage over the conversation: the usage line, the three
  * thresholds (as step lines when hot reload changed them), and one marker per compaction,
- * coloured by tier. Markers carry `class="marker"` and `data-tier`, with a `<title>` tooltip.
+ * coloured by tier. Markers carry `class="marker"` and `data-tier`, with a `<title>` tooltip;
+ * past a few hundred, neighbours of one kind are one `class="marker-group"` with `data-count`.
  */
 export function renderChart(input: ChartInput): string {
   const plotWidth = WIDTH - MARGIN.left - MARGIN.right;
@@ -55,14 +57,20 @@ export function renderChart(input: ChartInput): string {
       `<text x="${f(x(tick))}" y="${MARGIN.top + plotHeight + 17}" text-anchor="middle" class="tick">${tick.toLocaleString('en-US')}</text>`,
     );
   }
-  parts.push(`<text x="${MARGIN.left + plotWidth / 2}" y="${HEIGHT - 3}" text-anchor="middle" class="axis">message number</text>`);
+  parts.push(`<text x="${MARGIN.left + plotWidth / 2}" y="${HEIGHT - 3}" text-anchor="middle" class="axis">position in the conversation (messages)</text>`);
+  const middle = MARGIN.top + plotHeight / 2;
+  parts.push(`<text x="13" y="${f(middle)}" transform="rotate(-90 13 ${f(middle)})" text-anchor="middle" class="axis">context usage (% of usable window)</text>`);
   parts.push(thresholdLines(input.settings, xMax, x, y, MARGIN.left + plotWidth));
   const line = thin(input.points, xMax, plotWidth);
   if (line.length > 0) {
     const path = line.map((point, index) => `${index === 0 ? 'M' : 'L'}${f(x(point.position))},${f(y(point.usage))}`).join('');
     parts.push(`<path class="usage" d="${path}" fill="none" stroke="#3a3a3a" stroke-width="1.2"/>`);
   }
-  for (const marker of input.markers) parts.push(renderMarker(marker, x, y));
+  const groups = groupMarkers(input.markers, x);
+  for (const group of groups) parts.push(group.markers.length === 1 ? renderMarker(group.markers[0]!, x, y) : renderGroup(group, x, y));
+  if (groups.length < input.markers.length) {
+    parts.push(`<text x="${MARGIN.left + plotWidth}" y="${MARGIN.top - 3}" text-anchor="end" class="tick">${input.markers.length.toLocaleString('en-US')} markers; neighbours of one kind drawn as one, with their count</text>`);
+  }
   parts.push('</svg>');
   return parts.join('');
 }
@@ -84,6 +92,24 @@ function renderMarker(marker: ChartMarker, x: (value: number) => number, y: (val
       ? `<path d="M${cx},${f(y(marker.usage) - 6)}l5,9h-10z" fill="${colour}"/>`
       : `<circle cx="${cx}" cy="${cy}" r="4" fill="${colour}"/>`;
   return `<g class="marker" data-tier="${escapeHtml(marker.tier)}" data-outcome="${marker.outcome}"><title>${escapeHtml(title)}</title>${shape}</g>`;
+}
+
+/** Neighbouring markers of one kind as one: a larger mark with the count, the sums in its tooltip. */
+function renderGroup(group: MarkerGroup, x: (value: number) => number, y: (value: number) => number): string {
+  const colour = TIER_COLOURS[group.tier] ?? TIER_COLOURS.unknown;
+  const count = group.markers.length;
+  const first = Math.min(...group.markers.map((marker) => marker.position));
+  const last = Math.max(...group.markers.map((marker) => marker.position));
+  const freed = group.markers.reduce((sum, marker) => sum + marker.tokensFreed, 0);
+  const what = group.outcome === 'failed' ? `failed ${group.tier} compactions` : group.outcome === 'emergency' ? 'emergency truncations' : `${group.tier} compactions`;
+  const title = `${count} ${what} between messages ${first} and ${last}` + (group.outcome === 'failed' ? '' : `: ${freed.toLocaleString('en-US')} tokens freed in all`);
+  const cx = f(x(group.position));
+  const cy = f(y(group.usage));
+  return (
+    `<g class="marker-group" data-tier="${escapeHtml(group.tier)}" data-outcome="${group.outcome}" data-count="${count}"><title>${escapeHtml(title)}</title>` +
+    `<circle cx="${cx}" cy="${cy}" r="7" fill="${colour}" fill-opacity="0.85"/>` +
+    `<text x="${cx}" y="${f(y(group.usage) + 3)}" text-anchor="middle" class="count">${count > 99 ? '99+' : count}</text></g>`
+  );
 }
 
 /** The three thresholds, one dashed step line each, labelled at the right edge. */

@@ -64,6 +64,12 @@ export interface FakeDiscordOptions {
   shards?: number;
   /** Guilds besides the default one (channels name theirs in `guildId`). */
   guilds?: Array<{ id: string; name?: string }>;
+  /** Listen on this port (default: any free one); a test can point the bot here before it is up. */
+  port?: number;
+  /** Answer REST with 401 Unauthorized, as Discord does for a token it does not know. */
+  rejectToken?: boolean;
+  /** Close the gateway with 4014 (disallowed intents) at IDENTIFY, as Discord does when a privileged intent is off. */
+  disallowIntents?: boolean;
 }
 
 /** The gateway session of one shard other than 0 (shard 0 is the fake's own single session). */
@@ -187,6 +193,9 @@ export class FakeDiscord {
   private readonly interactionWaiters = new Set<Waiter<InteractionReply>>();
   private readonly readyWaiters = new Set<() => void>();
   private port = 0;
+  private readonly requestedPort: number;
+  private readonly rejectToken: boolean;
+  private readonly disallowIntents: boolean;
   private readonly heartbeatIntervalMs: number;
   private readonly echoBotMessages: boolean;
   /** Answer POST /channels/:id/messages with this status instead (once per entry). */
@@ -214,13 +223,16 @@ export class FakeDiscord {
     this.roles = options.roles ?? [];
     this.shardCount = options.shards ?? 1;
     this.extraGuilds = options.guilds ?? [];
+    this.requestedPort = options.port ?? 0;
+    this.rejectToken = options.rejectToken ?? false;
+    this.disallowIntents = options.disallowIntents ?? false;
     this.server = createServer((request, response) => void this.handleHttp(request, response));
     this.wss = new WebSocketServer({ server: this.server, path: '/gateway' });
     this.wss.on('connection', (socket) => this.handleConnection(socket));
   }
 
   async listen(): Promise<void> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    await new Promise<void>((resolve) => this.server.listen(this.requestedPort, '127.0.0.1', resolve));
     this.port = (this.server.address() as AddressInfo).port;
   }
 
@@ -580,6 +592,10 @@ export class FakeDiscord {
         return;
       case 2: {
         this.handshakes.push(payload);
+        if (this.disallowIntents) {
+          socket.close(4014, 'Disallowed intent(s).');
+          return;
+        }
         if (this.identifyHeld) {
           this.heldIdentify = socket;
           return;
@@ -747,6 +763,9 @@ export class FakeDiscord {
     };
     let match: RegExpMatchArray | null;
 
+    if (this.rejectToken && path.startsWith('/') && !url.pathname.startsWith('/cdn/')) {
+      return reply(401, { message: '401: Unauthorized', code: 0 });
+    }
     if (method === 'GET' && path === '/gateway/bot') {
       return reply(200, {
         url: this.gatewayUrl,

@@ -29,7 +29,8 @@ export interface FakeEmbeddingsServer {
  * from the default; with neither, it answers HTTP 501 "not implemented" so no test passes by
  * accident. Vectors are a deterministic function of the input text.
  */
-export async function startFakeEmbeddingsServer(): Promise<FakeEmbeddingsServer> {
+/** `port`: listen there (default: any free port), so a test can point Magpie at it before it is up. */
+export async function startFakeEmbeddingsServer(options: { port?: number } = {}): Promise<FakeEmbeddingsServer> {
   const queue: FakeEmbeddingsReply[] = [];
   let fallback: FakeEmbeddingsReply | undefined;
   const requests: RecordedEmbeddingsRequest[] = [];
@@ -71,7 +72,7 @@ export async function startFakeEmbeddingsServer(): Promise<FakeEmbeddingsServer>
       } else send();
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}/v1/embeddings`,

@@ -1,129 +1,94 @@
 /**
- * `npm run test:postgres`: the store tests again, on PostgreSQL. Each test file works in schemas
- * of its own (see storage.ts), named after the run; schemas left by finished runs are dropped. Without a
+ * `npm run test:postgres`: the store tests again, on PostgreSQL, alone (`npm test` runs them
+ * beside the SQLite suite, see run-suite.ts). Each test file works in schemas of its own (see
+ * storage.ts), named after the run; schemas left by finished runs are dropped. Without a
  * reachable server the run is skipped with the reason, except under CI=true, where it fails.
  */
 import { spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
-import { TEST_DATABASE_URL } from './storage.js';
+import { startPostgresRun } from './postgres-run.js';
 
 /**
- * The test files whose stores must behave the same on both backends: every file that touches
- * storage, slowest first (they overlap the rest). Left out, SQLite by nature: storage-full (a
- * full disk under the data dir's database), data-dir-lock (the file lock), index-faults (damaged
- * files beside the database); and report-browser, a browser check of the HTML, not of a store.
- * Files that test PostgreSQL whatever MAGPIE_TEST_STORAGE says (postgres-store, postgres-locks,
- * memory-backends, migrate-cli) run in the full suite already.
+ * The files that run again on PostgreSQL: those whose stores and SQL behave differently there
+ * (history and splices, archive and full text, vectors, privacy propagation, budgets, workers,
+ * personas, attachments, calibration, the compaction log, group commit, crash durability,
+ * catch-up points, shards on one schema) and the CLI paths that read and write a whole data set.
+ * The files that only drive those same stores through Discord or the terminal (streaming, slash
+ * commands, flood control, chat) stay on SQLite: the store calls under them are the ones listed
+ * here, and the store contract (postgres-store), memory-backends, postgres-locks and migrate-cli
+ * run on PostgreSQL in the main run anyway. Left out, SQLite by nature: storage-full,
+ * data-dir-lock, index-faults. Slowest first, so they overlap the rest.
  */
 export const POSTGRES_SUITE = [
   'replay-cli',
   'memory-vector-lag',
   'status-report-cli',
-  'qa-cli',
   'discord-shards',
-  'operator-cli',
-  'export-cli',
   'memory-cli',
   'compaction-invariants',
-  'discord-streaming',
-  'discord-compaction',
-  'branch',
-  'chat-cli',
   'discord-outage',
   'memory-index',
-  'discord-bot',
-  'discord-start',
-  'context-window-model',
   'busy-channel',
-  'window-replay',
   'worker',
-  'chat-workers',
   'compaction-edge-cases',
   'channel-edge-cases',
   'compaction-log',
-  'prompt-cache-requests',
-  'discord-edges',
   'privacy-cli',
-  'compaction-llm',
-  'discord-agent-turn',
-  'deploy',
   'channel-runtime',
   'channel-unload',
   'memory-edges',
-  'metrics-start',
   'privacy-rewrite',
-  'discord-flood',
   'archive-outage',
-  'chat-streaming',
-  'discord-branch-worker',
   'ingest-durability',
-  'memory-http-embedder',
   'memory-store',
   'search-phrasing',
   'search-time',
   'search-migration',
-  'privacy-commands',
   'privacy-delete',
   'privacy-bytes',
   'privacy-running-bot',
-  'qa-readme',
-  'replay-input',
-  'soak-small',
   'attachments',
   'context-calibration',
-  'discord-gateway',
   'persona',
   'privacy-budget',
   'privacy-scope',
-  'discord-concurrency',
-  'discord-files-and-commands',
   'memory-tools',
   'group-commit',
 ];
 
+/**
+ * In `npm test`, two slow CLI files repeat on PostgreSQL only the tests that reach the store
+ * (a whole replay written there and read back by status and report; a kill -9 mid-replay and
+ * the re-run): their other tests are about flags, signals and progress lines, which do not
+ * depend on the backend. `npm run test:postgres` still runs them whole.
+ */
+export const POSTGRES_TEST_NAMES: Readonly<Record<string, string>> = {
+  'replay-cli': '^(8\\. kill -9 mid-replay|a bad line stops the replay)',
+  'status-report-cli': '^(replay --report, then status and report read the same compaction log|status counts what the runtime that wrote the data counted)',
+};
+
 const testDir = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 
 async function main(): Promise<number> {
-  const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
-  try {
-    await client.connect();
-  } catch (error) {
-    const reason = `PostgreSQL is not reachable at ${TEST_DATABASE_URL}: ${(error as Error).message}`;
-    if (process.env.CI === 'true') {
-      console.error(`test:postgres: ${reason}`);
-      return 1;
-    }
-    console.log(`test:postgres: skipped, ${reason}`);
+  const run = await startPostgresRun();
+  if ('failed' in run) {
+    console.error(`test:postgres: ${run.failed}`);
+    return 1;
+  }
+  if ('skipped' in run) {
+    console.log(`test:postgres: skipped, ${run.skipped}`);
     return 0;
   }
-  // This run holds a lock named after its id while it lasts; schemas of runs whose lock is free
-  // (finished or killed) are dropped, those of a run still going (another checkout) are not.
-  const runId = randomBytes(3).toString('hex');
-  await client.query('SELECT pg_advisory_lock(hashtext($1))', [`magpie-test-run:${runId}`]);
-  const schemas = await client.query(`SELECT nspname FROM pg_namespace WHERE nspname ~ '^t[0-9a-f]{6}_'`);
-  for (const { nspname } of schemas.rows as Array<{ nspname: string }>) {
-    const owner = nspname.slice(1, 7);
-    const free = await client.query('SELECT pg_try_advisory_lock(hashtext($1)) AS free', [`magpie-test-run:${owner}`]);
-    if (!(free.rows[0] as { free: boolean }).free) continue;
-    await client.query(`DROP SCHEMA IF EXISTS "${nspname}" CASCADE`);
-    await client.query('SELECT pg_advisory_unlock(hashtext($1))', [`magpie-test-run:${owner}`]);
-  }
-  // Schemas of tests that use PostgreSQL outside a suite run (`t_…`) are over by now.
-  const loose = await client.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE 't\\_%'`);
-  for (const { nspname } of loose.rows as Array<{ nspname: string }>) await client.query(`DROP SCHEMA IF EXISTS "${nspname}" CASCADE`);
   const files = POSTGRES_SUITE.map((name) => path.join(testDir, `${name}.test.js`)).filter((file) => existsSync(file));
-  const run = spawnSync(process.execPath, ['--test', '--test-concurrency=2', ...files], {
+  const child = spawnSync(process.execPath, ['--test', '--test-concurrency=2', ...files], {
     stdio: 'inherit',
-    env: { ...process.env, MAGPIE_TEST_STORAGE: 'postgres', MAGPIE_TEST_RUN: runId },
+    env: { ...process.env, MAGPIE_TEST_STORAGE: 'postgres', MAGPIE_TEST_RUN: run.runId },
   });
-  const own = await client.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE $1`, [`t${runId}\\_%`]);
-  for (const { nspname } of own.rows as Array<{ nspname: string }>) await client.query(`DROP SCHEMA IF EXISTS "${nspname}" CASCADE`);
-  await client.end();
-  return run.status ?? 1;
+  await run.finish();
+  return child.status ?? 1;
 }
 
-process.exitCode = await main();
+// Run by `npm run test:postgres`; imported by the whole-suite runner for the list only.
+if (process.argv[1] === fileURLToPath(import.meta.url)) process.exitCode = await main();

@@ -59,7 +59,7 @@ export const chatCommand: CliCommand = {
     const operator = await openOperatorEndpoint({ listen: config.metrics.listen, events });
     let app: Awaited<ReturnType<typeof openApp>>;
     try {
-      app = await openApp({ config, env: io.env, cwd: io.cwd, events, command: 'magpie chat', metrics: operator.metrics, ...(dataDir ? { dataDir } : {}) });
+      app = await openApp({ config, ...(loaded.found ? { configFile: loaded.path } : {}), env: io.env, cwd: io.cwd, events, command: 'magpie chat', metrics: operator.metrics, ...(dataDir ? { dataDir } : {}) });
     } catch (error) {
       await operator.close();
       throw error;

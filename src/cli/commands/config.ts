@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { checkConfigText, DEFAULT_CONFIG_FILE } from '../../config/load-config.js';
 import { formatProblem } from '../../config/problems.js';
-import { parseFlags, UsageError } from '../parse-flags.js';
+import { parseFlags, unknownSubcommand, UsageError } from '../parse-flags.js';
 import { readFileSync } from 'node:fs';
 
 const USAGE = `Usage: magpie config check [FILE]
@@ -35,7 +35,7 @@ export const configCommand: CliCommand = {
       }
       throw new UsageError('missing subcommand', USAGE);
     }
-    if (subcommand !== 'check') throw new UsageError(`unknown subcommand '${subcommand}'`, USAGE);
+    if (subcommand !== 'check') throw unknownSubcommand(subcommand, ['check'], USAGE);
     return checkCommand(rest, io);
   },
 };

@@ -9,6 +9,10 @@ import { listStorage, openStorageBesideWriter, openStorageForReading, type Stora
 import { requestErasure } from '../../privacy/erasure-requests.js';
 import { EXIT, type CliIo } from '../command.js';
 import { parseFlags, UsageError } from '../parse-flags.js';
+import { jsonLine } from '../json-output.js';
+import { auditLogger } from '../audit-log.js';
+import { describeForgotten } from '../item-ref-text.js';
+import { resolveItemRef } from '../../memory/item-ref.js';
 
 export const FORGET_USAGE = `Usage: magpie memory forget ID [--data-dir DIR]
        magpie memory forget --user USER_ID [--data-dir DIR] [--json]
@@ -17,8 +21,9 @@ Forgets with the same propagation as a delete in Discord: an archived message (m
 history, the archive, the summaries that covered it (rewritten without it), the tool results
 that quoted it, and the memories drawn only from it. A memory (mem-12) is deleted and its text
 leaves the tool results that quoted it. --user erases everything one user wrote, in every
-channel of the data dir. While the bot runs, the bot applies it (within a second) and this
-command reports the outcome.
+channel of the data dir. ID is the store's own id (msg-40, mem-12) or the platform id of an
+archived message (message_id in search results); the output says which one matched. While
+the bot runs, the bot applies it (within a second) and this command reports the outcome.
 
 Options:
   --user USER_ID   erase every message of this author (Discord user id; author in a transcript)
@@ -65,10 +70,8 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
   const target = dirs[0]!.target;
   if (target.backend === 'postgres') openStorageForReading(target, ALL_MIGRATIONS, { command: 'magpie memory forget', anyVersion: true }).close();
   const events = new EventStream();
-  // The audit line: counts only, as the bot logs it.
-  events.subscribe((event) => {
-    if (event.type === 'user_erased') io.stderr.write(`${JSON.stringify({ level: 'info', time: Date.now(), event: event.type, ...event, type: undefined })}\n`);
-  });
+  // The audit line: counts only, through the same logger and fields as the bot's.
+  events.subscribe(auditLogger(io, config.logging.level));
   // No model here: summaries that covered a forgotten message are rewritten at once by the
   // extractive summarizer, so nothing is left waiting when the command exits.
   let app: Awaited<ReturnType<typeof openApp>>;
@@ -83,7 +86,7 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
     if (values.user !== undefined) {
       const erased = await app.runtime.forgetUser(values.user, 'cli');
       await app.runtime.privacySettled();
-      if (values.json) io.stdout.write(`${JSON.stringify({ user_erased: true, ...erased })}\n`);
+      if (values.json) io.stdout.write(jsonLine({ user_erased: true, ...erased }));
       else {
         io.stdout.write(
           `erased ${erased.messages} message(s) in ${erased.channels} channel(s); ${erased.memoriesDeleted} memor${erased.memoriesDeleted === 1 ? 'y' : 'ies'} deleted, ` +
@@ -94,13 +97,15 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
       if (erased.messages === 0) io.stderr.write(`note: nothing written by user '${values.user}' is stored in ${dataDir}\n`);
       return EXIT.ok;
     }
-    const what = await app.runtime.forgetItem(id!);
+    // The platform id shown in outputs, or the store's own msg-N / mem-N: the helper says which.
+    const ref = resolveItemRef(app.db, id!);
+    const what = await app.runtime.forgetItem(ref.id);
     await app.runtime.privacySettled();
     if (what === undefined) {
-      io.stderr.write(`magpie memory forget: no memory or transcript entry with id '${id}'\n`);
+      io.stderr.write(`magpie memory forget: no memory or transcript entry with id '${ref.id}'\n`);
       return EXIT.failure;
     }
-    io.stdout.write(`forgot ${id}\n`);
+    io.stdout.write(`${describeForgotten(id!, ref)}\n`);
     return EXIT.ok;
   } finally {
     await app.close();

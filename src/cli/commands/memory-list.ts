@@ -2,6 +2,7 @@ import { EXIT, type CliIo } from '../command.js';
 import { integerFlag, parseFlags } from '../parse-flags.js';
 import { COMMON_OPTIONS, kindFlag } from './memory-flags.js';
 import { withStores } from './memory-stores.js';
+import { jsonLine } from '../json-output.js';
 
 const LIST_USAGE = `Usage: magpie memory list [--data-dir DIR] [--channel ID] [--kind memory|transcript] [--limit N] [--json]
 
@@ -45,7 +46,7 @@ export async function listCommand(argv: string[], io: CliIo): Promise<number> {
       .slice(0, limit);
     for (const record of records) {
       if (values.json) {
-        io.stdout.write(`${JSON.stringify(record)}\n`);
+        io.stdout.write(jsonLine(record));
       } else {
         const label = record.kind === 'memory' ? `${record.memoryType} ${record.importance?.toFixed(2)}` : 'transcript';
         io.stdout.write(

@@ -10,6 +10,7 @@ import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags
 import { COMMON_OPTIONS, kindFlag, typeFlag } from './memory-flags.js';
 import { formatResults } from './memory-search-format.js';
 import { withStores } from './memory-stores.js';
+import { jsonLine } from '../json-output.js';
 
 const SEARCH_USAGE = `Usage: magpie memory search QUERY --channel ID [--data-dir DIR] [--limit K] [--kind memory|transcript] [--type TYPE] [--json]
        magpie memory search --queries FILE [--data-dir DIR] --json
@@ -17,11 +18,12 @@ const SEARCH_USAGE = `Usage: magpie memory search QUERY --channel ID [--data-dir
 Hybrid search (vectors + full text) over what the channel may see.
 
 Options:
-  --data-dir DIR     data directory (default: $MAGPIE_DATA_DIR, else [memory] data_dir of the config)
+  --data-dir DIR     data directory (default: $MAGPIE_DATA_DIR, else [memory] data_dir)
   --channel ID       channel whose memory is searched (required for a single query)
   --limit K          results, 1 to ${MAX_SEARCH_LIMIT} (default 5)
   --kind KIND        only memory or only transcript results
-  --type TYPE        only memories of this type: ${MEMORY_TYPES.join(', ')}
+  --type TYPE        only memories of this type:
+                     ${MEMORY_TYPES.join(', ')}
   --queries FILE     JSON lines { "id", "channel", "query", "limit"? } ("-" reads stdin); prints one
                      line { "id", "results": [...] } per query, or { "line", "id"?, "error" } for a
                      bad line (the others still run; the exit code is then 1)
@@ -71,7 +73,7 @@ export async function searchCommand(argv: string[], io: CliIo): Promise<number> 
       ...(kind ? { kind } : {}),
       ...(memoryType ? { memoryType } : {}),
     });
-    if (values.json) io.stdout.write(`${JSON.stringify(results)}\n`);
+    if (values.json) io.stdout.write(jsonLine(results));
     else io.stdout.write(formatResults(results));
     if (results.length === 0) warnIfUnknownChannel(store, channelId, io);
     return EXIT.ok;
@@ -117,14 +119,14 @@ async function runBatch(
         ...(filters.kind ? { kind: filters.kind } : {}),
         ...(filters.memoryType ? { memoryType: filters.memoryType } : {}),
       });
-      io.stdout.write(`${JSON.stringify({ id: fields.id ?? null, results })}\n`);
+      io.stdout.write(jsonLine({ id: fields.id ?? null, results }));
     } catch (error) {
       if (!(error instanceof InputError)) throw error;
       failed += 1;
       const report: Record<string, unknown> = { line: lineNumber };
       if (id !== undefined) report.id = id;
       report.error = `line ${lineNumber}: ${error.message}`;
-      io.stdout.write(`${JSON.stringify(report)}\n`);
+      io.stdout.write(jsonLine(report));
     }
   }
   if (failed > 0) {

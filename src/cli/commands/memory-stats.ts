@@ -3,6 +3,7 @@ import { EXIT, type CliIo } from '../command.js';
 import { parseFlags } from '../parse-flags.js';
 import { COMMON_OPTIONS } from './memory-flags.js';
 import { withStores } from './memory-stores.js';
+import { jsonLine } from '../json-output.js';
 
 const STATS_USAGE = `Usage: magpie memory stats [--data-dir DIR] [--channel ID] [--json]
 
@@ -31,7 +32,7 @@ export async function statsCommand(argv: string[], io: CliIo): Promise<number> {
     const targets = values.channel ? [await stores.forChannel(values.channel)] : await stores.all();
     const stats = sumStats(targets.map((store) => store.stats(values.channel ? { channelId: values.channel } : undefined)));
     if (values.json) {
-      io.stdout.write(`${JSON.stringify(stats)}\n`);
+      io.stdout.write(jsonLine(stats));
       return EXIT.ok;
     }
     const types = Object.entries(stats.byType)

@@ -1,5 +1,5 @@
 import { EXIT, type CliCommand } from '../command.js';
-import { UsageError } from '../parse-flags.js';
+import { unknownSubcommand, UsageError } from '../parse-flags.js';
 import { forgetCommand } from './memory-forget.js';
 import { listCommand } from './memory-list.js';
 import { searchCommand } from './memory-search.js';
@@ -47,7 +47,7 @@ export const memoryCommand: CliCommand = {
         io.stdout.write(USAGE);
         return EXIT.ok;
       default:
-        throw new UsageError(`unknown subcommand '${subcommand}'`, USAGE);
+        throw unknownSubcommand(subcommand, ['search', 'list', 'forget', 'stats'], USAGE);
     }
   },
 };

@@ -7,6 +7,7 @@ import { redactUrl } from '../../storage/postgres/pg-database.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { parseFlags, requireFlag, UsageError } from '../parse-flags.js';
 import { createProgress, formatCount, progressEnabled, type Progress } from '../progress.js';
+import { jsonLine } from '../json-output.js';
 
 const USAGE = `Usage: magpie migrate --to postgres [--data-dir DIR] [--schema NAME] [--config FILE] [--force] [--json]
 
@@ -90,7 +91,7 @@ export const migrateCommand: CliCommand = {
       meter.finish();
     }
     const where = `${redactUrl(target.url)} schema ${target.schema}`;
-    if (parsed.values.json) io.stdout.write(`${JSON.stringify({ data_dir: dataDir, target: where, ...result })}\n`);
+    if (parsed.values.json) io.stdout.write(jsonLine({ data_dir: dataDir, target: where, ...result }));
     else io.stdout.write(readableSummary(dataDir, where, result));
     if (!result.committed) {
       io.stderr.write(`magpie migrate: the copy in ${where} does not match ${dataDir}; nothing was committed\n`);

@@ -27,9 +27,10 @@ import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
 import { createProgress, progressEnabled } from '../progress.js';
 import { compareDirs } from './report.js';
-import { reportWritten, writeReport } from './report-output.js';
+import { checkReportOut, reportWritten, writeReport } from './report-output.js';
 import { archiveCensus, readableSummary, replaySummary, ReplayTally } from './replay-summary.js';
 import { costSummary, CostTally, readableCost, replyPricer } from './replay-cost.js';
+import { jsonLine } from '../json-output.js';
 
 const USAGE = `Usage: magpie replay TRANSCRIPT.jsonl --data-dir DIR [options]
 
@@ -48,20 +49,22 @@ Options:
   --json                one JSON event per line, ending with a replay_summary line
   --report FILE.html    also write the HTML tuning report of this data dir ('magpie report')
   --compare DIR         with --report: show another replay's data dir beside this one (repeatable)
-  --accept-invalid-utf8 replace bytes that are not UTF-8 with U+FFFD (default: such a line is an error)
+  --accept-invalid-utf8
+                        replace bytes that are not UTF-8 with U+FFFD (default: such a line
+                        is an error)
   -h, --help            show this help
 
 Re-running on the same data dir skips messages already ingested (by id); a line that reuses a
 stored id with other text is reported on stderr and counted as a conflict (the stored text is
 kept). A bad line stops the replay with exit 1; what came before it is kept. Replay writes the
 data dir, so it refuses to run while another writer (the bot, chat, another replay) holds it.
-Ctrl-C (or SIGTERM) finishes the current
-message, prints what was stored and the summary, and exits 130 (143); a re-run continues
-where it stopped. Progress (count, rate, ETA) goes to stderr when it is a terminal.
+Ctrl-C (or SIGTERM) finishes the current message, prints what was stored and the summary, and
+exits 130 (143); a re-run continues where it stopped. Progress (count, rate, ETA) goes to stderr
+when it is a terminal.
 
 Comparing two settings on the same transcript:
   magpie replay chat.jsonl --data-dir runs/default
-  magpie replay chat.jsonl --data-dir runs/aggressive --config aggressive.toml \
+  magpie replay chat.jsonl --data-dir runs/aggressive --config aggressive.toml \\
     --report compare.html --compare runs/default
 `;
 
@@ -105,6 +108,7 @@ export const replayCommand: CliCommand = {
     const report = parsed.values.report;
     if (report !== undefined && report.trim() === '') throw new UsageError('--report needs a file name', USAGE);
     if (parsed.values.compare !== undefined && report === undefined) throw new UsageError('--compare goes with --report FILE.html', USAGE);
+    if (report !== undefined) checkReportOut(report, io.cwd, '--report');
     const compare = compareDirs(parsed.values.compare, USAGE, 1).map((dir) => resolve(io.cwd, dir));
     const loaded = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env }).config;
     const config = withContextWindow(loaded, contextWindow);
@@ -184,7 +188,7 @@ export async function replay(options: {
     log.attach(events);
     events.subscribe((event) => {
       tally.count(event);
-      if (options.json && PRINTED_EVENTS.has(event.type)) io.stdout.write(`${JSON.stringify(event)}\n`);
+      if (options.json && PRINTED_EVENTS.has(event.type)) io.stdout.write(jsonLine(event));
     });
     runtime = new ChannelRuntime({
       db,
@@ -286,7 +290,7 @@ export async function replay(options: {
           '.\n  Run the same command again to continue where it stopped: messages already stored are skipped by id.\n',
       );
     }
-    if (options.json) io.stdout.write(`${JSON.stringify(summary)}\n`);
+    if (options.json) io.stdout.write(jsonLine(summary));
     else io.stdout.write(readableSummary(summary) + (summary.cost ? `${readableCost(summary.cost).join('\n')}\n` : ''));
     if (options.report) {
       const runs = writeReport({ sources: [{ dataDir: options.dataDir, db }, ...options.report.compare.map((dir) => ({ dataDir: dir }))], out: options.report.out, io });

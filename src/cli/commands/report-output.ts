@@ -1,6 +1,6 @@
-import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { renameSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { InputError } from '../../common/errors.js';
+import { InputError, MagpieError } from '../../common/errors.js';
 import { renderReport, runFromDatabase, runLabels, type ReportRun } from '../../report/index.js';
 import type { SqlDatabase } from '../../storage/database.js';
 import { ALL_MIGRATIONS } from '../../storage/migrations.js';
@@ -26,7 +26,7 @@ export function writeReport(options: { sources: readonly ReportSource[]; channel
   const progress = createProgress({ stream: io.stderr, label: 'report', unit: 'data dirs', total: options.sources.length, everyMs: 0, enabled: progressEnabled(io.stderr, io.env) });
   const runs = options.sources.map((source, index) => {
     progress.update(index);
-    const opened = source.db ? undefined : openStorageForReading(source.target ?? { backend: 'sqlite', dataDir: source.dataDir }, ALL_MIGRATIONS, { command: 'magpie report', anyVersion: true });
+    const opened = source.db ? undefined : openSource(source, index > 0);
     const db = source.db ?? opened!.db;
     try {
       return runFromDatabase(db, {
@@ -45,9 +45,8 @@ export function writeReport(options: { sources: readonly ReportSource[]; channel
     io.stdout.write(html);
     return runs;
   }
-  const out = path.resolve(io.cwd, options.out);
+  const out = checkReportOut(options.out, io.cwd, '--out');
   try {
-    mkdirSync(path.dirname(out), { recursive: true });
     const temporary = `${out}.tmp-${process.pid}`;
     writeFileSync(temporary, html);
     renameSync(temporary, out);
@@ -64,4 +63,46 @@ export function reportWritten(out: string, runs: readonly ReportRun[]): string {
     return `${run.label}: ${run.channels.length} channel(s), ${markers} compaction(s)`;
   });
   return `report written to ${out} (${parts.join('; ')})\n`;
+}
+
+/**
+ * Where a report will be written (`-` stays `-`). A typo in the directory must not quietly create
+ * a new tree somewhere: it has to exist. Called before long work, so a replay is not run for a
+ * report that cannot be written.
+ */
+export function checkReportOut(out: string, cwd: string, flag: '--out' | '--report'): string {
+  if (out === '-') return out;
+  const resolved = path.resolve(cwd, out);
+  const directory = path.dirname(resolved);
+  if (!isDirectory(directory)) {
+    throw new InputError(`cannot write the report to ${resolved}: the directory ${directory} does not exist`, {
+      hint: `create it first, or give ${flag} a file in a directory that exists`,
+    });
+  }
+  return resolved;
+}
+
+function isDirectory(directory: string): boolean {
+  try {
+    return statSync(directory).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Opens a source read-only. A compared one (`--compare DIR`) that is not a data dir says so in
+ * terms of --compare: the store's own hint speaks of --data-dir, which is not what was mistyped.
+ */
+function openSource(source: ReportSource, compared: boolean) {
+  try {
+    return openStorageForReading(source.target ?? { backend: 'sqlite', dataDir: source.dataDir }, ALL_MIGRATIONS, { command: 'magpie report', anyVersion: true });
+  } catch (error) {
+    if (!compared || !(error instanceof MagpieError)) throw error;
+    throw new MagpieError(error.code, `--compare ${source.dataDir}: ${error.message}`, {
+      cause: error,
+      context: { ...error.context, compare: source.dataDir },
+      hint: 'check the --compare path: each --compare names a data directory written by magpie replay (or start, chat)',
+    });
+  }
 }

@@ -1,10 +1,11 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { MODEL_HINT, openApp } from '../../app/index.js';
+import { MODEL_HINT, openApp, type MagpieApp } from '../../app/index.js';
 import { errorMessage, MagpieError } from '../../common/errors.js';
 import { EventStream } from '../../common/events.js';
 import { loadConfig, watchConfigFile, type ConfigWatcher } from '../../config/index.js';
 import { connectionProblem, createDiscordClient, destroyClient, DiscordAdapter } from '../../discord/index.js';
+import { connectRefusal, retryUntilConnected } from '../../discord/connect-retry.js';
 import {
   currentShard,
   parseShardCount,
@@ -20,6 +21,7 @@ import { announceOperatorEndpoint, databaseProblem, openOperatorEndpoint, shardL
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { parseFlags, UsageError } from '../parse-flags.js';
 import type { Logger } from 'pino';
+import type { Client } from 'discord.js';
 
 /** Points the bot at another Discord API base (a proxy, or a fake one in tests). */
 export const DISCORD_API_ENV = 'MAGPIE_DISCORD_API';
@@ -29,7 +31,9 @@ const USAGE = `Usage: magpie start [--config FILE] [--shards auto|N [--shard-ids
 Runs the Discord bot: connects to Discord, records every message in the channels it may
 read, answers according to each channel's reply policy, and compacts history in the
 background. Stop it with Ctrl-C or SIGTERM; running replies get [discord] shutdown_grace_ms
-to finish.
+to finish. While Discord (or the HTTP embedder) cannot be reached, start keeps trying with
+growing, jittered waits (up to a minute) for as long as it runs; a token or intents Discord
+refuses end it with exit code 3.
 
 Options:
   --config FILE     configuration file (default: ./config.toml if present, else built-in defaults)
@@ -120,27 +124,59 @@ export const startCommand: CliCommand = {
     const listen = shard ? shardListen(config.metrics.listen, shard.id) : config.metrics.listen;
     const operator = await openOperatorEndpoint({ listen, events });
     announceOperatorEndpoint(operator, logger);
-    operator.readiness.require('database', () => 'database not open yet');
     operator.readiness.require('discord', () => 'discord not connected yet');
-    let app: Awaited<ReturnType<typeof openApp>>;
+    // SIGINT/SIGTERM replace the default exit: every wait below (opening, connecting) ends on them.
+    const startStop = new AbortController();
+    let stopSignal: string | undefined;
+    const signalled = new Promise<string>((resolve) => {
+      const stopWith = (signal: string): void => {
+        stopSignal ??= signal;
+        startStop.abort();
+        resolve(signal);
+      };
+      process.once('SIGINT', () => stopWith('SIGINT'));
+      process.once('SIGTERM', () => stopWith('SIGTERM'));
+    });
+    const opened: { app?: MagpieApp } = {};
+    let opening: string | undefined;
+    operator.readiness.require('database', () => opening ?? 'database not open yet');
     try {
-      app = await openApp({
-        config,
-        env: io.env,
-        cwd: io.cwd,
-        events,
-        command: 'magpie start',
-        metrics: operator.metrics,
-        ...(dataDir ? { dataDir } : {}),
-        // On PostgreSQL every shard shares the schema; each holds the writer lock of its own shard.
-        ...(shard ? { writerKey: `shard-${shard.id}-of-${shard.count}` } : {}),
+      // An HTTP embedder that is not reachable yet (it re-embeds stored text when the embedder
+      // changed) is waited out like Discord; anything else stops the start as before.
+      const outcome = await retryUntilConnected({
+        signal: startStop.signal,
+        attempt: async () => {
+          opened.app = await openApp({
+            config,
+            env: io.env,
+            cwd: io.cwd,
+            events,
+            command: 'magpie start',
+            ...(loaded.found ? { configFile: loaded.path } : {}),
+            metrics: operator.metrics,
+            ...(dataDir ? { dataDir } : {}),
+            // On PostgreSQL every shard shares the schema; each holds the writer lock of its own shard.
+            ...(shard ? { writerKey: `shard-${shard.id}-of-${shard.count}` } : {}),
+          });
+        },
+        refusal: (error) => (error instanceof MagpieError && error.retryable ? undefined : error),
+        onRetry: ({ attempt, error, delayMs }) => {
+          const reason = errorMessage(error);
+          opening = `memory not open yet (attempt ${attempt}: ${reason}); next attempt in ${Math.ceil(delayMs / 1000)} s`;
+          logger.warn({ event: 'open_retry', attempt, retry_in_ms: delayMs, error: reason }, 'could not open the memory store; trying again');
+        },
       });
+      if (outcome === 'aborted' || !opened.app) {
+        await operator.close();
+        logger.info({ event: 'stopped' }, 'stopped');
+        return EXIT.ok;
+      }
     } catch (error) {
       await operator.close();
       throw error;
     }
-    const opened = app;
-    operator.readiness.require('database', () => databaseProblem(opened));
+    const app = opened.app;
+    operator.readiness.require('database', () => databaseProblem(app));
     if (app.modelProblem && config.llm.model.trim() !== '') {
       // A model was asked for but cannot be used: refuse now rather than at the first message.
       await app.close();
@@ -156,30 +192,56 @@ export const startCommand: CliCommand = {
     if (loaded.found) watcher = watchConfigFile({ path: loaded.path, live: app.config, logger, env: io.env });
 
     const apiBase = io.env[DISCORD_API_ENV]?.trim();
-    const client = createDiscordClient(apiBase ? { restApi: apiBase } : {});
-    operator.readiness.require('discord', () => connectionProblem(client));
-    const adapter = new DiscordAdapter({
-      client,
-      runtime: app.runtime,
-      responder: app.responder,
-      memory: app.memory,
-      config: app.config,
-      events,
-      workers: app.workers,
-      storage: app.storage,
-      dataDir: app.dataDir,
-      catchUp: new CatchUpPoints(app.db),
-    });
+    const connectAdapter = (client: Client): DiscordAdapter =>
+      new DiscordAdapter({
+        client,
+        runtime: app.runtime,
+        responder: app.responder,
+        memory: app.memory,
+        config: app.config,
+        events,
+        workers: app.workers,
+        storage: app.storage,
+        dataDir: app.dataDir,
+        catchUp: new CatchUpPoints(app.db),
+      });
+    let client = createDiscordClient(apiBase ? { restApi: apiBase } : {});
+    let adapter = connectAdapter(client);
+    // Set while the first connection waits out a failure: /readyz says what failed and when the next try is.
+    let waiting: string | undefined;
+    operator.readiness.require('discord', () => waiting ?? connectionProblem(client));
 
-    const signalled = new Promise<string>((resolve) => {
-      process.once('SIGINT', () => resolve('SIGINT'));
-      process.once('SIGTERM', () => resolve('SIGTERM'));
-    });
-    // discord.js retries an unreachable gateway forever, and these handlers replace the default
-    // exit on a signal: without the race, SIGTERM while connecting would be ignored for good.
-    let stoppedEarly: string | undefined;
+    // discord.js retries an unreachable gateway forever: without the abort, SIGTERM while
+    // connecting would be ignored for good.
+    const stop = startStop;
+    const aborted = new Promise<never>((_, reject) => stop.signal.addEventListener('abort', () => reject(new Error('stopped')), { once: true }));
+    aborted.catch(() => {});
+    let outcome: 'connected' | 'aborted';
     try {
-      stoppedEarly = await Promise.race([adapter.start(token).then(() => undefined), signalled]);
+      // A network that is not there yet (DNS, refused connections, 5xx) is waited out for as long
+      // as the process runs; a token or intents Discord refuses ends it with what to fix.
+      outcome = await retryUntilConnected({
+        signal: stop.signal,
+        attempt: async (attempt) => {
+          if (attempt > 1) {
+            // A failed login leaves its client destroyed for good: every attempt gets a fresh one.
+            await destroyClient(client).catch(() => {});
+            client = createDiscordClient(apiBase ? { restApi: apiBase } : {});
+            adapter = connectAdapter(client);
+          }
+          await Promise.race([adapter.start(token), aborted]);
+          waiting = undefined;
+        },
+        refusal: (error) => connectRefusal(error, config.discord.tokenEnv),
+        onRetry: ({ attempt, error, delayMs }) => {
+          const reason = errorMessage(error);
+          waiting = `discord unreachable (attempt ${attempt}: ${reason}); next attempt in ${Math.ceil(delayMs / 1000)} s`;
+          logger.warn(
+            { event: 'discord_connect_retry', attempt, retry_in_ms: delayMs, error: reason },
+            'could not reach Discord; trying again',
+          );
+        },
+      });
     } catch (error) {
       watcher?.close();
       await destroyClient(client).catch(() => {});
@@ -187,10 +249,10 @@ export const startCommand: CliCommand = {
       await operator.close();
       const message = error instanceof MagpieError ? error.render() : errorMessage(error);
       io.stderr.write(`magpie start: could not connect to Discord: ${message}\n`);
-      return EXIT.failure;
+      return error instanceof MagpieError ? EXIT.config : EXIT.failure;
     }
-    if (stoppedEarly !== undefined) {
-      logger.info({ event: 'stopping', signal: stoppedEarly }, 'stopping before the connection to Discord was ready');
+    if (outcome === 'aborted') {
+      logger.info({ event: 'stopping', signal: stopSignal }, 'stopping before the connection to Discord was ready');
       watcher?.close();
       await adapter.stop(0);
       await app.close();

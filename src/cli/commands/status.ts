@@ -15,6 +15,7 @@ import type { SqlDatabase } from '../../storage/database.js';
 import { EXIT, type CliCommand } from '../command.js';
 import { parseFlags } from '../parse-flags.js';
 import { readModelUsage } from '../../compaction-log/read-costs.js';
+import { jsonLine } from '../json-output.js';
 
 const USAGE = `Usage: magpie status [--data-dir DIR] [--channel ID] [--config FILE] [--json]
 
@@ -100,7 +101,7 @@ export const statusCommand: CliCommand = {
       const personas = allPersonas.filter((persona) => channel === undefined || persona.channelId === channel);
       if (parsed.values.json) {
         const listed = personas.map((persona) => ({ channel_id: persona.channelId, prompt: persona.prompt, set_by: persona.setBy, set_at: new Date(persona.setAt).toISOString() }));
-        io.stdout.write(`${JSON.stringify({ data_dir: dataDir, channels: statuses, personas: listed })}\n`);
+        io.stdout.write(jsonLine({ data_dir: dataDir, channels: statuses, personas: listed }));
       } else {
         io.stdout.write(statusTable(dataDir, statuses));
         for (const persona of personas) {
