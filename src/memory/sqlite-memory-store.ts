@@ -499,7 +499,7 @@ export class SqliteMemoryStore implements MemoryStore {
       .all(channelId, JSON.stringify([...gone])) as Array<{ rowid: number; index_key: string; content: string; source_ids: string }>;
     const remove = this.db.prepare('DELETE FROM memory_items WHERE rowid = ?');
     const update = this.db.prepare('UPDATE memory_items SET source_ids = ? WHERE rowid = ?');
-    const rewrite = this.db.prepare('UPDATE memory_items SET content = ?, content_hash = ?, updated_at = ? WHERE rowid = ?');
+    const rewrite = this.db.prepare('UPDATE memory_items SET content = ?, content_hash = ?, fts_text = ?, updated_at = ? WHERE rowid = ?');
     const dropVector = this.db.prepare('DELETE FROM memory_vectors WHERE item_rowid = ?');
     const quotes = quoteIndex(removedTexts);
     this.db.transaction(() => {
@@ -515,7 +515,7 @@ export class SqliteMemoryStore implements MemoryStore {
           // goes too and is owed again, embedded from what remains.
           const content = redactQuotes(row.content, quotes, DELETED_NOTE);
           if (content !== row.content) {
-            rewrite.run(content, hashContent(content), this.clock.now(), row.rowid);
+            rewrite.run(content, hashContent(content), searchText(content), this.clock.now(), row.rowid);
             dropVector.run(row.rowid);
             this.indexes.noteDeleted(row.index_key, [row.rowid]);
             this.insertBacklog.run(row.rowid, row.index_key);
