@@ -155,6 +155,9 @@ async function main(): Promise<number> {
       `; load average ${os.loadavg()[0]!.toFixed(1)}`,
   );
   for (const outcome of failedFiles) console.log(`failed: ${outcome.job.backend} ${outcome.job.name}`);
+  // The closing line CI reads: a file that failed without a failing test (a crash) still counts.
+  const failedCount = Math.max(total('fail') + total('cancelled'), failedFiles.length);
+  console.log(`${total('pass')} passed, ${failedCount} failed, ${total('skipped')} skipped`);
   return failedFiles.length === 0 ? 0 : 1;
 }
 
