@@ -165,6 +165,61 @@ describe('nothing missed across an outage', { timeout: 120_000 }, () => {
   });
 });
 
+describe('deletes made while the bot was away', { timeout: 120_000 }, () => {
+  test('a message deleted during the outage is gone after the restart; one older than the window is untouched', async () => {
+    const { discord, model } = await fakes();
+    const dataDir = path.join(root, 'deletes-away');
+    // Written two days ago and stored back then: older than the window the catch-up reconciles.
+    const [old] = discord.seedHistory(GENERAL, [{ authorId: BOB, content: 'an old note about the lighthouse', at: Date.now() - 2 * 86_400_000 }]);
+    let bot = await startBot({ discord, model, dataDir });
+    await bot.app.runtime.ingest({
+      messageId: old!,
+      channelId: GENERAL,
+      authorId: BOB,
+      authorName: 'bob',
+      role: 'user',
+      content: 'an old note about the lighthouse',
+      createdAt: Date.now() - 2 * 86_400_000,
+    });
+    const kept = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'the ferry leaves at noon' });
+    const doomed = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'my locker code is walrus pineapple' });
+    const last = discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: 'see you on the pier' });
+    await waitUntil(() => messageIds(bot.app, GENERAL).length === 4, 'messages stored');
+    await waitUntil(
+      async () => (await bot.app.memory.search({ location: { channelId: GENERAL }, query: 'locker code walrus pineapple' })).length > 0,
+      'the message searchable',
+      20_000,
+    );
+    await bot.stop();
+
+    // Deleted on Discord while no gateway connection was there to tell the bot.
+    discord.deleteMessage({ channelId: GENERAL, messageId: doomed });
+    discord.deleteMessage({ channelId: GENERAL, messageId: old! });
+
+    bot = await startBot({ discord, model, dataDir });
+    try {
+      await waitUntil(() => bot.events.some((event) => event.type === 'catch_up_completed' && event.channel_id === GENERAL), 'catch-up', 30_000);
+      const reconciled = bot.events.find((event) => event.type === 'catch_up_deletes_reconciled' && event.channel_id === GENERAL);
+      assert.ok(reconciled, 'one line says how far back the catch-up looked');
+      assert.equal(reconciled.messages_checked, 3, 'the three messages of the last day');
+      assert.equal(reconciled.deletes_applied, 1);
+      assert.equal(reconciled.window_start_id, kept);
+      assert.equal(JSON.stringify(reconciled).includes('walrus'), false, 'no message content in the line');
+
+      assert.deepEqual(messageIds(bot.app, GENERAL), [old, kept, last], 'the deleted one left history; the old one, outside the window, stayed');
+      await bot.app.runtime.privacySettled();
+      const found = await bot.app.memory.search({ location: { channelId: GENERAL }, query: 'locker code walrus pineapple' });
+      assert.equal(JSON.stringify(found).includes('walrus'), false, 'search no longer finds it');
+      const stored = bot.app.db.prepare('SELECT content FROM history_entries WHERE channel_id = ?').all(GENERAL);
+      assert.equal(JSON.stringify(stored).includes('walrus'), false);
+    } finally {
+      await bot.stop();
+      await model.close();
+      await discord.close();
+    }
+  });
+});
+
 describe('storage errors under a running bot', { timeout: 120_000 }, () => {
   test('a full disk: not ready, no reply to what could not be stored, retried with backoff, nothing accepted lost', async (context) => {
     if (TEST_STORAGE === 'postgres') {

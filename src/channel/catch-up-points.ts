@@ -15,6 +15,7 @@ export interface CatchUpPoint {
 export class CatchUpPoints {
   private readonly channels;
   private readonly last;
+  private readonly recent;
 
   constructor(db: SqlDatabase) {
     this.channels = db.prepare(
@@ -28,6 +29,19 @@ export class CatchUpPoints {
         WHERE channel_id = ? AND kind = 'message' AND ${digitsOnly}
         ORDER BY seq DESC LIMIT 1`,
     );
+    // People's messages only: the bot's own replies (chunked, streamed, edited) need not be
+    // stored under the ids Discord lists for them, and must never look deleted by mistake.
+    this.recent = db.prepare(
+      `SELECT message_id FROM history_entries
+        WHERE channel_id = ? AND kind = 'message' AND role = 'user' AND ${digitsOnly}
+        ORDER BY seq DESC LIMIT ?`,
+    );
+  }
+
+  /** The newest `limit` platform ids of people's messages stored for the channel (history and archive), newest first. */
+  recentMessageIds(channelId: string, limit: number): string[] {
+    if (limit <= 0) return [];
+    return (this.recent.all(channelId, limit) as Array<{ message_id: string }>).map((row) => row.message_id);
   }
 
   /** The `limit` most recently active channels with a platform message stored. */

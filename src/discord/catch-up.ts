@@ -6,6 +6,8 @@ import type { CatchUpPoint } from '../channel/catch-up-points.js';
 /** Where active channels' stored history ends (`CatchUpPoints` over SQLite satisfies it). */
 export interface CatchUpSource {
   active(limit: number): CatchUpPoint[];
+  /** Newest platform ids of people's messages stored for a channel, newest first (absent: no delete reconciliation). */
+  recentMessageIds?(channelId: string, limit: number): string[];
 }
 
 export interface CatchUpOptions {
@@ -14,11 +16,25 @@ export interface CatchUpOptions {
   events: EventStream;
   /** Records one fetched message as if it had arrived live (without answering it). */
   record(message: Message): Promise<void>;
+  /** Applies deletes through the same path as a live MESSAGE_DELETE (every copy goes). */
+  remove?(channelId: string, messageIds: string[]): Promise<void>;
   limits: () => { channels: number; messagesPerChannel: number };
 }
 
 /** Discord's largest page of channel history. */
 const PAGE = 100;
+
+/**
+ * Delete reconciliation looks at most this many of a channel's newest stored messages, and only
+ * those of the last day, whichever is fewer: enough to cover the deletes of a typical outage,
+ * while a catch-up over many channels costs at most a few REST pages each.
+ */
+const RECONCILE_MESSAGES = 100;
+const RECONCILE_MS = 24 * 60 * 60 * 1000;
+/** Pages of Discord history read backwards per channel to cover that window. */
+const RECONCILE_PAGES = 3;
+/** Discord's epoch: a snowflake's top bits are milliseconds since then. */
+const DISCORD_EPOCH = 1_420_070_400_000n;
 
 /**
  * Fills the gap an outage left: for each recently active channel, fetches through REST the
@@ -65,6 +81,7 @@ export class ChannelCatchUp {
     try {
       const channel = client.channels.cache.get(point.channelId) ?? (await client.channels.fetch(point.channelId));
       if (!channel || !('messages' in channel) || !channel.isTextBased()) return;
+      await this.reconcileDeletes(point.channelId, channel.messages);
       while (fetched < limit) {
         const page = await channel.messages.fetch({ after, limit: Math.min(PAGE, limit - fetched), cache: false });
         if (page.size === 0) break;
@@ -81,6 +98,63 @@ export class ChannelCatchUp {
       events.emit({ type: 'catch_up_failed', channel_id: point.channelId, reason, messages: fetched, error: errorMessage(error) });
     }
   }
+
+  /**
+   * Deletes made while the bot was away sent no event: the messages stored for the channel's
+   * recent window that Discord no longer lists are deleted through the live delete path. Only
+   * ids inside the exact range Discord's pages covered are compared: a message merely older
+   * than what was fetched is never taken for deleted.
+   */
+  private async reconcileDeletes(channelId: string, messages: HistoryReader): Promise<void> {
+    const { source, remove, events } = this.options;
+    if (!source.recentMessageIds || !remove) return;
+    const since = Date.now() - RECONCILE_MS;
+    const stored = source.recentMessageIds(channelId, RECONCILE_MESSAGES).filter((id) => snowflakeTime(id) >= since);
+    if (stored.length === 0) return;
+    const newest = stored[0]!;
+    const oldest = stored.at(-1)!;
+    const listed = new Set<string>();
+    // Pages newest first, starting just above the newest stored id so that it is included.
+    let before = (BigInt(newest) + 1n).toString();
+    // The lowest id the pages vouch for: below it Discord was not asked.
+    let coveredFrom: bigint | undefined;
+    for (let page = 0; page < RECONCILE_PAGES; page += 1) {
+      const result = await messages.fetch({ before, limit: PAGE, cache: false });
+      let lowest: string | undefined;
+      for (const id of result.keys()) {
+        listed.add(id);
+        if (lowest === undefined || compareSnowflakes(id, lowest) < 0) lowest = id;
+      }
+      if (result.size < PAGE || lowest === undefined) {
+        coveredFrom = 0n; // a short page reached the start of the channel
+        break;
+      }
+      coveredFrom = BigInt(lowest);
+      if (compareSnowflakes(lowest, oldest) <= 0) break;
+      before = lowest;
+    }
+    const compared = stored.filter((id) => coveredFrom !== undefined && BigInt(id) >= coveredFrom);
+    const gone = compared.filter((id) => !listed.has(id));
+    if (gone.length > 0) await remove(channelId, gone);
+    const windowStart = compared.at(-1) ?? newest;
+    events.emit({
+      type: 'catch_up_deletes_reconciled',
+      channel_id: channelId,
+      window_start: new Date(snowflakeTime(windowStart)).toISOString(),
+      window_start_id: windowStart,
+      messages_checked: compared.length,
+      deletes_applied: gone.length,
+    });
+  }
+}
+
+/** The part of a channel's message manager that reconciliation reads. */
+interface HistoryReader {
+  fetch(options: { before: string; limit: number; cache: false }): Promise<{ size: number; keys(): IterableIterator<string> }>;
+}
+
+function snowflakeTime(id: string): number {
+  return Number((BigInt(id) >> 22n) + DISCORD_EPOCH);
 }
 
 function compareSnowflakes(left: string, right: string): number {

@@ -101,6 +101,7 @@ export class DiscordAdapter {
         source: options.catchUp,
         events: options.events,
         record: (message) => this.recordMissed(message),
+        remove: (channelId, messageIds) => this.onDelete(channelId, messageIds),
         limits: () => {
           const discord = options.config.current().discord;
           return { channels: discord.catchUpChannels, messagesPerChannel: discord.catchUpMessages };

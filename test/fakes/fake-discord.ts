@@ -174,7 +174,7 @@ export class FakeDiscord {
   readonly handshakes: Array<{ op: number; d: unknown }> = [];
   heartbeats = 0;
   /** GET /channels/:id/messages requests received (catch-up), in order. */
-  readonly historyRequests: Array<{ channelId: string; after?: string; before?: string }> = [];
+  readonly historyRequests: Array<{ channelId: string; after?: string; before?: string; around?: string }> = [];
 
   private readonly server: Server;
   private readonly wss: WebSocketServer;
@@ -875,16 +875,30 @@ export class FakeDiscord {
 
   /**
    * GET /channels/:id/messages as Discord answers it: `limit` (1-100, default 50) messages,
-   * newest first; with `after`, the oldest ones after that id; with `before`, the newest before it.
+   * newest first; with `after`, the oldest ones after that id; with `before`, the newest before it;
+   * with `around`, about half before the id and the rest from it on (the id itself if it exists).
    */
   private channelHistory(channelId: string, query: URLSearchParams): Array<Record<string, unknown>> {
-    this.historyRequests.push({ channelId, after: query.get('after') ?? undefined, before: query.get('before') ?? undefined });
+    this.historyRequests.push({
+      channelId,
+      after: query.get('after') ?? undefined,
+      before: query.get('before') ?? undefined,
+      around: query.get('around') ?? undefined,
+    });
     const limit = Math.min(100, Math.max(1, Number(query.get('limit') ?? 50) || 50));
     const after = query.get('after');
     const before = query.get('before');
+    const around = query.get('around');
     const inChannel = [...this.messages.values()]
       .filter((message) => message.channel_id === channelId)
       .sort((left, right) => (BigInt(left.id as string) < BigInt(right.id as string) ? -1 : 1));
+    if (around !== null) {
+      const pivot = BigInt(around);
+      const older = inChannel.filter((message) => BigInt(message.id as string) < pivot);
+      const rest = inChannel.filter((message) => BigInt(message.id as string) >= pivot);
+      const below = Math.floor(limit / 2);
+      return [...older.slice(Math.max(0, older.length - below)), ...rest.slice(0, limit - Math.min(below, older.length))].reverse();
+    }
     if (after !== null) {
       return inChannel.filter((message) => BigInt(message.id as string) > BigInt(after)).slice(0, limit).reverse();
     }
