@@ -220,6 +220,45 @@ describe('deletes made while the bot was away', { timeout: 120_000 }, () => {
   });
 });
 
+describe('deletes reconciled only where Discord answered', { timeout: 120_000 }, () => {
+  test('a stored message below the range the pages covered is never taken for deleted', async () => {
+    const { discord, model } = await fakes();
+    const dataDir = path.join(root, 'deletes-range');
+    const hourAgo = Date.now() - 3_600_000;
+    const [early] = discord.seedHistory(GENERAL, [{ authorId: BOB, content: 'an early note within the day', at: hourAgo - 3_600_000 }]);
+    // Many messages the bot never stored push the early one past the pages reconciliation reads.
+    discord.seedHistory(GENERAL, Array.from({ length: 350 }, (_, index) => ({ authorId: BOB, content: `unstored ${index}`, at: hourAgo + index })));
+    let bot = await startBot({ discord, model, dataDir });
+    await bot.app.runtime.ingest({
+      messageId: early!,
+      channelId: GENERAL,
+      authorId: BOB,
+      authorName: 'bob',
+      role: 'user',
+      content: 'an early note within the day',
+      createdAt: hourAgo - 3_600_000,
+    });
+    const kept = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'kept' });
+    const doomed = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'deleted while away' });
+    await waitUntil(() => messageIds(bot.app, GENERAL).length === 3, 'messages stored');
+    await bot.stop();
+    discord.deleteMessage({ channelId: GENERAL, messageId: doomed });
+
+    bot = await startBot({ discord, model, dataDir });
+    try {
+      await waitUntil(() => bot.events.some((event) => event.type === 'catch_up_completed' && event.channel_id === GENERAL), 'catch-up', 30_000);
+      const reconciled = bot.events.find((event) => event.type === 'catch_up_deletes_reconciled' && event.channel_id === GENERAL);
+      assert.equal(reconciled?.messages_checked, 2, 'only the two stored ids inside the covered range');
+      assert.equal(reconciled?.deletes_applied, 1);
+      assert.deepEqual(messageIds(bot.app, GENERAL), [early, kept], 'the early message, outside the covered range, stays');
+    } finally {
+      await bot.stop();
+      await model.close();
+      await discord.close();
+    }
+  });
+});
+
 describe('storage errors under a running bot', { timeout: 120_000 }, () => {
   test('a full disk: not ready, no reply to what could not be stored, retried with backoff, nothing accepted lost', async (context) => {
     if (TEST_STORAGE === 'postgres') {
