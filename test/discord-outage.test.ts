@@ -259,6 +259,35 @@ describe('deletes reconciled only where Discord answered', { timeout: 120_000 },
   });
 });
 
+describe('edits and deletes while the bot starts', { timeout: 120_000 }, () => {
+  test('a delete that comes while its channel catches up waits for the catch-up, then applies', async () => {
+    const { discord, model } = await fakes();
+    const dataDir = path.join(root, 'delete-during-start');
+    let bot = await startBot({ discord, model, dataDir });
+    const kept = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'kept' });
+    const doomed = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'deleted as the bot comes back' });
+    await waitUntil(() => messageIds(bot.app, GENERAL).length === 2, 'messages stored');
+    await bot.stop();
+    const whileDown = discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: 'sent while down' });
+    // The catch-up's first history read is held back, so the delete below arrives during it.
+    discord.rateLimitHistory(1, 1);
+    bot = await startBot({ discord, model, dataDir });
+    try {
+      discord.deleteMessage({ channelId: GENERAL, messageId: doomed });
+      await waitUntil(() => bot.events.some((event) => event.type === 'catch_up_completed' && event.channel_id === GENERAL), 'catch-up', 30_000);
+      await bot.adapter.idle();
+      const completed = bot.events.findIndex((event) => event.type === 'catch_up_completed' && event.channel_id === GENERAL);
+      const deletes = bot.events.flatMap((event, index) => (event.type === 'messages_deleted' && event.channel_id === GENERAL ? [index] : []));
+      assert.ok(deletes.at(-1)! > completed, 'the live delete was applied after the catch-up, not dropped');
+      assert.deepEqual(messageIds(bot.app, GENERAL), [kept, whileDown]);
+    } finally {
+      await bot.stop();
+      await model.close();
+      await discord.close();
+    }
+  });
+});
+
 describe('storage errors under a running bot', { timeout: 120_000 }, () => {
   test('a full disk: not ready, no reply to what could not be stored, retried with backoff, nothing accepted lost', async (context) => {
     if (TEST_STORAGE === 'postgres') {

@@ -39,7 +39,8 @@ const DISCORD_EPOCH = 1_420_070_400_000n;
 /**
  * Fills the gap an outage left: for each recently active channel, fetches through REST the
  * messages after the last one stored, oldest first, page by page (bounded per channel), and
- * records them in order; ingest is idempotent per message id, so nothing is stored twice. While
+ * records them in order; ingest is idempotent per message id, so nothing is stored twice. First
+ * it reconciles the deletes made meanwhile over a bounded recent window (`reconcileDeletes`). While
  * a channel catches up, its live messages wait (`before`), so history stays in order and the bot
  * answers only once it has read what it missed.
  */

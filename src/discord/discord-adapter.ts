@@ -101,7 +101,8 @@ export class DiscordAdapter {
         source: options.catchUp,
         events: options.events,
         record: (message) => this.recordMissed(message),
-        remove: (channelId, messageIds) => this.onDelete(channelId, messageIds),
+        // Not `onDelete`: that waits for the channel's catch-up, which is the caller here.
+        remove: (channelId, messageIds) => this.applyDelete(channelId, messageIds),
         limits: () => {
           const discord = options.config.current().discord;
           return { channels: discord.catchUpChannels, messagesPerChannel: discord.catchUpMessages };
@@ -302,11 +303,26 @@ export class DiscordAdapter {
   }
 
   /**
+   * Edits and deletes are never dropped, unlike new messages before ready (those the start's
+   * catch-up fetches). Their listeners are attached before login, so one that comes while the
+   * bot starts is handled at once, queued behind its channel's catch-up: a page of history the
+   * catch-up already read could otherwise be recorded after the change and bring the old text
+   * back. During shutdown `stop` waits for every handler started before the disconnect, so the
+   * change lands before the store closes; one made after the disconnect sends the bot nothing,
+   * and a delete is then reconciled by the next start's catch-up (an edit is not).
+   */
+  private async afterCatchUp(channelId: string): Promise<void> {
+    const catchingUp = this.catchUp?.before(channelId);
+    if (catchingUp) await catchingUp;
+  }
+
+  /**
    * An edit applies whenever it comes (while starting or stopping too) and whoever is allowed to
    * talk to the bot now: the old text of a stored message must leave every copy. Only the bot's
    * own edits (its streamed replies) are its own business.
    */
   private async onEdit(previous: Message | PartialMessage, next: Message | PartialMessage): Promise<void> {
+    await this.afterCatchUp(next.channelId);
     if (next.partial) next = await next.fetch();
     const message = next as Message;
     if (!previous.partial && previous.content === message.content) return; // embeds unfurled, pins...
@@ -317,6 +333,12 @@ export class DiscordAdapter {
   }
 
   private async onDelete(channelId: string, messageIds: string[]): Promise<void> {
+    await this.afterCatchUp(channelId);
+    await this.applyDelete(channelId, messageIds);
+  }
+
+  /** The one delete path: live events and the catch-up's reconciliation both end here. */
+  private async applyDelete(channelId: string, messageIds: string[]): Promise<void> {
     if (messageIds.length === 0) return;
     await this.options.runtime.deleteMessages(channelId, messageIds);
     this.options.events.emit({ type: 'messages_deleted', channel_id: channelId, count: messageIds.length });
