@@ -82,7 +82,12 @@ export class ChannelCatchUp {
     try {
       const channel = client.channels.cache.get(point.channelId) ?? (await client.channels.fetch(point.channelId));
       if (!channel || !('messages' in channel) || !channel.isTextBased()) return;
-      await this.reconcileDeletes(point.channelId, channel.messages);
+      // A failed reconciliation must not keep the channel from fetching what it missed.
+      try {
+        await this.reconcileDeletes(point.channelId, channel.messages);
+      } catch (error) {
+        events.emit({ type: 'catch_up_deletes_failed', channel_id: point.channelId, reason, error: errorMessage(error) });
+      }
       while (fetched < limit) {
         const page = await channel.messages.fetch({ after, limit: Math.min(PAGE, limit - fetched), cache: false });
         if (page.size === 0) break;
