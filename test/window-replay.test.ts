@@ -9,7 +9,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { openApp, type MagpieApp } from '../src/app/index.js';
-import type { ResolvedAttachment } from '../src/attachments/resolve-attachments.js';
+import { resolveAttachments, type ResolvedAttachment } from '../src/attachments/resolve-attachments.js';
+import { estimateImageTokens } from '../src/attachments/image-tokens.js';
 import { runAgentTurn } from '../src/channel/agent-turn.js';
 import type { ChannelSettings } from '../src/config/types.js';
 import { definitionsOf } from '../src/llm/tool.js';
@@ -169,4 +170,75 @@ test('a channel with images, counted by their pixels, holds the same edges', asy
     turnEvery: 3,
     check: (replay) => assertEdgesHeld(replay, 'img'),
   });
+});
+
+test('a text file far larger than the window is cut to fit, with a note, and the message is answered', async () => {
+  const count = characterTokenCounter();
+  const window = 3000;
+  const fake = await startFakeAnthropic({ countTokens: count, contextWindow: window });
+  fake.setDefault((request) => (isAgentRequest(request.body) ? { text: 'Read what I could.' } : { text: 'Summary: a log was shared.' }));
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-edges-'));
+  // 40,000 characters inlined: about 10,000 tokens, over three times the window.
+  const app = await openApp({ config: testConfig({ baseUrl: fake.baseUrl, dataDir, defaults: { ...SMALL, maxAttachmentChars: 40_000 } }), env: appEnv() });
+  const channelId = 'big-file';
+  try {
+    const log = 'GET /health 200 in 3 ms\n'.repeat(1700).slice(0, 40_000);
+    await app.runtime.ingest({ messageId: 'm1', channelId, guildId: 'g1', authorId: 'u1', authorName: 'Ana', role: 'user', content: 'what is in this log?\n[attachment: server.log]', createdAt: Date.UTC(2026, 0, 1) });
+    const files = await resolveAttachments([{ name: 'server.log', size: log.length, data: Buffer.from(log) }], { vision: true, maxImages: 4, maxChars: 40_000 });
+    assert.equal(files[0]!.kind === 'text' && files[0]!.text.length, 40_000, 'the whole file was read');
+    await app.runtime.attachFiles(channelId, 'm1', files);
+    const result = await app.runtime.runSerial(channelId, () =>
+      runAgentTurn({ runtime: app.runtime, channelId, model: app.model!, tools: app.tools, settings: app.config.settingsFor(channelId), context: { channelId, guildId: 'g1' } }),
+    );
+    assert.equal(result.reply, 'Read what I could.');
+    const agent = fake.requests.filter((request) => isAgentRequest(request.body));
+    assert.ok(agent.length > 0);
+    assert.ok(agent.every((request) => request.refusal === undefined), 'no request was refused');
+    for (const request of agent) assert.ok(request.inputTokens! + Number(request.body.max_tokens) <= window, 'the request fits with its answer');
+    const seen = lastUserText(agent.at(-1)!.body);
+    assert.match(seen, /what is in this log\?/);
+    assert.match(seen, /\[file: server\.log, \d+ KB, first [\d,]+ characters shown\]/, 'the placeholder says the file was cut');
+    const note = /Attached file server\.log:\n(GET[^[]*)\n\[cut here: the file is longer than ([\d,]+) characters\]$/m.exec(seen);
+    assert.ok(note, 'the model sees the note that the file was cut');
+    const shown = Number(note[2]!.replace(/,/g, ''));
+    assert.equal(note[1]!.length, shown, 'the note gives how much of it is shown');
+    assert.ok(shown > 1000 && shown < 10_000, `a useful beginning within the window: ${shown}`);
+  } finally {
+    await app.close();
+    await fake.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('a server that charges images three times their pixel rule does not move the factor text messages are corrected by', async () => {
+  const fake = await startFakeAnthropic({ countTokens: characterTokenCounter({ imageScale: 3 }), contextWindow: 20_000 });
+  fake.setDefault({ text: 'Noted.' });
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-edges-'));
+  const app = await openApp({ config: testConfig({ baseUrl: fake.baseUrl, dataDir, defaults: { contextWindow: 20_000, maxResponseTokens: 256 } }), env: appEnv() });
+  const channelId = 'pictures';
+  let index = 0;
+  const say = async (files: ResolvedAttachment[] = []) => {
+    const messageId = `${channelId}-m${index}`;
+    await app.runtime.ingest({ messageId, channelId, guildId: 'g1', authorId: 'u1', authorName: 'Ana', role: 'user', content: `${index}: ${ENGLISH[index % ENGLISH.length]!}`, createdAt: Date.UTC(2026, 0, 1) + index * 60_000 });
+    index += 1;
+    if (files.length > 0) await app.runtime.attachFiles(channelId, messageId, files);
+    await app.runtime.runSerial(channelId, () =>
+      runAgentTurn({ runtime: app.runtime, channelId, model: app.model!, tools: app.tools, settings: app.config.settingsFor(channelId), context: { channelId, guildId: 'g1' } }),
+    );
+  };
+  const picture = (name: string): ResolvedAttachment => ({ kind: 'image', name, size: 64, mediaType: 'image/png', width: 800, height: 600, tokens: estimateImageTokens(800, 600), data: pngOf(800, 600) });
+  try {
+    for (let turn = 0; turn < 6; turn += 1) await say();
+    const learnt = app.runtime.messageFactor(channelId);
+    // Three turns with two pictures each: 1,280 estimated tokens that the server counts as 3,840.
+    for (let turn = 0; turn < 3; turn += 1) await say([picture(`a${turn}.png`), picture(`b${turn}.png`)]);
+    await say();
+    const after = app.runtime.messageFactor(channelId);
+    assert.ok(Math.abs(after / learnt - 1) < 0.03, `the messages factor stays where text put it: ${learnt} → ${after}`);
+    assert.ok(fake.requests.every((request) => request.refusal === undefined), 'nothing refused');
+  } finally {
+    await app.close();
+    await fake.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
 });

@@ -86,6 +86,9 @@ export class AttachmentStore {
       clear: db.prepare('DELETE FROM message_attachments WHERE channel_id = ? AND seq = ?'),
       live: db.prepare('SELECT * FROM message_attachments WHERE channel_id = ? AND seq >= ? ORDER BY seq, ordinal'),
       tokens: db.prepare('SELECT COALESCE(SUM(tokens), 0) AS tokens FROM message_attachments WHERE channel_id = ? AND seq = ?'),
+      imageTokens: db.prepare(
+        "SELECT COALESCE(SUM(tokens), 0) AS tokens FROM message_attachments WHERE channel_id = ? AND seq >= ? AND kind = 'image'",
+      ),
     };
   }
 
@@ -129,6 +132,11 @@ export class AttachmentStore {
   /** What a message's files add to its token estimate. */
   tokensOf(channelId: string, seq: number): number {
     return (this.statements.tokens.get(channelId, seq) as { tokens: number }).tokens;
+  }
+
+  /** What the images of the messages from `fromSeq` on add to the estimate: one indexed range sum. */
+  imageTokensFrom(channelId: string, fromSeq: number): number {
+    return Number((this.statements.imageTokens.get(channelId, fromSeq) as { tokens: number | bigint }).tokens);
   }
 
   delete(channelId: string, seqs: readonly number[]): void {

@@ -20,10 +20,11 @@ export class CalibrationKeeper {
   }
 
   /** A response counted `inputTokens` for a request estimated at `estimatedTokens`. */
-  record(state: ChannelState, estimatedTokens: number, inputTokens: number, fixed?: { estimated: number; real: number }): void {
+  record(state: ChannelState, estimatedTokens: number, inputTokens: number, fixed?: { estimated: number; real: number }, imageTokens = 0): void {
     // A request that is nearly all fixed part (a first question in a new channel) says nothing
     // about the channel's messages, and a factor learnt from it would be the prompt's.
     if (fixed && estimatedTokens - fixed.estimated < CALIBRATION.minEstimate) return;
+    if (fixed && imagesChargedOtherwise(state.calibration, estimatedTokens - fixed.estimated, inputTokens - fixed.real, imageTokens)) return;
     const next = observe(state.calibration, estimatedTokens, inputTokens);
     if (!next) return;
     const messageFactor = fixed ? observeMessages(state.calibration, estimatedTokens, inputTokens, fixed) : undefined;
@@ -61,4 +62,19 @@ export class CalibrationKeeper {
       ...fields,
     });
   }
+}
+
+/**
+ * Whether a request's images cost the server something else than their estimate (the API's
+ * pixel rule) says: its text, with the images taken at their estimate, would be a whole bounded
+ * step away from the messages' learnt factor. Such a request teaches neither factor: otherwise
+ * how one model charges pictures would move the correction of every text message after it. A
+ * refusal still teaches (`overflow`), so an image channel stays safe.
+ */
+function imagesChargedOtherwise(calibration: Calibration, messagesEstimate: number, messagesReal: number, imageTokens: number): boolean {
+  const known = calibration.messageFactor;
+  const text = messagesEstimate - imageTokens;
+  if (imageTokens <= 0 || known === undefined || text < CALIBRATION.minEstimate) return false;
+  const ratio = (messagesReal - imageTokens) / text;
+  return ratio > known * CALIBRATION.maxStep || ratio < known / CALIBRATION.maxStep;
 }

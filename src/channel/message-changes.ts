@@ -5,7 +5,7 @@ import type { MemoryLocation } from '../memory/types.js';
 import { findUserMessages } from '../privacy/erase-user.js';
 import type { PrivacyPropagator, PropagationChanges, RemovedMessage } from '../privacy/propagator.js';
 import type { ChannelState } from './channel-state.js';
-import { cappedEntryTokens, messageCap } from './oversized-message.js';
+import { cappedEntryTokens, fitFiles, messageCap } from './oversized-message.js';
 import type { RuntimeParts, UserErasure } from './runtime-types.js';
 import type { HistoryEntry } from './types.js';
 
@@ -43,7 +43,10 @@ export class MessageChanges {
     this.parts.writer.flush();
     const row = this.parts.store.findByMessageId(channelId, messageId);
     if (!row || files.length === 0) return row !== undefined;
-    return this.editMessage(channelId, messageId, this.parts.extras.attach(channelId, row, files));
+    // The files are fitted to the message's cap once, here, as its text is on append.
+    const cap = messageCap(this.parts.settings(channelId), this.parts.channel(channelId).calibration.factor);
+    const fitted = fitFiles(files, cappedEntryTokens(row, cap), cap);
+    return this.editMessage(channelId, messageId, this.parts.extras.attach(channelId, row, fitted));
   }
 
   /** See `ChannelRuntime.editMessage`. */

@@ -1,6 +1,7 @@
+import { renderTextFile, type ResolvedAttachment } from '../attachments/resolve-attachments.js';
 import type { ChannelSettings } from '../config/types.js';
 import { usableWindow } from './calibration.js';
-import { CHARS_PER_TOKEN, estimateEntryTokens, estimateTokens } from './token-estimate.js';
+import { CHARS_PER_TOKEN, estimateEntryTokens, estimateTokens, MESSAGE_FRAMING_TOKENS } from './token-estimate.js';
 import type { HistoryEntry } from './types.js';
 
 /**
@@ -59,4 +60,48 @@ export function requestContent(entry: Pick<HistoryEntry, 'kind' | 'authorName' |
   if (!isCapped(entry)) return entry.content;
   const shown = shownLength(entry);
   return entry.content.slice(0, shown) + oversizeNote(shown, entry.content.length);
+}
+
+/** What a placeholder adds to a message's text, at most, for each file (name, size, note). */
+const PLACEHOLDER_TOKENS = 32;
+
+/**
+ * A message's files as they may go to the model: images as they are, text files cut so that
+ * the message with all of them stays within `cap` (its own text costs `textTokens`). A file
+ * larger than the window would otherwise make the turn being answered alone too big to send
+ * (emergency truncation never drops it); cut, it carries the usual note saying how many of its
+ * characters are shown (`renderTextFile`), and the placeholder in history says so as well.
+ */
+export function fitFiles(files: readonly ResolvedAttachment[], textTokens: number, cap: number): ResolvedAttachment[] {
+  let room = cap - textTokens - PLACEHOLDER_TOKENS * files.length;
+  for (const file of files) if (file.kind === 'image') room -= file.tokens;
+  return files.map((file) => {
+    if (file.kind !== 'text') return file;
+    if (file.tokens <= room) {
+      room -= file.tokens;
+      return file;
+    }
+    const cut = cutTextFile(file, Math.max(0, room));
+    room -= cut.tokens;
+    return cut;
+  });
+}
+
+type TextFile = Extract<ResolvedAttachment, { kind: 'text' }>;
+
+/** The longest beginning of `file` whose rendering (note included) costs at most `tokens`. */
+function cutTextFile(file: TextFile, tokens: number): TextFile {
+  const costOf = (shown: number) =>
+    estimateTokens(renderTextFile({ ...file, text: file.text.slice(0, shown), truncated: true, maxChars: shown })) + MESSAGE_FRAMING_TOKENS;
+  let low = 0;
+  let high = file.text.length;
+  while (low < high) {
+    const middle = (low + high + 1) >>> 1;
+    if (costOf(middle) <= tokens) low = middle;
+    else high = middle - 1;
+  }
+  // Not between the halves of a surrogate pair.
+  const code = file.text.charCodeAt(low - 1);
+  if (code >= 0xd800 && code <= 0xdbff) low -= 1;
+  return { ...file, text: file.text.slice(0, low), truncated: true, maxChars: low, tokens: costOf(low) };
 }

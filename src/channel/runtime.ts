@@ -405,7 +405,10 @@ export class ChannelRuntime {
    */
   recordUsage(channelId: string, estimatedTokens: number, inputTokens: number): void {
     const state = this.channel(channelId);
-    this.calibrations.record(state, estimatedTokens, inputTokens, this.estimator.fixedPart(state, this.settings(channelId)));
+    const settings = this.settings(channelId);
+    // Images are only sent (and charged) with vision on.
+    const images = settings.vision ? this.extras.attachments.imageTokensFrom(channelId, state.entries[0]?.seq ?? state.nextSeq) : 0;
+    this.calibrations.record(state, estimatedTokens, inputTokens, this.estimator.fixedPart(state, settings), images);
   }
 
   /**

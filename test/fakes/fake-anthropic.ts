@@ -203,8 +203,10 @@ export function promptText(body: any): string {
  * definitions' own text.
  */
 export function characterTokenCounter(
-  options: { charsPerToken?: number; perMessage?: number; toolSystemTokens?: number } = {},
+  options: { charsPerToken?: number; perMessage?: number; toolSystemTokens?: number; imageScale?: number } = {},
 ): (request: RecordedRequest) => number {
+  // A server that charges images otherwise than their pixels say (how the bot copes is tested).
+  const imageScale = options.imageScale ?? 1;
   const charsPerToken = options.charsPerToken ?? 4;
   const perMessage = options.perMessage ?? 3;
   return (request) => {
@@ -219,7 +221,7 @@ export function characterTokenCounter(
     const tools = Array.isArray(request.body?.tools) && request.body.tools.length > 0;
     const forced = request.body?.tool_choice?.type === 'any' || request.body?.tool_choice?.type === 'tool';
     const toolSystem = tools ? (options.toolSystemTokens ?? (forced ? 313 : 346)) : 0;
-    return cjk + Math.ceil(other / charsPerToken) + perMessage * messages + imageTokens(request.body) + toolSystem;
+    return cjk + Math.ceil(other / charsPerToken) + perMessage * messages + Math.round(imageScale * imageTokens(request.body)) + toolSystem;
   };
 }
 
