@@ -2,12 +2,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { waitUntil } from './discord-helpers.js';
 import { MAGPIE_MAIN, magpieEnv, projectRoot } from './support/magpie-process.js';
+import { freePort } from './support/free-port.js';
 
 const root = projectRoot();
 const dockerfile = readFileSync(path.join(root, 'deploy', 'Dockerfile'), 'utf8');
@@ -34,14 +34,6 @@ function run(argv: string[]): Promise<number | null> {
     const child = spawn(argv[0]!, argv.slice(1), { stdio: 'ignore' });
     child.on('close', resolve);
   });
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 test('the systemd unit passes systemd-analyze verify, restarts on failure and is hardened', (t) => {

@@ -1,7 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startFakeAnthropic } from './fakes/fake-anthropic.js';
@@ -10,18 +9,10 @@ import { startFakeEmbeddingsServer } from './fakes/fake-embeddings-server.js';
 import { waitUntil } from './discord-helpers.js';
 import { runMagpie, startMagpie, type MagpieChild } from './support/magpie-process.js';
 import { backoffDelayMs } from '../src/discord/connect-retry.js';
+import { freePort } from './support/free-port.js';
 
 const ALICE = '100000000000000001';
 const GENERAL = '700000000000000001';
-
-/** A port nothing listens on yet (taken from the OS, then released). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 function writeConfig(dir: string, lines: string[]): string {
   const file = path.join(dir, 'magpie.toml');

@@ -2,12 +2,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { waitUntil } from './discord-helpers.js';
 import { MAGPIE_MAIN, magpieEnv, runMagpie } from './support/magpie-process.js';
 import { parseMetrics, sampleValue } from './support/prometheus-text.js';
+import { freePort } from './support/free-port.js';
 
 function tempDir(): string {
   return mkdtempSync(path.join(os.tmpdir(), 'magpie-operator-'));
@@ -25,14 +25,6 @@ function chat(args: string[], dir: string) {
   child.stderr.on('data', (chunk) => (output.stderr += chunk));
   const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
   return { child, output, exited };
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 test('magpie chat follows edits of its config file: a new window applies at once, a bad edit is refused', async () => {
