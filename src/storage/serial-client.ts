@@ -1,0 +1,208 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { SqlClient, SqlDialect, SqlQuery, SqlRunResult, TransactionMode } from './sql-client.js';
+import type { SqlDatabase, SqlStatement } from './sql-database.js';
+
+/** One open transaction (or savepoint) of a `SerialClient`, as the async context inside it sees it. */
+interface OpenTransaction {
+  root: OpenTransaction | undefined;
+  depth: number;
+  open: boolean;
+}
+
+/** How many rows `iterate` hands out per step. */
+const ITERATE_BATCH = 500;
+
+/**
+ * `SqlClient` over one synchronous connection (better-sqlite3). A statement runs inside the
+ * call, so its promise is already settled when it is returned and calls made without an await
+ * between them still run in the order they were made. A transaction holds the connection from
+ * BEGIN to COMMIT across its awaits: statements from outside its async context queue behind it
+ * and run, in order, once it ends. With no transaction open nothing queues, so SQLite pays one
+ * settled promise per statement and nothing more.
+ */
+export class SerialClient implements SqlClient {
+  private readonly context = new AsyncLocalStorage<OpenTransaction>();
+  private readonly queries = new Map<string, SerialQuery>();
+  /** Work waiting for the connection while a transaction holds it, in arrival order. */
+  private readonly waiting: Array<() => void> = [];
+  /** The outermost frame of the transaction holding the connection. */
+  private holder: OpenTransaction | undefined;
+
+  constructor(
+    /** The connection underneath; exposed for SQLite-only work (backup, checkpoints). */
+    readonly connection: SqlDatabase,
+    readonly dialect: SqlDialect = connection.dialect ?? 'sqlite',
+  ) {}
+
+  get open(): boolean {
+    return this.connection.open;
+  }
+
+  get inTransaction(): boolean {
+    return this.inside(this.context.getStore());
+  }
+
+  prepare(sql: string): SqlQuery {
+    let query = this.queries.get(sql);
+    if (!query) {
+      query = new SerialQuery(this, sql, false);
+      this.queries.set(sql, query);
+    }
+    return query;
+  }
+
+  exec(sql: string): Promise<void> {
+    return this.use(() => {
+      this.connection.exec(sql);
+    });
+  }
+
+  pragma(source: string, options?: { simple?: boolean }): Promise<unknown> {
+    return this.use(() => this.connection.pragma(source, options));
+  }
+
+  async transaction<T>(fn: () => Promise<T> | T, mode: TransactionMode = 'deferred'): Promise<T> {
+    const outer = this.context.getStore();
+    if (this.inside(outer)) return this.savepoint(outer!, fn);
+    const frame: OpenTransaction = { root: undefined, depth: 0, open: true };
+    frame.root = frame;
+    if (this.holder !== undefined || this.waiting.length > 0) {
+      // Taken synchronously when our turn comes, so nothing queued after us runs first.
+      await new Promise<void>((resolve) => this.waiting.push(() => ((this.holder = frame), resolve())));
+    } else {
+      this.holder = frame;
+    }
+    try {
+      this.connection.exec(mode === 'deferred' ? 'BEGIN' : 'BEGIN IMMEDIATE');
+      let result: T;
+      try {
+        result = await this.context.run(frame, fn);
+      } catch (error) {
+        frame.open = false;
+        this.rollback();
+        throw error;
+      }
+      frame.open = false;
+      try {
+        this.connection.exec('COMMIT');
+      } catch (error) {
+        this.rollback();
+        throw error;
+      }
+      return result;
+    } finally {
+      frame.open = false;
+      this.holder = undefined;
+      this.drain();
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.connection.open) this.connection.close();
+  }
+
+  /** Runs `work` now, or after the transaction that holds the connection when the caller is outside it. */
+  use<T>(work: () => T): Promise<T> {
+    if (this.inside(this.context.getStore()) || (this.holder === undefined && this.waiting.length === 0)) {
+      try {
+        return Promise.resolve(work());
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    }
+    return new Promise<T>((resolve, reject) => {
+      this.waiting.push(() => {
+        try {
+          resolve(work());
+        } catch (error) {
+          reject(error);
+        }
+      });
+    });
+  }
+
+  /** Prepares one statement on the connection (used by `SerialQuery`). */
+  statement(sql: string): SqlStatement {
+    return this.connection.prepare(sql);
+  }
+
+  private inside(frame: OpenTransaction | undefined): boolean {
+    return frame !== undefined && frame.open && frame.root !== undefined && frame.root === this.holder;
+  }
+
+  private async savepoint<T>(outer: OpenTransaction, fn: () => Promise<T> | T): Promise<T> {
+    const depth = outer.depth + 1;
+    const name = `magpie_sp_${depth}`;
+    const frame: OpenTransaction = { root: outer.root, depth, open: true };
+    this.connection.exec(`SAVEPOINT ${name}`);
+    try {
+      const result = await this.context.run(frame, fn);
+      frame.open = false;
+      this.connection.exec(`RELEASE SAVEPOINT ${name}`);
+      return result;
+    } catch (error) {
+      frame.open = false;
+      try {
+        this.connection.exec(`ROLLBACK TO SAVEPOINT ${name}; RELEASE SAVEPOINT ${name}`);
+      } catch {
+        // The outer transaction is gone with the connection's error; its owner rolls back.
+      }
+      throw error;
+    }
+  }
+
+  private rollback(): void {
+    try {
+      if (this.connection.inTransaction || this.connection.dialect === 'postgres') this.connection.exec('ROLLBACK');
+    } catch {
+      // Nothing to roll back (SQLite already did, on the error that got us here).
+    }
+  }
+
+  /** Hands the free connection to queued work, in order, until a queued transaction takes it. */
+  private drain(): void {
+    while (this.holder === undefined && this.waiting.length > 0) this.waiting.shift()!();
+  }
+}
+
+class SerialQuery implements SqlQuery {
+  private prepared: SqlStatement | undefined;
+
+  constructor(
+    private readonly client: SerialClient,
+    private readonly sql: string,
+    private readonly plucking: boolean,
+  ) {}
+
+  run(...params: unknown[]): Promise<SqlRunResult> {
+    return this.client.use(() => this.statement().run(...params));
+  }
+
+  get(...params: unknown[]): Promise<unknown> {
+    return this.client.use(() => this.statement().get(...params));
+  }
+
+  all(...params: unknown[]): Promise<unknown[]> {
+    return this.client.use(() => this.statement().all(...params));
+  }
+
+  async *iterate(...params: unknown[]): AsyncIterableIterator<unknown> {
+    // Keyset paging is the store's business; here the rows come in fixed-size slices of one read.
+    const rows = await this.all(...params);
+    for (let start = 0; start < rows.length; start += ITERATE_BATCH) {
+      for (const row of rows.slice(start, start + ITERATE_BATCH)) yield row;
+    }
+  }
+
+  pluck(toggle = true): SqlQuery {
+    return new SerialQuery(this.client, this.sql, toggle);
+  }
+
+  private statement(): SqlStatement {
+    if (!this.prepared) {
+      const base = this.client.statement(this.sql);
+      this.prepared = this.plucking ? base.pluck(true) : base;
+    }
+    return this.prepared;
+  }
+}

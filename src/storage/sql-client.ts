@@ -1,0 +1,55 @@
+/**
+ * The asynchronous database seam every store is written against. It keeps the statement shape
+ * of better-sqlite3 (prepare / run / get / all / pluck) so a store reads the same on both
+ * backends, but every call returns a promise: a statement that crosses a network never holds
+ * the event loop. SQLite answers inside the call (`SerialClient`, synchronous underneath, which
+ * is what makes it fast); PostgreSQL answers when the server does (`PgPoolClient`, on `pg.Pool`).
+ *
+ * Transactions bind to the async context that opened them: a statement prepared anywhere on the
+ * client and run from inside `transaction(fn)` (in `fn` or anything it awaits) goes to the
+ * transaction's connection; a statement run from elsewhere meanwhile does not see it (SQLite:
+ * it waits until the transaction ends; PostgreSQL: it runs on another pooled connection).
+ * So a transaction must never await work that itself waits for the client from outside it.
+ */
+export type SqlDialect = 'sqlite' | 'postgres';
+
+export interface SqlRunResult {
+  changes: number;
+  lastInsertRowid: number | bigint;
+}
+
+export interface SqlQuery {
+  run(...params: unknown[]): Promise<SqlRunResult>;
+  /** The first row, or undefined (with `pluck`: its first column). */
+  get(...params: unknown[]): Promise<unknown>;
+  all(...params: unknown[]): Promise<unknown[]>;
+  /** Rows in batches, so a scan of a large table never holds it all in memory. */
+  iterate(...params: unknown[]): AsyncIterableIterator<unknown>;
+  /** A copy of this query that returns the first column only. */
+  pluck(toggle?: boolean): SqlQuery;
+}
+
+/**
+ * `immediate` and `exclusive` take the write lock up front on SQLite (BEGIN IMMEDIATE); on
+ * PostgreSQL a transaction that must be serial says how (row locks, advisory locks) in its own
+ * statements, at the place that needs it.
+ */
+export type TransactionMode = 'deferred' | 'immediate' | 'exclusive';
+
+export interface SqlClient {
+  readonly dialect: SqlDialect;
+  readonly open: boolean;
+  /** True when the caller's async context is inside one of this client's transactions. */
+  readonly inTransaction: boolean;
+  prepare(sql: string): SqlQuery;
+  /** Runs one script (several statements, no parameters). */
+  exec(sql: string): Promise<void>;
+  /**
+   * Runs `fn` in one transaction and resolves with its result once committed; a throw rolls it
+   * back and rejects with the same error. Nested calls become savepoints.
+   */
+  transaction<T>(fn: () => Promise<T> | T, mode?: TransactionMode): Promise<T>;
+  /** SQLite only: a PRAGMA, as better-sqlite3 runs it. */
+  pragma(source: string, options?: { simple?: boolean }): Promise<unknown>;
+  close(): Promise<void>;
+}
