@@ -18,8 +18,9 @@ const LAYERS = [
   ['storage'], //        SQLite and PostgreSQL behind one statement API, group commit, writer lock
   ['llm'], //            ChatModel, the Anthropic client, tool loop, usage and cache breakpoints
   ['context'], //        history and summary entries, channel state, token arithmetic, the history store interface
+  ['privacy'], //        who may see which channel, erasure requests, redaction of deleted text
   ['memory'], //         the memory store (full text + vectors), embedders, memory tools
-  ['privacy', 'persona', 'attachments'], // views and erasure, personas, files and images
+  ['persona', 'attachments'], // personas; files and images
   ['compaction'], //     the Compactor, planner, summarizers, landing and splice
   ['compaction-log'], // the record of every compaction and its cost
   ['channel'], //        the channel runtime: ingest, replies' requests, message changes
