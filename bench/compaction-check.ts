@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { systemClock } from '../src/common/clock.js';
 import { CompactionLog } from '../src/compaction-log/index.js';
 import { openDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { median, timeBatches, type BenchReport } from './harness.js';
 import { benchConfig, fillHistory, openBenchRuntime } from './compaction-support.js';
 

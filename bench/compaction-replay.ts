@@ -13,7 +13,7 @@ import { LaggedScheduler } from '../src/compaction/scheduler.js';
 import { LiveConfig } from '../src/config/live-config.js';
 import { openMemoryStore } from '../src/memory/index.js';
 import { openDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { median, type BenchReport } from './harness.js';
 import { CompactionLog } from '../src/compaction-log/index.js';
 import { benchConfig } from './compaction-support.js';

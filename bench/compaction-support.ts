@@ -12,7 +12,7 @@ import { LiveConfig } from '../src/config/live-config.js';
 import type { MagpieConfig } from '../src/config/types.js';
 import type { MemoryStore } from '../src/memory/types.js';
 import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 
 /** Accepts transcript writes and does nothing: these benchmarks time the channel side only. */
 export const nullMemory: MemoryStore = {

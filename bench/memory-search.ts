@@ -4,7 +4,7 @@ import path from 'node:path';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { openMemoryStore, type SqliteMemoryStore, type TranscriptEntryInput } from '../src/memory/index.js';
 import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { median, p99, type BenchMetric, type BenchReport } from './harness.js';
 import { chatLines, type ChatLine } from './memory-corpus.js';
 

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import type { StorageSettings } from '../src/config/types.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { openStorageForWriting } from '../src/storage/open-storage.js';
 import { redactUrl } from '../src/storage/postgres/pg-database.js';
 

@@ -22,7 +22,7 @@ import { createAnthropicModel, limitConcurrency } from '../src/llm/index.js';
 import { createMemoryTools, openMemoryStore } from '../src/memory/index.js';
 import type { MemoryStore } from '../src/memory/types.js';
 import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { startFakeAnthropic } from '../test/fakes/fake-anthropic.js';
 
 export interface SoakOptions {

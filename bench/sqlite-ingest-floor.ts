@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { openDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 
 export function measureSqliteInsertRate(options: { rows: number; channels: number; batch: number }): number {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-bench-raw-'));

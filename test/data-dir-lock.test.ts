@@ -15,7 +15,7 @@ import { DEFAULTS } from '../src/config/defaults.js';
 import { LiveConfig } from '../src/config/live-config.js';
 import { openMemoryStore } from '../src/memory/index.js';
 import { openDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { MAGPIE_MAIN, projectRoot, runMagpie } from './support/magpie-process.js';
 
 const root = mkdtempSync(path.join(os.tmpdir(), 'magpie-lock-'));
@@ -177,7 +177,7 @@ describe('one writer per data dir', { timeout: 180_000 }, () => {
 
   test('two processes migrating a fresh data dir at once both succeed', async () => {
     const databaseModule = pathToFileURL(path.join(projectRoot(), 'dist/src/storage/database.js')).href;
-    const migrationsModule = pathToFileURL(path.join(projectRoot(), 'dist/src/storage/migrations.js')).href;
+    const migrationsModule = pathToFileURL(path.join(projectRoot(), 'dist/src/app/migrations.js')).href;
     for (let round = 0; round < 4; round += 1) {
       const dataDir = freshDir();
       const script = `const { openDatabase } = await import(${JSON.stringify(databaseModule)});

@@ -12,7 +12,7 @@ import { test } from 'node:test';
 import Database from 'better-sqlite3';
 import { DATABASE_FILE } from '../src/storage/database.js';
 import { searchText } from '../src/memory/search-text.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { WriterLock } from '../src/storage/writer-lock.js';
 import { generateTranscript, tempDir } from './compaction-support.js';
 import { MAGPIE_MAIN, runMagpie } from './support/magpie-process.js';

@@ -5,7 +5,7 @@ import { ChannelRuntime } from '../src/channel/index.js';
 import { EventStream, type MagpieEvent } from '../src/common/events.js';
 import { LiveConfig } from '../src/config/live-config.js';
 import { createExtractiveSummarizer } from '../src/compaction/extractive-summarizer.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { openStorageForWriting, type OpenedStorage } from '../src/storage/open-storage.js';
 import { PgChannelLocks } from '../src/storage/postgres/pg-channel-locks.js';
 import { FakeMemoryStore, testConfig, TickingClock, userMessage } from './compaction-support.js';

@@ -11,7 +11,7 @@ import { DEFAULTS } from '../src/config/defaults.js';
 import { openMemoryStore } from '../src/memory/index.js';
 import { channelKey, ftsTags } from '../src/memory/scope.js';
 import type { Migration, SqlDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { openStorageForWriting } from '../src/storage/open-storage.js';
 import { schemaForDir, TEST_DATABASE_URL, TEST_STORAGE } from './support/storage.js';
 

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { openDatabase } from '../src/storage/database.js';
-import { ALL_MIGRATIONS } from '../src/storage/migrations.js';
+import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { projectRoot, runMagpie } from './support/magpie-process.js';
 
 const root = mkdtempSync(path.join(os.tmpdir(), 'magpie-full-'));

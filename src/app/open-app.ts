@@ -17,7 +17,7 @@ import type { MemoryStore } from '../memory/types.js';
 import { timeMemorySearch, type MagpieMetrics } from '../metrics/index.js';
 import type { SqlDatabase } from '../storage/database.js';
 import { openStorageForWriting, storageTarget, type StorageTarget } from '../storage/open-storage.js';
-import { ALL_MIGRATIONS } from '../storage/migrations.js';
+import { ALL_MIGRATIONS } from './migrations.js';
 import { createBranchTool } from '../branch/index.js';
 import { createChannelHistoryTool, createSpawnWorkerTool, WorkerManager } from '../worker/index.js';
 import { StorageHealth } from '../storage/storage-health.js';

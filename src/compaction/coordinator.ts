@@ -7,6 +7,7 @@ import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
 import { decide, type CompactionAction } from './compactor.js';
+import type { CompactionOutcome } from './compaction-outcome.js';
 import { errorMessage } from '../common/errors.js';
 import { truncateInPlace } from './emergency-truncation.js';
 import { saveUnsavedMarkers } from './marker-writes.js';
@@ -19,20 +20,13 @@ import { runWorker, type WorkerOutcome } from './worker.js';
 import { calibrationFields, rollupTokens, roundUsage, summaryInputTokens, transcriptFactor } from './window-figures.js';
 import { SUMMARY_LINE_TOKENS } from './summary-prompt.js';
 
+export type { CompactionOutcome } from './compaction-outcome.js';
+
 /** Which Compactor decisions a check may act on (constants: the check allocates nothing). */
 const EVERY_TIER = { emergencyOnly: false } as const;
 const EMERGENCY_ONLY = { emergencyOnly: true } as const;
 const IDLE = { compactionRunning: false } as const;
 const RUNNING = { compactionRunning: true } as const;
-
-/** How `compactNow` ended. */
-export interface CompactionOutcome {
-  status: 'completed' | 'failed' | 'replanned' | 'busy' | 'nothing_to_compact';
-  compactionId?: string;
-  reason?: string;
-  messagesCompacted?: number;
-  tokensFreed?: number;
-}
 
 export interface CompactionCoordinatorOptions {
   store: HistoryStore;

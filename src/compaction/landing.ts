@@ -5,7 +5,7 @@ import type { Clock } from '../common/clock.js';
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
-import type { CompactionOutcome } from './coordinator.js';
+import type { CompactionOutcome } from './compaction-outcome.js';
 import { filesNote, markerFiles, NO_FILES, withFiles } from './emergency.js';
 import type { CompactionTier } from './events.js';
 import type { CompactionPlan } from './planner.js';

@@ -24,7 +24,6 @@ export { overflowNumbers, type OverflowNumbers } from './overflow-numbers.js';
 export { runToolLoop, parseToolInput, ANSWER_NOW, DROPPED_RESULT, type ToolLoopBudget, type ToolLoopOptions, type ToolLoopResult } from './tool-loop.js';
 export {
   observeModel,
-  MODEL_PURPOSES,
   type ModelCallObserver,
   type ModelCallRecord,
 } from './observed-model.js';

@@ -9,8 +9,6 @@ import type { ChatModel, ModelCallOptions, ModelPurpose, ModelRequest, ModelResp
  */
 export type { ModelPurpose };
 
-export const MODEL_PURPOSES: readonly ModelPurpose[] = ['channel', 'compaction', 'branch', 'worker'];
-
 /** One finished model call, as the observer sees it: numbers only, never content. */
 export interface ModelCallRecord {
   purpose: ModelPurpose;

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { MagpieError } from '../common/errors.js';
-import { ALL_MIGRATIONS } from '../storage/migrations.js';
+import { ALL_MIGRATIONS } from '../app/migrations.js';
 import { openStorageForWriting, type StorageTarget } from '../storage/open-storage.js';
 import type { PgDatabase } from '../storage/postgres/pg-database.js';
 import { redactUrl } from '../storage/postgres/pg-database.js';

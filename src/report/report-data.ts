@@ -119,13 +119,6 @@ function usageBefore(event: LoggedEvent): number | undefined {
   return Math.round(((event.usage * before) / after) * 10_000) / 10_000;
 }
 
-/** The settings in force at a position (the newest row at or before it). */
-export function settingsAt(settings: readonly LoggedSettings[], position: number): LoggedSettings | undefined {
-  let found = settings[0];
-  for (const row of settings) if (row.position <= position) found = row;
-  return found;
-}
-
 /** Usage of the last point at or before `position` (points ascend by position). */
 function usageAt(points: readonly SeriesPoint[], position: number): number {
   let low = 0;

@@ -5,7 +5,7 @@
  * named after the test's data dir so that a later command on the same dir finds the same data.
  */
 import { createHash } from 'node:crypto';
-import { ALL_MIGRATIONS } from '../../src/storage/migrations.js';
+import { ALL_MIGRATIONS } from '../../src/app/migrations.js';
 import { openDatabase, type SqlDatabase } from '../../src/storage/database.js';
 import { openStorageForWriting, type StorageTarget } from '../../src/storage/open-storage.js';
 import { isPostgres } from '../../src/storage/sql-database.js';

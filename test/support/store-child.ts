@@ -7,7 +7,7 @@
  */
 import { HistoryStore } from '../../src/channel/history-store.js';
 import { openStorageForWriting, type StorageTarget } from '../../src/storage/open-storage.js';
-import { ALL_MIGRATIONS } from '../../src/storage/migrations.js';
+import { ALL_MIGRATIONS } from '../../src/app/migrations.js';
 import { CHILD_CHANNEL, childEntry } from './store-contract.js';
 
 const [targetJson, mode, key] = process.argv.slice(2);

@@ -17,7 +17,7 @@ import { ChannelViews, privateThreadKey } from '../../src/privacy/channel-views.
 import { storageError } from '../../src/storage/storage-error.js';
 import { createChannelHistoryTool } from '../../src/worker/channel-history-tool.js';
 import { listPersonas, PersonaStore } from '../../src/persona/persona-store.js';
-import { ALL_MIGRATIONS } from '../../src/storage/migrations.js';
+import { ALL_MIGRATIONS } from '../../src/app/migrations.js';
 import { openStorageForWriting, type OpenedStorage, type StorageTarget } from '../../src/storage/open-storage.js';
 import { failInserts } from './storage.js';
 

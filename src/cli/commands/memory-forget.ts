@@ -4,7 +4,7 @@ import { EventStream } from '../../common/events.js';
 import { MagpieError } from '../../common/errors.js';
 import { loadConfig } from '../../config/load-config.js';
 import { DATABASE_FILE } from '../../storage/database.js';
-import { ALL_MIGRATIONS } from '../../storage/migrations.js';
+import { ALL_MIGRATIONS } from '../../app/migrations.js';
 import { listStorage, openStorageBesideWriter, openStorageForReading, type StorageTarget } from '../../storage/open-storage.js';
 import { requestErasure } from '../../privacy/erasure-requests.js';
 import { EXIT, type CliIo } from '../command.js';

@@ -6,7 +6,7 @@ import type { MemorySettings } from '../../config/types.js';
 import { openMemoryStore } from '../../memory/open-memory-store.js';
 import type { SqliteMemoryStore } from '../../memory/sqlite-memory-store.js';
 import { DATABASE_FILE } from '../../storage/database.js';
-import { ALL_MIGRATIONS } from '../../storage/migrations.js';
+import { ALL_MIGRATIONS } from '../../app/migrations.js';
 import { describeTarget, listStorage, openStorageForReading, type OpenedStorage, type StorageEntry } from '../../storage/open-storage.js';
 import { dataDirOfChannel } from '../../storage/shard-dirs.js';
 import { storageError } from '../../storage/storage-error.js';

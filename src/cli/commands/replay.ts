@@ -20,7 +20,7 @@ import { definitionsOf } from '../../llm/tool.js';
 import { createMemoryTools, openMemoryStore } from '../../memory/index.js';
 import type { SqliteMemoryStore } from '../../memory/sqlite-memory-store.js';
 import { openStorageForWriting, storageTarget } from '../../storage/open-storage.js';
-import { ALL_MIGRATIONS } from '../../storage/migrations.js';
+import { ALL_MIGRATIONS } from '../../app/migrations.js';
 import { storageError } from '../../storage/storage-error.js';
 import { utf8Lines } from '../utf8-lines.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';

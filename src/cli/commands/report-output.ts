@@ -3,7 +3,7 @@ import path from 'node:path';
 import { InputError, MagpieError } from '../../common/errors.js';
 import { renderReport, runFromDatabase, runLabels, type ReportRun } from '../../report/index.js';
 import type { SqlDatabase } from '../../storage/database.js';
-import { ALL_MIGRATIONS } from '../../storage/migrations.js';
+import { ALL_MIGRATIONS } from '../../app/migrations.js';
 import { openStorageForReading, type StorageTarget } from '../../storage/open-storage.js';
 import type { CliIo } from '../command.js';
 import { createProgress, progressEnabled } from '../progress.js';

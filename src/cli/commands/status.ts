@@ -10,7 +10,7 @@ import { MEMORY_TOOL_DEFINITIONS } from '../../memory/tools.js';
 import { listPersonas } from '../../persona/persona-store.js';
 import { hasTable } from '../../storage/read-only.js';
 import { listStorage, openStorageForReading, storageTarget, type OpenedStorage } from '../../storage/open-storage.js';
-import { ALL_MIGRATIONS } from '../../storage/migrations.js';
+import { ALL_MIGRATIONS } from '../../app/migrations.js';
 import type { SqlDatabase } from '../../storage/database.js';
 import { EXIT, type CliCommand } from '../command.js';
 import { parseFlags } from '../parse-flags.js';

@@ -7,9 +7,12 @@ import { MEMORY_MIGRATIONS } from '../memory/schema.js';
 import { PERSONA_MIGRATIONS } from '../persona/persona-store.js';
 import { PRIVACY_MIGRATIONS } from '../privacy/schema.js';
 import { WORKER_MIGRATIONS } from '../worker/worker-store.js';
-import type { Migration } from './database.js';
+import type { Migration } from '../storage/database.js';
 
-/** Every schema step of the one database, in the order they apply. */
+/**
+ * Every schema step of the one database, in the order they apply. Each capability owns its
+ * steps; the app, the one place that knows every capability, gathers them for storage.
+ */
 export const ALL_MIGRATIONS: readonly Migration[] = [
   ...HISTORY_MIGRATIONS,
   ...CALIBRATION_MIGRATIONS,
