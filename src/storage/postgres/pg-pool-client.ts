@@ -1,0 +1,473 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import pg from 'pg';
+import { MagpieError } from '../../common/errors.js';
+import type { SqlClient, SqlQuery, TransactionMode } from '../sql-client.js';
+import { PgCatalog } from './pg-catalog.js';
+import { endedByServer, failureKind, PgError, pgFailure, redactUrl } from './pg-error.js';
+import { PgHealthTracker, type PgHealth } from './pg-health.js';
+import { isWrite, PgPoolQuery, type PgPrepared, type PgResult, type PgRunner } from './pg-pool-query.js';
+import { pgClientConfig, resolvePgSettings, type PgConnectionSettings, type ResolvedPgSettings } from './pg-settings.js';
+import { OutsideOrder } from './outside-order.js';
+import { translateStatement } from './translate-sql.js';
+
+/** One transaction, shared by its savepoints. */
+interface OpenTransaction {
+  /** Its connection, checked out at its first statement (an empty transaction costs nothing). */
+  client: pg.PoolClient | undefined;
+  acquiring: Promise<pg.PoolClient> | undefined;
+  /** Control statements (BEGIN, SAVEPOINT, RELEASE) not sent yet: they travel with the next statement. */
+  pending: string[];
+  /** Statements sent on `client` so far. */
+  sent: number;
+  /** A connection-level failure happened: the connection is destroyed, not reused. */
+  broken: boolean;
+  open: boolean;
+}
+
+/** What an async context inside `transaction(fn)` sees: its transaction and how deep it is nested. */
+interface Frame {
+  transaction: OpenTransaction;
+  depth: number;
+  open: boolean;
+}
+
+/** Waits between health probes while PostgreSQL is not answering (the last one repeats). */
+const PROBE_DELAYS_MS = [250, 500, 1_000, 2_000, 5_000];
+
+/**
+ * `SqlClient` on `pg.Pool`, on the main event loop: no thread, nothing ever waits synchronously.
+ *
+ * - Statements are written for SQLite and translated (`translate-sql.ts`); the catalog completes
+ *   REPLACE and `lastInsertRowid` (`pg-catalog.ts`). int8/numeric come back as numbers, bytea as
+ *   Buffers, a server error as a `PgError` with its SQLSTATE.
+ * - Outside a transaction a statement runs on any pooled connection. Statements take effect in
+ *   the order they were issued, as on SQLite: a write waits for the statements issued before it,
+ *   a read for the writes issued before it; reads run side by side (`outside-order.ts`).
+ * - `transaction(fn)` binds to the async context: its statements go to one connection, checked
+ *   out at the first statement. BEGIN (and SAVEPOINT, RELEASE) are sent pipelined with the next
+ *   statement, so they cost no round trip of their own. `immediate`/`exclusive` are a plain
+ *   BEGIN at READ COMMITTED: a transaction that must be serial takes its own row or advisory locks.
+ * - Deadlines: `statement_timeout` and `lock_timeout` on the server, a client reply deadline
+ *   (`query_timeout`), a connect deadline, TCP keepalive (see pg-settings.ts). A connection that
+ *   timed out or dropped is destroyed, never returned to the pool; the pool opens a new one.
+ * - Failures: a lost connection is `storage_connection` and a passed deadline `storage_timeout`,
+ *   both retryable (`withStorageRetry` retries them with backoff). A statement the server ended
+ *   before it completed (57P01..57P03) is retried once on a new connection, as is a read whose
+ *   connection dropped. A COMMIT that got no answer raises `storage_commit_unknown`: the
+ *   transaction may or may not have been applied, so the caller must read back what it wrote
+ *   before deciding what it holds in memory (it must not assume either outcome).
+ * - `health` says `up`, `reconnecting` or `down`; while not up a probe retries with backoff.
+ */
+export class PgPoolClient implements SqlClient, PgRunner {
+  readonly dialect = 'postgres' as const;
+  readonly settings: ResolvedPgSettings;
+  private readonly pool: pg.Pool;
+  private readonly context = new AsyncLocalStorage<Frame>();
+  private readonly queries = new Map<string, PgPoolQuery>();
+  private readonly catalog = new PgCatalog();
+  private readonly order = new OutsideOrder();
+  private readonly tracker = new PgHealthTracker();
+  private probeTimer: NodeJS.Timeout | undefined;
+  private probeAttempt = 0;
+  private cursors = 0;
+  private isOpen = true;
+
+  constructor(settings: PgConnectionSettings) {
+    this.settings = resolvePgSettings(settings);
+    this.pool = new pg.Pool(pgClientConfig(this.settings, { pipeline: true }));
+    // A connection that dies while idle, or between a transaction's statements, reports here; without
+    // a listener it would end the process.
+    this.pool.on('error', (error) => this.noteFailure(error, false));
+    this.pool.on('connect', (client) => client.on('error', () => undefined));
+  }
+
+  /** A client whose server answered and whose schema exists; a server that cannot be reached is a clear error. */
+  static async connect(settings: PgConnectionSettings): Promise<PgPoolClient> {
+    const client = new PgPoolClient(settings);
+    try {
+      await client.exec(`CREATE SCHEMA IF NOT EXISTS "${client.settings.schema}"`).catch((error: { code?: string }) => {
+        // Two processes creating the schema at once: the loser sees a unique violation.
+        if (error.code !== '23505' && error.code !== '42P06') throw error;
+      });
+    } catch (error) {
+      await client.close();
+      throw new MagpieError('postgres_unreachable', `cannot use PostgreSQL at ${redactUrl(client.settings.url)}: ${(error as Error).message}`, {
+        cause: error,
+        context: { url: redactUrl(client.settings.url), schema: client.settings.schema },
+        hint: 'check [storage] url_env (default MAGPIE_DATABASE_URL) and that the server accepts connections from here',
+      });
+    }
+    return client;
+  }
+
+  get open(): boolean {
+    return this.isOpen;
+  }
+
+  get inTransaction(): boolean {
+    return this.frame() !== undefined;
+  }
+
+  get health(): PgHealth {
+    return this.tracker.snapshot;
+  }
+
+  /** Returns a function that removes the listener. */
+  onHealthChange(listener: (health: PgHealth) => void): () => void {
+    return this.tracker.onChange(listener);
+  }
+
+  prepare(sql: string): SqlQuery {
+    let query = this.queries.get(sql);
+    if (!query) {
+      const statement = translateStatement(sql);
+      query = new PgPoolQuery(this, { statement, name: `m${this.queries.size + 1}`, write: isWrite(statement.text) }, false);
+      this.queries.set(sql, query);
+    }
+    return query;
+  }
+
+  async exec(sql: string): Promise<void> {
+    const frame = this.frame();
+    if (frame) {
+      await this.inTransactionRun(frame.transaction, (client, prefix) => client.query([...prefix, sql].join(';\n')), { merged: true });
+      return;
+    }
+    await this.order.write(() => this.outside((client) => client.query(sql), { retryable: false }));
+  }
+
+  async pragma(_source?: string): Promise<never> {
+    throw new Error('PRAGMA is SQLite only');
+  }
+
+  async transaction<T>(fn: () => Promise<T> | T, _mode: TransactionMode = 'deferred'): Promise<T> {
+    this.assertOpen();
+    const outer = this.frame();
+    if (outer) return this.savepoint(outer, fn);
+    // Writes issued before the transaction are visible inside it.
+    await this.order.writesIssued();
+    const transaction: OpenTransaction = { client: undefined, acquiring: undefined, pending: ['BEGIN'], sent: 0, broken: false, open: true };
+    const frame: Frame = { transaction, depth: 0, open: true };
+    try {
+      let result: T;
+      try {
+        result = await this.context.run(frame, fn);
+      } catch (error) {
+        frame.open = false;
+        await this.rollback(transaction);
+        throw error;
+      }
+      frame.open = false;
+      await this.commit(transaction);
+      return result;
+    } finally {
+      frame.open = false;
+      transaction.open = false;
+      await this.releaseTransaction(transaction);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (!this.isOpen) return;
+    this.isOpen = false;
+    if (this.probeTimer) clearTimeout(this.probeTimer);
+    await this.pool.end();
+  }
+
+  /** Runs one prepared statement where the caller's context says; used by `PgPoolQuery`. */
+  async execute(prepared: PgPrepared, values: unknown[]): Promise<PgResult> {
+    this.assertOpen();
+    const frame = this.frame();
+    if (frame) {
+      const text = await this.completedText(prepared, frame);
+      return shape(await this.inTransactionRun(frame.transaction, (client) => client.query({ text, values, name: prepared.name }), { merged: false }));
+    }
+    const run = async () => {
+      const text = await this.completedText(prepared, undefined);
+      return shape(await this.outside((client) => client.query({ text, values, name: prepared.name }), { retryable: !prepared.write }));
+    };
+    return prepared.write ? this.order.write(run) : this.order.read(run);
+  }
+
+  /**
+   * Streams through a server-side cursor (DECLARE … FETCH n): inside a transaction on its
+   * connection, otherwise on a connection of its own held in a transaction until the scan ends.
+   */
+  async *batches(prepared: PgPrepared, values: unknown[]): AsyncGenerator<PgResult> {
+    this.assertOpen();
+    const frame = this.frame();
+    const name = `magpie_cursor_${(this.cursors += 1)}`;
+    const fetch = `FETCH ${this.settings.iterateBatch} FROM ${name}`;
+    if (frame) {
+      const text = await this.completedText(prepared, frame);
+      const declare = { text: `DECLARE ${name} NO SCROLL CURSOR FOR ${text}`, values };
+      await this.inTransactionRun(frame.transaction, (client) => client.query(declare), { merged: false });
+      let done = false;
+      try {
+        while (!done) {
+          const batch = shape(await this.inTransactionRun(frame.transaction, (client) => client.query(fetch), { merged: false }));
+          done = batch.rows.length < this.settings.iterateBatch;
+          if (batch.rows.length > 0) yield batch;
+        }
+      } finally {
+        if (frame.transaction.open && !frame.transaction.broken) {
+          await this.inTransactionRun(frame.transaction, (client) => client.query(`CLOSE ${name}`), { merged: false }).catch(() => undefined);
+        }
+      }
+      return;
+    }
+    // A scan of its own, on a dedicated connection; it sees the writes issued before it.
+    await this.order.writesIssued();
+    yield* this.scanOutside(prepared, values, name, fetch);
+  }
+
+  private async *scanOutside(prepared: PgPrepared, values: unknown[], name: string, fetch: string): AsyncGenerator<PgResult> {
+    const transaction: OpenTransaction = { client: undefined, acquiring: undefined, pending: ['BEGIN'], sent: 0, broken: false, open: true };
+    const frame: Frame = { transaction, depth: 0, open: true };
+    let finished = false;
+    try {
+      const text = await this.completedText(prepared, frame);
+      await this.inTransactionRun(transaction, (client) => client.query({ text: `DECLARE ${name} NO SCROLL CURSOR FOR ${text}`, values }), { merged: false });
+      let done = false;
+      while (!done) {
+        const batch = shape(await this.inTransactionRun(transaction, (client) => client.query(fetch), { merged: false }));
+        done = batch.rows.length < this.settings.iterateBatch;
+        if (batch.rows.length > 0) yield batch;
+      }
+      finished = true;
+    } finally {
+      // COMMIT of a read-only scan: nothing to lose, so its outcome needs no resolving.
+      if (finished) await this.commit(transaction).catch(() => undefined);
+      else await this.rollback(transaction);
+      transaction.open = false;
+      await this.releaseTransaction(transaction);
+    }
+  }
+
+  private frame(): Frame | undefined {
+    const frame = this.context.getStore();
+    return frame !== undefined && frame.open && frame.transaction.open ? frame : undefined;
+  }
+
+  private assertOpen(): void {
+    if (!this.isOpen) throw new Error('the PostgreSQL client is closed');
+  }
+
+  /** The statement's final text, asking the catalog on the caller's connection the first time. */
+  private async completedText(prepared: PgPrepared, frame: Frame | undefined): Promise<string> {
+    if (prepared.text !== undefined) return prepared.text;
+    if (!prepared.statement.replace && !(prepared.statement.insertInto && !prepared.statement.hasReturning)) {
+      prepared.text = prepared.statement.text;
+      return prepared.text;
+    }
+    const query = async (text: string, values: unknown[]) =>
+      frame
+        ? (await this.inTransactionRun(frame.transaction, (client) => client.query({ text, values }), { merged: false })).rows
+        : (await this.outside((client) => client.query({ text, values }), { retryable: true })).rows;
+    const completed = await this.catalog.complete(prepared.statement, query);
+    if (completed.final) prepared.text = completed.text;
+    return completed.text;
+  }
+
+  /** One statement on a pooled connection, outside any transaction. */
+  private async outside(run: (client: pg.PoolClient) => Promise<pg.QueryResult | pg.QueryResult[]>, options: { retryable: boolean }): Promise<pg.QueryResult> {
+    for (let attempt = 0; ; attempt += 1) {
+      const client = await this.checkout();
+      try {
+        const result = await run(client);
+        client.release();
+        this.tracker.success();
+        return last(result);
+      } catch (error) {
+        const kind = failureKind(error);
+        this.discard(client, kind !== 'statement');
+        if (kind === 'statement') throw pgFailure(error, this.failureContext('statement'));
+        this.noteFailure(error, false);
+        // The server ended the session before the statement completed (a terminated idle
+        // connection): nothing of it ran, so a new connection may run it once more.
+        if (attempt === 0 && (endedByServer(error) || (options.retryable && kind === 'connection'))) continue;
+        throw pgFailure(error, this.failureContext('statement'));
+      }
+    }
+  }
+
+  /**
+   * Sends one statement on the transaction's connection, with the control statements waiting to
+   * go before it: pipelined as their own query, or `merged` into the statement's simple query.
+   */
+  private async inTransactionRun(
+    transaction: OpenTransaction,
+    run: (client: pg.PoolClient, prefix: string[]) => Promise<pg.QueryResult | pg.QueryResult[]>,
+    options: { merged: boolean },
+  ): Promise<pg.QueryResult> {
+    if (!transaction.open) throw new Error('the transaction has already ended');
+    for (let attempt = 0; ; attempt += 1) {
+      const client = transaction.client ?? (await this.transactionClient(transaction));
+      const prefix = transaction.pending;
+      transaction.pending = [];
+      const opening = transaction.sent === 0;
+      let sentPrefix: Promise<unknown> | undefined;
+      if (prefix.length > 0 && !options.merged) {
+        sentPrefix = client.query(prefix.join(';\n'));
+        sentPrefix.catch(() => undefined);
+        transaction.sent += 1;
+      }
+      transaction.sent += 1;
+      try {
+        const result = await run(client, options.merged ? prefix : []);
+        await sentPrefix;
+        this.tracker.success();
+        return last(result);
+      } catch (error) {
+        const kind = failureKind(error);
+        if (kind === 'statement') throw pgFailure(error, this.failureContext('statement'));
+        this.noteFailure(error, false);
+        transaction.broken = true;
+        // The first statements of a transaction met a connection the server had already ended:
+        // nothing ran, so the transaction starts over once on a new connection.
+        if (attempt === 0 && opening && transaction.sent <= 2 && endedByServer(error)) {
+          this.discard(client, true);
+          Object.assign(transaction, { client: undefined, acquiring: undefined, pending: prefix, sent: 0, broken: false });
+          continue;
+        }
+        throw pgFailure(error, this.failureContext('statement'));
+      }
+    }
+  }
+
+  private async savepoint<T>(outer: Frame, fn: () => Promise<T> | T): Promise<T> {
+    const transaction = outer.transaction;
+    const depth = outer.depth + 1;
+    const name = `magpie_sp_${depth}`;
+    const opener = `SAVEPOINT ${name}`;
+    transaction.pending.push(opener);
+    const frame: Frame = { transaction, depth, open: true };
+    try {
+      const result = await this.context.run(frame, fn);
+      frame.open = false;
+      this.endSavepoint(transaction, opener, [`RELEASE SAVEPOINT ${name}`]);
+      return result;
+    } catch (error) {
+      frame.open = false;
+      this.endSavepoint(transaction, opener, [`ROLLBACK TO SAVEPOINT ${name}`, `RELEASE SAVEPOINT ${name}`]);
+      throw error;
+    }
+  }
+
+  /** A savepoint nothing ran in was never sent: it is dropped; otherwise its end travels with the next statement. */
+  private endSavepoint(transaction: OpenTransaction, opener: string, closing: string[]): void {
+    const waiting = transaction.pending.lastIndexOf(opener);
+    if (waiting >= 0) transaction.pending = transaction.pending.slice(0, waiting);
+    else transaction.pending.push(...closing);
+  }
+
+  private async commit(transaction: OpenTransaction): Promise<void> {
+    // Nothing was sent: there is nothing to commit.
+    if (transaction.client === undefined || transaction.pending.includes('BEGIN')) return;
+    const statements = [...transaction.pending, 'COMMIT'];
+    transaction.pending = [];
+    let result: pg.QueryResult;
+    try {
+      result = last(await transaction.client.query(statements.join(';\n')));
+    } catch (error) {
+      const kind = failureKind(error);
+      if (kind !== 'statement') {
+        transaction.broken = true;
+        this.noteFailure(error, false);
+        throw pgFailure(error, this.failureContext('commit'));
+      }
+      // The server refused the COMMIT (or a RELEASE before it): the transaction is rolled back.
+      await this.rollback(transaction);
+      throw pgFailure(error, this.failureContext('statement'));
+    }
+    this.tracker.success();
+    // COMMIT of a transaction a failed statement aborted answers ROLLBACK, not an error.
+    if (result.command === 'ROLLBACK') {
+      throw new PgError('the transaction was rolled back: a statement in it failed and the failure was caught', '25P02', undefined);
+    }
+  }
+
+  private async rollback(transaction: OpenTransaction): Promise<void> {
+    transaction.pending = [];
+    if (transaction.client === undefined || transaction.broken || transaction.sent === 0) return;
+    try {
+      await transaction.client.query('ROLLBACK');
+    } catch (error) {
+      // A connection that cannot roll back is destroyed: the server rolls back what it held.
+      transaction.broken = true;
+      if (failureKind(error) !== 'statement') this.noteFailure(error, false);
+    }
+  }
+
+  private async releaseTransaction(transaction: OpenTransaction): Promise<void> {
+    const client = transaction.client ?? (await transaction.acquiring?.catch(() => undefined));
+    transaction.client = undefined;
+    if (client) this.discard(client, transaction.broken);
+  }
+
+  private transactionClient(transaction: OpenTransaction): Promise<pg.PoolClient> {
+    transaction.acquiring ??= this.checkout().then((client) => {
+      if (!transaction.open) {
+        client.release();
+        throw new Error('the transaction has already ended');
+      }
+      transaction.client = client;
+      return client;
+    });
+    return transaction.acquiring;
+  }
+
+  /** A pooled connection, or a clear error when none can be opened within the connect deadline. */
+  private async checkout(): Promise<pg.PoolClient> {
+    this.assertOpen();
+    try {
+      return await this.pool.connect();
+    } catch (error) {
+      this.noteFailure(error, true);
+      throw pgFailure(error, { ...this.failureContext('connect'), deadlineMs: this.settings.connectTimeoutMs });
+    }
+  }
+
+  /** Back to the pool, or destroyed (its socket first, so a hung peer cannot hold it open). */
+  private discard(client: pg.PoolClient, destroy: boolean): void {
+    if (destroy) (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+    client.release(destroy ? true : undefined);
+  }
+
+  private failureContext(during: 'statement' | 'commit' | 'connect') {
+    return { during, deadlineMs: this.settings.queryTimeoutMs, schema: this.settings.schema };
+  }
+
+  private noteFailure(error: unknown, opening: boolean): void {
+    if (!this.isOpen) return;
+    this.tracker.failure(error, { opening });
+    this.scheduleProbe();
+  }
+
+  /** While not up, a `SELECT 1` with backoff finds out when PostgreSQL answers again, even with no traffic. */
+  private scheduleProbe(): void {
+    if (this.probeTimer || !this.isOpen) return;
+    const delay = PROBE_DELAYS_MS[Math.min(this.probeAttempt, PROBE_DELAYS_MS.length - 1)]!;
+    this.probeAttempt += 1;
+    this.probeTimer = setTimeout(() => {
+      this.probeTimer = undefined;
+      if (!this.isOpen || this.tracker.snapshot.state === 'up') {
+        this.probeAttempt = 0;
+        return;
+      }
+      this.outside((client) => client.query('SELECT 1'), { retryable: true }).then(
+        () => (this.probeAttempt = 0),
+        () => this.scheduleProbe(),
+      );
+    }, delay);
+    this.probeTimer.unref();
+  }
+}
+
+function last(result: pg.QueryResult | pg.QueryResult[]): pg.QueryResult {
+  return Array.isArray(result) ? result[result.length - 1]! : result;
+}
+
+function shape(result: pg.QueryResult): PgResult {
+  return { rows: result.rows as Array<Record<string, unknown>>, rowCount: result.rowCount ?? 0, fields: (result.fields ?? []).map((field) => field.name) };
+}
