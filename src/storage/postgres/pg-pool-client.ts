@@ -284,8 +284,9 @@ export class PgPoolClient implements SqlClient, PgRunner {
         if (kind === 'statement') throw pgFailure(error, this.failureContext('statement'));
         this.noteFailure(error, false);
         // The server ended the session before the statement completed (a terminated idle
-        // connection): nothing of it ran, so a new connection may run it once more.
-        if (attempt === 0 && (endedByServer(error) || (options.retryable && kind === 'connection'))) continue;
+        // connection): nothing of it ran, so another connection may run it. Every idle one may
+        // have been ended at once, hence up to one try per pooled connection.
+        if (endedByServer(error) ? attempt < this.settings.maxConnections : attempt === 0 && options.retryable && kind === 'connection') continue;
         throw pgFailure(error, this.failureContext('statement'));
       }
     }
@@ -325,7 +326,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
         transaction.broken = true;
         // The first statements of a transaction met a connection the server had already ended:
         // nothing ran, so the transaction starts over once on a new connection.
-        if (attempt === 0 && opening && transaction.sent <= 2 && endedByServer(error)) {
+        if (attempt < this.settings.maxConnections && opening && transaction.sent <= 2 && endedByServer(error)) {
           this.discard(client, true);
           Object.assign(transaction, { client: undefined, acquiring: undefined, pending: prefix, sent: 0, broken: false });
           continue;
