@@ -13,6 +13,9 @@ import { PgPoolClient } from '../src/storage/postgres/pg-pool-client.js';
 import type { PgConnectionSettings } from '../src/storage/postgres/pg-settings.js';
 import { freshSchema, requirePostgres } from './support/postgres-available.js';
 import { TEST_DATABASE_URL } from './support/storage.js';
+
+/** Inside a PostgreSQL suite run, schemas named after the run, which its runner drops. */
+const RUN_PREFIX = `t${process.env.MAGPIE_TEST_RUN ?? ''}`;
 import { startDelayedPostgres, type DelayedPostgres } from './support/tcp-delay-proxy.js';
 
 /** Short deadlines, so a test waits a second or two for a hung server, not five. */
@@ -20,7 +23,7 @@ const FAST: Partial<PgConnectionSettings> = { statementTimeoutMs: 800, queryTime
 
 async function setUp(applicationName: string): Promise<{ sql: PgPoolClient; proxy: DelayedPostgres; cleanUp(): Promise<void> }> {
   const proxy = await startDelayedPostgres(TEST_DATABASE_URL, 0);
-  const schema = freshSchema();
+  const schema = freshSchema(RUN_PREFIX);
   const sql = await PgPoolClient.connect({ url: proxy.url, schema, applicationName, ...FAST });
   await sql.exec('CREATE TABLE t (id BIGSERIAL PRIMARY KEY, v TEXT NOT NULL)');
   return {

@@ -56,6 +56,9 @@ export const POSTGRES_SUITE = [
   'privacy-scope',
   'memory-tools',
   'group-commit',
+  'pg-faults',
+  'pg-session',
+  'pg-pool-client',
 ];
 
 /**

@@ -23,6 +23,7 @@ const NEGOTIATION_CODES = new Set([80877103, 80877104]);
 class DelayedPipe {
   private readonly queue: Array<{ due: number; chunk: Buffer }> = [];
   private timer: NodeJS.Timeout | undefined;
+  stalled = false;
 
   constructor(
     private readonly proxy: TcpDelayProxy,
@@ -35,7 +36,7 @@ class DelayedPipe {
   }
 
   pump(): void {
-    if (this.timer || this.proxy.paused) return;
+    if (this.timer || this.proxy.paused || this.stalled) return;
     while (this.queue.length > 0) {
       const head = this.queue[0]!;
       const wait = head.due - performance.now();
@@ -140,6 +141,14 @@ export class TcpDelayProxy {
   resume(): void {
     this.paused = false;
     for (const pair of this.pairs) for (const pipe of pair.pipes) pipe.pump();
+  }
+
+  /**
+   * Stops forwarding on the connections open now, in both directions, while new ones still work:
+   * the peer of a stalled connection does not know it is gone (as after a silent network loss).
+   */
+  stallOpen(): void {
+    for (const pair of this.pairs) for (const pipe of pair.pipes) pipe.stalled = true;
   }
 
   /** Cuts every connection at once, as a crashed server or a dropped link would. */
