@@ -2,12 +2,13 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import pg from 'pg';
 import { MagpieError } from '../../common/errors.js';
 import type { SqlClient, SqlQuery, TransactionMode } from '../sql-client.js';
+import { OutsideOrder } from './outside-order.js';
 import { PgCatalog } from './pg-catalog.js';
 import { endedByServer, failureKind, PgError, pgFailure, redactUrl } from './pg-error.js';
-import { PgHealthTracker, type PgHealth } from './pg-health.js';
+import { PgConnections } from './pg-connections.js';
+import type { PgHealth } from './pg-health.js';
 import { isWrite, PgPoolQuery, type PgPrepared, type PgResult, type PgRunner } from './pg-pool-query.js';
-import { pgClientConfig, resolvePgSettings, type PgConnectionSettings, type ResolvedPgSettings } from './pg-settings.js';
-import { OutsideOrder } from './outside-order.js';
+import { resolvePgSettings, type PgConnectionSettings, type ResolvedPgSettings } from './pg-settings.js';
 import { translateStatement } from './translate-sql.js';
 
 /** One transaction, shared by its savepoints. */
@@ -30,9 +31,6 @@ interface Frame {
   depth: number;
   open: boolean;
 }
-
-/** Waits between health probes while PostgreSQL is not answering (the last one repeats). */
-const PROBE_DELAYS_MS = [250, 500, 1_000, 2_000, 5_000];
 
 /**
  * `SqlClient` on `pg.Pool`, on the main event loop: no thread, nothing ever waits synchronously.
@@ -61,24 +59,17 @@ const PROBE_DELAYS_MS = [250, 500, 1_000, 2_000, 5_000];
 export class PgPoolClient implements SqlClient, PgRunner {
   readonly dialect = 'postgres' as const;
   readonly settings: ResolvedPgSettings;
-  private readonly pool: pg.Pool;
+  private readonly connections: PgConnections;
   private readonly context = new AsyncLocalStorage<Frame>();
   private readonly queries = new Map<string, PgPoolQuery>();
   private readonly catalog = new PgCatalog();
   private readonly order = new OutsideOrder();
-  private readonly tracker = new PgHealthTracker();
-  private probeTimer: NodeJS.Timeout | undefined;
-  private probeAttempt = 0;
   private cursors = 0;
   private isOpen = true;
 
   constructor(settings: PgConnectionSettings) {
     this.settings = resolvePgSettings(settings);
-    this.pool = new pg.Pool(pgClientConfig(this.settings, { pipeline: true }));
-    // A connection that dies while idle, or between a transaction's statements, reports here; without
-    // a listener it would end the process.
-    this.pool.on('error', (error) => this.noteFailure(error, false));
-    this.pool.on('connect', (client) => client.on('error', () => undefined));
+    this.connections = new PgConnections(this.settings, () => this.outside((client) => client.query('SELECT 1'), { retryable: true }));
   }
 
   /** A client whose server answered and whose schema exists; a server that cannot be reached is a clear error. */
@@ -109,12 +100,12 @@ export class PgPoolClient implements SqlClient, PgRunner {
   }
 
   get health(): PgHealth {
-    return this.tracker.snapshot;
+    return this.connections.health;
   }
 
   /** Returns a function that removes the listener. */
   onHealthChange(listener: (health: PgHealth) => void): () => void {
-    return this.tracker.onChange(listener);
+    return this.connections.onHealthChange(listener);
   }
 
   prepare(sql: string): SqlQuery {
@@ -146,7 +137,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
     if (outer) return this.savepoint(outer, fn);
     // Writes issued before the transaction are visible inside it.
     await this.order.writesIssued();
-    const transaction: OpenTransaction = { client: undefined, acquiring: undefined, pending: ['BEGIN'], sent: 0, broken: false, open: true };
+    const transaction = newTransaction();
     const frame: Frame = { transaction, depth: 0, open: true };
     try {
       let result: T;
@@ -170,8 +161,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
   async close(): Promise<void> {
     if (!this.isOpen) return;
     this.isOpen = false;
-    if (this.probeTimer) clearTimeout(this.probeTimer);
-    await this.pool.end();
+    await this.connections.close();
   }
 
   /** Runs one prepared statement where the caller's context says; used by `PgPoolQuery`. */
@@ -179,7 +169,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
     this.assertOpen();
     const frame = this.frame();
     if (frame) {
-      const text = await this.completedText(prepared, frame);
+      const text = await this.completedText(prepared, frame.transaction);
       return shape(await this.inTransactionRun(frame.transaction, (client) => client.query({ text, values, name: prepared.name }), { merged: false }));
     }
     const run = async () => {
@@ -191,56 +181,47 @@ export class PgPoolClient implements SqlClient, PgRunner {
 
   /**
    * Streams through a server-side cursor (DECLARE … FETCH n): inside a transaction on its
-   * connection, otherwise on a connection of its own held in a transaction until the scan ends.
+   * connection, otherwise in a transaction of its own, on a connection held until the scan ends.
    */
   async *batches(prepared: PgPrepared, values: unknown[]): AsyncGenerator<PgResult> {
     this.assertOpen();
     const frame = this.frame();
-    const name = `magpie_cursor_${(this.cursors += 1)}`;
-    const fetch = `FETCH ${this.settings.iterateBatch} FROM ${name}`;
     if (frame) {
-      const text = await this.completedText(prepared, frame);
-      const declare = { text: `DECLARE ${name} NO SCROLL CURSOR FOR ${text}`, values };
-      await this.inTransactionRun(frame.transaction, (client) => client.query(declare), { merged: false });
-      let done = false;
-      try {
-        while (!done) {
-          const batch = shape(await this.inTransactionRun(frame.transaction, (client) => client.query(fetch), { merged: false }));
-          done = batch.rows.length < this.settings.iterateBatch;
-          if (batch.rows.length > 0) yield batch;
-        }
-      } finally {
-        if (frame.transaction.open && !frame.transaction.broken) {
-          await this.inTransactionRun(frame.transaction, (client) => client.query(`CLOSE ${name}`), { merged: false }).catch(() => undefined);
-        }
-      }
+      yield* this.scan(frame.transaction, prepared, values);
       return;
     }
-    // A scan of its own, on a dedicated connection; it sees the writes issued before it.
+    // It sees the writes issued before it.
     await this.order.writesIssued();
-    yield* this.scanOutside(prepared, values, name, fetch);
-  }
-
-  private async *scanOutside(prepared: PgPrepared, values: unknown[], name: string, fetch: string): AsyncGenerator<PgResult> {
-    const transaction: OpenTransaction = { client: undefined, acquiring: undefined, pending: ['BEGIN'], sent: 0, broken: false, open: true };
-    const frame: Frame = { transaction, depth: 0, open: true };
+    const transaction = newTransaction();
     let finished = false;
     try {
-      const text = await this.completedText(prepared, frame);
-      await this.inTransactionRun(transaction, (client) => client.query({ text: `DECLARE ${name} NO SCROLL CURSOR FOR ${text}`, values }), { merged: false });
-      let done = false;
-      while (!done) {
-        const batch = shape(await this.inTransactionRun(transaction, (client) => client.query(fetch), { merged: false }));
-        done = batch.rows.length < this.settings.iterateBatch;
-        if (batch.rows.length > 0) yield batch;
-      }
+      yield* this.scan(transaction, prepared, values);
       finished = true;
     } finally {
-      // COMMIT of a read-only scan: nothing to lose, so its outcome needs no resolving.
+      // The COMMIT of a read: nothing to lose, so its outcome needs no resolving.
       if (finished) await this.commit(transaction).catch(() => undefined);
       else await this.rollback(transaction);
       transaction.open = false;
       await this.releaseTransaction(transaction);
+    }
+  }
+
+  private async *scan(transaction: OpenTransaction, prepared: PgPrepared, values: unknown[]): AsyncGenerator<PgResult> {
+    const name = `magpie_cursor_${(this.cursors += 1)}`;
+    const text = await this.completedText(prepared, transaction);
+    await this.inTransactionRun(transaction, (client) => client.query({ text: `DECLARE ${name} NO SCROLL CURSOR FOR ${text}`, values }), { merged: false });
+    const fetch = `FETCH ${this.settings.iterateBatch} FROM ${name}`;
+    try {
+      for (let done = false; !done; ) {
+        const batch = shape(await this.inTransactionRun(transaction, (client) => client.query(fetch), { merged: false }));
+        done = batch.rows.length < this.settings.iterateBatch;
+        if (batch.rows.length > 0) yield batch;
+      }
+    } finally {
+      // Left early (or done): the cursor goes, the transaction it lived in goes on.
+      if (transaction.open && !transaction.broken) {
+        await this.inTransactionRun(transaction, (client) => client.query(`CLOSE ${name}`), { merged: false }).catch(() => undefined);
+      }
     }
   }
 
@@ -254,15 +235,15 @@ export class PgPoolClient implements SqlClient, PgRunner {
   }
 
   /** The statement's final text, asking the catalog on the caller's connection the first time. */
-  private async completedText(prepared: PgPrepared, frame: Frame | undefined): Promise<string> {
+  private async completedText(prepared: PgPrepared, transaction: OpenTransaction | undefined): Promise<string> {
     if (prepared.text !== undefined) return prepared.text;
     if (!prepared.statement.replace && !(prepared.statement.insertInto && !prepared.statement.hasReturning)) {
       prepared.text = prepared.statement.text;
       return prepared.text;
     }
     const query = async (text: string, values: unknown[]) =>
-      frame
-        ? (await this.inTransactionRun(frame.transaction, (client) => client.query({ text, values }), { merged: false })).rows
+      transaction
+        ? (await this.inTransactionRun(transaction, (client) => client.query({ text, values }), { merged: false })).rows
         : (await this.outside((client) => client.query({ text, values }), { retryable: true })).rows;
     const completed = await this.catalog.complete(prepared.statement, query);
     if (completed.final) prepared.text = completed.text;
@@ -272,17 +253,17 @@ export class PgPoolClient implements SqlClient, PgRunner {
   /** One statement on a pooled connection, outside any transaction. */
   private async outside(run: (client: pg.PoolClient) => Promise<pg.QueryResult | pg.QueryResult[]>, options: { retryable: boolean }): Promise<pg.QueryResult> {
     for (let attempt = 0; ; attempt += 1) {
-      const client = await this.checkout();
+      const client = await this.connections.checkout();
       try {
         const result = await run(client);
         client.release();
-        this.tracker.success();
+        this.connections.succeeded();
         return last(result);
       } catch (error) {
         const kind = failureKind(error);
-        this.discard(client, kind !== 'statement');
+        this.connections.discard(client, kind !== 'statement');
         if (kind === 'statement') throw pgFailure(error, this.failureContext('statement'));
-        this.noteFailure(error, false);
+        this.connections.failed(error, { opening: false });
         // The server ended the session before the statement completed (a terminated idle
         // connection): nothing of it ran, so another connection may run it. Every idle one may
         // have been ended at once, hence up to one try per pooled connection.
@@ -317,17 +298,17 @@ export class PgPoolClient implements SqlClient, PgRunner {
       try {
         const result = await run(client, options.merged ? prefix : []);
         await sentPrefix;
-        this.tracker.success();
+        this.connections.succeeded();
         return last(result);
       } catch (error) {
         const kind = failureKind(error);
         if (kind === 'statement') throw pgFailure(error, this.failureContext('statement'));
-        this.noteFailure(error, false);
+        this.connections.failed(error, { opening: false });
         transaction.broken = true;
         // The first statements of a transaction met a connection the server had already ended:
         // nothing ran, so the transaction starts over once on a new connection.
         if (attempt < this.settings.maxConnections && opening && transaction.sent <= 2 && endedByServer(error)) {
-          this.discard(client, true);
+          this.connections.discard(client, true);
           Object.assign(transaction, { client: undefined, acquiring: undefined, pending: prefix, sent: 0, broken: false });
           continue;
         }
@@ -374,14 +355,14 @@ export class PgPoolClient implements SqlClient, PgRunner {
       const kind = failureKind(error);
       if (kind !== 'statement') {
         transaction.broken = true;
-        this.noteFailure(error, false);
+        this.connections.failed(error, { opening: false });
         throw pgFailure(error, this.failureContext('commit'));
       }
       // The server refused the COMMIT (or a RELEASE before it): the transaction is rolled back.
       await this.rollback(transaction);
       throw pgFailure(error, this.failureContext('statement'));
     }
-    this.tracker.success();
+    this.connections.succeeded();
     // COMMIT of a transaction a failed statement aborted answers ROLLBACK, not an error.
     if (result.command === 'ROLLBACK') {
       throw new PgError('the transaction was rolled back: a statement in it failed and the failure was caught', '25P02', undefined);
@@ -396,18 +377,18 @@ export class PgPoolClient implements SqlClient, PgRunner {
     } catch (error) {
       // A connection that cannot roll back is destroyed: the server rolls back what it held.
       transaction.broken = true;
-      if (failureKind(error) !== 'statement') this.noteFailure(error, false);
+      if (failureKind(error) !== 'statement') this.connections.failed(error, { opening: false });
     }
   }
 
   private async releaseTransaction(transaction: OpenTransaction): Promise<void> {
     const client = transaction.client ?? (await transaction.acquiring?.catch(() => undefined));
     transaction.client = undefined;
-    if (client) this.discard(client, transaction.broken);
+    if (client) this.connections.discard(client, transaction.broken);
   }
 
   private transactionClient(transaction: OpenTransaction): Promise<pg.PoolClient> {
-    transaction.acquiring ??= this.checkout().then((client) => {
+    transaction.acquiring ??= this.connections.checkout().then((client) => {
       if (!transaction.open) {
         client.release();
         throw new Error('the transaction has already ended');
@@ -418,51 +399,13 @@ export class PgPoolClient implements SqlClient, PgRunner {
     return transaction.acquiring;
   }
 
-  /** A pooled connection, or a clear error when none can be opened within the connect deadline. */
-  private async checkout(): Promise<pg.PoolClient> {
-    this.assertOpen();
-    try {
-      return await this.pool.connect();
-    } catch (error) {
-      this.noteFailure(error, true);
-      throw pgFailure(error, { ...this.failureContext('connect'), deadlineMs: this.settings.connectTimeoutMs });
-    }
-  }
-
-  /** Back to the pool, or destroyed (its socket first, so a hung peer cannot hold it open). */
-  private discard(client: pg.PoolClient, destroy: boolean): void {
-    if (destroy) (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
-    client.release(destroy ? true : undefined);
-  }
-
   private failureContext(during: 'statement' | 'commit' | 'connect') {
     return { during, deadlineMs: this.settings.queryTimeoutMs, schema: this.settings.schema };
   }
+}
 
-  private noteFailure(error: unknown, opening: boolean): void {
-    if (!this.isOpen) return;
-    this.tracker.failure(error, { opening });
-    this.scheduleProbe();
-  }
-
-  /** While not up, a `SELECT 1` with backoff finds out when PostgreSQL answers again, even with no traffic. */
-  private scheduleProbe(): void {
-    if (this.probeTimer || !this.isOpen) return;
-    const delay = PROBE_DELAYS_MS[Math.min(this.probeAttempt, PROBE_DELAYS_MS.length - 1)]!;
-    this.probeAttempt += 1;
-    this.probeTimer = setTimeout(() => {
-      this.probeTimer = undefined;
-      if (!this.isOpen || this.tracker.snapshot.state === 'up') {
-        this.probeAttempt = 0;
-        return;
-      }
-      this.outside((client) => client.query('SELECT 1'), { retryable: true }).then(
-        () => (this.probeAttempt = 0),
-        () => this.scheduleProbe(),
-      );
-    }, delay);
-    this.probeTimer.unref();
-  }
+function newTransaction(): OpenTransaction {
+  return { client: undefined, acquiring: undefined, pending: ['BEGIN'], sent: 0, broken: false, open: true };
 }
 
 function last(result: pg.QueryResult | pg.QueryResult[]): pg.QueryResult {
