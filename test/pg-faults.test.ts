@@ -157,7 +157,7 @@ test('every connection cut mid-transaction: the transaction rejects, nothing hal
   }
 });
 
-test('a COMMIT whose answer never comes raises commit_unknown, which is not retried blindly', async (t) => {
+test('a COMMIT (or a write outside a transaction) whose answer never comes raises commit_unknown, not retried blindly', async (t) => {
   if (!(await requirePostgres(t))) return;
   const { sql, proxy, cleanUp } = await setUp('magpie fault commit');
   try {
@@ -175,6 +175,12 @@ test('a COMMIT whose answer never comes raises commit_unknown, which is not retr
     while (proxy.proxy.connections > 0) await new Promise((resolve) => setTimeout(resolve, 5));
     proxy.proxy.resume();
     // Resolved by reading back: here the COMMIT never reached the server, so the row is not there.
+    assert.equal(await sql.prepare('SELECT count(*) FROM t').pluck().get(), 0);
+    // A write outside a transaction commits on its own: no answer leaves it just as unknown.
+    proxy.proxy.pause();
+    await assert.rejects(insert.run('auto'), (error: { code?: string }) => error.code === 'storage_commit_unknown');
+    while (proxy.proxy.connections > 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    proxy.proxy.resume();
     assert.equal(await sql.prepare('SELECT count(*) FROM t').pluck().get(), 0);
   } finally {
     await cleanUp();

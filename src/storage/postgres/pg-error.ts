@@ -46,7 +46,7 @@ export function endedByServer(error: unknown): boolean {
 }
 
 export interface FailureContext {
-  /** What was running: a statement, BEGIN, COMMIT, a connection attempt. */
+  /** What was running: a statement, a COMMIT (or a write outside a transaction, which commits itself), a connection attempt. */
   during: 'statement' | 'commit' | 'connect';
   deadlineMs: number;
   schema: string;
@@ -61,7 +61,7 @@ export function pgFailure(error: unknown, context: FailureContext): Error {
   const kind = failureKind(error);
   const message = error instanceof Error ? error.message : String(error);
   if (kind !== 'statement' && context.during === 'commit') {
-    return new MagpieError(PG_COMMIT_UNKNOWN, `PostgreSQL did not confirm a COMMIT (${message}): it may or may not have been applied`, {
+    return new MagpieError(PG_COMMIT_UNKNOWN, `PostgreSQL did not confirm a write (${message}): it may or may not have been applied`, {
       cause: error,
       context: { schema: context.schema },
       hint: 'read back what the transaction wrote before deciding what the process holds in memory',

@@ -53,7 +53,8 @@ interface Frame {
  *   before it completed (57P01..57P03) is retried once on a new connection, as is a read whose
  *   connection dropped. A COMMIT that got no answer raises `storage_commit_unknown`: the
  *   transaction may or may not have been applied, so the caller must read back what it wrote
- *   before deciding what it holds in memory (it must not assume either outcome).
+ *   before deciding what it holds in memory (it must not assume either outcome). So does a
+ *   write outside a transaction whose answer never came: it commits on its own.
  * - `health` says `up`, `reconnecting` or `down`; while not up a probe retries with backoff.
  */
 export class PgPoolClient implements SqlClient, PgRunner {
@@ -69,7 +70,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
 
   constructor(settings: PgConnectionSettings) {
     this.settings = resolvePgSettings(settings);
-    this.connections = new PgConnections(this.settings, () => this.outside((client) => client.query('SELECT 1'), { retryable: true }));
+    this.connections = new PgConnections(this.settings, () => this.outside((client) => client.query('SELECT 1'), { write: false }));
   }
 
   /** A client whose server answered and whose schema exists; a server that cannot be reached is a clear error. */
@@ -124,7 +125,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
       await this.inTransactionRun(frame.transaction, (client, prefix) => client.query([...prefix, sql].join(';\n')), { merged: true });
       return;
     }
-    await this.order.write(() => this.outside((client) => client.query(sql), { retryable: false }));
+    await this.order.write(() => this.outside((client) => client.query(sql), { write: true }));
   }
 
   async pragma(_source?: string): Promise<never> {
@@ -170,11 +171,11 @@ export class PgPoolClient implements SqlClient, PgRunner {
     const frame = this.frame();
     if (frame) {
       const text = await this.completedText(prepared, frame.transaction);
-      return shape(await this.inTransactionRun(frame.transaction, (client) => client.query({ text, values, name: prepared.name }), { merged: false }));
+      return shape(await this.inTransactionRun(frame.transaction, (client) => client.query(statementQuery(prepared, text, values)), { merged: false }));
     }
     const run = async () => {
       const text = await this.completedText(prepared, undefined);
-      return shape(await this.outside((client) => client.query({ text, values, name: prepared.name }), { retryable: !prepared.write }));
+      return shape(await this.outside((client) => client.query(statementQuery(prepared, text, values)), { write: prepared.write }));
     };
     return prepared.write ? this.order.write(run) : this.order.read(run);
   }
@@ -244,14 +245,14 @@ export class PgPoolClient implements SqlClient, PgRunner {
     const query = async (text: string, values: unknown[]) =>
       transaction
         ? (await this.inTransactionRun(transaction, (client) => client.query({ text, values }), { merged: false })).rows
-        : (await this.outside((client) => client.query({ text, values }), { retryable: true })).rows;
+        : (await this.outside((client) => client.query({ text, values }), { write: false })).rows;
     const completed = await this.catalog.complete(prepared.statement, query);
     if (completed.final) prepared.text = completed.text;
     return completed.text;
   }
 
   /** One statement on a pooled connection, outside any transaction. */
-  private async outside(run: (client: pg.PoolClient) => Promise<pg.QueryResult | pg.QueryResult[]>, options: { retryable: boolean }): Promise<pg.QueryResult> {
+  private async outside(run: (client: pg.PoolClient) => Promise<pg.QueryResult | pg.QueryResult[]>, options: { write: boolean }): Promise<pg.QueryResult> {
     for (let attempt = 0; ; attempt += 1) {
       const client = await this.connections.checkout();
       try {
@@ -267,8 +268,9 @@ export class PgPoolClient implements SqlClient, PgRunner {
         // The server ended the session before the statement completed (a terminated idle
         // connection): nothing of it ran, so another connection may run it. Every idle one may
         // have been ended at once, hence up to one try per pooled connection.
-        if (endedByServer(error) ? attempt < this.settings.maxConnections : attempt === 0 && options.retryable && kind === 'connection') continue;
-        throw pgFailure(error, this.failureContext('statement'));
+        if (endedByServer(error) ? attempt < this.settings.maxConnections : attempt === 0 && !options.write && kind === 'connection') continue;
+        // A write with no answer commits on its own (autocommit): it may have been applied.
+        throw pgFailure(error, this.failureContext(options.write && !endedByServer(error) ? 'commit' : 'statement'));
       }
     }
   }
@@ -402,6 +404,11 @@ export class PgPoolClient implements SqlClient, PgRunner {
   private failureContext(during: 'statement' | 'commit' | 'connect') {
     return { during, deadlineMs: this.settings.queryTimeoutMs, schema: this.settings.schema };
   }
+}
+
+/** Named (parsed once per connection) only once its text is final: a name must keep one text. */
+function statementQuery(prepared: PgPrepared, text: string, values: unknown[]): pg.QueryConfig {
+  return prepared.text === undefined ? { text, values } : { text, values, name: prepared.name };
 }
 
 function newTransaction(): OpenTransaction {
