@@ -148,6 +148,16 @@ test('every connection cut mid-transaction: the transaction rejects, nothing hal
       (error: { code?: string; retryable?: boolean }) => error.code === 'storage_connection' && error.retryable === true,
     );
     assert.equal(await sql.prepare('SELECT count(*) FROM t').pluck().get(), 0);
+    // A body that catches the lost connection still cannot commit: nothing of it was applied, and it says so.
+    await assert.rejects(
+      sql.transaction(async () => {
+        await insert.run('first');
+        proxy.proxy.cutAll();
+        await insert.run('second').catch(() => undefined);
+      }),
+      (error: { code?: string; retryable?: boolean }) => error.code === 'storage_connection' && error.retryable === true,
+    );
+    assert.equal(await sql.prepare('SELECT count(*) FROM t').pluck().get(), 0);
     await sql.transaction(async () => {
       await insert.run('later');
     });

@@ -4,30 +4,17 @@ import { MagpieError } from '../../common/errors.js';
 import type { SqlClient, SqlQuery, TransactionMode } from '../sql-client.js';
 import { OutsideOrder } from './outside-order.js';
 import { PgCatalog } from './pg-catalog.js';
-import { endedByServer, failureKind, PgError, pgFailure, redactUrl } from './pg-error.js';
+import { endedByServer, failureKind, pgFailure, redactUrl } from './pg-error.js';
 import { PgConnections } from './pg-connections.js';
 import type { PgHealth } from './pg-health.js';
 import { isWrite, PgPoolQuery, type PgPrepared, type PgResult, type PgRunner } from './pg-pool-query.js';
 import { resolvePgSettings, type PgConnectionSettings, type ResolvedPgSettings } from './pg-settings.js';
+import { last, PgTransaction } from './pg-transaction.js';
 import { translateStatement } from './translate-sql.js';
-
-/** One transaction, shared by its savepoints. */
-interface OpenTransaction {
-  /** Its connection, checked out at its first statement (an empty transaction costs nothing). */
-  client: pg.PoolClient | undefined;
-  acquiring: Promise<pg.PoolClient> | undefined;
-  /** Control statements (BEGIN, SAVEPOINT, RELEASE) not sent yet: they travel with the next statement. */
-  pending: string[];
-  /** Statements sent on `client` so far. */
-  sent: number;
-  /** A connection-level failure happened: the connection is destroyed, not reused. */
-  broken: boolean;
-  open: boolean;
-}
 
 /** What an async context inside `transaction(fn)` sees: its transaction and how deep it is nested. */
 interface Frame {
-  transaction: OpenTransaction;
+  transaction: PgTransaction;
   depth: number;
   open: boolean;
 }
@@ -42,16 +29,16 @@ interface Frame {
  *   the order they were issued, as on SQLite: a write waits for the statements issued before it,
  *   a read for the writes issued before it; reads run side by side (`outside-order.ts`).
  * - `transaction(fn)` binds to the async context: its statements go to one connection, checked
- *   out at the first statement. BEGIN (and SAVEPOINT, RELEASE) are sent pipelined with the next
- *   statement, so they cost no round trip of their own. `immediate`/`exclusive` are a plain
+ *   out at the first statement (`pg-transaction.ts`). BEGIN (and SAVEPOINT, RELEASE) are sent
+ *   pipelined with the next statement, so they cost no round trip of their own. `immediate`/`exclusive` are a plain
  *   BEGIN at READ COMMITTED: a transaction that must be serial takes its own row or advisory locks.
  * - Deadlines: `statement_timeout` and `lock_timeout` on the server, a client reply deadline
  *   (`query_timeout`), a connect deadline, TCP keepalive (see pg-settings.ts). A connection that
  *   timed out or dropped is destroyed, never returned to the pool; the pool opens a new one.
  * - Failures: a lost connection is `storage_connection` and a passed deadline `storage_timeout`,
  *   both retryable (`withStorageRetry` retries them with backoff). A statement the server ended
- *   before it completed (57P01..57P03) is retried once on a new connection, as is a read whose
- *   connection dropped. A COMMIT that got no answer raises `storage_commit_unknown`: the
+ *   before it completed (57P01..57P03) runs again on another connection (a terminated idle one
+ *   is found only when used), and a read whose connection dropped is tried once more. A COMMIT that got no answer raises `storage_commit_unknown`: the
  *   transaction may or may not have been applied, so the caller must read back what it wrote
  *   before deciding what it holds in memory (it must not assume either outcome). So does a
  *   write outside a transaction whose answer never came: it commits on its own.
@@ -122,7 +109,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
   async exec(sql: string): Promise<void> {
     const frame = this.frame();
     if (frame) {
-      await this.inTransactionRun(frame.transaction, (client, prefix) => client.query([...prefix, sql].join(';\n')), { merged: true });
+      await frame.transaction.run((client, prefix) => client.query([...prefix, sql].join(';\n')), { merged: true });
       return;
     }
     await this.order.write(() => this.outside((client) => client.query(sql), { write: true }));
@@ -138,7 +125,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
     if (outer) return this.savepoint(outer, fn);
     // Writes issued before the transaction are visible inside it.
     await this.order.writesIssued();
-    const transaction = newTransaction();
+    const transaction = new PgTransaction(this.connections, this.settings);
     const frame: Frame = { transaction, depth: 0, open: true };
     try {
       let result: T;
@@ -146,16 +133,15 @@ export class PgPoolClient implements SqlClient, PgRunner {
         result = await this.context.run(frame, fn);
       } catch (error) {
         frame.open = false;
-        await this.rollback(transaction);
+        await transaction.rollback();
         throw error;
       }
       frame.open = false;
-      await this.commit(transaction);
+      await transaction.commit();
       return result;
     } finally {
       frame.open = false;
-      transaction.open = false;
-      await this.releaseTransaction(transaction);
+      await transaction.end();
     }
   }
 
@@ -171,7 +157,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
     const frame = this.frame();
     if (frame) {
       const text = await this.completedText(prepared, frame.transaction);
-      return shape(await this.inTransactionRun(frame.transaction, (client) => client.query(statementQuery(prepared, text, values)), { merged: false }));
+      return shape(await frame.transaction.run((client) => client.query(statementQuery(prepared, text, values)), { merged: false }));
     }
     const run = async () => {
       const text = await this.completedText(prepared, undefined);
@@ -193,35 +179,34 @@ export class PgPoolClient implements SqlClient, PgRunner {
     }
     // It sees the writes issued before it.
     await this.order.writesIssued();
-    const transaction = newTransaction();
+    const transaction = new PgTransaction(this.connections, this.settings);
     let finished = false;
     try {
       yield* this.scan(transaction, prepared, values);
       finished = true;
     } finally {
       // The COMMIT of a read: nothing to lose, so its outcome needs no resolving.
-      if (finished) await this.commit(transaction).catch(() => undefined);
-      else await this.rollback(transaction);
-      transaction.open = false;
-      await this.releaseTransaction(transaction);
+      if (finished) await transaction.commit().catch(() => undefined);
+      else await transaction.rollback();
+      await transaction.end();
     }
   }
 
-  private async *scan(transaction: OpenTransaction, prepared: PgPrepared, values: unknown[]): AsyncGenerator<PgResult> {
+  private async *scan(transaction: PgTransaction, prepared: PgPrepared, values: unknown[]): AsyncGenerator<PgResult> {
     const name = `magpie_cursor_${(this.cursors += 1)}`;
     const text = await this.completedText(prepared, transaction);
-    await this.inTransactionRun(transaction, (client) => client.query({ text: `DECLARE ${name} NO SCROLL CURSOR FOR ${text}`, values }), { merged: false });
+    await transaction.run((client) => client.query({ text: `DECLARE ${name} NO SCROLL CURSOR FOR ${text}`, values }), { merged: false });
     const fetch = `FETCH ${this.settings.iterateBatch} FROM ${name}`;
     try {
       for (let done = false; !done; ) {
-        const batch = shape(await this.inTransactionRun(transaction, (client) => client.query(fetch), { merged: false }));
+        const batch = shape(await transaction.run((client) => client.query(fetch), { merged: false }));
         done = batch.rows.length < this.settings.iterateBatch;
         if (batch.rows.length > 0) yield batch;
       }
     } finally {
       // Left early (or done): the cursor goes, the transaction it lived in goes on.
       if (transaction.open && !transaction.broken) {
-        await this.inTransactionRun(transaction, (client) => client.query(`CLOSE ${name}`), { merged: false }).catch(() => undefined);
+        await transaction.run((client) => client.query(`CLOSE ${name}`), { merged: false }).catch(() => undefined);
       }
     }
   }
@@ -236,7 +221,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
   }
 
   /** The statement's final text, asking the catalog on the caller's connection the first time. */
-  private async completedText(prepared: PgPrepared, transaction: OpenTransaction | undefined): Promise<string> {
+  private async completedText(prepared: PgPrepared, transaction: PgTransaction | undefined): Promise<string> {
     if (prepared.text !== undefined) return prepared.text;
     if (!prepared.statement.replace && !(prepared.statement.insertInto && !prepared.statement.hasReturning)) {
       prepared.text = prepared.statement.text;
@@ -244,7 +229,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
     }
     const query = async (text: string, values: unknown[]) =>
       transaction
-        ? (await this.inTransactionRun(transaction, (client) => client.query({ text, values }), { merged: false })).rows
+        ? (await transaction.run((client) => client.query({ text, values }), { merged: false })).rows
         : (await this.outside((client) => client.query({ text, values }), { write: false })).rows;
     const completed = await this.catalog.complete(prepared.statement, query);
     if (completed.final) prepared.text = completed.text;
@@ -275,130 +260,22 @@ export class PgPoolClient implements SqlClient, PgRunner {
     }
   }
 
-  /**
-   * Sends one statement on the transaction's connection, with the control statements waiting to
-   * go before it: pipelined as their own query, or `merged` into the statement's simple query.
-   */
-  private async inTransactionRun(
-    transaction: OpenTransaction,
-    run: (client: pg.PoolClient, prefix: string[]) => Promise<pg.QueryResult | pg.QueryResult[]>,
-    options: { merged: boolean },
-  ): Promise<pg.QueryResult> {
-    if (!transaction.open) throw new Error('the transaction has already ended');
-    for (let attempt = 0; ; attempt += 1) {
-      const client = transaction.client ?? (await this.transactionClient(transaction));
-      const prefix = transaction.pending;
-      transaction.pending = [];
-      const opening = transaction.sent === 0;
-      let sentPrefix: Promise<unknown> | undefined;
-      if (prefix.length > 0 && !options.merged) {
-        sentPrefix = client.query(prefix.join(';\n'));
-        sentPrefix.catch(() => undefined);
-        transaction.sent += 1;
-      }
-      transaction.sent += 1;
-      try {
-        const result = await run(client, options.merged ? prefix : []);
-        await sentPrefix;
-        this.connections.succeeded();
-        return last(result);
-      } catch (error) {
-        const kind = failureKind(error);
-        if (kind === 'statement') throw pgFailure(error, this.failureContext('statement'));
-        this.connections.failed(error, { opening: false });
-        transaction.broken = true;
-        // The first statements of a transaction met a connection the server had already ended:
-        // nothing ran, so the transaction starts over once on a new connection.
-        if (attempt < this.settings.maxConnections && opening && transaction.sent <= 2 && endedByServer(error)) {
-          this.connections.discard(client, true);
-          Object.assign(transaction, { client: undefined, acquiring: undefined, pending: prefix, sent: 0, broken: false });
-          continue;
-        }
-        throw pgFailure(error, this.failureContext('statement'));
-      }
-    }
-  }
-
   private async savepoint<T>(outer: Frame, fn: () => Promise<T> | T): Promise<T> {
     const transaction = outer.transaction;
     const depth = outer.depth + 1;
     const name = `magpie_sp_${depth}`;
-    const opener = `SAVEPOINT ${name}`;
-    transaction.pending.push(opener);
+    const opener = transaction.openSavepoint(name);
     const frame: Frame = { transaction, depth, open: true };
     try {
       const result = await this.context.run(frame, fn);
       frame.open = false;
-      this.endSavepoint(transaction, opener, [`RELEASE SAVEPOINT ${name}`]);
+      transaction.endSavepoint(opener, [`RELEASE SAVEPOINT ${name}`]);
       return result;
     } catch (error) {
       frame.open = false;
-      this.endSavepoint(transaction, opener, [`ROLLBACK TO SAVEPOINT ${name}`, `RELEASE SAVEPOINT ${name}`]);
+      transaction.endSavepoint(opener, [`ROLLBACK TO SAVEPOINT ${name}`, `RELEASE SAVEPOINT ${name}`]);
       throw error;
     }
-  }
-
-  /** A savepoint nothing ran in was never sent: it is dropped; otherwise its end travels with the next statement. */
-  private endSavepoint(transaction: OpenTransaction, opener: string, closing: string[]): void {
-    const waiting = transaction.pending.lastIndexOf(opener);
-    if (waiting >= 0) transaction.pending = transaction.pending.slice(0, waiting);
-    else transaction.pending.push(...closing);
-  }
-
-  private async commit(transaction: OpenTransaction): Promise<void> {
-    // Nothing was sent: there is nothing to commit.
-    if (transaction.client === undefined || transaction.pending.includes('BEGIN')) return;
-    const statements = [...transaction.pending, 'COMMIT'];
-    transaction.pending = [];
-    let result: pg.QueryResult;
-    try {
-      result = last(await transaction.client.query(statements.join(';\n')));
-    } catch (error) {
-      const kind = failureKind(error);
-      if (kind !== 'statement') {
-        transaction.broken = true;
-        this.connections.failed(error, { opening: false });
-        throw pgFailure(error, this.failureContext('commit'));
-      }
-      // The server refused the COMMIT (or a RELEASE before it): the transaction is rolled back.
-      await this.rollback(transaction);
-      throw pgFailure(error, this.failureContext('statement'));
-    }
-    this.connections.succeeded();
-    // COMMIT of a transaction a failed statement aborted answers ROLLBACK, not an error.
-    if (result.command === 'ROLLBACK') {
-      throw new PgError('the transaction was rolled back: a statement in it failed and the failure was caught', '25P02', undefined);
-    }
-  }
-
-  private async rollback(transaction: OpenTransaction): Promise<void> {
-    transaction.pending = [];
-    if (transaction.client === undefined || transaction.broken || transaction.sent === 0) return;
-    try {
-      await transaction.client.query('ROLLBACK');
-    } catch (error) {
-      // A connection that cannot roll back is destroyed: the server rolls back what it held.
-      transaction.broken = true;
-      if (failureKind(error) !== 'statement') this.connections.failed(error, { opening: false });
-    }
-  }
-
-  private async releaseTransaction(transaction: OpenTransaction): Promise<void> {
-    const client = transaction.client ?? (await transaction.acquiring?.catch(() => undefined));
-    transaction.client = undefined;
-    if (client) this.connections.discard(client, transaction.broken);
-  }
-
-  private transactionClient(transaction: OpenTransaction): Promise<pg.PoolClient> {
-    transaction.acquiring ??= this.connections.checkout().then((client) => {
-      if (!transaction.open) {
-        client.release();
-        throw new Error('the transaction has already ended');
-      }
-      transaction.client = client;
-      return client;
-    });
-    return transaction.acquiring;
   }
 
   private failureContext(during: 'statement' | 'commit' | 'connect') {
@@ -411,13 +288,6 @@ function statementQuery(prepared: PgPrepared, text: string, values: unknown[]): 
   return prepared.text === undefined ? { text, values } : { text, values, name: prepared.name };
 }
 
-function newTransaction(): OpenTransaction {
-  return { client: undefined, acquiring: undefined, pending: ['BEGIN'], sent: 0, broken: false, open: true };
-}
-
-function last(result: pg.QueryResult | pg.QueryResult[]): pg.QueryResult {
-  return Array.isArray(result) ? result[result.length - 1]! : result;
-}
 
 function shape(result: pg.QueryResult): PgResult {
   return { rows: result.rows as Array<Record<string, unknown>>, rowCount: result.rowCount ?? 0, fields: (result.fields ?? []).map((field) => field.name) };
