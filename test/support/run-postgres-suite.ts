@@ -59,6 +59,7 @@ export const POSTGRES_SUITE = [
   'pg-faults',
   'pg-session',
   'pg-pool-client',
+  'pg-round-trips',
 ];
 
 /**
