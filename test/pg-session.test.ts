@@ -10,6 +10,8 @@ import pg from 'pg';
 import { PgNotifications } from '../src/storage/postgres/pg-notifications.js';
 import { PgPoolClient } from '../src/storage/postgres/pg-pool-client.js';
 import { PgSession } from '../src/storage/postgres/pg-session.js';
+import { SessionChannelLocks, takeWriterLock } from '../src/storage/postgres/pg-session-locks.js';
+import { STORAGE_WRITERS_TABLE } from '../src/storage/postgres/pg-writer-lock.js';
 import { freshSchema, requirePostgres } from './support/postgres-available.js';
 import { TEST_DATABASE_URL } from './support/storage.js';
 
@@ -174,6 +176,40 @@ test('NOTIFY reaches another client on commit only, and LISTEN is restored after
     await sender.close();
     await pool.exec(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
     await pool.close();
+    await other.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await other.end();
+  }
+});
+
+test('the writer lock on the session refuses a second writer by name, and excludes the old synchronous lock id too', async (t) => {
+  if (!(await requirePostgres(t))) return;
+  const schema = freshSchema(RUN_PREFIX);
+  const other = await admin(schema);
+  await other.query(STORAGE_WRITERS_TABLE);
+  const settings = { url: TEST_DATABASE_URL, schema };
+  const sql = await PgPoolClient.connect(settings);
+  const first = await PgSession.open({ settings, ...FAST });
+  const second = await PgSession.open({ settings, ...FAST });
+  try {
+    const held = await takeWriterLock(first, sql, 'shard-0', 'magpie start');
+    await assert.rejects(takeWriterLock(second, sql, 'shard-0', 'magpie start'), (error: { code?: string; message: string }) =>
+      error.code === 'data_dir_locked' && error.message.includes(`magpie start (pid ${process.pid}`),
+    );
+    // The id pg-writer-lock.ts takes for the same key.
+    const old = await other.query(`SELECT pg_try_advisory_lock(hashtextextended(current_schema() || ':writer:' || 'shard-0', 0)) AS locked`);
+    assert.equal((old.rows[0] as { locked: boolean }).locked, false);
+    await held.release();
+    const again = await takeWriterLock(second, sql, 'shard-0', 'magpie start');
+    const locks = new SessionChannelLocks(first);
+    assert.equal(await locks.tryAcquire('42'), true);
+    assert.equal(await new SessionChannelLocks(second).tryAcquire('42'), false);
+    await locks.release('42');
+    assert.equal(await new SessionChannelLocks(second).tryAcquire('42'), true);
+    await again.release();
+  } finally {
+    await first.close();
+    await second.close();
+    await sql.close();
     await other.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
     await other.end();
   }
