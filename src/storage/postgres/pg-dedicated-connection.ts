@@ -55,7 +55,13 @@ export class DedicatedConnection {
 
   /** Opens the first connection; a server that cannot be reached now is an error here, not a retry loop. */
   async start(): Promise<void> {
-    const client = await this.open(undefined);
+    let client: pg.Client;
+    try {
+      client = await this.open(undefined);
+    } catch (error) {
+      this.setState('closed', error);
+      throw pgFailure(error, { during: 'connect', deadlineMs: this.settings.connectTimeoutMs, schema: this.settings.schema });
+    }
     this.adopt(client);
     const every = this.options.heartbeatMs ?? 5_000;
     if (every > 0) {

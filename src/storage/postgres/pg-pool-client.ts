@@ -43,6 +43,8 @@ interface Frame {
  *   before deciding what it holds in memory (it must not assume either outcome). So does a
  *   write outside a transaction whose answer never came: it commits on its own.
  * - `health` says `up`, `reconnecting` or `down`; while not up a probe retries with backoff.
+ * - Session state (SET, temporary tables, session advisory locks, LISTEN) has no place on a pool
+ *   whose connections come and go: locks live on `PgSession`, LISTEN on `PgNotifications`.
  */
 export class PgPoolClient implements SqlClient, PgRunner {
   readonly dialect = 'postgres' as const;
