@@ -54,6 +54,10 @@ test('the session takes its locks back after its connection is terminated', asyn
   const other = await admin(schema);
   const session = await PgSession.open({ settings: { url: TEST_DATABASE_URL, schema, applicationName: 'magpie session retake' }, ...FAST });
   try {
+    await assert.rejects(
+      PgSession.open({ settings: { url: 'postgres://postgres@127.0.0.1:1/test', schema }, ...FAST }),
+      (error: { code?: string; retryable?: boolean }) => error.code === 'storage_connection' && error.retryable === true,
+    );
     const bare = await PgSession.open({ settings: { url: TEST_DATABASE_URL, schema: freshSchema(RUN_PREFIX) }, ...FAST });
     await assert.rejects(bare.tryLock('writer:x'), /does not exist/);
     await bare.close();
