@@ -121,6 +121,7 @@ export async function run(): Promise<BenchReport> {
       await proxy.close();
     }
   }
+  metrics.push(...(await pointReads(url, schema)));
   await dropLeftovers(url, schema);
   return {
     name: 'pg-raw',
@@ -130,6 +131,35 @@ export async function run(): Promise<BenchReport> {
       'round trips count Q and Sync messages; exchanges count the times the client waited for the server (pipelined messages share one)',
     ],
   };
+}
+
+/** What one statement costs the main thread: point reads on loopback with no proxy (its CPU would count too). */
+async function pointReads(url: string, schema: string): Promise<BenchMetric[]> {
+  const sql = await PgPoolClient.connect({ url, schema, applicationName: 'magpie bench pg-raw' });
+  try {
+    await sql.exec(`DROP TABLE IF EXISTS history; CREATE TABLE history (channel_id TEXT NOT NULL, seq BIGINT NOT NULL, message_id TEXT NOT NULL,
+      content TEXT NOT NULL, created_at BIGINT NOT NULL, PRIMARY KEY (channel_id, seq))`);
+    await sql.prepare(INSERT).run(batchValues());
+    const read = sql.prepare('SELECT content FROM history WHERE channel_id = ? AND seq = ?').pluck();
+    const calls = 4_000;
+    const inFlight = 8;
+    for (let index = 0; index < 200; index += 1) await read.get('700000000000000001', 1);
+    const cpu = process.cpuUsage();
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: inFlight }, async (_, lane) => {
+        for (let index = lane; index < calls; index += inFlight) await read.get(String(700_000_000_000_000_000n + BigInt(index % 1_000)), index);
+      }),
+    );
+    const elapsed = performance.now() - started;
+    const used = process.cpuUsage(cpu);
+    return [
+      { name: `loopback, no proxy: point reads (${inFlight} in flight)`, value: Math.round(calls / (elapsed / 1_000)), unit: 'reads/s' },
+      { name: 'loopback, no proxy: process CPU per read', value: Math.round((used.user + used.system) / calls), unit: 'µs' },
+    ];
+  } finally {
+    await sql.close();
+  }
 }
 
 function round2(value: number): number {

@@ -172,9 +172,11 @@ test('a COMMIT (or a write outside a transaction) whose answer never comes raise
   const { sql, proxy, cleanUp } = await setUp('magpie fault commit');
   try {
     const insert = sql.prepare('INSERT INTO t (v) VALUES (?)');
+    let open = 0;
     await assert.rejects(
       sql.transaction(async () => {
         await insert.run('maybe');
+        open = proxy.proxy.connections;
         // Everything after this (the COMMIT) goes unanswered.
         proxy.proxy.pause();
       }),
@@ -182,14 +184,17 @@ test('a COMMIT (or a write outside a transaction) whose answer never comes raise
     );
     // The destroyed connection takes the unsent COMMIT with it once the proxy sees it close (had
     // the proxy forwarded it first, it would have committed late: hence "unknown").
-    while (proxy.proxy.connections > 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    while (proxy.proxy.connections >= open) await new Promise((resolve) => setTimeout(resolve, 5));
     proxy.proxy.resume();
     // Resolved by reading back: here the COMMIT never reached the server, so the row is not there.
     assert.equal(await sql.prepare('SELECT count(*) FROM t').pluck().get(), 0);
     // A write outside a transaction commits on its own: no answer leaves it just as unknown.
+    await insert.run('warm');
+    await sql.prepare('DELETE FROM t').run();
+    open = proxy.proxy.connections;
     proxy.proxy.pause();
     await assert.rejects(insert.run('auto'), (error: { code?: string }) => error.code === 'storage_commit_unknown');
-    while (proxy.proxy.connections > 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    while (proxy.proxy.connections >= open) await new Promise((resolve) => setTimeout(resolve, 5));
     proxy.proxy.resume();
     assert.equal(await sql.prepare('SELECT count(*) FROM t').pluck().get(), 0);
   } finally {

@@ -218,6 +218,7 @@ test('a client opened on an unreachable server says where, without the password'
   );
   assert.throws(() => new PgPoolClient({ url: TEST_DATABASE_URL, schema: 'bad schema' }), /schema "bad schema" is not a plain identifier/);
   assert.throws(() => new PgPoolClient({ url: TEST_DATABASE_URL, schema: 's', statementTimeoutMs: 0 }), /statementTimeoutMs must be a positive integer/);
+  assert.throws(() => new PgPoolClient({ url: TEST_DATABASE_URL, schema: 's', maxConnections: 1 }), /maxConnections must be at least 2/);
 });
 
 test('the session settings arrive with the connection: schema, deadlines, application name', async (t) => {

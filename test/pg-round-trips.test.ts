@@ -1,6 +1,6 @@
 /**
  * What `PgPoolClient` costs on the wire, counted by the delay proxy: a statement outside a
- * transaction is one round trip; a transaction's BEGIN and savepoints travel with its statements;
+ * transaction is one round trip, and statements issued together are pipelined; a transaction's BEGIN and savepoints travel with its statements;
  * its COMMIT is one more; a transaction that ran nothing sends nothing; a new connection costs
  * no statement for its settings.
  */
@@ -18,7 +18,7 @@ test('round trips: one per statement, BEGIN and savepoints pipelined, none for a
   if (!(await requirePostgres(t))) return;
   const proxy = await startDelayedPostgres(TEST_DATABASE_URL, 1);
   const schema = freshSchema(RUN_PREFIX);
-  const sql = await PgPoolClient.connect({ url: proxy.url, schema, applicationName: 'magpie round trips', maxConnections: 1 });
+  const sql = await PgPoolClient.connect({ url: proxy.url, schema, applicationName: 'magpie round trips', maxConnections: 2 });
   try {
     await sql.exec('CREATE TABLE t (id BIGSERIAL PRIMARY KEY, v TEXT NOT NULL)');
     const insert = sql.prepare('INSERT INTO t (v) VALUES (?)');
@@ -44,7 +44,15 @@ test('round trips: one per statement, BEGIN and savepoints pipelined, none for a
       'BEGIN with the first INSERT, SAVEPOINT with the second, RELEASE with the COMMIT',
     );
     assert.deepEqual(await cost(() => sql.transaction(() => sql.exec("INSERT INTO t (v) VALUES ('five')"))), { trips: 2, exchanges: 2 }, 'a script carries its BEGIN');
-    assert.equal(await sql.prepare('SELECT count(*) FROM t').pluck().get(), 6);
+    const burst = await cost(() => Promise.all(Array.from({ length: 20 }, (_, index) => insert.run(`burst-${index}`))));
+    assert.equal(burst.trips, 20);
+    assert.ok(burst.exchanges <= 5, `20 writes issued together share the waits (pipelined): ${burst.exchanges} exchanges`);
+    assert.equal(await sql.prepare('SELECT count(*) FROM t').pluck().get(), 26);
+    assert.deepEqual(
+      (await sql.prepare(`SELECT v FROM t WHERE v LIKE 'burst-%' ORDER BY id`).pluck().all()).map((v) => Number(String(v).slice(6))),
+      Array.from({ length: 20 }, (_, index) => index),
+      'in the order they were issued',
+    );
   } finally {
     await sql.exec(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
     await sql.close();

@@ -45,6 +45,15 @@ export function endedByServer(error: unknown): boolean {
   return typeof code === 'string' && /^57P0[123]$/.test(code);
 }
 
+/**
+ * True when the statement certainly did not run: the client refused to send it on a connection
+ * already known dead, or the server ended the session before the statement completed.
+ */
+export function neverRan(error: unknown): boolean {
+  const message = (error as { message?: unknown } | undefined)?.message;
+  return endedByServer(error) || (typeof message === 'string' && /not queryable/.test(message));
+}
+
 export interface FailureContext {
   /** What was running: a statement, a COMMIT (or a write outside a transaction, which commits itself), a connection attempt. */
   during: 'statement' | 'commit' | 'connect';

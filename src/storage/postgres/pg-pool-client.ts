@@ -2,11 +2,11 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import pg from 'pg';
 import { MagpieError } from '../../common/errors.js';
 import type { SqlClient, SqlQuery, TransactionMode } from '../sql-client.js';
-import { OutsideOrder } from './outside-order.js';
 import { PgCatalog } from './pg-catalog.js';
-import { endedByServer, failureKind, pgFailure, redactUrl } from './pg-error.js';
+import { failureKind, neverRan, pgFailure, redactUrl } from './pg-error.js';
 import { PgConnections } from './pg-connections.js';
 import type { PgHealth } from './pg-health.js';
+import { PgLane, type LaneSend } from './pg-lane.js';
 import { isWrite, PgPoolQuery, type PgPrepared, type PgResult, type PgRunner } from './pg-pool-query.js';
 import { resolvePgSettings, type PgConnectionSettings, type ResolvedPgSettings } from './pg-settings.js';
 import { last, PgTransaction } from './pg-transaction.js';
@@ -25,9 +25,10 @@ interface Frame {
  * - Statements are written for SQLite and translated (`translate-sql.ts`); the catalog completes
  *   REPLACE and `lastInsertRowid` (`pg-catalog.ts`). int8/numeric come back as numbers, bytea as
  *   Buffers, a server error as a `PgError` with its SQLSTATE.
- * - Outside a transaction a statement runs on any pooled connection. Statements take effect in
- *   the order they were issued, as on SQLite: a write waits for the statements issued before it,
- *   a read for the writes issued before it; reads run side by side (`outside-order.ts`).
+ * - Outside a transaction, writes share one pipelined connection (`pg-lane.ts`): they take
+ *   effect in the order they were issued, as on SQLite, without waiting a round trip each. A read
+ *   issued while writes are in flight queues behind them there (so it sees them); otherwise it
+ *   runs on any pooled connection, beside other reads. A read may see a write issued after it.
  * - `transaction(fn)` binds to the async context: its statements go to one connection, checked
  *   out at the first statement (`pg-transaction.ts`). BEGIN (and SAVEPOINT, RELEASE) are sent
  *   pipelined with the next statement, so they cost no round trip of their own. `immediate`/`exclusive` are a plain
@@ -53,13 +54,14 @@ export class PgPoolClient implements SqlClient, PgRunner {
   private readonly context = new AsyncLocalStorage<Frame>();
   private readonly queries = new Map<string, PgPoolQuery>();
   private readonly catalog = new PgCatalog();
-  private readonly order = new OutsideOrder();
+  private readonly lane: PgLane;
   private cursors = 0;
   private isOpen = true;
 
   constructor(settings: PgConnectionSettings) {
     this.settings = resolvePgSettings(settings);
-    this.connections = new PgConnections(this.settings, () => this.outside((client) => client.query('SELECT 1'), { write: false }));
+    this.connections = new PgConnections(this.settings, () => this.outside(() => (client) => client.query('SELECT 1'), { write: false, pool: true }));
+    this.lane = new PgLane(this.connections);
   }
 
   /** A client whose server answered and whose schema exists; a server that cannot be reached is a clear error. */
@@ -114,7 +116,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
       await frame.transaction.run((client, prefix) => client.query([...prefix, sql].join(';\n')), { merged: true });
       return;
     }
-    await this.order.write(() => this.outside((client) => client.query(sql), { write: true }));
+    await this.outside(() => (client) => client.query(sql), { write: true });
   }
 
   async pragma(_source?: string): Promise<never> {
@@ -126,7 +128,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
     const outer = this.frame();
     if (outer) return this.savepoint(outer, fn);
     // Writes issued before the transaction are visible inside it.
-    await this.order.writesIssued();
+    await this.lane.settled();
     const transaction = new PgTransaction(this.connections, this.settings);
     const frame: Frame = { transaction, depth: 0, open: true };
     try {
@@ -150,6 +152,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
   async close(): Promise<void> {
     if (!this.isOpen) return;
     this.isOpen = false;
+    this.lane.release();
     await this.connections.close();
   }
 
@@ -161,11 +164,9 @@ export class PgPoolClient implements SqlClient, PgRunner {
       const text = await this.completedText(prepared, frame.transaction);
       return shape(await frame.transaction.run((client) => client.query(statementQuery(prepared, text, values)), { merged: false }));
     }
-    const run = async () => {
-      const text = await this.completedText(prepared, undefined);
-      return shape(await this.outside((client) => client.query(statementQuery(prepared, text, values)), { write: prepared.write }));
-    };
-    return prepared.write ? this.order.write(run) : this.order.read(run);
+    const send = (text: string): LaneSend => (client) => client.query(statementQuery(prepared, text, values));
+    const prepare = () => (prepared.text !== undefined ? send(prepared.text) : this.completedText(prepared, undefined).then(send));
+    return shape(await this.outside(prepare, { write: prepared.write }));
   }
 
   /**
@@ -180,7 +181,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
       return;
     }
     // It sees the writes issued before it.
-    await this.order.writesIssued();
+    await this.lane.settled();
     const transaction = new PgTransaction(this.connections, this.settings);
     let finished = false;
     try {
@@ -232,33 +233,48 @@ export class PgPoolClient implements SqlClient, PgRunner {
     const query = async (text: string, values: unknown[]) =>
       transaction
         ? (await transaction.run((client) => client.query({ text, values }), { merged: false })).rows
-        : (await this.outside((client) => client.query({ text, values }), { write: false })).rows;
+        : // On the pool, never the lane: the statement asking may hold the lane's head, waiting for this answer.
+          (await this.outside(() => (client) => client.query({ text, values }), { write: false, pool: true })).rows;
     const completed = await this.catalog.complete(prepared.statement, query);
     if (completed.final) prepared.text = completed.text;
     return completed.text;
   }
 
-  /** One statement on a pooled connection, outside any transaction. */
-  private async outside(run: (client: pg.PoolClient) => Promise<pg.QueryResult | pg.QueryResult[]>, options: { write: boolean }): Promise<pg.QueryResult> {
+  /**
+   * One statement outside any transaction: on the shared lane when it writes, or when writes are
+   * in flight there (so it runs after them, pipelined); otherwise a read takes any pooled
+   * connection and runs beside the others.
+   */
+  private async outside(prepare: () => LaneSend | Promise<LaneSend>, options: { write: boolean; pool?: boolean }): Promise<pg.QueryResult> {
     for (let attempt = 0; ; attempt += 1) {
-      const client = await this.connections.checkout();
       try {
-        const result = await run(client);
-        client.release();
+        const onLane = !options.pool && (options.write || this.lane.busy);
+        const result = onLane ? await this.lane.submit(prepare) : await this.onPool(await prepare());
         this.connections.succeeded();
         return last(result);
       } catch (error) {
         const kind = failureKind(error);
-        this.connections.discard(client, kind !== 'statement');
-        if (kind === 'statement') throw pgFailure(error, this.failureContext('statement'));
+        if (kind === 'statement' || error instanceof MagpieError) throw error instanceof MagpieError ? error : pgFailure(error, this.failureContext('statement'));
         this.connections.failed(error, { opening: false });
-        // The server ended the session before the statement completed (a terminated idle
-        // connection): nothing of it ran, so another connection may run it. Every idle one may
-        // have been ended at once, hence up to one try per pooled connection.
-        if (endedByServer(error) ? attempt < this.settings.maxConnections : attempt === 0 && !options.write && kind === 'connection') continue;
+        // Not sent, or ended by the server before it completed (a terminated idle connection):
+        // nothing of it ran, so another connection may run it. Every idle one may have been
+        // ended at once, hence up to one try per pooled connection.
+        if (neverRan(error) ? attempt < this.settings.maxConnections : attempt === 0 && !options.write && kind === 'connection') continue;
         // A write with no answer commits on its own (autocommit): it may have been applied.
-        throw pgFailure(error, this.failureContext(options.write && !endedByServer(error) ? 'commit' : 'statement'));
+        throw pgFailure(error, this.failureContext(options.write ? 'commit' : 'statement'));
       }
+    }
+  }
+
+  private async onPool(send: LaneSend): Promise<pg.QueryResult | pg.QueryResult[]> {
+    const client = await this.connections.checkout();
+    try {
+      const result = await send(client);
+      client.release();
+      return result;
+    } catch (error) {
+      this.connections.discard(client, failureKind(error) !== 'statement');
+      throw error;
     }
   }
 

@@ -29,7 +29,7 @@ export interface PgConnectionSettings {
   idleInTransactionTimeoutMs?: number;
   /** Idle time before TCP keepalive probes start (default 10000 ms). */
   keepAliveInitialDelayMs?: number;
-  /** Pool size (default 10). */
+  /** Pool size (default 10, at least 2: the statements outside transactions hold one). */
   maxConnections?: number;
   /** An idle pooled connection is closed after this long (default 30000 ms). */
   idleTimeoutMs?: number;
@@ -77,6 +77,9 @@ export function resolvePgSettings(settings: PgConnectionSettings): ResolvedPgSet
     if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
       throw new InputError(`PostgreSQL settings: ${key} must be a positive integer, got ${String(value)}`);
     }
+  }
+  if (resolved.maxConnections < 2) {
+    throw new InputError(`PostgreSQL settings: maxConnections must be at least 2 (one is held by the statements outside transactions), got ${resolved.maxConnections}`);
   }
   if (!Number.isInteger(resolved.idleInTransactionTimeoutMs) || resolved.idleInTransactionTimeoutMs < 0) {
     throw new InputError(`PostgreSQL settings: idleInTransactionTimeoutMs must be 0 (off) or a positive integer, got ${resolved.idleInTransactionTimeoutMs}`);
