@@ -4,9 +4,10 @@
  * multi-row insert rate, the round trips per batch the proxy counted (Q and Sync messages, and
  * the exchanges the client actually waited for), and the event loop's delay meanwhile.
  *
- * Three shapes: one multi-row INSERT per batch outside a transaction (a group commit written as
- * one statement), a transaction of three such statements (BEGIN travels with the first), and
- * eight such transactions side by side on the pool.
+ * Four shapes: one multi-row INSERT per batch outside a transaction (a group commit written as
+ * one statement), eight of them issued together (pipelined on the shared connection), a
+ * transaction of three such statements (BEGIN travels with the first), and eight one-statement
+ * transactions side by side on the pool.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import pg from 'pg';
@@ -104,9 +105,14 @@ export async function run(): Promise<BenchReport> {
         );
         return counts.reduce((sum, count) => sum + count, 0);
       });
+      const pipelined = await measureShape(proxy, sql, async () => {
+        const counts = await Promise.all(Array.from({ length: PARALLEL }, async () => (await insert.run(batchValues())).changes));
+        return counts.reduce((sum, count) => sum + count, 0);
+      });
       const label = `+${delay} ms`;
       for (const [shape, figures] of [
         ['one INSERT per batch', single],
+        [`${PARALLEL} INSERTs in flight (pipelined)`, pipelined],
         ['transaction of 3 INSERTs', transaction],
         [`${PARALLEL} transactions side by side`, parallel],
       ] as const) {
