@@ -44,7 +44,12 @@ export class PgNotifications {
     if (!set) {
       set = new Set();
       this.handlers.set(channel, set);
-      await this.connection.query(`LISTEN "${channel}"`);
+      try {
+        await this.connection.query(`LISTEN "${channel}"`);
+      } catch (error) {
+        if (this.handlers.get(channel)?.size === 0) this.handlers.delete(channel);
+        throw error;
+      }
     }
     set.add(handler);
     return async () => {
