@@ -39,6 +39,16 @@ test('calls made without awaits keep their order, and a read sees the writes iss
     await sql.prepare('SELECT v FROM t ORDER BY id').pluck().all(),
     Array.from({ length: 20 }, (_, index) => `v${index}`),
   );
+  // A first INSERT into a table waits for the catalog (its id column); one issued after it still lands after it.
+  await sql.exec('CREATE TABLE log (id BIGSERIAL PRIMARY KEY, v TEXT NOT NULL, at BIGINT NOT NULL)');
+  await sql.exec('CREATE TABLE marks (k TEXT PRIMARY KEY, at BIGINT NOT NULL)');
+  const first = sql.prepare('INSERT INTO log (v, at) VALUES (?, (extract(epoch FROM clock_timestamp()) * 1e6)::bigint)');
+  const second = sql.prepare("UPDATE marks SET at = (extract(epoch FROM clock_timestamp()) * 1e6)::bigint WHERE k = 'x'");
+  await sql.prepare("INSERT INTO marks (k, at) VALUES ('x', 0) ON CONFLICT DO NOTHING").run();
+  const [inserted] = await Promise.all([first.run('one'), second.run()]);
+  assert.equal(inserted.lastInsertRowid, 1);
+  const at = (await sql.prepare('SELECT (SELECT at FROM log) AS logged, (SELECT at FROM marks) AS marked').get()) as { logged: number; marked: number };
+  assert.ok(at.logged < at.marked, 'the UPDATE ran after the INSERT issued before it');
 });
 
 test('a transaction is bound to its async context; outside statements run beside it and do not see it', async (t) => {
