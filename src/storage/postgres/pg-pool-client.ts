@@ -31,18 +31,20 @@ interface Frame {
  *   runs on any pooled connection, beside other reads. A read may see a write issued after it.
  * - `transaction(fn)` binds to the async context: its statements go to one connection, checked
  *   out at the first statement (`pg-transaction.ts`). BEGIN (and SAVEPOINT, RELEASE) are sent
- *   pipelined with the next statement, so they cost no round trip of their own. `immediate`/`exclusive` are a plain
- *   BEGIN at READ COMMITTED: a transaction that must be serial takes its own row or advisory locks.
+ *   pipelined with the next statement, so they cost no round trip of their own.
+ *   `immediate`/`exclusive` are a plain BEGIN at READ COMMITTED: a transaction that must be
+ *   serial takes its own row or advisory locks, and says so where it does.
  * - Deadlines: `statement_timeout` and `lock_timeout` on the server, a client reply deadline
  *   (`query_timeout`), a connect deadline, TCP keepalive (see pg-settings.ts). A connection that
  *   timed out or dropped is destroyed, never returned to the pool; the pool opens a new one.
  * - Failures: a lost connection is `storage_connection` and a passed deadline `storage_timeout`,
- *   both retryable (`withStorageRetry` retries them with backoff). A statement the server ended
- *   before it completed (57P01..57P03) runs again on another connection (a terminated idle one
- *   is found only when used), and a read whose connection dropped is tried once more. A COMMIT that got no answer raises `storage_commit_unknown`: the
- *   transaction may or may not have been applied, so the caller must read back what it wrote
- *   before deciding what it holds in memory (it must not assume either outcome). So does a
- *   write outside a transaction whose answer never came: it commits on its own.
+ *   both retryable (`withStorageRetry` retries them with backoff). A statement that certainly did
+ *   not run (the server ended its session first, or the connection was already known dead) runs
+ *   again on another connection, and a read whose connection dropped is tried once more.
+ * - A COMMIT that got no answer raises `storage_commit_unknown` (not retryable): the transaction
+ *   may or may not have been applied, so the caller must read back what it wrote before deciding
+ *   what it holds in memory, and must not assume either outcome. So does a write outside a
+ *   transaction whose answer never came: it commits on its own.
  * - `health` says `up`, `reconnecting` or `down`; while not up a probe retries with backoff.
  * - Session state (SET, temporary tables, session advisory locks, LISTEN) has no place on a pool
  *   whose connections come and go: locks live on `PgSession`, LISTEN on `PgNotifications`.
