@@ -239,3 +239,25 @@ test('the session settings arrive with the connection: schema, deadlines, applic
     .get()) as Record<string, string>;
   assert.deepEqual(settings, { schema: sql.settings.schema, statement: '5s', lock: '2s', app: 'pg-pool-client test' });
 });
+
+test('a pool with no free connection in time is busy (a retryable timeout), not down', async (t) => {
+  if (!(await requirePostgres(t))) return;
+  const schema = freshSchema(RUN_PREFIX);
+  const sql = await PgPoolClient.connect({ url: TEST_DATABASE_URL, schema, maxConnections: 2, connectTimeoutMs: 300 });
+  opened.push({ client: sql, schema });
+  await sql.exec('CREATE TABLE t (v TEXT)');
+  let finish!: () => void;
+  const held = sql.transaction(async () => {
+    await sql.prepare('INSERT INTO t (v) VALUES (?)').run('held');
+    await new Promise<void>((resolve) => (finish = resolve));
+  });
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  await assert.rejects(
+    sql.transaction(() => sql.prepare('SELECT 1').get()),
+    (error: { code?: string; retryable?: boolean }) => error.code === 'storage_timeout' && error.retryable === true,
+  );
+  assert.equal(sql.health.state, 'up');
+  finish();
+  await held;
+  assert.equal(await sql.transaction(() => sql.prepare('SELECT count(*) FROM t').pluck().get()), 1);
+});

@@ -46,7 +46,9 @@ export class PgConnections {
     try {
       return await this.pool.connect();
     } catch (error) {
-      this.failed(error, { opening: true });
+      // A full pool that freed nothing in time is busy, not down.
+      const full = this.pool.totalCount >= this.settings.maxConnections;
+      if (!full) this.failed(error, { opening: true });
       throw pgFailure(error, { during: 'connect', deadlineMs: this.settings.connectTimeoutMs, schema: this.settings.schema });
     }
   }
