@@ -18,6 +18,7 @@ const BENCHMARKS: Record<string, () => Promise<{ run: Benchmark }>> = {
   'memory-search': () => import('./memory-search.js'),
   'index-validation': () => import('./index-validation.js'),
   'metrics-overhead': () => import('./metrics-overhead.js'),
+  'pg-raw': () => import('./pg-raw.js'),
   'privacy-delete': () => import('./privacy-delete.js'),
   'prompt-cache': () => import('./prompt-cache.js'),
 };

@@ -56,6 +56,10 @@ export const POSTGRES_SUITE = [
   'privacy-scope',
   'memory-tools',
   'group-commit',
+  'pg-faults',
+  'pg-session',
+  'pg-pool-client',
+  'pg-round-trips',
 ];
 
 /**

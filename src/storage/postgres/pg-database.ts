@@ -2,22 +2,15 @@ import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from '
 import { MagpieError } from '../../common/errors.js';
 import type { SqlDatabase, SqlRunResult, SqlStatement, SqlTransaction } from '../sql-database.js';
 import { THREAD_ENDED, type BridgeReply, type BridgeRequest, type BridgeSettings } from './bridge-protocol.js';
+import { PgError, redactUrl } from './pg-error.js';
+import { bind } from './pg-params.js';
 import { replaceClause, translateStatement, withClause, type TranslatedStatement } from './translate-sql.js';
+
+// Kept here for the modules that import them from this file.
+export { PgError, redactUrl };
 
 /** How long a caller waits for one statement before the connection counts as lost. */
 const REPLY_TIMEOUT_MS = 120_000;
-
-/** A PostgreSQL error, with its SQLSTATE in `code` (`23505`: unique violation). */
-export class PgError extends Error {
-  constructor(
-    message: string,
-    readonly code: string | undefined,
-    readonly constraint: string | undefined,
-  ) {
-    super(message);
-    this.name = 'PgError';
-  }
-}
 
 /**
  * PostgreSQL behind the synchronous `SqlDatabase` API. The connection lives in a thread of its
@@ -293,39 +286,5 @@ class PgStatement implements SqlStatement {
 
   private execute(params: unknown[]): { rows: Array<Record<string, unknown>>; rowCount: number; fields: string[] } {
     return this.db.execute(this.statement.text, bind(this.statement, params), this.name);
-  }
-}
-
-/** Orders the caller's arguments as `$1..$n`, the way better-sqlite3 accepts them. */
-function bind(statement: TranslatedStatement, args: unknown[]): unknown[] {
-  const spec = statement.params;
-  if (spec.kind === 'none') return [];
-  if (spec.kind === 'named') {
-    const values = args[0];
-    if (values === null || typeof values !== 'object') throw new TypeError('named parameters need an object');
-    return spec.names.map((name) => {
-      if (!(name in values)) throw new RangeError(`Missing named parameter "${name}"`);
-      return value((values as Record<string, unknown>)[name]);
-    });
-  }
-  const flat = args.flat();
-  if (flat.length !== spec.count) throw new RangeError(`Too ${flat.length < spec.count ? 'few' : 'many'} parameter values were provided`);
-  return flat.map(value);
-}
-
-function value(input: unknown): unknown {
-  if (typeof input === 'bigint') return input.toString();
-  if (input === undefined) return null;
-  return input;
-}
-
-/** The URL without its password, for messages and logs. */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return '(an unparsable connection string)';
   }
 }

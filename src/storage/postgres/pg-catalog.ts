@@ -1,0 +1,61 @@
+import { replaceClause, withClause, type TranslatedStatement } from './translate-sql.js';
+
+/** Runs one catalog query on the connection the caller's context uses (a transaction's own, when inside one). */
+export type CatalogQuery = (text: string, values: unknown[]) => Promise<Array<Record<string, unknown>>>;
+
+/**
+ * What only the server's catalog can say about a translated statement: the primary key an
+ * `INSERT OR REPLACE` conflicts on, and the identity column whose value `lastInsertRowid`
+ * reports (added as `RETURNING`). Answers are cached per table once the table exists; a table
+ * not there yet (a statement prepared before its migration ran) is asked about again next time.
+ */
+export class PgCatalog {
+  private readonly keys = new Map<string, string[]>();
+  private readonly identities = new Map<string, string | null>();
+
+  async complete(statement: TranslatedStatement, query: CatalogQuery): Promise<{ text: string; final: boolean }> {
+    let text = statement.text;
+    let final = true;
+    if (statement.replace) text = replaceClause(statement, await this.primaryKey(statement.replace.table, query));
+    if (statement.insertInto && !statement.hasReturning) {
+      const identity = await this.identityColumn(statement.insertInto, query);
+      if (identity === undefined) final = false;
+      else if (identity !== null) text = withClause(text, `RETURNING ${identity}`);
+    }
+    return { text, final };
+  }
+
+  private async primaryKey(table: string, query: CatalogQuery): Promise<string[]> {
+    let key = this.keys.get(table);
+    if (!key) {
+      const rows = await query(
+        `SELECT a.attname AS name FROM pg_index i
+           JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+          WHERE i.indrelid = to_regclass($1) AND i.indisprimary ORDER BY array_position(i.indkey, a.attnum)`,
+        [table],
+      );
+      key = rows.map((row) => String(row.name));
+      if (key.length === 0) throw new Error(`table ${table} has no primary key for INSERT OR REPLACE`);
+      this.keys.set(table, key);
+    }
+    return key;
+  }
+
+  /** The identity column, null when the table has none, undefined when the table does not exist yet. */
+  private async identityColumn(table: string, query: CatalogQuery): Promise<string | null | undefined> {
+    if (this.identities.has(table)) return this.identities.get(table)!;
+    const rows = await query(
+      `SELECT to_regclass($1) IS NOT NULL AS present,
+              (SELECT column_name FROM information_schema.columns
+                WHERE table_schema = current_schema() AND table_name = $1
+                  AND (is_identity = 'YES' OR column_default LIKE 'nextval(%')
+                ORDER BY ordinal_position LIMIT 1) AS name`,
+      [table],
+    );
+    const row = rows[0];
+    if (!row || row.present !== true) return undefined;
+    const name = row.name === null || row.name === undefined ? null : String(row.name);
+    this.identities.set(table, name);
+    return name;
+  }
+}

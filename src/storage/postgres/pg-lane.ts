@@ -1,0 +1,124 @@
+import type pg from 'pg';
+import type { PgConnections } from './pg-connections.js';
+import { failureKind } from './pg-error.js';
+
+/** Sends one statement on the lane's connection; called at the moment it is its turn. */
+export type LaneSend = (client: pg.PoolClient) => Promise<pg.QueryResult | pg.QueryResult[]>;
+
+interface LaneEntry {
+  send: LaneSend | undefined;
+  failed: unknown;
+  resolve(result: pg.QueryResult | pg.QueryResult[]): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * The connection that statements outside a transaction share, pipelined: each is sent the moment
+ * its turn comes, without waiting for the answers to the ones before it, and the server runs
+ * them in the order they were issued. So writes keep their order and a read queued behind them
+ * sees them, as on SQLite, while a burst of statements costs one round trip, not one each.
+ * A statement whose text is not ready yet (its first run asks the catalog) holds its place.
+ * When the connection fails at the connection level it is destroyed and the next statement
+ * opens another (the caller decides what to retry).
+ */
+export class PgLane {
+  private client: pg.PoolClient | undefined;
+  private opening = false;
+  private readonly queue: LaneEntry[] = [];
+  private inFlight = 0;
+  /** Settles once everything submitted so far has (answers come back in order). */
+  private tail: Promise<void> = Promise.resolve();
+
+  constructor(private readonly connections: PgConnections) {}
+
+  /** True while statements are queued or unanswered on the lane. */
+  get busy(): boolean {
+    return this.inFlight > 0;
+  }
+
+  /** Resolves once every statement submitted so far has settled (at once when none is in flight). */
+  settled(): Promise<void> | undefined {
+    return this.inFlight > 0 ? this.tail : undefined;
+  }
+
+  /** Queues one statement; `prepare` gives its sender now, or a promise of it (its place is kept). */
+  submit(prepare: () => LaneSend | Promise<LaneSend>): Promise<pg.QueryResult | pg.QueryResult[]> {
+    this.inFlight += 1;
+    const result = new Promise<pg.QueryResult | pg.QueryResult[]>((resolve, reject) => {
+      const entry: LaneEntry = { send: undefined, failed: undefined, resolve, reject };
+      this.queue.push(entry);
+      try {
+        const ready = prepare();
+        if (typeof ready === 'function') entry.send = ready;
+        else {
+          ready.then(
+            (send) => ((entry.send = send), this.pump()),
+            (error) => ((entry.failed = error ?? new Error('statement preparation failed')), this.pump()),
+          );
+        }
+      } catch (error) {
+        entry.failed = error ?? new Error('statement preparation failed');
+      }
+    });
+    const settled = result.then(ignore, ignore);
+    this.tail = settled;
+    void settled.then(() => (this.inFlight -= 1));
+    this.pump();
+    return result;
+  }
+
+  /** Gives the connection back to the pool (closing). */
+  release(): void {
+    const client = this.client;
+    this.client = undefined;
+    client?.release();
+  }
+
+  /** Sends every ready statement at the head of the queue, in order. */
+  private pump(): void {
+    while (this.queue.length > 0) {
+      const head = this.queue[0]!;
+      if (head.failed !== undefined) {
+        this.queue.shift();
+        head.reject(head.failed);
+        continue;
+      }
+      if (!head.send) return;
+      const client = this.client;
+      if (!client) {
+        this.open();
+        return;
+      }
+      this.queue.shift();
+      head.send(client).then(head.resolve, (error) => {
+        if (failureKind(error) !== 'statement') this.drop(client);
+        head.reject(error);
+      });
+    }
+  }
+
+  private open(): void {
+    if (this.opening) return;
+    this.opening = true;
+    this.connections.checkout().then(
+      (client) => {
+        this.opening = false;
+        this.client = client;
+        this.pump();
+      },
+      (error) => {
+        this.opening = false;
+        // Nobody can be served without a connection: everything queued fails (the caller retries).
+        for (const entry of this.queue.splice(0)) entry.reject(error);
+      },
+    );
+  }
+
+  private drop(client: pg.PoolClient): void {
+    if (this.client !== client) return;
+    this.client = undefined;
+    this.connections.discard(client, true);
+  }
+}
+
+function ignore(): void {}

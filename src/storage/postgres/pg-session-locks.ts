@@ -1,0 +1,56 @@
+import os from 'node:os';
+import { MagpieError } from '../../common/errors.js';
+import type { SqlClient } from '../sql-client.js';
+import type { PgSession } from './pg-session.js';
+
+/** A writer lock this process holds; `release` lets another process write the key. */
+export interface HeldWriterLock {
+  readonly key: string;
+  release(): Promise<void>;
+}
+
+/**
+ * One writer per key on a shared schema, on the session connection (the lock id is the one
+ * pg-writer-lock.ts uses, so old and new processes exclude each other). `storage_writers`, in
+ * the schema, only names the holder for the refusal message. After a reconnect the session takes
+ * the lock back, or reports it lost through `session.onLost('writer:<key>')`.
+ */
+export async function takeWriterLock(session: PgSession, sql: SqlClient, key: string, command: string): Promise<HeldWriterLock> {
+  const lockKey = `writer:${key}`;
+  if (!(await session.tryLock(lockKey))) {
+    const holder = (await sql.prepare('SELECT pid, host, command, started_at FROM storage_writers WHERE lock_key = ?').get(key)) as
+      | { pid: number; host: string; command: string; started_at: string }
+      | undefined;
+    const who = holder ? `${holder.command} (pid ${holder.pid} on ${holder.host}, since ${holder.started_at})` : 'another process';
+    throw new MagpieError('data_dir_locked', `${who} already writes ${key} in this PostgreSQL schema`, {
+      context: { key },
+      hint: 'stop that process first, or give this one other shards (--shard-ids); readers (status, memory search) need no lock',
+    });
+  }
+  await sql
+    .prepare(
+      `INSERT INTO storage_writers (lock_key, pid, host, command, started_at) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (lock_key) DO UPDATE SET pid = excluded.pid, host = excluded.host, command = excluded.command, started_at = excluded.started_at`,
+    )
+    .run(key, process.pid, os.hostname(), command, new Date().toISOString());
+  return { key, release: () => session.unlock(lockKey) };
+}
+
+/**
+ * Per-channel compaction locks on the session connection: a process that dies mid-compaction
+ * loses its locks with its connection, and its splice never committed. A lock the session could
+ * not take back after a reconnect is reported through `session.onLost('compaction:<channel id>')`:
+ * the compaction holding it must not land.
+ */
+export class SessionChannelLocks {
+  constructor(private readonly session: PgSession) {}
+
+  /** True when this process now holds the channel's compaction lock (also when it already did). */
+  tryAcquire(channelId: string): Promise<boolean> {
+    return this.session.tryLock(`compaction:${channelId}`);
+  }
+
+  release(channelId: string): Promise<void> {
+    return this.session.unlock(`compaction:${channelId}`);
+  }
+}
