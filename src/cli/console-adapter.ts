@@ -146,7 +146,7 @@ export class ConsoleAdapter {
         output.write(COMMAND_HELP);
         return true;
       case '/context':
-        output.write(`${describeContext(app.runtime.status(this.channelId))}\n`);
+        output.write(`${describeContext(await app.runtime.status(this.channelId))}\n`);
         return true;
       case '/compact':
         output.write(`${await startCompaction(deps, this.channelId)}\n`);

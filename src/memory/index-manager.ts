@@ -1,15 +1,14 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { EventStream } from '../common/events.js';
-import type { SqlDatabase } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import { blobToVector, dot } from './embedder.js';
 import { checkIndexFile, moveAside, prepareIndexDirectory, removeIndexFile, saveIndexFile } from './index-file.js';
-import { StatementCache } from './statement-cache.js';
 import { fnv1a } from './text.js';
 import { HnswVectorIndex, type HnswParams, type VectorHit } from './vector-index.js';
 
 export interface IndexManagerOptions {
-  db: SqlDatabase;
+  db: SqlClient;
   /** Where index files live: `<dataDir>/index`. */
   directory: string;
   dimension: number;
@@ -77,6 +76,8 @@ interface StateRow {
  */
 export class VectorIndexManager {
   private readonly loaded = new Map<string, LoadedIndex>();
+  /** Indexes being read from disk or the database: a second caller waits for the same load. */
+  private readonly loading = new Map<string, Promise<LoadedIndex>>();
   private readonly maxLoaded: number;
   private readonly idleMs: number;
   private readonly sliceMs: number;
@@ -85,14 +86,12 @@ export class VectorIndexManager {
   private pending: Promise<void> | undefined;
   private scheduled = new Set<string>();
   private closed = false;
-  private readonly statements: StatementCache;
   private readonly maxTailScan: number;
   private readonly readOnly: boolean;
   /** False when the index directory is unusable (read-only and not a directory): nothing is loaded or saved. */
   private directoryUsable = true;
 
   constructor(private readonly options: IndexManagerOptions) {
-    this.statements = new StatementCache(options.db, 32);
     this.maxTailScan = options.maxTailScan ?? 1_000;
     this.maxLoaded = options.maxLoaded ?? 64;
     this.idleMs = options.idleMs ?? 10 * 60_000;
@@ -117,13 +116,13 @@ export class VectorIndexManager {
    * The nearest vectors of one index key: HNSW over what is indexed plus an exact scan of the
    * tail not indexed yet, both restricted by `filter` before the top `k` is taken.
    */
-  search(key: string, vector: Float32Array, k: number, filter?: (label: number) => boolean): VectorHit[] {
-    const entry = this.acquire(key);
+  async search(key: string, vector: Float32Array, k: number, filter?: (label: number) => boolean): Promise<VectorHit[]> {
+    const entry = await this.acquire(key);
     const hits = new Map<number, number>();
     for (const hit of entry.index.search(vector, k, filter)) hits.set(hit.label, hit.similarity);
-    const tail = this.statements
-      .get('SELECT item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND seq > ? ORDER BY seq DESC LIMIT ?')
-      .all(key, entry.highWater, this.maxTailScan) as Array<{ label: number; vector: Buffer }>;
+    const tail = (await this.options.db
+      .prepare('SELECT item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND seq > ? ORDER BY seq DESC LIMIT ?')
+      .all(key, entry.highWater, this.maxTailScan)) as Array<{ label: number; vector: Buffer }>;
     for (const row of tail) {
       if (filter && !filter(row.label)) continue;
       // The tail holds the newest vector of a label; it wins over an older one in the graph.
@@ -146,29 +145,30 @@ export class VectorIndexManager {
    * Items left SQLite: their labels are marked deleted in a loaded index and remembered as
    * tombstones so that an index file written before the deletion is corrected when loaded.
    */
-  noteDeleted(key: string, labels: readonly number[]): void {
+  async noteDeleted(key: string, labels: readonly number[]): Promise<void> {
     if (labels.length === 0) return;
     if (this.readOnly) return;
     const insert = this.options.db.prepare(
       'INSERT OR IGNORE INTO memory_index_tombstones (index_key, label) VALUES (?, ?)',
     );
-    for (const label of labels) insert.run(key, label);
+    for (const label of labels) await insert.run(key, label);
     // Deleted means gone from the index file too, not only flagged in memory: a file on disk
     // is loaded (its tombstones scrub the points), and written back at once.
-    const entry = this.loaded.get(key) ?? (this.directoryUsable && existsSync(this.fileFor(key)) ? this.acquire(key) : undefined);
+    const entry =
+      this.loaded.get(key) ?? (this.directoryUsable && existsSync(this.fileFor(key)) ? await this.acquire(key) : undefined);
     if (!entry) return;
     for (const label of labels) entry.index.remove(label);
     entry.dirty = true;
-    this.save(entry);
+    await this.save(entry);
   }
 
   /** Saves and drops the index of `key` if it is loaded (its channel was unloaded). */
-  unload(key: string): void {
+  async unload(key: string): Promise<void> {
     const entry = this.loaded.get(key);
     if (!entry) return;
     this.loaded.delete(key);
     entry.evicted = true;
-    this.save(entry);
+    await this.save(entry);
   }
 
   /** Indexes loaded in memory now. */
@@ -182,21 +182,21 @@ export class VectorIndexManager {
   }
 
   /** Indexed and not-yet-indexed vectors of the given keys (all keys when absent). */
-  counts(keys?: readonly string[]): { indexed: number; pending: number } {
+  async counts(keys?: readonly string[]): Promise<{ indexed: number; pending: number }> {
     const db = this.options.db;
     let indexed = 0;
     let pending = 0;
     const keyList =
-      keys ?? (db.prepare('SELECT DISTINCT index_key AS key FROM memory_vectors').all() as { key: string }[]).map((row) => row.key);
+      keys ?? ((await db.prepare('SELECT DISTINCT index_key AS key FROM memory_vectors').all()) as { key: string }[]).map((row) => row.key);
     for (const key of keyList) {
-      const entry = this.loaded.get(key);
-      const state = db.prepare('SELECT high_water FROM memory_index_state WHERE index_key = ? AND identity = ?').get(key, this.identity) as
+      const state = (await db.prepare('SELECT high_water FROM memory_index_state WHERE index_key = ? AND identity = ?').get(key, this.identity)) as
         | { high_water: number }
         | undefined;
+      const entry = this.loaded.get(key);
       const highWater = entry?.highWater ?? state?.high_water ?? 0;
-      const row = db
+      const row = (await db
         .prepare('SELECT SUM(CASE WHEN seq <= ? THEN 1 ELSE 0 END) AS indexed, SUM(CASE WHEN seq > ? THEN 1 ELSE 0 END) AS pending FROM memory_vectors WHERE index_key = ?')
-        .get(highWater, highWater, key) as { indexed: number | null; pending: number | null };
+        .get(highWater, highWater, key)) as { indexed: number | null; pending: number | null };
       indexed += row.indexed ?? 0;
       pending += row.pending ?? 0;
     }
@@ -204,16 +204,16 @@ export class VectorIndexManager {
   }
 
   /** Loads (or starts rebuilding) the index of `key` now, so that `close` leaves it saved. */
-  warm(key: string): void {
-    this.acquire(key);
+  async warm(key: string): Promise<void> {
+    await this.acquire(key);
   }
 
   /** Forgets every index (embedder change): files and states go, indexes rebuild on demand. */
-  dropAll(): void {
+  async dropAll(): Promise<void> {
     for (const entry of this.loaded.values()) entry.evicted = true;
     this.loaded.clear();
     if (this.readOnly) return;
-    this.options.db.exec('DELETE FROM memory_index_state; DELETE FROM memory_index_tombstones;');
+    await this.options.db.exec('DELETE FROM memory_index_state; DELETE FROM memory_index_tombstones;');
     this.prepareDirectory();
     if (!this.directoryUsable) return;
     for (const name of readdirSync(this.options.directory)) {
@@ -229,37 +229,47 @@ export class VectorIndexManager {
   async close(options: { catchUpMs?: number } = {}): Promise<void> {
     this.closed = true;
     await this.whenIdle();
+    await Promise.allSettled([...this.loading.values()]);
     if (this.readOnly) {
       this.loaded.clear();
       return;
     }
     const deadline = performance.now() + (options.catchUpMs ?? 30_000);
     for (const entry of this.loaded.values()) {
-      this.catchUp(entry, Math.max(0, deadline - performance.now()));
-      this.save(entry);
+      await this.catchUp(entry, Math.max(0, deadline - performance.now()));
+      await this.save(entry);
     }
     this.loaded.clear();
   }
 
   /** The index of a key, loaded (or rebuilt) if needed; marks it most recently used. */
-  private acquire(key: string): LoadedIndex {
-    const now = performance.now();
+  private async acquire(key: string): Promise<LoadedIndex> {
     let entry = this.loaded.get(key);
     if (entry) {
       this.loaded.delete(key);
     } else {
-      entry = this.load(key);
+      let loading = this.loading.get(key);
+      if (!loading) {
+        loading = this.load(key).finally(() => this.loading.delete(key));
+        this.loading.set(key, loading);
+      }
+      entry = await loading;
+      // Another caller of the same load (or a use since) has placed it already.
+      this.loaded.delete(key);
     }
+    const now = performance.now();
     entry.lastUsed = now;
     this.loaded.set(key, entry);
     // The map is in least-recently-used order: evict from the front while over the cap or idle.
+    const evicted: LoadedIndex[] = [];
     for (const [oldestKey, oldest] of this.loaded) {
       if (oldest === entry) break;
       if (this.loaded.size <= this.maxLoaded && now - oldest.lastUsed < this.idleMs) break;
       this.loaded.delete(oldestKey);
       oldest.evicted = true;
-      this.save(oldest);
+      evicted.push(oldest);
     }
+    for (const oldest of evicted) await this.save(oldest);
     return entry;
   }
 
@@ -268,12 +278,12 @@ export class VectorIndexManager {
     return join(this.options.directory, `${readable}-${fnv1a(key).toString(16)}.hnsw`);
   }
 
-  private load(key: string): LoadedIndex {
+  private async load(key: string): Promise<LoadedIndex> {
     const { db, dimension, params } = this.options;
     const file = this.fileFor(key);
-    const state = db
+    const state = (await db
       .prepare('SELECT high_water, point_count, identity FROM memory_index_state WHERE index_key = ?')
-      .get(key) as StateRow | undefined;
+      .get(key)) as StateRow | undefined;
     let entry: LoadedIndex | undefined;
     let reason = 'no saved index';
     if (!this.directoryUsable) reason = 'index directory unusable';
@@ -310,14 +320,14 @@ export class VectorIndexManager {
       }
     }
     if (entry) {
-      const tombstones = db
+      const tombstones = (await db
         .prepare('SELECT label FROM memory_index_tombstones WHERE index_key = ?')
-        .all(key) as { label: number }[];
+        .all(key)) as { label: number }[];
       for (const { label } of tombstones) entry.index.remove(label);
       if (tombstones.length > 0) entry.dirty = true;
       this.options.events?.emit({ type: 'memory_index_loaded', index_key: key, points: entry.index.pointCount });
     } else {
-      const { total } = db.prepare('SELECT COUNT(*) AS total FROM memory_vectors WHERE index_key = ?').get(key) as {
+      const { total } = (await db.prepare('SELECT COUNT(*) AS total FROM memory_vectors WHERE index_key = ?').get(key)) as {
         total: number;
       };
       entry = {
@@ -332,7 +342,7 @@ export class VectorIndexManager {
         evicted: false,
         lastUsed: 0,
       };
-      if (!this.readOnly) db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(key);
+      if (!this.readOnly) await db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(key);
       this.options.events?.emit({ type: 'memory_index_rebuild', index_key: key, reason, points: total });
     }
     this.scheduleCatchUp(entry);
@@ -340,18 +350,20 @@ export class VectorIndexManager {
   }
 
   /** Adds tail vectors to the index for at most `budgetMs`; returns true when it is up to date. */
-  private catchUp(entry: LoadedIndex, budgetMs: number): boolean {
+  private async catchUp(entry: LoadedIndex, budgetMs: number): Promise<boolean> {
     const started = performance.now();
-    const select = this.statements.get(
-      'SELECT seq, item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND seq > ? ORDER BY seq LIMIT 256',
-    );
+    const { db } = this.options;
+    const select = db.prepare('SELECT seq, item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND seq > ? ORDER BY seq LIMIT 256');
     const report = this.options.onIndexProgress;
     const total = report
       ? entry.index.pointCount +
-        (this.statements.get('SELECT COUNT(*) AS rest FROM memory_vectors WHERE index_key = ? AND seq > ?').get(entry.key, entry.highWater) as { rest: number }).rest
+        ((await db.prepare('SELECT COUNT(*) AS rest FROM memory_vectors WHERE index_key = ? AND seq > ?').get(entry.key, entry.highWater)) as { rest: number }).rest
       : 0;
     for (;;) {
-      const rows = select.all(entry.key, entry.highWater) as Array<{ seq: number; label: number; vector: Buffer }>;
+      const after = entry.highWater;
+      const rows = (await select.all(entry.key, after)) as Array<{ seq: number; label: number; vector: Buffer }>;
+      // Another catch-up of the same index (a close beside a scheduled slice) moved it meanwhile.
+      if (entry.highWater !== after) continue;
       if (rows.length === 0) return true;
       report?.({ indexKey: entry.key, indexed: entry.index.pointCount + rows.length, total });
       for (const row of rows) {
@@ -360,7 +372,7 @@ export class VectorIndexManager {
         entry.dirty = true;
         entry.unsavedPoints += 1;
       }
-      if (entry.unsavedPoints >= this.saveEvery) this.save(entry);
+      if (entry.unsavedPoints >= this.saveEvery) await this.save(entry);
       if (performance.now() - started >= budgetMs) return false;
     }
   }
@@ -379,18 +391,16 @@ export class VectorIndexManager {
           resolve();
           return;
         }
-        let done = true;
-        try {
-          done = this.catchUp(current, this.sliceMs);
-        } catch {
-          done = true; // The database went away (closed); the next load starts over from SQLite.
-        }
-        if (done) {
-          this.scheduled.delete(key);
-          resolve();
-        } else {
-          run(resolve);
-        }
+        this.catchUp(current, this.sliceMs)
+          .catch(() => true) // The database went away (closed); the next load starts over from it.
+          .then((done) => {
+            if (done) {
+              this.scheduled.delete(key);
+              resolve();
+            } else {
+              run(resolve);
+            }
+          }, resolve);
       });
     };
     const previous = this.pending ?? Promise.resolve();
@@ -406,9 +416,10 @@ export class VectorIndexManager {
    * it holds; a crash between is detected at the next load. A failure to write (a full disk) is
    * reported and otherwise ignored: the index is derived, and SQLite still has every vector.
    */
-  private save(entry: LoadedIndex): void {
+  private async save(entry: LoadedIndex): Promise<void> {
     if (!entry.dirty || this.readOnly || !this.directoryUsable) return;
     const file = this.fileFor(entry.key);
+    const saved = { points: entry.index.pointCount, highWater: entry.highWater };
     try {
       saveIndexFile(file, (path) => entry.index.save(path), {
         index_key: entry.key,
@@ -422,14 +433,17 @@ export class VectorIndexManager {
       return;
     }
     try {
-      this.recordState(entry);
+      await this.recordState(entry);
     } catch (error) {
       // The file is newer than the state row: the next load sees the mismatch and rebuilds.
       this.reportSaveFailure(entry, error);
       return;
     }
-    entry.dirty = false;
-    entry.unsavedPoints = 0;
+    // Points added while the state was being recorded stay unsaved.
+    if (entry.index.pointCount === saved.points && entry.highWater === saved.highWater) {
+      entry.dirty = false;
+      entry.unsavedPoints = 0;
+    }
   }
 
   private reportSaveFailure(entry: LoadedIndex, error: unknown): void {
@@ -440,15 +454,19 @@ export class VectorIndexManager {
     });
   }
 
-  private recordState(entry: LoadedIndex): void {
+  private async recordState(entry: LoadedIndex): Promise<void> {
     const db = this.options.db;
-    db.transaction(() => {
-      db.prepare(
-        `INSERT INTO memory_index_state (index_key, high_water, point_count, identity, saved_at) VALUES (?, ?, ?, ?, ?)
-         ON CONFLICT (index_key) DO UPDATE SET high_water = excluded.high_water, point_count = excluded.point_count,
-           identity = excluded.identity, saved_at = excluded.saved_at`,
-      ).run(entry.key, entry.highWater, entry.index.pointCount, this.identity, Date.now());
-      db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(entry.key);
-    })();
+    // What the file holds, read before the first await: the index may grow while this commits.
+    const state = [entry.key, entry.highWater, entry.index.pointCount, this.identity, Date.now()];
+    await db.transaction(async () => {
+      await db
+        .prepare(
+          `INSERT INTO memory_index_state (index_key, high_water, point_count, identity, saved_at) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (index_key) DO UPDATE SET high_water = excluded.high_water, point_count = excluded.point_count,
+             identity = excluded.identity, saved_at = excluded.saved_at`,
+        )
+        .run(...state);
+      await db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(entry.key);
+    });
   }
 }

@@ -18,7 +18,7 @@ import type { ChatModel } from '../../llm/chat-model.js';
 import { observeModel } from '../../llm/observed-model.js';
 import { definitionsOf } from '../../llm/tool.js';
 import { createMemoryTools, openMemoryStore } from '../../memory/index.js';
-import type { SqliteMemoryStore } from '../../memory/sqlite-memory-store.js';
+import type { SqlMemoryStore } from '../../memory/sql-memory-store.js';
 import { openStorageForWriting, storageTarget } from '../../storage/open-storage.js';
 import { ALL_MIGRATIONS } from '../../storage/migrations.js';
 import { storageError } from '../../storage/storage-error.js';
@@ -147,12 +147,12 @@ export async function replay(options: {
   const { io, config } = options;
   let writable;
   try {
-    writable = openStorageForWriting(storageTarget(config, options.dataDir, options.io.env), ALL_MIGRATIONS, { command: 'magpie replay' });
+    writable = await openStorageForWriting(storageTarget(config, options.dataDir, options.io.env), ALL_MIGRATIONS, { command: 'magpie replay' });
   } catch (error) {
     throw storageError(options.dataDir, error) ?? error;
   }
   const db = writable.db;
-  let memory: SqliteMemoryStore | undefined;
+  let memory: SqlMemoryStore | undefined;
   let runtime: ChannelRuntime | undefined;
   let log: CompactionLog | undefined;
   const indexMeter = createProgress({ stream: io.stderr, label: 'vector index', unit: 'vectors', enabled: progressEnabled(io.stderr, io.env) });
@@ -220,7 +220,7 @@ export async function replay(options: {
     // would have compacted a channel with a cold cache: done here at that moment of the gap.
     const replayRuntime = runtime;
     const coldGap = async (message: IncomingMessage): Promise<void> => {
-      const coldAt = replayRuntime.cacheColdAt(message.channelId);
+      const coldAt = await replayRuntime.cacheColdAt(message.channelId);
       if (coldAt === undefined || message.createdAt <= coldAt) return;
       clock.current = coldAt + 1;
       const landed = replayRuntime.compactIfCold(message.channelId, coldAt + 1);
@@ -259,7 +259,7 @@ export async function replay(options: {
       try {
         await runtime.flushCompactions();
         // Leaves complete index files behind, so readers need not rebuild them.
-        memory.warmIndexes([...progress.channels]);
+        await memory.warmIndexes([...progress.channels]);
       } catch (error) {
         failure = error;
       }
@@ -272,7 +272,7 @@ export async function replay(options: {
     }
     runtime = undefined;
     log.close();
-    const census = archiveCensus(db, progress.channels);
+    const census = await archiveCensus(db, progress.channels);
     const summary = {
       ...replaySummary(tally, progress, census, {
         summarizerKind: options.summarizerKind,
@@ -293,7 +293,7 @@ export async function replay(options: {
     if (options.json) io.stdout.write(jsonLine(summary));
     else io.stdout.write(readableSummary(summary) + (summary.cost ? `${readableCost(summary.cost).join('\n')}\n` : ''));
     if (options.report) {
-      const runs = writeReport({ sources: [{ dataDir: options.dataDir, db }, ...options.report.compare.map((dir) => ({ dataDir: dir }))], out: options.report.out, io });
+      const runs = await writeReport({ sources: [{ dataDir: options.dataDir, db }, ...options.report.compare.map((dir) => ({ dataDir: dir }))], out: options.report.out, io });
       if (options.report.out !== '-') io.stderr.write(reportWritten(resolve(io.cwd, options.report.out), runs));
     }
     if (failure !== undefined) {
@@ -318,7 +318,7 @@ export async function replay(options: {
     log?.close();
     if (memory) await memory.close().catch(() => {});
     indexMeter.finish();
-    writable.close();
+    await writable.close();
   }
 }
 
