@@ -81,7 +81,9 @@ export class ChannelRuntime {
       isQuiet: (state) => this.isQuiet(state),
       unloaded: (state, reason) => {
         this.parents.delete(state.channelId);
-        this.options.memory.releaseChannel?.(state.channelId);
+        void this.options.memory.releaseChannel?.(state.channelId).catch((error: unknown) => {
+          this.options.events.emit({ type: 'channel_release_failed', channel_id: state.channelId, error: errorMessage(error) });
+        });
         this.options.events.emit({ type: 'channel_unloaded', channel_id: state.channelId, reason, loaded: this.states.size });
       },
       limits: () => {

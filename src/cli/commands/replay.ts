@@ -271,7 +271,7 @@ export async function replay(options: {
       failure ??= error;
     }
     runtime = undefined;
-    log.close();
+    await log.close();
     const census = await archiveCensus(db, progress.channels);
     const summary = {
       ...replaySummary(tally, progress, census, {
@@ -315,7 +315,7 @@ export async function replay(options: {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     if (runtime) await runtime.close().catch(() => {});
-    log?.close();
+    await log?.close();
     if (memory) await memory.close().catch(() => {});
     indexMeter.finish();
     await writable.close();
