@@ -1,11 +1,8 @@
-import { existsSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
 import type { EventStream } from '../common/events.js';
 import type { SqlClient } from '../storage/sql-client.js';
 import { blobToVector, dot } from './embedder.js';
-import { checkIndexFile, moveAside, prepareIndexDirectory, removeIndexFile, saveIndexFile } from './index-file.js';
-import { fnv1a } from './text.js';
-import { HnswVectorIndex, type HnswParams, type VectorHit } from './vector-index.js';
+import { IndexFiles, type LoadedIndex } from './index-files.js';
+import type { HnswParams, VectorHit } from './vector-index.js';
 
 export interface IndexManagerOptions {
   db: SqlClient;
@@ -40,31 +37,11 @@ export interface IndexManagerOptions {
   onIndexProgress?: (progress: IndexProgress) => void;
 }
 
-/** Points a rebuilt index has room for before its first growth. */
-const REBUILD_START_CAPACITY = 8192;
-
 /** How far an index that is catching up with SQLite has come. */
 export interface IndexProgress {
   indexKey: string;
   indexed: number;
   total: number;
-}
-
-interface LoadedIndex {
-  key: string;
-  index: HnswVectorIndex;
-  /** Largest `memory_vectors.seq` the index holds. */
-  highWater: number;
-  dirty: boolean;
-  unsavedPoints: number;
-  evicted: boolean;
-  lastUsed: number;
-}
-
-interface StateRow {
-  high_water: number;
-  point_count: number;
-  identity: string;
 }
 
 /**
@@ -82,14 +59,12 @@ export class VectorIndexManager {
   private readonly idleMs: number;
   private readonly sliceMs: number;
   private readonly saveEvery: number;
-  private readonly identity: string;
+  private readonly files: IndexFiles;
   private pending: Promise<void> | undefined;
   private scheduled = new Set<string>();
   private closed = false;
   private readonly maxTailScan: number;
   private readonly readOnly: boolean;
-  /** False when the index directory is unusable (read-only and not a directory): nothing is loaded or saved. */
-  private directoryUsable = true;
 
   constructor(private readonly options: IndexManagerOptions) {
     this.maxTailScan = options.maxTailScan ?? 1_000;
@@ -98,18 +73,16 @@ export class VectorIndexManager {
     this.sliceMs = options.sliceMs ?? 15;
     this.saveEvery = options.saveEvery ?? 20_000;
     const { m, efConstruction } = options.params;
-    this.identity = `${options.embedderIdentity}|m${m}|efc${efConstruction}`;
     this.readOnly = options.readOnly === true;
-    this.prepareDirectory();
-  }
-
-  /** A file (or anything but a directory) where the index directory belongs is moved aside. */
-  private prepareDirectory(): void {
-    const prepared = prepareIndexDirectory(this.options.directory, { readOnly: this.readOnly });
-    this.directoryUsable = prepared.usable;
-    if (prepared.problem) {
-      this.options.events?.emit({ type: 'memory_index_path_moved', path: this.options.directory, moved_to: prepared.movedTo ?? null, reason: prepared.problem });
-    }
+    this.files = new IndexFiles({
+      db: options.db,
+      directory: options.directory,
+      dimension: options.dimension,
+      params: options.params,
+      identity: `${options.embedderIdentity}|m${m}|efc${efConstruction}`,
+      readOnly: this.readOnly,
+      ...(options.events ? { events: options.events } : {}),
+    });
   }
 
   /**
@@ -154,12 +127,11 @@ export class VectorIndexManager {
     for (const label of labels) await insert.run(key, label);
     // Deleted means gone from the index file too, not only flagged in memory: a file on disk
     // is loaded (its tombstones scrub the points), and written back at once.
-    const entry =
-      this.loaded.get(key) ?? (this.directoryUsable && existsSync(this.fileFor(key)) ? await this.acquire(key) : undefined);
+    const entry = this.loaded.get(key) ?? (this.files.hasFile(key) ? await this.acquire(key) : undefined);
     if (!entry) return;
     for (const label of labels) entry.index.remove(label);
     entry.dirty = true;
-    await this.save(entry);
+    await this.files.save(entry);
   }
 
   /** Saves and drops the index of `key` if it is loaded (its channel was unloaded). */
@@ -168,7 +140,7 @@ export class VectorIndexManager {
     if (!entry) return;
     this.loaded.delete(key);
     entry.evicted = true;
-    await this.save(entry);
+    await this.files.save(entry);
   }
 
   /** Indexes loaded in memory now. */
@@ -189,7 +161,7 @@ export class VectorIndexManager {
     const keyList =
       keys ?? ((await db.prepare('SELECT DISTINCT index_key AS key FROM memory_vectors').all()) as { key: string }[]).map((row) => row.key);
     for (const key of keyList) {
-      const state = (await db.prepare('SELECT high_water FROM memory_index_state WHERE index_key = ? AND identity = ?').get(key, this.identity)) as
+      const state = (await db.prepare('SELECT high_water FROM memory_index_state WHERE index_key = ? AND identity = ?').get(key, this.files.identity)) as
         | { high_water: number }
         | undefined;
       const entry = this.loaded.get(key);
@@ -213,12 +185,7 @@ export class VectorIndexManager {
     for (const entry of this.loaded.values()) entry.evicted = true;
     this.loaded.clear();
     if (this.readOnly) return;
-    await this.options.db.exec('DELETE FROM memory_index_state; DELETE FROM memory_index_tombstones;');
-    this.prepareDirectory();
-    if (!this.directoryUsable) return;
-    for (const name of readdirSync(this.options.directory)) {
-      if (name.endsWith('.hnsw')) removeIndexFile(join(this.options.directory, name));
-    }
+    await this.files.dropAll();
   }
 
   /**
@@ -237,7 +204,7 @@ export class VectorIndexManager {
     const deadline = performance.now() + (options.catchUpMs ?? 30_000);
     for (const entry of this.loaded.values()) {
       await this.catchUp(entry, Math.max(0, deadline - performance.now()));
-      await this.save(entry);
+      await this.files.save(entry);
     }
     this.loaded.clear();
   }
@@ -250,7 +217,13 @@ export class VectorIndexManager {
     } else {
       let loading = this.loading.get(key);
       if (!loading) {
-        loading = this.load(key).finally(() => this.loading.delete(key));
+        loading = this.files
+          .load(key)
+          .then((loaded) => {
+            this.scheduleCatchUp(loaded);
+            return loaded;
+          })
+          .finally(() => this.loading.delete(key));
         this.loading.set(key, loading);
       }
       entry = await loading;
@@ -269,83 +242,7 @@ export class VectorIndexManager {
       oldest.evicted = true;
       evicted.push(oldest);
     }
-    for (const oldest of evicted) await this.save(oldest);
-    return entry;
-  }
-
-  private fileFor(key: string): string {
-    const readable = key.replace(/[^A-Za-z0-9-]/g, '_').slice(0, 48);
-    return join(this.options.directory, `${readable}-${fnv1a(key).toString(16)}.hnsw`);
-  }
-
-  private async load(key: string): Promise<LoadedIndex> {
-    const { db, dimension, params } = this.options;
-    const file = this.fileFor(key);
-    const state = (await db
-      .prepare('SELECT high_water, point_count, identity FROM memory_index_state WHERE index_key = ?')
-      .get(key)) as StateRow | undefined;
-    let entry: LoadedIndex | undefined;
-    let reason = 'no saved index';
-    if (!this.directoryUsable) reason = 'index directory unusable';
-    else if (state && state.identity !== this.identity) reason = 'embedder or parameters changed';
-    else if (state && !existsSync(file)) reason = 'index file missing';
-    else if (state) {
-      // Validated in full before hnswlib reads a byte of it: hnswlib trusts the sizes and links
-      // it reads, so a garbled file would crash the process instead of failing to load.
-      const check = checkIndexFile(file, {
-        indexKey: key,
-        identity: this.identity,
-        dimension,
-        pointCount: state.point_count,
-        highWater: state.high_water,
-      });
-      if (!check.ok) {
-        reason = check.reason;
-        if (reason === 'index path is not a regular file' && !this.readOnly) {
-          const movedTo = moveAside(file);
-          this.options.events?.emit({ type: 'memory_index_path_moved', index_key: key, path: file, moved_to: movedTo ?? null, reason });
-        }
-      } else {
-        try {
-          const index = HnswVectorIndex.load({ dimension, params, file });
-          // A file that does not hold exactly what SQLite says it holds is not trusted.
-          if (index.pointCount === state.point_count) {
-            entry = { key, index, highWater: state.high_water, dirty: false, unsavedPoints: 0, evicted: false, lastUsed: 0 };
-          } else {
-            reason = `index file holds ${index.pointCount} points, database says ${state.point_count}`;
-          }
-        } catch {
-          reason = 'index file unreadable';
-        }
-      }
-    }
-    if (entry) {
-      const tombstones = (await db
-        .prepare('SELECT label FROM memory_index_tombstones WHERE index_key = ?')
-        .all(key)) as { label: number }[];
-      for (const { label } of tombstones) entry.index.remove(label);
-      if (tombstones.length > 0) entry.dirty = true;
-      this.options.events?.emit({ type: 'memory_index_loaded', index_key: key, points: entry.index.pointCount });
-    } else {
-      const { total } = (await db.prepare('SELECT COUNT(*) AS total FROM memory_vectors WHERE index_key = ?').get(key)) as {
-        total: number;
-      };
-      entry = {
-        key,
-        // Small at first and grown as the catch-up adds points: allocating room for a large
-        // index takes longer than a search should, and this runs inside the search that found
-        // the index missing.
-        index: HnswVectorIndex.create({ dimension, params, capacity: Math.min(Math.ceil(total * 1.1) + 64, REBUILD_START_CAPACITY) }),
-        highWater: 0,
-        dirty: true,
-        unsavedPoints: 0,
-        evicted: false,
-        lastUsed: 0,
-      };
-      if (!this.readOnly) await db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(key);
-      this.options.events?.emit({ type: 'memory_index_rebuild', index_key: key, reason, points: total });
-    }
-    this.scheduleCatchUp(entry);
+    for (const oldest of evicted) await this.files.save(oldest);
     return entry;
   }
 
@@ -372,7 +269,7 @@ export class VectorIndexManager {
         entry.dirty = true;
         entry.unsavedPoints += 1;
       }
-      if (entry.unsavedPoints >= this.saveEvery) await this.save(entry);
+      if (entry.unsavedPoints >= this.saveEvery) await this.files.save(entry);
       if (performance.now() - started >= budgetMs) return false;
     }
   }
@@ -408,65 +305,6 @@ export class VectorIndexManager {
     this.pending = mine;
     void mine.then(() => {
       if (this.pending === mine) this.pending = undefined;
-    });
-  }
-
-  /**
-   * Writes the index file and its sidecar (checksum, what it holds), then records in SQLite what
-   * it holds; a crash between is detected at the next load. A failure to write (a full disk) is
-   * reported and otherwise ignored: the index is derived, and SQLite still has every vector.
-   */
-  private async save(entry: LoadedIndex): Promise<void> {
-    if (!entry.dirty || this.readOnly || !this.directoryUsable) return;
-    const file = this.fileFor(entry.key);
-    const saved = { points: entry.index.pointCount, highWater: entry.highWater };
-    try {
-      saveIndexFile(file, (path) => entry.index.save(path), {
-        index_key: entry.key,
-        identity: this.identity,
-        dimension: this.options.dimension,
-        point_count: entry.index.pointCount,
-        high_water: entry.highWater,
-      });
-    } catch (error) {
-      this.reportSaveFailure(entry, error);
-      return;
-    }
-    try {
-      await this.recordState(entry);
-    } catch (error) {
-      // The file is newer than the state row: the next load sees the mismatch and rebuilds.
-      this.reportSaveFailure(entry, error);
-      return;
-    }
-    // Points added while the state was being recorded stay unsaved.
-    if (entry.index.pointCount === saved.points && entry.highWater === saved.highWater) {
-      entry.dirty = false;
-      entry.unsavedPoints = 0;
-    }
-  }
-
-  private reportSaveFailure(entry: LoadedIndex, error: unknown): void {
-    this.options.events?.emit({
-      type: 'memory_index_save_failed',
-      index_key: entry.key,
-      error: error instanceof Error ? error.message : String(error),
-    });
-  }
-
-  private async recordState(entry: LoadedIndex): Promise<void> {
-    const db = this.options.db;
-    // What the file holds, read before the first await: the index may grow while this commits.
-    const state = [entry.key, entry.highWater, entry.index.pointCount, this.identity, Date.now()];
-    await db.transaction(async () => {
-      await db
-        .prepare(
-          `INSERT INTO memory_index_state (index_key, high_water, point_count, identity, saved_at) VALUES (?, ?, ?, ?, ?)
-           ON CONFLICT (index_key) DO UPDATE SET high_water = excluded.high_water, point_count = excluded.point_count,
-             identity = excluded.identity, saved_at = excluded.saved_at`,
-        )
-        .run(...state);
-      await db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(entry.key);
     });
   }
 }

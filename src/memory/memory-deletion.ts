@@ -1,6 +1,6 @@
 import { quoteIndex, redactQuotes } from '../privacy/quoted-spans.js';
 import { DELETED_NOTE } from '../privacy/redact.js';
-import { itemId, parseItemId, parseSourceIds } from './hybrid-search.js';
+import { itemId, parseItemId, parseSourceIds } from './search-results.js';
 import { hashContent, oweVector } from './item-writes.js';
 import { visibility } from './scope.js';
 import { searchText } from './search-text.js';

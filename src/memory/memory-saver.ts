@@ -1,7 +1,7 @@
 import { InputError } from '../common/errors.js';
 import { hasTable } from '../storage/read-only.js';
 import { blobToVector, dot } from './embedder.js';
-import { itemId, parseSourceIds } from './hybrid-search.js';
+import { itemId, parseSourceIds } from './search-results.js';
 import { hashContent, insertItem, insertVector, replaceVector } from './item-writes.js';
 import { ftsTags, memoryHome } from './scope.js';
 import { searchText } from './search-text.js';

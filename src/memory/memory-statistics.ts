@@ -1,4 +1,4 @@
-import { itemId, parseSourceIds } from './hybrid-search.js';
+import { itemId, parseSourceIds } from './search-results.js';
 import { visibility } from './scope.js';
 import { checkLocation, type StoreContext } from './store-context.js';
 import type { MemoryKind, MemoryLocation, MemoryRecord, MemoryScopeKind, MemoryStats, MemoryType } from './types.js';
