@@ -1,18 +1,14 @@
-import { errorMessage } from '../common/errors.js';
 import type { Clock } from '../common/clock.js';
-import type { EventStream } from '../common/events.js';
-import type { CompactionSettings } from '../config/types.js';
-import { toEntry, toSummary, type EntryRow, type SummaryRow as BaseSummaryRow } from '../channel/history-store.js';
+import { toEntry, toSummary, type EntryRow } from '../channel/history-store.js';
 import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
 import { estimateSummaryTokens } from '../channel/model-request.js';
 import { estimateEntryTokens } from '../channel/token-estimate.js';
 import { markerText } from '../compaction/emergency.js';
 import { extractiveSummary } from '../compaction/extractive-summarizer.js';
-import type { Summarizer } from '../compaction/summarizer.js';
-import type { MemoryLocation, MemoryStore } from '../memory/types.js';
-import type { SqlClient } from '../storage/sql-client.js';
+import type { MemoryStore } from '../memory/types.js';
 import { MIN_QUOTE_LENGTH, quoteIndex, redactQuotes } from './quoted-spans.js';
 import { DELETED_NOTE, EDITED_NOTE, redactionTarget, redactToolBlock, replaceTexts, type RedactionTarget } from './redact.js';
+import { RETIRED_PLACEHOLDER, SummaryRewrites, type SummaryRewriteOptions, type SummaryRow } from './summary-rewrites.js';
 
 /** A message whose words must leave every copy: deleted, edited (its old text), erased. */
 export interface RemovedMessage {
@@ -34,30 +30,10 @@ export interface PropagationChanges {
   counts: { toolEntries: number; summaries: number; memoriesDeleted: number; memoriesUpdated: number; workerTasks: number; replies: number };
 }
 
-export interface PrivacyPropagatorOptions {
-  db: SqlClient;
+export interface PrivacyPropagatorOptions extends SummaryRewriteOptions {
   memory: MemoryStore;
-  events: EventStream;
   clock: Clock;
-  /** Writes rewritten summaries of model-written ones (the channel's summarizer). */
-  summarizer: Summarizer;
-  /** Used at once for extractive summaries, and when the model fails a rewrite. */
-  fallbackSettings(channelId: string): CompactionSettings;
-  /** Where the channel's memories belong (for memories saved during a model rewrite). */
-  locationOf(channelId: string): MemoryLocation;
-  /** A rewrite landed (or a summary changed later): the runtime updates its live context. */
-  onSummaryChanged(summary: SummaryEntry & { live: boolean }): void;
 }
-
-/** The summary columns the propagator also reads. */
-interface SummaryRow extends BaseSummaryRow {
-  live: number;
-  summarizer: string | null;
-  needs_rewrite: number;
-}
-
-/** What a retired summary that covered a removed message keeps: nothing of its words. */
-const RETIRED_PLACEHOLDER = '(removed: this summary covered a deleted message)';
 
 /**
  * Deleted means gone: once messages leave history (or change), this takes their words out of
@@ -68,13 +44,11 @@ const RETIRED_PLACEHOLDER = '(removed: this summary covered a deleted message)';
  */
 export class PrivacyPropagator {
   private readonly statements;
-  /** Bumped whenever a summary is touched, so a rewrite started before lands only if still current. */
-  private readonly generations = new Map<number, number>();
-  private readonly rewrites = new Map<number, Promise<void>>();
-  private readonly abort = new AbortController();
+  private readonly rewrites: SummaryRewrites;
 
   constructor(private readonly options: PrivacyPropagatorOptions) {
     const { db } = options;
+    this.rewrites = new SummaryRewrites(options);
     this.statements = {
       toolRows: db.prepare(`SELECT * FROM history_entries WHERE kind IN ('tool_call', 'tool_result')`),
       updateEntry: db.prepare('UPDATE history_entries SET content = ?, tokens = ? WHERE channel_id = ? AND seq = ?'),
@@ -85,7 +59,6 @@ export class PrivacyPropagator {
       ),
       channelToolRows: db.prepare(`SELECT * FROM history_entries WHERE channel_id = ? AND kind IN ('tool_call', 'tool_result')`),
       covering: db.prepare('SELECT * FROM history_summaries WHERE channel_id = ? AND from_seq <= ? AND to_seq >= ?'),
-      summary: db.prepare('SELECT * FROM history_summaries WHERE id = ?'),
       updateSummary: db.prepare(
         'UPDATE history_summaries SET kind = ?, content = ?, tokens = ?, needs_rewrite = ?, live = ? WHERE id = ?',
       ),
@@ -142,7 +115,7 @@ export class PrivacyPropagator {
       return retired.toRewrite;
     });
     // After the transaction that made them markers: a rewrite reads the committed rows.
-    for (const id of toRewrite) this.startRewrite(id);
+    for (const id of toRewrite) this.rewrites.start(id);
     changes.counts.toolEntries = changes.entries.length;
     changes.counts.replies = changes.replies.length;
     changes.counts.summaries = changes.summaries.length;
@@ -160,18 +133,17 @@ export class PrivacyPropagator {
 
   /** Rewrites every summary of the channel still waiting for one (after a restart, too). */
   async resume(channelId: string): Promise<void> {
-    for (const row of (await this.statements.pending.all(channelId)) as Array<{ id: number }>) this.startRewrite(row.id);
+    for (const row of (await this.statements.pending.all(channelId)) as Array<{ id: number }>) this.rewrites.start(row.id);
   }
 
   /** Resolves when no rewrite is running (tests, the CLI before it exits). */
-  async settled(): Promise<void> {
-    while (this.rewrites.size > 0) await Promise.allSettled([...this.rewrites.values()]);
+  settled(): Promise<void> {
+    return this.rewrites.settled();
   }
 
   /** Stops model rewrites; the summaries stay markers and are rewritten at the next start. */
-  async close(): Promise<void> {
-    this.abort.abort(new Error('shutting down'));
-    await Promise.allSettled([...this.rewrites.values()]);
+  close(): Promise<void> {
+    return this.rewrites.close();
   }
 
   private async redactToolRows(target: RedactionTarget, channelId?: string): Promise<HistoryEntry[]> {
@@ -277,7 +249,7 @@ export class PrivacyPropagator {
     const changed: Array<SummaryEntry & { live: boolean }> = [];
     const toRewrite: number[] = [];
     for (const row of touched.values()) {
-      this.generations.set(row.id, (this.generations.get(row.id) ?? 0) + 1);
+      this.rewrites.touch(row.id);
       if (row.live === 0) {
         if (row.content !== RETIRED_PLACEHOLDER) await this.statements.updateSummary.run(row.kind, RETIRED_PLACEHOLDER, row.tokens, 0, 0, row.id);
         continue;
@@ -311,93 +283,11 @@ export class PrivacyPropagator {
     return { ...toSummary(row), ...draft, tokens, live: true };
   }
 
-  private startRewrite(id: number): void {
-    if (this.rewrites.has(id) || this.abort.signal.aborted) return;
-    const work = this.rewrite(id).then(
-      (superseded) => {
-        this.rewrites.delete(id);
-        // Another delete in the range meanwhile: write it again from what remains now.
-        if (superseded) this.startRewrite(id);
-      },
-      () => {
-        this.rewrites.delete(id);
-      },
-    );
-    this.rewrites.set(id, work);
-  }
 
-  /** A worker writes the summary again from the archive, which no longer holds the message. */
-  /** Returns true when the summary changed meanwhile and must be rewritten again. */
-  private async rewrite(id: number): Promise<boolean> {
-    const generation = this.generations.get(id) ?? 0;
-    const row = (await this.statements.summary.get(id)) as SummaryRow | undefined;
-    if (!row || row.live === 0 || row.needs_rewrite === 0) return false;
-    const entries = ((await this.statements.rangeMessages.all(row.channel_id, row.from_seq, row.to_seq)) as EntryRow[]).map(toEntry);
-    const settings = this.options.fallbackSettings(row.channel_id);
-    let content = '';
-    let summarizer = this.options.summarizer.name;
-    let rangeTokens = 0;
-    for (const entry of entries) rangeTokens += entry.tokens;
-    try {
-      // A roll-up can span a channel's whole past: more than a model request holds goes extractive.
-      if (entries.length > 0 && rangeTokens <= MAX_MODEL_REWRITE_TOKENS) {
-        const signal = AbortSignal.any([this.abort.signal, AbortSignal.timeout(settings.workerTimeoutMs)]);
-        // A summarizer that ignores the signal still loses the race against it.
-        const result = await Promise.race([
-          this.options.summarizer.summarize({
-            channelId: row.channel_id,
-            location: this.options.locationOf(row.channel_id),
-            priorSummaries: [],
-            entries,
-            settings,
-            signal,
-          }),
-          new Promise<never>((_, reject) => {
-            if (signal.aborted) reject(signal.reason);
-            signal.addEventListener('abort', () => reject(signal.reason), { once: true });
-          }),
-        ]);
-        content = typeof result.summary === 'string' ? result.summary.trim() : '';
-      }
-    } catch (error) {
-      if (this.abort.signal.aborted) return false;
-      this.options.events.emit({ type: 'summary_rewrite_failed', channel_id: row.channel_id, summary_id: id, error: errorMessage(error) });
-    }
-    if (content === '' && entries.length > 0) {
-      content = extractiveSummary({ entries, priorSummaries: [], settings });
-      summarizer = 'extractive';
-    }
-    // Only onto the summary as it was: another delete or a roll-up meanwhile starts over or wins.
-    // Read and written in one transaction: nothing lands between the check and the write.
-    const landed = await this.options.db.transaction(async (): Promise<(SummaryEntry & { live: boolean }) | 'superseded' | undefined> => {
-      const now = (await this.statements.summary.get(id)) as SummaryRow | undefined;
-      if (!now || now.live === 0 || now.needs_rewrite === 0) return undefined;
-      if ((this.generations.get(id) ?? 0) !== generation || now.from_seq !== row.from_seq || now.to_seq !== row.to_seq) return 'superseded';
-      if (content === '') {
-        await this.statements.updateSummary.run(now.kind, RETIRED_PLACEHOLDER, now.tokens, 0, 0, id);
-        return { ...toSummary(now), content: RETIRED_PLACEHOLDER, live: false };
-      }
-      const draft = { kind: 'summary' as const, fromSeq: now.from_seq, toSeq: now.to_seq, content };
-      const tokens = estimateSummaryTokens(draft);
-      await this.options.db
-        .prepare('UPDATE history_summaries SET kind = ?, content = ?, tokens = ?, needs_rewrite = 0, summarizer = ? WHERE id = ?')
-        .run('summary', content, tokens, summarizer, id);
-      return { ...toSummary(now), ...draft, tokens, live: true };
-    });
-    if (landed === undefined) return false;
-    if (landed === 'superseded') return true;
-    const changed = landed;
-    this.options.events.emit({ type: 'summary_rewritten', channel_id: changed.channelId, summary_id: id, summarizer, messages: entries.length });
-    this.options.onSummaryChanged(changed);
-    return false;
-  }
 }
 
 /** How long the ids of deleted messages are remembered (longer than any worker runs). */
 const TOMBSTONE_MS = 86_400_000;
-
-/** Ranges larger than this (estimated tokens) are rewritten by the extractive summarizer. */
-const MAX_MODEL_REWRITE_TOKENS = 60_000;
 
 /** Shorter stretches would match too many rows to be worth a prefilter. */
 const MIN_FRAGMENT = 4;
