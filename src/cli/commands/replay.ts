@@ -225,11 +225,10 @@ export async function replay(options: {
       clock.current = coldAt + 1;
       const landed = replayRuntime.compactIfCold(message.channelId, coldAt + 1);
       // Lag 0: the summary lands in the gap (the scheduler would hold it until the next
-      // message). With --worker-lag it lands only after more messages, as any other.
-      if (landed && options.workerLag === 0) {
-        await replayRuntime.flushCompactions();
-        await landed;
-      }
+      // message). With --worker-lag it lands only after more messages, as any other, and a
+      // failure is the compaction's own event.
+      if (options.workerLag === 0) await landInGap(replayRuntime, landed);
+      else void landed.catch(() => undefined);
       clock.current = message.createdAt;
     };
     const progress = await replayLines({
@@ -320,6 +319,25 @@ export async function replay(options: {
     indexMeter.finish();
     await writable.close();
   }
+}
+
+/**
+ * Waits until a compaction started in a gap has landed. It reaches the scheduler only once its
+ * channel is at hand (after an await), and the scheduler holds it until flushed: so flush, and
+ * flush again while it has not settled.
+ */
+async function landInGap(runtime: ChannelRuntime, landed: Promise<unknown>): Promise<void> {
+  let settled = false;
+  const outcome = landed.finally(() => {
+    settled = true;
+  });
+  // Its failure surfaces at the last await below, not as an unhandled rejection meanwhile.
+  outcome.catch(() => undefined);
+  while (!settled) {
+    await runtime.flushCompactions();
+    await Promise.race([outcome, new Promise((resolve) => setImmediate(resolve))]);
+  }
+  await outcome;
 }
 
 /** The shell's convention: 128 + the signal's number. */
