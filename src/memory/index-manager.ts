@@ -288,7 +288,7 @@ export class VectorIndexManager {
           resolve();
           return;
         }
-        this.catchUp(current, this.sliceMs)
+        void this.catchUp(current, this.sliceMs)
           .catch(() => true) // The database went away (closed); the next load starts over from it.
           .then((done) => {
             if (done) {

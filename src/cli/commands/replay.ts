@@ -332,7 +332,7 @@ async function landInGap(runtime: ChannelRuntime, landed: Promise<unknown>): Pro
     settled = true;
   });
   // Its failure surfaces at the last await below, not as an unhandled rejection meanwhile.
-  outcome.catch(() => undefined);
+  void outcome.catch(() => undefined);
   while (!settled) {
     await runtime.flushCompactions();
     await Promise.race([outcome, new Promise((resolve) => setImmediate(resolve))]);
