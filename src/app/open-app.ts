@@ -13,6 +13,7 @@ import { SUGGESTED_MODEL } from '../llm/anthropic-model.js';
 import { createAnthropicModel, definitionsOf, limitConcurrency, observeModel, type ChatModel, type ModelPurpose } from '../llm/index.js';
 import type { ToolHandler } from '../llm/tool.js';
 import { createMemoryTools, openMemoryStore } from '../memory/index.js';
+import { openChannelViews } from '../privacy/channel-views.js';
 import type { MemoryStore } from '../memory/types.js';
 import { timeMemorySearch, type MagpieMetrics } from '../metrics/index.js';
 import type { SqlClient } from '../storage/sql-client.js';
@@ -121,7 +122,8 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
   let budget: DailyTokenBudget;
   try {
     // Index loads and rebuilds reach the log like every other event.
-    memory = await openMemoryStore({ db, dataDir, settings: current.memory, env, clock, events });
+    const views = await openChannelViews(db);
+    memory = await openMemoryStore({ db, dataDir, settings: current.memory, env, clock, events, ...(views ? { views } : {}) });
     // Kept in the database: a restart does not forgive the day's spending.
     budget = await DailyTokenBudget.open(clock, db, (error) => events.emit({ type: 'token_budget_write_failed', error: errorMessage(error) }));
   } catch (error) {

@@ -1,11 +1,9 @@
-import { quoteIndex, redactQuotes } from '../privacy/quoted-spans.js';
-import { DELETED_NOTE } from '../privacy/redact.js';
 import { itemId, parseItemId, parseSourceIds } from './search-results.js';
 import { hashContent, oweVector } from './item-writes.js';
 import { visibility } from './scope.js';
 import { searchText } from './search-text.js';
 import { checkLocation, type StoreContext } from './store-context.js';
-import type { ItemDescription, MemoryKind, MemoryLocation, SourceDropResult } from './types.js';
+import type { ItemDescription, MemoryKind, MemoryLocation, QuoteRedactor, SourceDropResult } from './types.js';
 
 /**
  * What leaves memory: an item forgotten by id, and memories drawn from messages that are gone
@@ -37,9 +35,9 @@ export class MemoryDeletion {
 
   /**
    * Memories of a channel drawn from `messageIds`: deleted when no source remains, otherwise
-   * they lose those ids and what they quote of `removedTexts` (their vector is owed again).
+   * they lose those ids and what `redact` takes out of their text (their vector is owed again).
    */
-  async dropSources(channelId: string, messageIds: readonly string[], removedTexts: readonly string[] = []): Promise<SourceDropResult> {
+  async dropSources(channelId: string, messageIds: readonly string[], redact: QuoteRedactor = (content) => content): Promise<SourceDropResult> {
     const { db, dialect, indexes, clock, backlog } = this.context;
     const result: SourceDropResult = { deleted: [], updated: 0 };
     if (messageIds.length === 0) return result;
@@ -52,7 +50,6 @@ export class MemoryDeletion {
     const update = db.prepare('UPDATE memory_items SET source_ids = ? WHERE rowid = ?');
     const rewrite = db.prepare('UPDATE memory_items SET content = ?, content_hash = ?, fts_text = ?, updated_at = ? WHERE rowid = ?');
     const dropVector = db.prepare('DELETE FROM memory_vectors WHERE item_rowid = ?');
-    const quotes = quoteIndex(removedTexts);
     await db.transaction(async () => {
       for (const row of rows) {
         const kept = parseSourceIds(row.source_ids).filter((id) => !gone.has(id));
@@ -64,7 +61,7 @@ export class MemoryDeletion {
           await update.run(JSON.stringify(kept), row.rowid);
           // What it quotes of the removed message goes; its vector (which encodes that text)
           // goes too and is owed again, embedded from what remains.
-          const content = redactQuotes(row.content, quotes, DELETED_NOTE);
+          const content = redact(row.content);
           if (content !== row.content) {
             await rewrite.run(content, hashContent(content), searchText(content), clock.now(), row.rowid);
             await dropVector.run(row.rowid);

@@ -3,8 +3,6 @@ import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
 import { InputError, MagpieError } from '../common/errors.js';
 import type { MemorySettings } from '../config/types.js';
-import { ChannelViews } from '../privacy/channel-views.js';
-import { hasTable } from '../storage/read-only.js';
 import type { SqlClient } from '../storage/sql-client.js';
 import { embedderIdentity, vectorToBlob, type Embedder } from './embedder.js';
 import { HashingEmbedder } from './hashing-embedder.js';
@@ -23,8 +21,9 @@ export interface OpenMemoryStoreOptions {
   env?: NodeJS.ProcessEnv;
   clock?: Clock;
   /**
-   * The view keys of guild channels the guild scope checks. Default: the database's own
-   * `channel_views` when it has that table (the app hands its own instance in, shared with Discord).
+   * The view keys of guild channels (`openChannelViews` in privacy), which the guild scope checks
+   * and `recordChannelView` writes. Without them the guild scope shares by guild alone and views
+   * are not recorded.
    */
   views?: ViewRegistry;
   /** Overrides the embedder the settings name (tests, benchmarks). */
@@ -91,7 +90,7 @@ export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<
       .prepare(`INSERT INTO memory_meta (key, value) VALUES ('embedder', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`)
       .run(identity);
   }
-  const views = options.views ?? ((await hasTable(options.db, 'channel_views')) ? new ChannelViews(options.db) : undefined);
+  const views = options.views;
   const store = new SqlMemoryStore({
     db: options.db,
     ...(views ? { views } : {}),

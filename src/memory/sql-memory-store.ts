@@ -20,6 +20,7 @@ import type {
   MemoryRecord,
   MemoryStats,
   MemoryStore,
+  QuoteRedactor,
   SaveMemoryInput,
   SaveMemoryResult,
   SearchQuery,
@@ -190,8 +191,8 @@ export class SqlMemoryStore implements MemoryStore {
     return (await this.options.views?.record(view)) ?? false;
   }
 
-  dropSources(channelId: string, messageIds: readonly string[], removedTexts: readonly string[] = []): Promise<SourceDropResult> {
-    return this.deletion.dropSources(channelId, messageIds, removedTexts);
+  dropSources(channelId: string, messageIds: readonly string[], redact?: QuoteRedactor): Promise<SourceDropResult> {
+    return this.deletion.dropSources(channelId, messageIds, redact);
   }
 
   describeItem(id: string): Promise<ItemDescription | undefined> {

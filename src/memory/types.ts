@@ -154,12 +154,18 @@ export interface MemoryStore {
    * deleted, the others lose those ids. Returns what was deleted, so its text can be removed
    * from wherever it was quoted.
    */
-  dropSources?(channelId: string, messageIds: readonly string[], removedTexts?: readonly string[]): Promise<SourceDropResult>;
+  dropSources?(channelId: string, messageIds: readonly string[], redact?: QuoteRedactor): Promise<SourceDropResult>;
   /** What an item id (`mem-12`, `msg-40`) stands for, without its neighbours; undefined if unknown. */
   describeItem?(id: string): Promise<ItemDescription | undefined>;
   /** Who can view a guild channel (guild scope shares memories only between equal views); true if it changed. */
   recordChannelView?(view: ChannelView): Promise<boolean>;
 }
+
+/**
+ * Takes out of a memory's text what it quotes of removed messages (returns it unchanged when
+ * it quotes nothing); the privacy layer, which knows the removed texts and the note, makes it.
+ */
+export type QuoteRedactor = (content: string) => string;
 
 export interface SourceDropResult {
   deleted: Array<{ id: string; content: string }>;

@@ -1,4 +1,5 @@
 import type { ChannelView, ViewRegistry } from '../memory/types.js';
+import { hasTable } from '../storage/read-only.js';
 import type { SqlClient } from '../storage/sql-client.js';
 
 export type { ChannelView } from '../memory/types.js';
@@ -48,6 +49,11 @@ export class ChannelViews implements ViewRegistry {
     if (row) this.cache.set(channelId, key);
     return key;
   }
+}
+
+/** The view keys of a database, to hand to its memory store; undefined when it predates them. */
+export async function openChannelViews(db: SqlClient): Promise<ChannelViews | undefined> {
+  return (await hasTable(db, 'channel_views')) ? new ChannelViews(db) : undefined;
 }
 
 export function privateThreadKey(threadId: string): string {

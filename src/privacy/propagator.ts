@@ -91,10 +91,11 @@ export class PrivacyPropagator {
         await this.statements.pruneTombstones.run(now - TOMBSTONE_MS);
       });
     }
+    const quotes = quoteIndex(removed.map((message) => message.content).filter((content) => content !== ''));
     const dropped = (await this.options.memory.dropSources?.(
       channelId,
       removed.map((message) => message.messageId),
-      removed.map((message) => message.content).filter((content) => content !== ''),
+      (content) => redactQuotes(content, quotes, DELETED_NOTE),
     )) ?? { deleted: [], updated: 0 };
     changes.counts.memoriesDeleted = dropped.deleted.length;
     changes.counts.memoriesUpdated = dropped.updated;

@@ -6,6 +6,7 @@ import { DEFAULTS } from '../../src/config/defaults.js';
 import type { MemoryScope } from '../../src/config/types.js';
 import { openMemoryStore, type SqlMemoryStore } from '../../src/memory/index.js';
 import type { SqlClient } from '../../src/storage/sql-client.js';
+import { openChannelViews } from '../../src/privacy/channel-views.js';
 import { openTestDatabase } from './storage.js';
 
 export interface OpenedStore {
@@ -19,7 +20,8 @@ export interface OpenedStore {
 export async function openTestStore(options: { scope?: MemoryScope; dir?: string } = {}): Promise<OpenedStore> {
   const dir = options.dir ?? mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
   const db = await openTestDatabase(dir);
-  const store = await openMemoryStore({ db, dataDir: dir, settings: { ...DEFAULTS.memory, scope: options.scope ?? 'channel' } });
+  const views = await openChannelViews(db);
+  const store = await openMemoryStore({ db, dataDir: dir, settings: { ...DEFAULTS.memory, scope: options.scope ?? 'channel' }, ...(views ? { views } : {}) });
   return {
     dir,
     db,

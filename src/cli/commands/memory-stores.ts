@@ -4,6 +4,7 @@ import { EventStream } from '../../common/events.js';
 import { loadConfig } from '../../config/load-config.js';
 import type { MemorySettings } from '../../config/types.js';
 import { openMemoryStore } from '../../memory/open-memory-store.js';
+import { openChannelViews } from '../../privacy/channel-views.js';
 import type { SqlMemoryStore } from '../../memory/sql-memory-store.js';
 import { DATABASE_FILE } from '../../storage/database.js';
 import { ALL_MIGRATIONS } from '../../storage/migrations.js';
@@ -58,7 +59,8 @@ export async function withStores(
     try {
       slot.storage = await openStorageForReading(entry.target, ALL_MIGRATIONS, { command: 'magpie memory' });
       const settings: MemorySettings = { ...config.memory, dataDir: entry.dir };
-      slot.store = await openMemoryStore({ db: slot.storage.db, dataDir: entry.dir, settings, env: io.env, events, readOnly: true });
+      const views = await openChannelViews(slot.storage.db);
+      slot.store = await openMemoryStore({ db: slot.storage.db, dataDir: entry.dir, settings, env: io.env, events, readOnly: true, ...(views ? { views } : {}) });
       return slot.store;
     } catch (error) {
       throw storageError(describeTarget(entry.target), error) ?? error;

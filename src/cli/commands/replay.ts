@@ -18,6 +18,7 @@ import type { ChatModel } from '../../llm/chat-model.js';
 import { observeModel } from '../../llm/observed-model.js';
 import { definitionsOf } from '../../llm/tool.js';
 import { createMemoryTools, openMemoryStore } from '../../memory/index.js';
+import { openChannelViews } from '../../privacy/channel-views.js';
 import type { SqlMemoryStore } from '../../memory/sql-memory-store.js';
 import { openStorageForWriting, storageTarget } from '../../storage/open-storage.js';
 import { ALL_MIGRATIONS } from '../../storage/migrations.js';
@@ -168,8 +169,10 @@ export async function replay(options: {
   try {
     // Memories saved by workers carry the transcript's time too, so two runs write the same rows.
     const clock = options.clock ?? new TranscriptClock();
+    const views = await openChannelViews(db);
     memory = await openMemoryStore({
       db,
+      ...(views ? { views } : {}),
       dataDir: options.dataDir,
       settings: { ...config.memory, dataDir: options.dataDir },
       env: io.env,
