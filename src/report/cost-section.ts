@@ -1,6 +1,6 @@
 import { readModelUsage, type UsageRecord } from '../compaction-log/index.js';
 import type { SqlClient } from '../storage/sql-client.js';
-import { escapeHtml } from './svg-chart.js';
+import { escapeHtml } from './escape-html.js';
 
 /** What the channel requests of one run cost, as the model counted them. */
 export interface RunCost {

@@ -1,6 +1,7 @@
 import type { CompactionTally } from '../compaction-log/index.js';
 import type { ChannelReport, ReportRun } from './report-data.js';
-import { escapeHtml, renderChart, TIER_COLOURS } from './svg-chart.js';
+import { escapeHtml } from './escape-html.js';
+import { renderChart, TIER_COLOURS } from './svg-chart.js';
 import { costSection } from './cost-section.js';
 
 /** The rows of every tally table: label and how to read the number from a tally. */

@@ -1,5 +1,6 @@
 import type { LoggedSettings } from '../compaction-log/index.js';
 import type { ChartMarker, SeriesPoint } from './report-data.js';
+import { escapeHtml } from './escape-html.js';
 import { groupMarkers, type MarkerGroup } from './marker-groups.js';
 
 /** Tier colours, shared by markers, threshold lines and legends. */
@@ -188,8 +189,4 @@ function percent(value: number): string {
 
 function f(value: number): string {
   return (Math.round(value * 10) / 10).toString();
-}
-
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
 }
