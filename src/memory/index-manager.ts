@@ -115,16 +115,27 @@ export class VectorIndexManager {
   }
 
   /**
-   * Items left SQLite: their labels are marked deleted in a loaded index and remembered as
-   * tombstones so that an index file written before the deletion is corrected when loaded.
+   * Items are leaving the database: inside the transaction that deletes them, their labels are
+   * remembered as tombstones, so that an index file written before the deletion is corrected
+   * when loaded. `applyDeleted` follows once that transaction has committed.
    */
-  async noteDeleted(key: string, labels: readonly number[]): Promise<void> {
+  async recordDeleted(key: string, labels: readonly number[]): Promise<void> {
     if (labels.length === 0) return;
     if (this.readOnly) return;
     const insert = this.options.db.prepare(
       'INSERT OR IGNORE INTO memory_index_tombstones (index_key, label) VALUES (?, ?)',
     );
     for (const label of labels) await insert.run(key, label);
+  }
+
+  /**
+   * After the deletion committed: the labels leave the loaded index and its file. Never called
+   * inside a transaction: it may wait for an index another caller is loading, whose reads would
+   * wait for that transaction.
+   */
+  async applyDeleted(key: string, labels: readonly number[]): Promise<void> {
+    if (labels.length === 0) return;
+    if (this.readOnly) return;
     // Deleted means gone from the index file too, not only flagged in memory: a file on disk
     // is loaded (its tombstones scrub the points), and written back at once.
     const entry = this.loaded.get(key) ?? (this.files.hasFile(key) ? await this.acquire(key) : undefined);

@@ -28,8 +28,9 @@ export class MemoryDeletion {
     if (within && !(await visibility(checkLocation(within), 'channel')).keys.includes(row.index_key)) return false;
     await db.transaction(async () => {
       await db.prepare('DELETE FROM memory_items WHERE rowid = ?').run(rowid);
-      await indexes.noteDeleted(row.index_key, [rowid]);
+      await indexes.recordDeleted(row.index_key, [rowid]);
     });
+    await indexes.applyDeleted(row.index_key, [rowid]);
     return true;
   }
 
@@ -50,12 +51,15 @@ export class MemoryDeletion {
     const update = db.prepare('UPDATE memory_items SET source_ids = ? WHERE rowid = ?');
     const rewrite = db.prepare('UPDATE memory_items SET content = ?, content_hash = ?, fts_text = ?, updated_at = ? WHERE rowid = ?');
     const dropVector = db.prepare('DELETE FROM memory_vectors WHERE item_rowid = ?');
+    // Labels that leave their index once the transaction has committed.
+    const leaving: Array<{ key: string; label: number }> = [];
     await db.transaction(async () => {
       for (const row of rows) {
         const kept = parseSourceIds(row.source_ids).filter((id) => !gone.has(id));
         if (kept.length === 0) {
           await remove.run(row.rowid);
-          await indexes.noteDeleted(row.index_key, [row.rowid]);
+          await indexes.recordDeleted(row.index_key, [row.rowid]);
+          leaving.push({ key: row.index_key, label: row.rowid });
           result.deleted.push({ id: itemId({ rowid: row.rowid, kind: 'memory' }), content: row.content });
         } else {
           await update.run(JSON.stringify(kept), row.rowid);
@@ -65,7 +69,8 @@ export class MemoryDeletion {
           if (content !== row.content) {
             await rewrite.run(content, hashContent(content), searchText(content), clock.now(), row.rowid);
             await dropVector.run(row.rowid);
-            await indexes.noteDeleted(row.index_key, [row.rowid]);
+            await indexes.recordDeleted(row.index_key, [row.rowid]);
+            leaving.push({ key: row.index_key, label: row.rowid });
             await oweVector(db, row.rowid, row.index_key);
             rescheduled = true;
           }
@@ -73,6 +78,7 @@ export class MemoryDeletion {
         }
       }
     });
+    for (const { key, label } of leaving) await indexes.applyDeleted(key, [label]);
     if (rescheduled) backlog.schedule();
     return result;
   }

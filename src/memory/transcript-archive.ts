@@ -103,16 +103,19 @@ export class TranscriptArchive {
     const { db, indexes } = this.context;
     const select = db.prepare(`SELECT rowid FROM memory_items WHERE channel_id = ? AND message_id = ? AND kind = 'transcript'`);
     const remove = db.prepare('DELETE FROM memory_items WHERE rowid = ?');
-    await db.transaction(async () => {
-      const labels: number[] = [];
+    const key = channelKey(channelId);
+    const labels = await db.transaction(async () => {
+      const removed: number[] = [];
       for (const messageId of messageIds) {
         const row = (await select.get(channelId, messageId)) as { rowid: number } | undefined;
         if (!row) continue;
         await remove.run(row.rowid);
-        labels.push(row.rowid);
+        removed.push(row.rowid);
       }
-      await indexes.noteDeleted(channelKey(channelId), labels);
+      await indexes.recordDeleted(key, removed);
+      return removed;
     });
+    await indexes.applyDeleted(key, labels);
   }
 }
 
