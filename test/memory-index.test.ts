@@ -201,4 +201,23 @@ describe('vector index lifecycle', () => {
       ['channel:north'],
     );
   });
+
+  test('a deletion while a search is loading the same index from its file finishes, and the item is gone', async () => {
+    const dir = freshDir();
+    await withStore(dir, async (store) => {
+      await store.archiveTranscript(conversation('east', 12));
+      await store.search({ location: { channelId: 'east' }, query: 'tax return' });
+      await store.whenIndexed();
+    });
+    await withStore(dir, async (store) => {
+      // Both start at once: the search loads the index file, the deletion commits meanwhile.
+      const [, deleted] = await Promise.all([
+        store.search({ location: { channelId: 'east' }, query: 'tax return number 28' }),
+        store.deleteTranscript('east', ['east-4']),
+      ]);
+      assert.equal(deleted, undefined);
+      const after = await store.search({ location: { channelId: 'east' }, query: 'tax return number 28', limit: 20 });
+      assert.ok(!after.some((result) => result.message_id === 'east-4'));
+    });
+  });
 });
