@@ -41,7 +41,11 @@ export class MemorySaver {
     const contentHash = hashContent(content);
     const [vector] = await embedder.embed([content]);
     this.context.assertOpen();
-    this.tombstones ??= hasTable(db, 'deleted_messages');
+    // Asked once; a failed look is asked again next time rather than remembered.
+    this.tombstones ??= hasTable(db, 'deleted_messages').catch((error: unknown) => {
+      this.tombstones = undefined;
+      throw error;
+    });
     const checkTombstones = await this.tombstones;
     const now = clock.now();
 
