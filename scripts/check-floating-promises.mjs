@@ -28,7 +28,12 @@ function report(node, what) {
 function visit(node) {
   if (ts.isExpressionStatement(node)) {
     const expression = node.expression;
-    const handled = ts.isCallExpression(expression) && ts.isPropertyAccessExpression(expression.expression) && expression.expression.name.text === 'catch';
+    const callee = ts.isCallExpression(expression) ? expression.expression : undefined;
+    const handled =
+      callee !== undefined &&
+      ((ts.isPropertyAccessExpression(callee) && callee.name.text === 'catch') ||
+        // node:test runs what it registers; the returned promise is its own.
+        (ts.isIdentifier(callee) && ['test', 'describe', 'it', 'suite'].includes(callee.text)));
     if ((ts.isCallExpression(expression) || ts.isNewExpression(expression)) && !handled && isPromise(expression)) report(expression, 'floating promise');
   }
   if (ts.isCallExpression(node)) {

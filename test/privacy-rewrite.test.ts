@@ -12,7 +12,7 @@ import { failWith, gate, never, openHarness, replyWith, ScriptedSummarizer, sett
 
 test('a pending rewrite survives a restart; the new summary leaves the deleted message out', async () => {
   const first = new ScriptedSummarizer().enqueue(replyWith('Summary quoting Message 0 and the rest.'), never);
-  const harness = openHarness({ summarizer: first });
+  const harness = await openHarness({ summarizer: first });
   for (let index = 0; index < 8; index += 1) await harness.runtime.ingest(userMessage('c1', index, { words: 30 }));
   const outcome = await harness.runtime.compactNow('c1');
   assert.equal(outcome.status, 'completed', JSON.stringify(outcome));
@@ -30,7 +30,7 @@ test('a pending rewrite survives a restart; the new summary leaves the deleted m
   await harness.close({ keepDir: true });
 
   const second = new ScriptedSummarizer().enqueue(replyWith('Rewritten without the deleted one.'));
-  const again = openHarness({ dir: harness.dir, summarizer: second });
+  const again = await openHarness({ dir: harness.dir, summarizer: second });
   try {
     assert.equal((await again.runtime.liveContext('c1')).summaries[0]!.kind, 'marker', 'after a restart, still a marker until rewritten');
     await again.runtime.privacySettled();
@@ -48,7 +48,7 @@ test('a pending rewrite survives a restart; the new summary leaves the deleted m
 
 test('a rewrite the model fails falls back to the extractive summarizer; an edit triggers it too', async () => {
   const summarizer = new ScriptedSummarizer().enqueue(replyWith('Summary quoting Message 1 word5.'), failWith('model down'));
-  const harness = openHarness({ summarizer });
+  const harness = await openHarness({ summarizer });
   try {
     for (let index = 0; index < 8; index += 1) await harness.runtime.ingest(userMessage('c2', index, { words: 30 }));
     assert.equal((await harness.runtime.compactNow('c2')).status, 'completed');
@@ -67,7 +67,7 @@ test('a rewrite the model fails falls back to the extractive summarizer; an edit
 test('a new delete while a rewrite runs wins: the older rewrite does not land', async () => {
   const held = gate('Stale rewrite that still mentions Message 3.');
   const summarizer = new ScriptedSummarizer().enqueue(replyWith('First summary.'), held.behaviour, replyWith('Fresh rewrite.'));
-  const harness = openHarness({ summarizer });
+  const harness = await openHarness({ summarizer });
   try {
     for (let index = 0; index < 8; index += 1) await harness.runtime.ingest(userMessage('c3', index, { words: 30 }));
     assert.equal((await harness.runtime.compactNow('c3')).status, 'completed');

@@ -113,7 +113,7 @@ test('8. kill -9 mid-replay, then a re-run on the same data dir: consistent, not
   assert.equal(finished, false, 'the replay was killed mid-run (make the transcript longer if this fails)');
 
   let db = await openTestDatabase(data);
-  const partial = ['chan-0', 'chan-1', 'chan-2'].map((channel) => assertConsistentHistory(db, channel).archived);
+  const partial = await Promise.all(['chan-0', 'chan-1', 'chan-2'].map(async (channel) => (await assertConsistentHistory(db, channel)).archived));
   await db.close();
   const kept = partial.reduce((sum, count) => sum + count, 0);
   assert.ok(kept > 0 && kept < total, `killed after ${kept} messages`);

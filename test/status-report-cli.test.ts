@@ -260,7 +260,7 @@ test('status counts what the runtime that wrote the data counted: no tools after
   const afterReplay = JSON.parse((await magpie(['status', '--data-dir', replayed, '--json'], dir.path)).stdout) as { channels: Array<Record<string, any>> };
   const replayedChannel = afterReplay.channels[0]!;
   // The same data dir opened by a runtime configured as replay's (defaults, no tools).
-  const reader = openHarness({ dir: replayed, configValue: DEFAULTS });
+  const reader = await openHarness({ dir: replayed, configValue: DEFAULTS });
   const expected = await reader.runtime.status(replayedChannel.channel_id as string);
   await reader.close({ keepDir: true });
   assert.equal(replayedChannel.estimated_tokens, expected.estimatedTokens);
@@ -275,7 +275,7 @@ test('status counts what the runtime that wrote the data counted: no tools after
   }));
   const clock = new TickingClock();
   let log: CompactionLog | undefined;
-  const bot = openHarness({
+  const bot = await openHarness({
     dir: botDir,
     clock,
     toolDefinitions: tools,

@@ -100,7 +100,7 @@ async function replay(options: {
       if (!sent.some((request) => lastUserText(request.body).includes(content))) result.missingCurrent.push(messageId);
       await app.runtime.flushCompactions();
       const real = realNow();
-      result.contextErrors.push(Math.abs(app.runtime.status(channelId).calibratedTokens - real) / real);
+      result.contextErrors.push(Math.abs((await app.runtime.status(channelId)).calibratedTokens - real) / real);
     }
     await app.runtime.flushCompactions();
     options.check(result);

@@ -63,8 +63,12 @@ export class ChannelState {
   lastRequest: { at: number; usage: ModelUsage } | undefined;
   /** The write-then-mirror section running now (see `exclusive`), if any. */
   private writing: Promise<void> | undefined;
-  /** Called when the last exclusive section ends (the runtime checks the channel then). */
+  /** Called when the last exclusive section ends (the runtime runs a check held back meanwhile). */
   onIdle: (() => void) | undefined;
+  /** A Compactor check was held back while an exclusive section ran: it runs when that ends. */
+  checkOwed = false;
+  /** The newest truncation's marker write and its report (`emergency_truncation`), until done. */
+  truncationWritten: Promise<void> | undefined;
 
   constructor(channelId: string, loaded: LoadedChannel) {
     this.channelId = channelId;

@@ -12,24 +12,56 @@ type NewEntry = TurnEntryInput & { createdAt: number; turnId: number };
  * reply are written together, all or nothing.
  */
 export class IngestPath {
+  /** Per channel, the admission in progress (or the last one): messages take their seqs in arrival order. */
+  private readonly admitting = new Map<string, Promise<void>>();
+
   constructor(private readonly parts: RuntimeParts) {}
 
   /** See `ChannelRuntime.ingest`. */
   async ingest(message: IncomingMessage): Promise<HistoryEntry> {
-    const { parts } = this;
-    const due = parts.scheduler.beforeMessage(message.channelId);
+    const due = this.parts.scheduler.beforeMessage(message.channelId);
     if (due) await due;
+    const admitted = await this.inOrder(message.channelId, () => this.admit(message));
+    return admitted.done;
+  }
+
+  /** Resolves once the messages of the channel that came in so far are admitted (never rejects). */
+  admitted(channelId: string): Promise<void> {
+    return this.admitting.get(channelId) ?? Promise.resolve();
+  }
+
+  /** Runs `work` once the admissions of the channel that started before it are done. */
+  private inOrder<T>(channelId: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.admitting.get(channelId);
+    const result = previous ? previous.then(work) : work();
+    const tail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.admitting.set(channelId, tail);
+    void tail.then(() => {
+      if (this.admitting.get(channelId) === tail) this.admitting.delete(channelId);
+    });
+    return result;
+  }
+
+  /**
+   * Takes a message into the live context and queues its write; `done` settles once it is
+   * committed (or taken out again). Wrapped, so that admitting does not wait for the commit.
+   */
+  private async admit(message: IncomingMessage): Promise<{ done: Promise<HistoryEntry> }> {
+    const { parts } = this;
     const state = await parts.channel(message.channelId);
     const unsettled = state.unsettled.get(message.messageId);
-    if (unsettled) return unsettled;
+    if (unsettled) return { done: unsettled };
     const stored = await parts.store.findByMessageId(message.channelId, message.messageId);
-    if (stored) return stored;
+    if (stored) return { done: Promise.resolve(stored) };
     const liveFrom = state.entries[0]?.seq ?? state.nextSeq;
     const replyTokens = message.replyToMessageId ? await parts.extras.replies.estimate(state.channelId, message.replyToMessageId, liveFrom) : 0;
     // The same message may have come in twice while the reads above were answered: the first
     // one that gets here takes it. From here until the write is queued nothing awaits.
     const raced = state.unsettled.get(message.messageId);
-    if (raced) return raced;
+    if (raced) return { done: raced };
     if (message.parentChannelId !== undefined) parts.parents.set(message.channelId, message.parentChannelId);
     if (message.guildId !== undefined || message.dmUserId !== undefined) {
       state.location = { ...(message.guildId ? { guildId: message.guildId } : {}), ...(message.dmUserId ? { dmUserId: message.dmUserId } : {}) };
@@ -51,6 +83,7 @@ export class IngestPath {
     parts.options.observer?.messageIngested?.();
     if (!parts.writer.staged) {
       if (message.replyToMessageId) await parts.extras.replies.record(state.channelId, entry, message.replyToMessageId, replyTokens);
+      // The history row is written within the admission, so a change that follows finds it.
       return this.ingestUnstaged(state, entry);
     }
     const queued = parts.writer.write(entry, state.location);
@@ -75,8 +108,12 @@ export class IngestPath {
     parts.scheduler.afterMessage(message.channelId);
     // The message just in is what its turn answers: a truncation must not drop it before then.
     this.checkProtecting(state, entry.seq);
-    await written;
-    return entry;
+    // A truncation this message caused is reported by the time its ingest resolves.
+    const done = written.then(async (stored) => {
+      await state.truncationWritten;
+      return stored;
+    });
+    return { done };
   }
 
   /**
@@ -84,7 +121,7 @@ export class IngestPath {
    * and the transcript follows through the archiver (writes in flight are tracked, so an edit or
    * a delete waits for them).
    */
-  private async ingestUnstaged(state: ChannelState, entry: HistoryEntry): Promise<HistoryEntry> {
+  private async ingestUnstaged(state: ChannelState, entry: HistoryEntry): Promise<{ done: Promise<HistoryEntry> }> {
     const { parts } = this;
     try {
       await parts.writer.writeNow(entry, state.location);
@@ -96,8 +133,11 @@ export class IngestPath {
     parts.scheduler.afterMessage(state.channelId);
     const archived = parts.archiver.archive(state, [entry]);
     this.checkProtecting(state, entry.seq);
-    await archived;
-    return entry;
+    const done = archived.then(async () => {
+      await state.truncationWritten;
+      return entry;
+    });
+    return { done };
   }
 
   /** The Compactor check after a message came in, with that message protected from truncation. */

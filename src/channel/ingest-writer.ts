@@ -38,6 +38,11 @@ export class IngestWriter {
     return this.stage !== undefined;
   }
 
+  /** Nothing queued or being committed. */
+  get idle(): boolean {
+    return this.group.idle;
+  }
+
   /** Commits and writes carried so far. */
   get stats(): { commits: number; writes: number; largestGroup: number } {
     return this.group.stats;

@@ -39,7 +39,8 @@ export class MessageChanges {
 
   /** See `ChannelRuntime.attachFiles`. */
   async attachFiles(channelId: string, messageId: string, files: readonly ResolvedAttachment[]): Promise<boolean> {
-    // A message still waiting for its group commit is written first, so it can be found.
+    // A message still coming in, or waiting for its group commit, is written first, so it can be found.
+    await this.parts.admitted(channelId);
     await this.parts.writer.flush();
     const row = await this.parts.store.findByMessageId(channelId, messageId);
     if (!row || files.length === 0) return row !== undefined;
@@ -54,6 +55,7 @@ export class MessageChanges {
   async editMessage(channelId: string, messageId: string, content: string): Promise<boolean> {
     const { parts } = this;
     const state = await parts.channel(channelId);
+    await parts.admitted(channelId);
     const row = await state.exclusive(async () => {
       await parts.writer.flush();
       const row = await parts.store.findByMessageId(channelId, messageId);
@@ -88,6 +90,7 @@ export class MessageChanges {
     const state = await parts.channel(channelId);
     const seqs: number[] = [];
     const removed: RemovedMessage[] = [];
+    await parts.admitted(channelId);
     await state.exclusive(async () => {
       await parts.writer.flush();
       for (const messageId of messageIds) {

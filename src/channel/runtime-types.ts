@@ -107,6 +107,8 @@ export interface RuntimeParts {
   readonly scheduler: CompactionScheduler;
   /** Thread id → parent channel id, learnt from ingested messages; threads inherit settings. */
   readonly parents: Map<string, string>;
+  /** Resolves once the messages of the channel that came in so far are in its context (never rejects). */
+  admitted(channelId: string): Promise<void>;
   /** The channel's state, loaded if needed. */
   channel(channelId: string): Promise<ChannelState>;
   /** The channel's settings now: its config (or its parent's), its persona. */

@@ -109,10 +109,11 @@ export class ChannelRuntime {
       settingsFor: (channelId) => this.settings(channelId),
       estimate: (state, settings) => this.estimator.estimate(state, settings),
       factorAt: (state, settings, tokens) => this.estimator.factorAt(state, settings, tokens),
-      retryFailedArchives: async (state, entries) => {
-        // The snapshot a worker reads must be in the database before its splice can be.
-        await this.writer.flush();
-        return this.archiver.retryFailed(state, entries);
+      retryFailedArchives: (state, entries) => {
+        // The snapshot a worker reads must be in the database before its splice can be
+        // (synchronously true, as the worker expects, when nothing is queued or failed).
+        if (this.writer.idle) return this.archiver.retryFailed(state, entries);
+        return this.writer.flush().then(() => this.archiver.retryFailed(state, entries));
       },
       ...(options.observer?.usageChecked ? { usageChecked: (usage: number) => options.observer!.usageChecked!(usage) } : {}),
       ...(options.usageObserver ? { usageObserver: this.observeEstimates(options.usageObserver) } : {}),
@@ -142,6 +143,7 @@ export class ChannelRuntime {
       scheduler,
       parents: this.parents,
       channel: (channelId) => this.channel(channelId),
+      admitted: (channelId) => this.ingestPath.admitted(channelId),
       settings: (channelId) => this.settings(channelId),
     };
     this.ingestPath = new IngestPath(parts);
@@ -306,8 +308,17 @@ export class ChannelRuntime {
   }
 
   /** The Compactor check, as run after every message and turn. */
-  async check(channelId: string): Promise<CompactionAction> {
-    return this.coordinator.check(await this.channel(channelId));
+  check(channelId: string): Promise<CompactionAction> {
+    // A loaded channel is checked inside the call (no I/O, O(1)); only a load waits.
+    const loaded = this.states.touch(channelId);
+    if (loaded) return this.checked(loaded, this.coordinator.check(loaded));
+    return this.channel(channelId).then((state) => this.checked(state, this.coordinator.check(state)));
+  }
+
+  /** Resolves with `action` once a truncation it made is written and reported. */
+  private checked(state: ChannelState, action: CompactionAction): Promise<CompactionAction> {
+    const written = action === 'emergency' ? state.truncationWritten : undefined;
+    return written ? written.then(() => action) : Promise.resolve(action);
   }
 
   /**
@@ -493,8 +504,12 @@ export class ChannelRuntime {
     ]);
     const state = new ChannelState(channelId, loaded);
     state.calibration = calibration;
-    // Checks held back while a write was in flight run when it is done.
-    state.onIdle = () => this.coordinator.check(state);
+    // A check held back while a write was in flight runs when it is done.
+    state.onIdle = () => {
+      if (!state.checkOwed) return;
+      state.checkOwed = false;
+      this.coordinator.check(state);
+    };
     // Repairs a crash between the history write and the transcript index write.
     if (missing.length > 0) void this.archiver.archive(state, missing);
     // Summaries that covered a deleted message and still wait for their rewrite.

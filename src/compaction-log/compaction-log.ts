@@ -197,15 +197,22 @@ export class CompactionLog {
       this.failing = true;
       return;
     }
-    if (this.options.clock.now() - this.lastPruneAt >= PRUNE_EVERY_MS) await this.prune();
+    if (this.options.clock.now() - this.lastPruneAt >= PRUNE_EVERY_MS) await this.pruneNow();
   }
 
   /**
    * Deletes rows older than the retention before the newest row, then all but the newest
-   * `maxRows`; returns how many. Never measured against the wall clock: a log written by a
+   * `maxRows`, after the writes queued before; returns how many. Never measured against the wall clock: a log written by a
    * replay of old conversations keeps what it recorded.
    */
-  async prune(): Promise<number> {
+  prune(): Promise<number> {
+    const pruned = this.writing.then(() => this.pruneNow());
+    this.writing = pruned.then(() => undefined);
+    return pruned;
+  }
+
+  /** `prune` now, for a caller already in the write queue. Never rejects. */
+  private async pruneNow(): Promise<number> {
     const days = this.options.retentionDays?.();
     const maxRows = this.options.maxRows?.();
     this.lastPruneAt = this.options.clock.now();

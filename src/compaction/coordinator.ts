@@ -87,7 +87,11 @@ export class CompactionCoordinator {
   private act(state: ChannelState, scope: { emergencyOnly: boolean }): CompactionAction {
     // While a write and its mirror are in flight the state is not to be acted on: the check runs
     // again when that section ends (`ChannelState.onIdle`).
-    if (this.closed || state.busy) return 'none';
+    if (this.closed) return 'none';
+    if (state.busy) {
+      state.checkOwed = true;
+      return 'none';
+    }
     // A truncation whose write failed is written again first (one cheap test when none is owed).
     if (state.unsavedMarkers.size > 0) void saveUnsavedMarkers(this.options, state);
     const settings = this.options.settingsFor(state.channelId);

@@ -111,15 +111,17 @@ export function truncateInPlace(
     duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000,
   };
   // Reported once the write is done (or failed): the event says whether the marker is saved.
-  void saveUnsavedMarkers(context, state).then((saved) =>
+  const written: Promise<void> = saveUnsavedMarkers(context, state).then((saved) => {
+    if (state.truncationWritten === written) state.truncationWritten = undefined;
     context.events.emit({
       type: 'emergency_truncation',
       channel_id: state.channelId,
       marker_id: state.summaries.find((summary) => summary.toSeq === marker.toSeq && summary.kind === 'marker')?.id ?? id,
       saved,
       ...figures,
-    }),
-  );
+    });
+  });
+  state.truncationWritten = written;
   return true;
 }
 

@@ -41,6 +41,8 @@ export class GroupCommit<P> {
   private readonly commitGroup: (payloads: P[]) => Promise<void>;
   /** The flush in progress (or the last one), so the next starts only once it ended. */
   private flushing: Promise<void> = Promise.resolve();
+  /** Flushes started and not yet ended. */
+  private committing = 0;
   /** Commits done and writes carried (for benchmarks and status). */
   readonly stats = { commits: 0, writes: 0, largestGroup: 0 };
 
@@ -54,6 +56,11 @@ export class GroupCommit<P> {
   /** Writes queued and not yet committed. */
   get pending(): number {
     return this.queue.length;
+  }
+
+  /** Nothing queued and no group being committed: a `flush` now would have nothing to wait for. */
+  get idle(): boolean {
+    return this.queue.length === 0 && this.committing === 0;
   }
 
   /**
@@ -78,7 +85,8 @@ export class GroupCommit<P> {
   flush(): Promise<void> {
     if (this.scheduled) clearImmediate(this.scheduled);
     this.scheduled = undefined;
-    this.flushing = this.flushing.then(() => this.commitQueued());
+    this.committing += 1;
+    this.flushing = this.flushing.then(() => this.commitQueued()).finally(() => (this.committing -= 1));
     return this.flushing;
   }
 
