@@ -182,7 +182,7 @@ describe('one writer per data dir', { timeout: 180_000 }, () => {
       const dataDir = freshDir();
       const script = `const { openDatabase } = await import(${JSON.stringify(databaseModule)});
         const { ALL_MIGRATIONS } = await import(${JSON.stringify(migrationsModule)});
-        const db = openDatabase(${JSON.stringify(dataDir)}, ALL_MIGRATIONS); db.close();`;
+        const db = await openDatabase(${JSON.stringify(dataDir)}, ALL_MIGRATIONS); await db.close();`;
       const runs = await Promise.all(
         [0, 1].map(
           () =>

@@ -18,11 +18,10 @@ export class IngestPath {
   constructor(private readonly parts: RuntimeParts) {}
 
   /** See `ChannelRuntime.ingest`. */
-  async ingest(message: IncomingMessage): Promise<HistoryEntry> {
+  ingest(message: IncomingMessage): Promise<HistoryEntry> {
     const due = this.parts.scheduler.beforeMessage(message.channelId);
-    if (due) await due;
-    const admitted = await this.inOrder(message.channelId, () => this.admit(message));
-    return admitted.done;
+    const admit = () => this.inOrder(message.channelId, () => this.admit(message)).then((admitted) => admitted.done);
+    return due ? due.then(admit) : admit();
   }
 
   /** Resolves once the messages of the channel that came in so far are admitted (never rejects). */
@@ -109,11 +108,8 @@ export class IngestPath {
     // The message just in is what its turn answers: a truncation must not drop it before then.
     this.checkProtecting(state, entry.seq);
     // A truncation this message caused is reported by the time its ingest resolves.
-    const done = written.then(async (stored) => {
-      await state.truncationWritten;
-      return stored;
-    });
-    return { done };
+    const truncation = state.truncationWritten;
+    return { done: truncation ? written.then((stored) => truncation.then(() => stored)) : written };
   }
 
   /**
@@ -133,11 +129,8 @@ export class IngestPath {
     parts.scheduler.afterMessage(state.channelId);
     const archived = parts.archiver.archive(state, [entry]);
     this.checkProtecting(state, entry.seq);
-    const done = archived.then(async () => {
-      await state.truncationWritten;
-      return entry;
-    });
-    return { done };
+    const truncation = state.truncationWritten;
+    return { done: archived.then(() => (truncation ? truncation.then(() => entry) : entry)) };
   }
 
   /** The Compactor check after a message came in, with that message protected from truncation. */

@@ -177,11 +177,15 @@ export class CompactionLog {
     if (this.pending.length === 0 || this.closed) return this.writing;
     const rows = this.pending;
     this.pending = [];
-    this.writing = this.writing.then(() => this.write(rows));
+    // Decided at the flush, not at the write: the clock may have moved on meanwhile (a replay).
+    const at = this.options.clock.now();
+    const pruneAfter = at - this.lastPruneAt >= PRUNE_EVERY_MS;
+    if (pruneAfter) this.lastPruneAt = at;
+    this.writing = this.writing.then(() => this.write(rows, pruneAfter));
     return this.writing;
   }
 
-  private async write(rows: readonly QueuedRow[]): Promise<void> {
+  private async write(rows: readonly QueuedRow[], pruneAfter: boolean): Promise<void> {
     try {
       await this.options.db.transaction(async () => {
         for (const { unlessStored, ...row } of rows) {
@@ -197,7 +201,7 @@ export class CompactionLog {
       this.failing = true;
       return;
     }
-    if (this.options.clock.now() - this.lastPruneAt >= PRUNE_EVERY_MS) await this.pruneNow();
+    if (pruneAfter) await this.pruneNow();
   }
 
   /**
@@ -206,6 +210,7 @@ export class CompactionLog {
    * replay of old conversations keeps what it recorded.
    */
   prune(): Promise<number> {
+    this.lastPruneAt = this.options.clock.now();
     const pruned = this.writing.then(() => this.pruneNow());
     this.writing = pruned.then(() => undefined);
     return pruned;
@@ -215,7 +220,6 @@ export class CompactionLog {
   private async pruneNow(): Promise<number> {
     const days = this.options.retentionDays?.();
     const maxRows = this.options.maxRows?.();
-    this.lastPruneAt = this.options.clock.now();
     if (days === undefined && maxRows === undefined) return 0;
     try {
       let deleted = 0;
