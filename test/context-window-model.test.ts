@@ -63,12 +63,19 @@ test('a Chinese channel is calibrated on the first answer, never refused, and co
   await withModel({ countTokens: count, maxInputTokens: 6000 }, { contextWindow: 6000, maxResponseTokens: 200 }, async ({ app, fake }) => {
     fake.setDefault((request) => (isAgentRequest(request.body) ? { text: '好的，记下了。' } : { text: '摘要：大家商量了发布计划和会议时间。' }));
     const channelId = 'zh';
-    const realCount = () => count({ body: app.runtime.buildModelRequest(channelId, { tools: definitionsOf(app.tools), maxTokens: 200 }) } as never);
+    const realCount = async () => count({ body: await app.runtime.buildModelRequest(channelId, { tools: definitionsOf(app.tools), maxTokens: 200 }) } as never);
     // The real count of the context at the moment each tier fired.
     const fired: Array<{ tier: string; real: number; usage: number; factor: number }> = [];
+    const counting: Promise<void>[] = [];
     app.events.subscribe((event) => {
       if (event.type === 'compaction_triggered' && event.channel_id === channelId) {
-        fired.push({ tier: String(event.tier), real: realCount() / Number(event.usable_window), usage: Number(event.usage), factor: Number(event.calibration_factor) });
+        // The request is taken as it is now; its quotes are looked up before it is counted.
+        const request = app.runtime.buildModelRequest(channelId, { tools: definitionsOf(app.tools), maxTokens: 200 });
+        counting.push(
+          request.then((body) => {
+            fired.push({ tier: String(event.tier), real: count({ body } as never) / Number(event.usable_window), usage: Number(event.usage), factor: Number(event.calibration_factor) });
+          }),
+        );
       }
     });
     for (let index = 0; index < 70; index += 1) {
@@ -79,7 +86,8 @@ test('a Chinese channel is calibrated on the first answer, never refused, and co
     assert.equal(fake.refusedTooLong, 0, 'no request was refused as too long');
     const status = await app.runtime.status(channelId);
     assert.ok(status.calibration.factor > 2, `a CJK channel counts well above 4 characters a token (factor ${status.calibration.factor})`);
-    const real = realCount();
+    const real = await realCount();
+    await Promise.all(counting);
     assert.ok(Math.abs(status.calibratedTokens - real) / real < 0.1, `/context figure ${status.calibratedTokens} within 10% of the real count ${real}`);
     const calibrated = fired.filter((event) => event.factor > 1.5);
     assert.ok(calibrated.some((event) => event.tier === 'background' || event.tier === 'aggressive'), `a worker tier fired: ${JSON.stringify(fired)}`);

@@ -193,12 +193,17 @@ export class ChannelState {
     this.markerEntries.delete(id);
   }
 
-  /** The summary with id `from` is now known by `to.id` (its row was written late); its entries follow it. */
+  /**
+   * The summary with id `from` is now known by `to.id` (its row was written late); its entries
+   * follow it. It stays the same object: a compaction planned while its row was being written
+   * still finds it in place.
+   */
   renameSummary(from: number, to: SummaryEntry): void {
     const index = this.summaries.findIndex((existing) => existing.id === from);
     if (index < 0) return;
-    this.summaryTokens += to.tokens - this.summaries[index]!.tokens;
-    this.summaries[index] = to;
+    const existing = this.summaries[index]!;
+    this.summaryTokens += to.tokens - existing.tokens;
+    Object.assign(existing, to);
     const entries = this.markerEntries.get(from);
     this.markerEntries.delete(from);
     if (entries) this.markerEntries.set(to.id, entries);

@@ -230,10 +230,15 @@ export class ChannelRuntime {
   }
 
   /** Exactly what the model is sent for this channel now, and what the estimate counts. */
-  async buildModelRequest(channelId: string, options: { tools: ToolDefinition[]; maxTokens: number }): Promise<ModelRequest> {
-    const state = await this.channel(channelId);
-    this.estimator.countTools(options.tools);
-    return channelRequest({ state, settings: this.settings(channelId), store: this.store, extras: this.extras, ...options });
+  buildModelRequest(channelId: string, options: { tools: ToolDefinition[]; maxTokens: number }): Promise<ModelRequest> {
+    // A loaded channel is read as it is at the call (what it held when asked, not after later
+    // changes); only the archive lookups for reply quotes and files are awaited.
+    const loaded = this.states.touch(channelId);
+    const build = (state: ChannelState): Promise<ModelRequest> => {
+      this.estimator.countTools(options.tools);
+      return channelRequest({ state, settings: this.settings(channelId), store: this.store, extras: this.extras, ...options });
+    };
+    return loaded ? build(loaded) : this.channel(channelId).then(build);
   }
 
   /**
