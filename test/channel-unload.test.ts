@@ -81,7 +81,7 @@ test('channels unused for channel_idle_ms are unloaded with their vector index',
     await fillChannel(app, 'busy', 5);
     // A search loads the channel's vector index.
     await app.memory.search({ location: { channelId: 'quiet', guildId: 'g1' }, query: 'word7 word8', limit: 3 });
-    const indexes = ((app.memory as SqlMemoryStore) as unknown as { indexes: { loadedCount: number } }).indexes;
+    const indexes = ((app.memory as SqlMemoryStore) as unknown as { context: { indexes: { loadedCount: number } } }).context.indexes;
     assert.equal(indexes.loadedCount, 1);
     now += 30_000;
     await app.runtime.ingest(userMessage('busy', 5));

@@ -20,8 +20,15 @@ export class IngestPath {
   /** See `ChannelRuntime.ingest`. */
   ingest(message: IncomingMessage): Promise<HistoryEntry> {
     const due = this.parts.scheduler.beforeMessage(message.channelId);
-    const admit = () => this.inOrder(message.channelId, () => this.admit(message)).then((admitted) => admitted.done);
-    return due ? due.then(admit) : admit();
+    // Settled straight from the write's own promise: the caller goes on as soon as it is
+    // committed (a busy channel's next message is checked before slower work lands).
+    return new Promise<HistoryEntry>((resolve, reject) => {
+      const admit = (): void => {
+        this.inOrder(message.channelId, () => this.admit(message)).then((admitted) => admitted.done.then(resolve, reject), reject);
+      };
+      if (due) due.then(admit, reject);
+      else admit();
+    });
   }
 
   /** Resolves once the messages of the channel that came in so far are admitted (never rejects). */
@@ -50,7 +57,7 @@ export class IngestPath {
    */
   private async admit(message: IncomingMessage): Promise<{ done: Promise<HistoryEntry> }> {
     const { parts } = this;
-    const state = await parts.channel(message.channelId);
+    const state = parts.loaded(message.channelId) ?? (await parts.channel(message.channelId));
     const unsettled = state.unsettled.get(message.messageId);
     if (unsettled) return { done: unsettled };
     const stored = await parts.store.findByMessageId(message.channelId, message.messageId);

@@ -111,6 +111,8 @@ export interface RuntimeParts {
   admitted(channelId: string): Promise<void>;
   /** The channel's state, loaded if needed. */
   channel(channelId: string): Promise<ChannelState>;
+  /** The channel's state if it is loaded (marked as used), else undefined. */
+  loaded(channelId: string): ChannelState | undefined;
   /** The channel's settings now: its config (or its parent's), its persona. */
   settings(channelId: string): ChannelSettings;
 }

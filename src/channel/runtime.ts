@@ -144,6 +144,7 @@ export class ChannelRuntime {
       parents: this.parents,
       channel: (channelId) => this.channel(channelId),
       admitted: (channelId) => this.ingestPath.admitted(channelId),
+      loaded: (channelId) => this.states.touch(channelId),
       settings: (channelId) => this.settings(channelId),
     };
     this.ingestPath = new IngestPath(parts);
