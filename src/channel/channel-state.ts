@@ -65,8 +65,12 @@ export class ChannelState {
   private writing: Promise<void> | undefined;
   /** Called when the last exclusive section ends (the runtime runs a check held back meanwhile). */
   onIdle: (() => void) | undefined;
-  /** A Compactor check was held back while an exclusive section ran: it runs when that ends. */
-  checkOwed = false;
+  /**
+   * A Compactor check was held back while an exclusive section ran: it runs when that ends, for
+   * every tier, or for an emergency only when a compaction was running (a worker tier would not
+   * have started then).
+   */
+  checkOwed: 'all' | 'emergency' | undefined;
   /** The newest truncation's marker write and its report (`emergency_truncation`), until done. */
   truncationWritten: Promise<void> | undefined;
 

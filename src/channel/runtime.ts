@@ -511,11 +511,7 @@ export class ChannelRuntime {
     const state = new ChannelState(channelId, loaded);
     state.calibration = calibration;
     // A check held back while a write was in flight runs when it is done.
-    state.onIdle = () => {
-      if (!state.checkOwed) return;
-      state.checkOwed = false;
-      this.coordinator.check(state);
-    };
+    state.onIdle = () => void this.coordinator.checkOwed(state);
     // Repairs a crash between the history write and the transcript index write.
     if (missing.length > 0) void this.archiver.archive(state, missing);
     // Summaries that covered a deleted message and still wait for their rewrite.

@@ -79,6 +79,13 @@ export class CompactionCoordinator {
 
   constructor(private readonly options: CompactionCoordinatorOptions) {}
 
+  /** Runs the check held back while the channel's exclusive section ran (see `ChannelState.checkOwed`). */
+  checkOwed(state: ChannelState): CompactionAction {
+    const owed = state.checkOwed;
+    state.checkOwed = undefined;
+    return owed ? this.act(state, owed === 'all' ? EVERY_TIER : EMERGENCY_ONLY) : 'none';
+  }
+
   /** The Compactor check: O(1) unless it acts. Returns what it decided. */
   check(state: ChannelState): CompactionAction {
     return this.act(state, EVERY_TIER);
@@ -89,7 +96,8 @@ export class CompactionCoordinator {
     // again when that section ends (`ChannelState.onIdle`).
     if (this.closed) return 'none';
     if (state.busy) {
-      state.checkOwed = true;
+      const owed = scope.emergencyOnly || state.compaction !== undefined ? 'emergency' : 'all';
+      state.checkOwed = state.checkOwed === 'all' ? 'all' : owed;
       return 'none';
     }
     // A truncation whose write failed is written again first (one cheap test when none is owed).
@@ -338,10 +346,22 @@ export class CompactionCoordinator {
    * nothing escapes: an error while landing is a failed compaction, the channel goes on.
    */
   private async land(state: ChannelState, job: FinishedJob): Promise<CompactionOutcome> {
-    if (state.compaction?.compactionId === job.compactionId) state.compaction = undefined;
+    const release = (): void => {
+      if (state.compaction?.compactionId === job.compactionId) state.compaction = undefined;
+    };
     try {
-      if (this.closed) return { status: 'failed', compactionId: job.compactionId, reason: 'shutting_down' };
-      const landed = await state.exclusive(() => landWorkerOutcome(this.options, state, job));
+      if (this.closed) {
+        release();
+        return { status: 'failed', compactionId: job.compactionId, reason: 'shutting_down' };
+      }
+      // The compaction counts as running until it has landed: a check meanwhile starts no other.
+      const landed = await state.exclusive(async () => {
+        try {
+          return await landWorkerOutcome(this.options, state, job);
+        } finally {
+          release();
+        }
+      });
       // A summary that lands in place of a truncation marker adds to the context (the marker's
       // entries had already left it), and the window may have shrunk on reload meanwhile: if the
       // context is over the emergency threshold now, truncate at once rather than let the next
