@@ -72,7 +72,7 @@ export async function openDatabase(
   try {
     await applyMigrations(client, migrations);
   } catch (error) {
-    db.close();
+    await client.close();
     throw error;
   }
   return client;
