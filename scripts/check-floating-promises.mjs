@@ -19,6 +19,11 @@ function isPromise(node) {
   });
 }
 
+/** A promise kept in a Map, looked up (to compare or test for one), is not a promise misused. */
+function mapLookup(call) {
+  return ts.isPropertyAccessExpression(call.expression) && checker.getTypeAtLocation(call.expression.expression).getSymbol()?.getName() === 'Map';
+}
+
 function report(node, what) {
   const file = node.getSourceFile();
   const { line } = file.getLineAndCharacterOfPosition(node.getStart());
@@ -32,6 +37,8 @@ function visit(node) {
     const handled =
       callee !== undefined &&
       ((ts.isPropertyAccessExpression(callee) && callee.name.text === 'catch') ||
+        // `.then(onFulfilled, onRejected)` handles a rejection as `.catch` does.
+        (ts.isPropertyAccessExpression(callee) && callee.name.text === 'then' && expression.arguments.length === 2) ||
         // node:test runs what it registers; the returned promise is its own.
         (ts.isIdentifier(callee) && ['test', 'describe', 'it', 'suite'].includes(callee.text)));
     if ((ts.isCallExpression(expression) || ts.isNewExpression(expression)) && !handled && isPromise(expression)) report(expression, 'floating promise');
@@ -45,11 +52,11 @@ function visit(node) {
     }
   }
   if (ts.isBinaryExpression(node) && [ts.SyntaxKind.EqualsEqualsEqualsToken, ts.SyntaxKind.ExclamationEqualsEqualsToken, ts.SyntaxKind.AmpersandAmpersandToken, ts.SyntaxKind.BarBarToken].includes(node.operatorToken.kind)) {
-    for (const side of [node.left, node.right]) if (ts.isCallExpression(side) && isPromise(side)) report(side, 'promise in a condition');
+    for (const side of [node.left, node.right]) if (ts.isCallExpression(side) && !mapLookup(side) && isPromise(side)) report(side, 'promise in a condition');
   }
   if ((ts.isIfStatement(node) || ts.isConditionalExpression(node) || ts.isPrefixUnaryExpression(node)) ) {
     const condition = ts.isIfStatement(node) ? node.expression : ts.isConditionalExpression(node) ? node.condition : node.operand;
-    if (condition && ts.isCallExpression(condition) && isPromise(condition)) report(condition, 'promise in a condition');
+    if (condition && ts.isCallExpression(condition) && !mapLookup(condition) && isPromise(condition)) report(condition, 'promise in a condition');
   }
   if (ts.isTemplateSpan(node) && ts.isCallExpression(node.expression) && isPromise(node.expression)) report(node.expression, 'promise in a template');
   ts.forEachChild(node, visit);

@@ -24,9 +24,9 @@ export class IngestPath {
     // committed (a busy channel's next message is checked before slower work lands).
     return new Promise<HistoryEntry>((resolve, reject) => {
       const admit = (): void => {
-        this.inOrder(message.channelId, () => this.admit(message)).then((admitted) => admitted.done.then(resolve, reject), reject);
+        void this.inOrder(message.channelId, () => this.admit(message)).then((admitted) => admitted.done.then(resolve, reject), reject);
       };
-      if (due) due.then(admit, reject);
+      if (due) void due.then(admit, reject);
       else admit();
     });
   }
