@@ -68,9 +68,9 @@ export async function run(): Promise<BenchReport> {
   const parts = chunkMessage(ANSWER).length;
 
   // 300 live messages; in one channel 4 of them carry a 1,000×750 PNG each.
-  const bench = openBenchRuntime(benchConfig(10_000_000));
-  fillHistory(bench.db, 'plain', 300);
-  fillHistory(bench.db, 'images', 300);
+  const bench = await openBenchRuntime(benchConfig(10_000_000));
+  await fillHistory(bench.db, 'plain', 300);
+  await fillHistory(bench.db, 'images', 300);
   const png = makePng(1000, 750);
   for (const seq of [10, 100, 200, 290]) {
     const files = await resolveAttachments([{ name: `shot${seq}.png`, size: png.length, data: png }], { vision: true, maxImages: 4, maxChars: 20_000 });

@@ -11,23 +11,23 @@ import { benchConfig, fillHistory, openBenchRuntime } from './compaction-support
 
 export async function run(): Promise<BenchReport> {
   // A window so large that no check ever acts: what is timed is the decision itself.
-  const bench = openBenchRuntime(benchConfig(1_000_000_000));
-  fillHistory(bench.db, 'small', 100);
-  fillHistory(bench.db, 'large', 100_000);
-  fillHistory(bench.db, 'calibrated', 100_000);
+  const bench = await openBenchRuntime(benchConfig(1_000_000_000));
+  await fillHistory(bench.db, 'small', 100);
+  await fillHistory(bench.db, 'large', 100_000);
+  await fillHistory(bench.db, 'calibrated', 100_000);
   const { runtime } = bench;
-  runtime.check('small');
-  runtime.check('large');
+  await runtime.check('small');
+  await runtime.check('large');
   // A channel whose factor a model count has set: the check multiplies once more, nothing else.
-  runtime.recordUsage('calibrated', 100_000, 400_000);
-  runtime.check('calibrated');
+  await runtime.recordUsage('calibrated', 100_000, 400_000);
+  await runtime.check('calibrated');
   // The same with the compaction log watching every check, as `start` and `chat` run it.
   const dir = mkdtempSync(join(tmpdir(), 'magpie-bench-'));
-  const logDb = openDatabase(dir, ALL_MIGRATIONS);
+  const logDb = await openDatabase(dir, ALL_MIGRATIONS);
   const log = new CompactionLog({ db: logDb, clock: systemClock, retentionDays: () => 30 });
-  const watched = openBenchRuntime(benchConfig(1_000_000_000), { usageObserver: log }, dir);
-  fillHistory(watched.db, 'large', 100_000);
-  watched.runtime.check('large');
+  const watched = await openBenchRuntime(benchConfig(1_000_000_000), { usageObserver: log }, dir);
+  await fillHistory(watched.db, 'large', 100_000);
+  await watched.runtime.check('large');
   const options = { batches: 40, batch: 20_000 };
   const small: number[] = [];
   const large: number[] = [];
@@ -41,8 +41,8 @@ export async function run(): Promise<BenchReport> {
     largeLogged.push(...timeBatches(() => watched.runtime.check('large'), options));
   }
   await bench.close();
-  log.close();
-  logDb.close();
+  await log.close();
+  await logDb.close();
   await watched.close();
   const smallUs = median(small) * 1000;
   const largeUs = median(large) * 1000;

@@ -5,7 +5,7 @@ import { benchConfig, fillHistory, openBenchRuntime } from './compaction-support
 const SAMPLES = 25;
 
 export async function run(): Promise<BenchReport> {
-  const bench = openBenchRuntime(benchConfig(200_000));
+  const bench = await openBenchRuntime(benchConfig(200_000));
   const { runtime } = bench;
   const times: number[] = [];
   let entries = 0;
@@ -13,11 +13,11 @@ export async function run(): Promise<BenchReport> {
   for (let sample = 0; sample < SAMPLES + 3; sample += 1) {
     const channelId = `channel-${sample}`;
     // ~55 tokens a message: 3,640 messages ≈ 200,000 tokens, over the 0.95 threshold.
-    tokens = fillHistory(bench.db, channelId, 3640);
+    tokens = await fillHistory(bench.db, channelId, 3640);
     entries = 3640;
-    runtime.liveContext(channelId);
+    await runtime.liveContext(channelId);
     let action = '';
-    const elapsed = await timeOnce(() => (action = runtime.check(channelId)));
+    const elapsed = await timeOnce(async () => (action = await runtime.check(channelId)));
     if (action !== 'emergency') throw new Error(`expected an emergency truncation, got ${action}`);
     if (sample >= 3) times.push(elapsed);
   }

@@ -36,7 +36,7 @@ async function* asAsync(lines: Iterable<string>): AsyncGenerator<string> {
 /** One replay of the transcript into a fresh data dir; with `withLog`, the compaction log records it as `magpie replay` does. */
 async function replayOnce(withLog: boolean): Promise<{ perSecond: number; compactions: number; truncations: number; messages: number }> {
   const dir = mkdtempSync(join(tmpdir(), 'magpie-bench-'));
-  const db = openDatabase(dir, ALL_MIGRATIONS);
+  const db = await openDatabase(dir, ALL_MIGRATIONS);
   const config = benchConfig(4000);
   const memory = await openMemoryStore({ db, dataDir: dir, settings: { ...config.memory, dataDir: dir } });
   const events = new EventStream();
@@ -62,11 +62,11 @@ async function replayOnce(withLog: boolean): Promise<{ perSecond: number; compac
   const started = performance.now();
   const progress = await replayLines({ lines: asAsync(transcriptLines(MESSAGES)), runtime, clock });
   await runtime.flushCompactions();
-  log?.close();
+  await log?.close();
   const seconds = (performance.now() - started) / 1000;
   await runtime.close();
   await memory.close();
-  db.close();
+  await db.close();
   rmSync(dir, { recursive: true, force: true });
   return { perSecond: progress.messages / seconds, compactions, truncations, messages: progress.messages };
 }

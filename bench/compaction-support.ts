@@ -11,7 +11,8 @@ import { DEFAULTS } from '../src/config/defaults.js';
 import { LiveConfig } from '../src/config/live-config.js';
 import type { MagpieConfig } from '../src/config/types.js';
 import type { MemoryStore } from '../src/memory/types.js';
-import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
+import { openDatabase } from '../src/storage/database.js';
+import type { SqlClient } from '../src/storage/sql-client.js';
 import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 
 /** Accepts transcript writes and does nothing: these benchmarks time the channel side only. */
@@ -21,9 +22,9 @@ export const nullMemory: MemoryStore = {
   updateTranscript: async () => {},
   deleteTranscript: async () => {},
   search: async () => [],
-  list: () => [],
-  forget: () => false,
-  stats: () => ({ memories: 0, transcriptEntries: 0, byType: {}, embedder: 'none', dimension: 0, indexedVectors: 0, pendingVectors: 0 }),
+  list: async () => [],
+  forget: async () => false,
+  stats: async () => ({ memories: 0, transcriptEntries: 0, byType: {}, embedder: 'none', dimension: 0, indexedVectors: 0, pendingVectors: 0 }),
   close: async () => {},
 };
 
@@ -37,14 +38,14 @@ export function benchConfig(contextWindow: number, channels: Record<string, numb
 }
 
 export interface BenchRuntime {
-  db: SqlDatabase;
+  db: SqlClient;
   runtime: ChannelRuntime;
   close(): Promise<void>;
 }
 
-export function openBenchRuntime(config: MagpieConfig, options: Partial<ChannelRuntimeOptions> = {}, existingDir?: string): BenchRuntime {
+export async function openBenchRuntime(config: MagpieConfig, options: Partial<ChannelRuntimeOptions> = {}, existingDir?: string): Promise<BenchRuntime> {
   const dir = existingDir ?? mkdtempSync(join(tmpdir(), 'magpie-bench-'));
-  const db = openDatabase(dir, ALL_MIGRATIONS);
+  const db = await openDatabase(dir, ALL_MIGRATIONS);
   const runtime = new ChannelRuntime({
     db,
     memory: nullMemory,
@@ -58,7 +59,7 @@ export function openBenchRuntime(config: MagpieConfig, options: Partial<ChannelR
     runtime,
     async close() {
       await runtime.close();
-      db.close();
+      await db.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -68,10 +69,10 @@ export function openBenchRuntime(config: MagpieConfig, options: Partial<ChannelR
  * Writes `count` archived, live messages of about `words` words straight into SQLite in one
  * transaction (setup, not what is measured); the runtime loads them on first use.
  */
-export function fillHistory(db: SqlDatabase, channelId: string, count: number, words = 40): number {
+export async function fillHistory(db: SqlClient, channelId: string, count: number, words = 40): Promise<number> {
   const store = new HistoryStore(db);
   let tokens = 0;
-  db.transaction(() => {
+  await db.transaction(async () => {
     for (let seq = 1; seq <= count; seq += 1) {
       const content = Array.from({ length: words }, (_, word) => `w${(seq * 31 + word) % 1009}`).join(' ');
       const entry: HistoryEntry = {
@@ -89,9 +90,9 @@ export function fillHistory(db: SqlDatabase, channelId: string, count: number, w
       };
       entry.tokens = estimateEntryTokens(entry);
       tokens += entry.tokens;
-      store.insert(entry, {});
+      await store.insert(entry, {});
     }
-    db.prepare('UPDATE history_entries SET archived = 1 WHERE channel_id = ?').run(channelId);
-  })();
+    await db.prepare('UPDATE history_entries SET archived = 1 WHERE channel_id = ?').run(channelId);
+  });
   return tokens;
 }

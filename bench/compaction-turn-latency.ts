@@ -21,9 +21,9 @@ async function turn(runtime: ChannelRuntime, channelId: string, index: number): 
       content: `Question ${index}: what did we decide about the release on Friday?`,
       createdAt: Date.now(),
     });
-    const request = runtime.buildModelRequest(channelId, { tools: [], maxTokens: 256 });
+    const request = await runtime.buildModelRequest(channelId, { tools: [], maxTokens: 256 });
     const reply = await Promise.resolve(`Answer to ${request.messages.length} messages.`);
-    runtime.appendToTurn(channelId, [{ kind: 'message', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: reply }], message.turnId);
+    await runtime.appendToTurn(channelId, [{ kind: 'message', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: reply }], message.turnId);
   });
 }
 
@@ -35,16 +35,16 @@ export async function run(): Promise<BenchReport> {
         setTimeout(() => resolve({ summary: `Summary of ${request.entries.length} messages.`, memoriesSaved: 0 }), 2000),
       ),
   };
-  const probe = openBenchRuntime(benchConfig(1));
-  const filled = fillHistory(probe.db, 'probe', MESSAGES);
+  const probe = await openBenchRuntime(benchConfig(1));
+  const filled = await fillHistory(probe.db, 'probe', MESSAGES);
   await probe.close();
   // Same history in both channels; only the busy one is over its background threshold.
   const busyWindow = Math.floor(filled / 0.81);
-  const bench = openBenchRuntime(benchConfig(busyWindow, { idle: filled * 4 }), { summarizer: slowSummarizer });
+  const bench = await openBenchRuntime(benchConfig(busyWindow, { idle: filled * 4 }), { summarizer: slowSummarizer });
   const { runtime } = bench;
-  fillHistory(bench.db, 'busy', MESSAGES);
-  fillHistory(bench.db, 'idle', MESSAGES);
-  if (runtime.check('busy') === 'none' || !runtime.status('busy').compactionRunning) throw new Error('no worker started');
+  await fillHistory(bench.db, 'busy', MESSAGES);
+  await fillHistory(bench.db, 'idle', MESSAGES);
+  if ((await runtime.check('busy')) === 'none' || !(await runtime.status('busy')).compactionRunning) throw new Error('no worker started');
   for (let index = 0; index < 20; index += 1) {
     await turn(runtime, 'busy', -index - 1);
     await turn(runtime, 'idle', -index - 1);
@@ -52,7 +52,7 @@ export async function run(): Promise<BenchReport> {
   const busy: number[] = [];
   const idle: number[] = [];
   // Alternating which channel goes first removes any bias from the order within a pair.
-  for (let index = 0; index < 600 && runtime.status('busy').compactionRunning; index += 1) {
+  for (let index = 0; index < 600 && (await runtime.status('busy')).compactionRunning; index += 1) {
     if (index % 2 === 0) {
       busy.push(await timeOnce(() => turn(runtime, 'busy', index)));
       idle.push(await timeOnce(() => turn(runtime, 'idle', index)));
@@ -61,7 +61,7 @@ export async function run(): Promise<BenchReport> {
       busy.push(await timeOnce(() => turn(runtime, 'busy', index)));
     }
   }
-  const stillRunning = runtime.status('busy').compactionRunning;
+  const stillRunning = (await runtime.status('busy')).compactionRunning;
   await bench.close();
   return {
     name: 'compaction-turn-latency',

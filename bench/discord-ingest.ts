@@ -224,7 +224,7 @@ export async function run(): Promise<BenchReport> {
   // Interleaved, so that a busy moment of the machine spreads over both figures.
   for (let round = 0; round < ROUNDS; round += 1) {
     sqlite.push(await measureIngest({ backend: 'sqlite', urlEnv: 'MAGPIE_DATABASE_URL', schema: 'public' }));
-    sqliteRaw.push(measureSqliteInsertRate({ rows: MESSAGES, channels: CHANNELS, batch: 500 }));
+    sqliteRaw.push(await measureSqliteInsertRate({ rows: MESSAGES, channels: CHANNELS, batch: 500 }));
   }
   const metrics = backendMetrics('SQLite', sqlite, sqliteRaw);
   const notes = [

@@ -2,8 +2,9 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DEFAULTS } from '../src/config/defaults.js';
-import { openMemoryStore, type SqliteMemoryStore, type TranscriptEntryInput } from '../src/memory/index.js';
-import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
+import { openMemoryStore, type SqlMemoryStore, type TranscriptEntryInput } from '../src/memory/index.js';
+import { openDatabase } from '../src/storage/database.js';
+import type { SqlClient } from '../src/storage/sql-client.js';
 import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { median, p99, type BenchMetric, type BenchReport } from './harness.js';
 import { chatLines, type ChatLine } from './memory-corpus.js';
@@ -21,7 +22,7 @@ const QUERY_COUNT = 300;
 export async function run(): Promise<BenchReport> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-bench-'));
   const metrics: BenchMetric[] = [];
-  let db: SqlDatabase = openDatabase(dir, ALL_MIGRATIONS);
+  let db: SqlClient = await openDatabase(dir, ALL_MIGRATIONS);
   let store = await openMemoryStore({ db, dataDir: dir, settings: DEFAULTS.memory });
   try {
     const corpus = chatLines(100_000, 5);
@@ -42,9 +43,9 @@ export async function run(): Promise<BenchReport> {
     // Rebuild: the index file is gone, SQLite is the source of truth. The rebuilt index then
     // serves the 100,000-entry measurement.
     await store.close();
-    db.close();
+    await db.close();
     for (const file of readdirSync(path.join(dir, 'index'))) rmSync(path.join(dir, 'index', file));
-    db = openDatabase(dir, ALL_MIGRATIONS);
+    db = await openDatabase(dir, ALL_MIGRATIONS);
     store = await openMemoryStore({ db, dataDir: dir, settings: DEFAULTS.memory });
     const rebuildStart = performance.now();
     const degraded = performance.now();
@@ -68,7 +69,7 @@ export async function run(): Promise<BenchReport> {
     metrics.push({ name: 'peak RSS', value: process.resourceUsage().maxRSS / 1024, unit: 'MiB' });
   } finally {
     await store.close();
-    db.close();
+    await db.close();
     rmSync(dir, { recursive: true, force: true });
   }
   return {
@@ -81,7 +82,7 @@ export async function run(): Promise<BenchReport> {
   };
 }
 
-async function insert(store: SqliteMemoryStore, channelId: string, lines: ChatLine[], offset: number): Promise<void> {
+async function insert(store: SqlMemoryStore, channelId: string, lines: ChatLine[], offset: number): Promise<void> {
   for (let start = 0; start < lines.length; start += BATCH) {
     const batch: TranscriptEntryInput[] = lines.slice(start, start + BATCH).map((line, position) => ({
       channelId,
@@ -95,13 +96,13 @@ async function insert(store: SqliteMemoryStore, channelId: string, lines: ChatLi
   }
 }
 
-async function indexAll(store: SqliteMemoryStore): Promise<void> {
+async function indexAll(store: SqlMemoryStore): Promise<void> {
   await store.search({ location: { channelId: CHANNEL }, query: 'warm up' });
   await store.whenIndexed();
 }
 
 /** Every query once (or until the rebuild ends), yielding between them so the rebuild goes on. */
-async function searchesWhileRebuilding(store: SqliteMemoryStore, queries: string[]): Promise<Timing> {
+async function searchesWhileRebuilding(store: SqlMemoryStore, queries: string[]): Promise<Timing> {
   let rebuilt = false;
   void store.whenIndexed().then(() => (rebuilt = true));
   const times: Timing = { wall: [], cpu: [] };
@@ -137,7 +138,7 @@ function makeQueries(): string[] {
   return [...held, ...keywords];
 }
 
-async function measureSearch(store: SqliteMemoryStore, queries: string[], size: string, target: string, p99Target?: string): Promise<BenchMetric[]> {
+async function measureSearch(store: SqlMemoryStore, queries: string[], size: string, target: string, p99Target?: string): Promise<BenchMetric[]> {
   for (const query of queries.slice(0, 20)) await store.search({ location: { channelId: CHANNEL }, query, limit: 10 });
   const times: Timing = { wall: [], cpu: [] };
   for (const query of queries) await timed(times, () => store.search({ location: { channelId: CHANNEL }, query, limit: 10 }));

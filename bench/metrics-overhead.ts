@@ -10,17 +10,17 @@ import { benchConfig, fillHistory, openBenchRuntime } from './compaction-support
 export async function run(): Promise<BenchReport> {
   const metrics = new MagpieMetrics();
   const config = benchConfig(1_000_000_000);
-  const plain = openBenchRuntime(config);
-  const observed = openBenchRuntime(config, {
+  const plain = await openBenchRuntime(config);
+  const observed = await openBenchRuntime(config, {
     observer: {
       messageIngested: () => metrics.messagesIngested.inc(),
       usageChecked: (usage) => metrics.contextUsage.observe(usage),
     },
   });
-  fillHistory(plain.db, 'channel', 1000);
-  fillHistory(observed.db, 'channel', 1000);
-  plain.runtime.check('channel');
-  observed.runtime.check('channel');
+  await fillHistory(plain.db, 'channel', 1000);
+  await fillHistory(observed.db, 'channel', 1000);
+  await plain.runtime.check('channel');
+  await observed.runtime.check('channel');
   const options = { batches: 40, batch: 20_000 };
   const without: number[] = [];
   const withMetrics: number[] = [];

@@ -68,7 +68,7 @@ export async function measurePostgresInsertRate(options: {
   // Index files would live in the data dir; none are written here.
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-bench-pg-raw-'));
   try {
-    openStorageForWriting({ backend: 'postgres', dataDir, url, schema: options.storage.schema }, ALL_MIGRATIONS, { command: 'magpie bench' }).close();
+    await (await openStorageForWriting({ backend: 'postgres', dataDir, url, schema: options.storage.schema }, ALL_MIGRATIONS, { command: 'magpie bench' })).close();
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
   }

@@ -14,11 +14,11 @@ const TOOL_ROWS = 20_000;
 const SAMPLES = 15;
 
 export async function run(): Promise<BenchReport> {
-  const bench = openBenchRuntime(benchConfig(200_000));
+  const bench = await openBenchRuntime(benchConfig(200_000));
   const { db, runtime } = bench;
   const store = new HistoryStore(db);
   // 20,000 stored memory_search results of five quoted lines each, in another channel.
-  db.transaction(() => {
+  await db.transaction(async () => {
     for (let seq = 1; seq <= TOOL_ROWS; seq += 1) {
       const lines = Array.from({ length: 5 }, (_, line) => ({
         content: `bob: note ${seq}-${line} about w${(seq * 7 + line) % 997} and w${(seq * 13 + line) % 991}`,
@@ -29,9 +29,9 @@ export async function run(): Promise<BenchReport> {
       const content = JSON.stringify({ type: 'tool_result', tool_use_id: `toolu_${seq}`, content: JSON.stringify(lines) });
       const entry: HistoryEntry = { seq, channelId: 'tools', messageId: `t-${seq}`, kind: 'tool_result', role: 'user', authorId: 'bot', authorName: 'Magpie', content, createdAt: seq, tokens: 0, turnId: seq };
       entry.tokens = estimateEntryTokens(entry);
-      store.insert(entry, {});
+      await store.insert(entry, {});
     }
-  })();
+  });
 
   const propagated: number[] = [];
   const fullScan: number[] = [];
@@ -40,8 +40,8 @@ export async function run(): Promise<BenchReport> {
     await runtime.ingest({ messageId: `s-${sample}`, channelId: 'chat', authorId: 'u1', authorName: 'alice', role: 'user', content: text, createdAt: sample });
     const elapsed = await timeOnce(() => runtime.deleteMessages('chat', [`s-${sample}`]));
     const target = redactionTarget({ messageIds: [`s-${sample}`], texts: [text, `alice: ${text}`], note: DELETED_NOTE });
-    const reference = await timeOnce(() => {
-      for (const row of db.prepare(`SELECT content FROM history_entries WHERE kind IN ('tool_call', 'tool_result')`).iterate() as IterableIterator<{ content: string }>) {
+    const reference = await timeOnce(async () => {
+      for await (const row of db.prepare(`SELECT content FROM history_entries WHERE kind IN ('tool_call', 'tool_result')`).iterate() as AsyncIterableIterator<{ content: string }>) {
         redactToolBlock(row.content, target);
       }
     });

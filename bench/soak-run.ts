@@ -20,8 +20,10 @@ import { LiveConfig } from '../src/config/live-config.js';
 import type { MagpieConfig } from '../src/config/types.js';
 import { createAnthropicModel, limitConcurrency } from '../src/llm/index.js';
 import { createMemoryTools, openMemoryStore } from '../src/memory/index.js';
+import { openChannelViews } from '../src/privacy/channel-views.js';
 import type { MemoryStore } from '../src/memory/types.js';
-import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
+import { openDatabase } from '../src/storage/database.js';
+import type { SqlClient } from '../src/storage/sql-client.js';
 import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { startFakeAnthropic } from '../test/fakes/fake-anthropic.js';
 
@@ -96,8 +98,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     memory: { ...DEFAULTS.memory, dataDir },
     runtime: { channelIdleMs: 1_000, maxLoadedChannels: options.maxLoadedChannels },
   };
-  const db = openDatabase(dataDir, ALL_MIGRATIONS);
-  const memory = await openMemoryStore({ db, dataDir, settings: config.memory });
+  const db = await openDatabase(dataDir, ALL_MIGRATIONS);
+  const views = await openChannelViews(db);
+  const memory = await openMemoryStore({ db, dataDir, settings: config.memory, ...(views ? { views } : {}) });
   const modelEvery = options.modelShare > 0 ? Math.max(1, Math.round(1 / options.modelShare)) : 0;
   const usesModel = (channelId: string): boolean => modelEvery > 0 && Number(channelId.slice('soak-'.length)) % modelEvery === 0;
   const events = new EventStream();
@@ -207,7 +210,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     clearInterval(verifySampler);
     await runtime.close();
     await memory.close();
-    db.close();
+    await db.close();
     await model.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
@@ -218,7 +221,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
  * (history) and in its searchable transcript, and memory_search with its own text returns it.
  */
 export async function verifyNothingLost(options: {
-  db: SqlDatabase;
+  db: SqlClient;
   memory: MemoryStore;
   channels: number;
   messagesPerChannel: number;
@@ -233,8 +236,8 @@ export async function verifyNothingLost(options: {
   };
   for (let channel = 0; channel < options.channels; channel += 1) {
     const channelId = soakChannelId(channel);
-    const archived = new Set(history.archive(channelId).map((entry) => entry.messageId));
-    const transcribed = new Set(transcriptIds.all(channelId) as string[]);
+    const archived = new Set((await history.archive(channelId)).map((entry) => entry.messageId));
+    const transcribed = new Set((await transcriptIds.all(channelId)) as string[]);
     const last = options.messagesPerChannel - 1;
     const sample = options.search === 'all' ? null : new Set([0, Math.floor(last / 2), last]);
     for (let index = 0; index < options.messagesPerChannel; index += 1) {

@@ -8,11 +8,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { openDatabase } from '../src/storage/database.js';
+import type { SerialClient } from '../src/storage/serial-client.js';
 import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 
-export function measureSqliteInsertRate(options: { rows: number; channels: number; batch: number }): number {
+export async function measureSqliteInsertRate(options: { rows: number; channels: number; batch: number }): Promise<number> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-bench-raw-'));
-  const db = openDatabase(dataDir, ALL_MIGRATIONS);
+  const client = (await openDatabase(dataDir, ALL_MIGRATIONS)) as SerialClient;
+  // The synchronous connection underneath: the floor is better-sqlite3 itself, no promise per row.
+  const db = client.connection;
   try {
     const history = db.prepare(
       `INSERT INTO history_entries (channel_id, seq, message_id, kind, role, author_id, author_name, content, created_at, tokens, turn_id, archived)
@@ -38,7 +41,7 @@ export function measureSqliteInsertRate(options: { rows: number; channels: numbe
     }
     return options.rows / (Number(process.hrtime.bigint() - started) / 1e9);
   } finally {
-    db.close();
+    await client.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
 }

@@ -22,14 +22,14 @@ class FlakyEmbedder implements Embedder {
   }
 }
 
-async function waitFor(condition: () => boolean, what: string): Promise<void> {
-  for (let attempt = 0; attempt < 2000 && !condition(); attempt += 1) await new Promise((resolve) => setTimeout(resolve, 10));
-  assert.ok(condition(), what);
+async function waitFor(condition: () => boolean | Promise<boolean>, what: string): Promise<void> {
+  for (let attempt = 0; attempt < 2000 && !(await condition()); attempt += 1) await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.ok(await condition(), what);
 }
 
 test('an embedder outage during emergency truncation leaves every message findable, and repair runs in the background', async () => {
   const dir = tempDir();
-  const db = openTestDatabase(dir.path);
+  const db = await openTestDatabase(dir.path);
   const embedder = new FlakyEmbedder();
   const events: MagpieEvent[] = [];
   const stream = new EventStream();
@@ -69,7 +69,7 @@ test('an embedder outage during emergency truncation leaves every message findab
       () => events.some((event) => event.type === 'archive_failed' || event.type === 'memory_vectors_delayed'),
       'the outage was reported',
     );
-    const live = new Set(runtime.liveContext('c1').entries.map((entry) => entry.messageId));
+    const live = new Set((await runtime.liveContext('c1')).entries.map((entry) => entry.messageId));
     assert.ok(live.size < count);
 
     // Still down: every message, truncated or live, is found by its text.
@@ -78,25 +78,25 @@ test('an embedder outage during emergency truncation leaves every message findab
       assert.ok(hits.some((hit) => hit.source_ids.includes(`m${index}`)), `m${index} (${live.has(`m${index}`) ? 'live' : 'truncated'}) findable during the outage`);
     }
     // The background repair confirms every transcript write without a restart.
-    await waitFor(() => new HistoryStore(db).unarchived('c1').length === 0, 'every history row flagged archived');
-    assert.ok(memory.missingVectors() > 0, 'vectors are still missing while the embedder is down');
+    await waitFor(async () => (await new HistoryStore(db).unarchived('c1')).length === 0, 'every history row flagged archived');
+    assert.ok((await memory.missingVectors()) > 0, 'vectors are still missing while the embedder is down');
 
     embedder.down = false;
     while ((await memory.backfillVectors()) > 0) await settle();
-    assert.equal(memory.missingVectors(), 0, 'every item has its vector once the embedder is back');
+    assert.equal(await memory.missingVectors(), 0, 'every item has its vector once the embedder is back');
     const hits = await memory.search({ location, query: 'kiwi7z', kind: 'transcript' });
     assert.ok(hits.some((hit) => hit.source_ids.includes('m7')));
   } finally {
     await runtime.close();
     await memory.close();
-    db.close();
+    await db.close();
     dir.remove();
   }
 });
 
 test('the store embeds what it kept without a vector in the background once the embedder is back', async () => {
   const dir = tempDir();
-  const db = openTestDatabase(dir.path);
+  const db = await openTestDatabase(dir.path);
   const embedder = new FlakyEmbedder();
   embedder.down = true;
   const first = await openMemoryStore({ db, dataDir: dir.path, settings: { ...DEFAULTS.memory, dataDir: dir.path }, embedder });
@@ -106,15 +106,15 @@ test('the store embeds what it kept without a vector in the background once the 
   );
   // The text is stored all the same; a retry finds it and succeeds.
   await first.archiveTranscript([{ messageId: 'x1', channelId: 'c9', authorId: 'u', authorName: 'bo', content: 'pineapple pizza debate', createdAt: 1 }]);
-  assert.equal(first.missingVectors(), 1);
+  assert.equal(await first.missingVectors(), 1);
   await first.close();
   // After a restart with the embedder back, the backfill starts by itself.
   embedder.down = false;
   const second = await openMemoryStore({ db, dataDir: dir.path, settings: { ...DEFAULTS.memory, dataDir: dir.path }, embedder });
-  assert.equal(second.missingVectors(), 1);
+  assert.equal(await second.missingVectors(), 1);
   assert.equal(await second.backfillVectors(), 1);
-  assert.equal(second.missingVectors(), 0);
+  assert.equal(await second.missingVectors(), 0);
   await second.close();
-  db.close();
+  await db.close();
   dir.remove();
 });

@@ -135,16 +135,16 @@ test('an attached image raises the estimate by exactly its token count, once, su
   await withOfflineApp(async (app) => {
     const runtime = app.runtime;
     await runtime.ingest(message('m1', 'look at this\n[attachment: plan.png]'));
-    const before = runtime.status('c-files').estimatedTokens;
+    const before = (await runtime.status('c-files')).estimatedTokens;
     const png = makePng(1000, 750);
     const files = await resolveAttachments([{ name: 'plan.png', size: png.length, contentType: 'image/png', data: png }], OPTIONS);
     assert.equal(await runtime.attachFiles('c-files', 'm1', files), true);
-    const entry = runtime.liveContext('c-files').entries[0]!;
+    const entry = (await runtime.liveContext('c-files')).entries[0]!;
     assert.match(entry.content, /^look at this\n\[image: plan\.png, 1000×750, \d+ (B|KB)\]$/);
     assert.equal(entry.tokens, estimateEntryTokens(entry) + 1000);
-    assert.equal(runtime.status('c-files').estimatedTokens, before + (estimateEntryTokens(entry) - estimateEntryTokens({ ...entry, content: 'look at this\n[attachment: plan.png]' })) + 1000);
+    assert.equal((await runtime.status('c-files')).estimatedTokens, before + (estimateEntryTokens(entry) - estimateEntryTokens({ ...entry, content: 'look at this\n[attachment: plan.png]' })) + 1000);
 
-    const request = runtime.buildModelRequest('c-files', { tools: [], maxTokens: 100 });
+    const request = await runtime.buildModelRequest('c-files', { tools: [], maxTokens: 100 });
     const blocks = request.messages[0]!.content as Array<{ type: string; source?: { data: string; media_type: string } }>;
     assert.deepEqual(blocks.map((block) => block.type), ['text', 'image']);
     assert.equal(blocks[1]!.source!.media_type, 'image/png');
@@ -152,22 +152,22 @@ test('an attached image raises the estimate by exactly its token count, once, su
     // With vision turned off afterwards (say, a model that cannot read images), none are sent.
     const seeing = app.config.current();
     app.config.replace({ ...seeing, defaults: { ...seeing.defaults, vision: false } });
-    const blind = runtime.buildModelRequest('c-files', { tools: [], maxTokens: 100 });
+    const blind = await runtime.buildModelRequest('c-files', { tools: [], maxTokens: 100 });
     assert.deepEqual((blind.messages[0]!.content as Array<{ type: string }>).map((block) => block.type), ['text']);
     app.config.replace(seeing);
     // The archive holds the placeholder, searchable, not the bytes.
-    const archived = app.memory.list({ location: { channelId: 'c-files' }, kind: 'transcript' });
+    const archived = await app.memory.list({ location: { channelId: 'c-files' }, kind: 'transcript' });
     assert.match(archived[0]!.content, /\[image: plan\.png/);
 
     // An edit of the text keeps the image and its count.
     await runtime.editMessage('c-files', 'm1', 'look at this plan\n[image: plan.png, 1000×750, 1 KB]');
-    const edited = runtime.liveContext('c-files').entries[0]!;
+    const edited = (await runtime.liveContext('c-files')).entries[0]!;
     assert.equal(edited.tokens, estimateEntryTokens(edited) + 1000);
 
     // Deleted means gone: the image leaves with its message.
     await runtime.ingest(message('m2', 'something else'));
     await runtime.deleteMessages('c-files', ['m1']);
-    const after = runtime.buildModelRequest('c-files', { tools: [], maxTokens: 100 });
+    const after = await runtime.buildModelRequest('c-files', { tools: [], maxTokens: 100 });
     assert.ok(!JSON.stringify(after.messages).includes(png.toString('base64').slice(0, 40)));
   });
 });
@@ -185,11 +185,11 @@ test('a text file is inlined with its name and counted; when its message is comp
       OPTIONS,
     );
     await runtime.attachFiles('c-files', 'f1', files);
-    const request = runtime.buildModelRequest('c-files', { tools: [], maxTokens: 100 });
+    const request = await runtime.buildModelRequest('c-files', { tools: [], maxTokens: 100 });
     const blocks = request.messages[0]!.content as Array<{ type: string; text?: string }>;
     assert.deepEqual(blocks.map((block) => block.type), ['text', 'text', 'image']);
     assert.equal(blocks[1]!.text, 'Attached file notes.md:\nDeploy on Friday.\nRollback plan: tag v2.');
-    const entry = runtime.liveContext('c-files').entries[0]!;
+    const entry = (await runtime.liveContext('c-files')).entries[0]!;
     const fileTokens = files.reduce((sum, file) => sum + (file.kind === 'file' ? 0 : file.tokens), 0);
     assert.equal(fileTokens, files[0]!.kind === 'text' ? files[0]!.tokens + 54 : -1, 'the text counts as its rendering, the 200×200 image as 54');
     assert.equal(entry.tokens, estimateEntryTokens(entry) + fileTokens);
@@ -199,10 +199,10 @@ test('a text file is inlined with its name and counted; when its message is comp
     }
     const outcome = await runtime.compactNow('c-files');
     assert.equal(outcome.status, 'completed');
-    const summary = runtime.liveContext('c-files').summaries.at(-1)!;
+    const summary = (await runtime.liveContext('c-files')).summaries.at(-1)!;
     assert.match(summary.content, /Shared in these messages: file notes\.md \(shared by Ana\); image chart\.png \(shared by Ana\)\./);
     // Out of the live context, the files no longer travel with requests.
-    const later = runtime.buildModelRequest('c-files', { tools: [], maxTokens: 100 });
+    const later = await runtime.buildModelRequest('c-files', { tools: [], maxTokens: 100 });
     assert.ok(!JSON.stringify(later.messages).includes('Rollback plan'));
   });
 });
@@ -216,11 +216,11 @@ test('a reply to a compacted message brings it, and a bounded chain, back from t
       await runtime.ingest(message(`fill${index}`, `filler message ${index} about lunch plans and the weather this weekend in town`, { authorName: 'Cy' }));
     }
     assert.equal((await runtime.compactNow('c-files')).status, 'completed');
-    assert.ok(!runtime.liveContext('c-files').entries.some((entry) => entry.messageId === 'a' || entry.messageId === 'b'));
+    assert.ok(!(await runtime.liveContext('c-files')).entries.some((entry) => entry.messageId === 'a' || entry.messageId === 'b'));
 
     const entry = await runtime.ingest(message('c', 'what did you mean by this?', { replyToMessageId: 'b', authorName: 'Di' }));
     assert.ok(entry.tokens > estimateEntryTokens(entry), 'the reply context is counted into the message');
-    const request = runtime.buildModelRequest('c-files', { tools: [], maxTokens: 100 });
+    const request = await runtime.buildModelRequest('c-files', { tools: [], maxTokens: 100 });
     const last = request.messages.at(-1)!.content as Array<{ type: string; text?: string }>;
     const context = last.find((block) => block.text?.includes('from the archive'))!;
     assert.ok(context, 'the archived messages are in the turn');
@@ -232,7 +232,7 @@ test('a reply to a compacted message brings it, and a bounded chain, back from t
     assert.equal(inView.tokens, estimateEntryTokens(inView));
 
     await runtime.deleteMessages('c-files', ['a']);
-    const afterDelete = JSON.stringify(runtime.buildModelRequest('c-files', { tools: [], maxTokens: 100 }).messages);
+    const afterDelete = JSON.stringify((await runtime.buildModelRequest('c-files', { tools: [], maxTokens: 100 })).messages);
     assert.ok(!afterDelete.includes('codename for the launch'), 'a deleted message never comes back');
     assert.ok(afterDelete.includes('ships on the 14th'));
   });
@@ -247,13 +247,13 @@ test('an emergency truncation marker names the images and files of the messages 
     ...userMessage('c-marker', index, { author }),
     content: `look at this\n${placeholder}`,
   });
-  const first = openHarness({ dir, configValue, summarizer: new ScriptedSummarizer() });
+  const first = await openHarness({ dir, configValue, summarizer: new ScriptedSummarizer() });
   await first.runtime.ingest(withFile(0, '[image: chart.png, 200×200, 1.2 kB]'));
   await first.runtime.ingest(userMessage('c-marker', 1));
   await first.runtime.ingest(withFile(2, '[attachment: report.pdf, 80 kB]', 'Bo'));
   // A message just in stays through its own check (it may be answered); the next check drops it.
-  first.runtime.check('c-marker');
-  const [marker] = first.runtime.liveContext('c-marker').summaries;
+  await first.runtime.check('c-marker');
+  const [marker] = (await first.runtime.liveContext('c-marker')).summaries;
   assert.equal(marker!.kind, 'marker');
   assert.equal(
     marker!.content,
@@ -263,17 +263,17 @@ test('an emergency truncation marker names the images and files of the messages 
   await first.close({ keepDir: true });
 
   // After a restart the grown marker still names what it named, then what it drops now.
-  const second = openHarness({ dir, configValue, summarizer: new ScriptedSummarizer() });
+  const second = await openHarness({ dir, configValue, summarizer: new ScriptedSummarizer() });
   await second.runtime.ingest(withFile(3, '[file: notes.md, 40 B]'));
-  second.runtime.check('c-marker');
+  await second.runtime.check('c-marker');
   assert.match(
-    second.runtime.liveContext('c-marker').summaries[0]!.content,
+    (await second.runtime.liveContext('c-marker')).summaries[0]!.content,
     /^4 older messages .*Shared in these messages: image chart\.png \(shared by Ana\); file report\.pdf \(shared by Bo\); file notes\.md \(shared by Ana\)\.$/,
   );
   // A marker is sent with every request: past 20 names, the rest are counted.
   for (let index = 4; index < 30; index += 1) await second.runtime.ingest(withFile(index, `[image: photo-${index}.jpg, 3 kB]`));
-  second.runtime.check('c-marker');
-  const grown = second.runtime.liveContext('c-marker').summaries[0]!.content;
+  await second.runtime.check('c-marker');
+  const grown = (await second.runtime.liveContext('c-marker')).summaries[0]!.content;
   assert.equal(grown.match(/\(shared by /g)!.length, 20);
   assert.match(grown, /image photo-20\.jpg \(shared by Ana\) \(and 9 more files\)\.$/);
   assert.deepEqual(markerFiles(grown).named.length, 20);

@@ -38,7 +38,7 @@ describe('branch', () => {
 
   test('a fork over precompact_threshold is compacted before its first call, without a model call', async () => {
     const threshold = DEFAULTS.defaults.branch.precompactThreshold * (WINDOW - RESPONSE);
-    const live = agents.app.runtime.liveContext(channel);
+    const live = await agents.app.runtime.liveContext(channel);
     assert.ok(live.estimatedTokens > threshold, `the channel's live context (${live.estimatedTokens}) is over ${threshold}`);
     assert.equal(agents.events.filter((event) => event.type === 'compaction_triggered').length, 0, 'the channel itself did not compact');
     agents.model.reset();
@@ -63,7 +63,7 @@ describe('branch', () => {
     assert.equal(completed.channel_id, channel);
     assert.equal(completed.overflow_retries, 0);
     // The channel's own context is untouched by the branch.
-    assert.equal(agents.app.runtime.liveContext(channel).entries.length, live.entries.length);
+    assert.equal((await agents.app.runtime.liveContext(channel)).entries.length, live.entries.length);
   });
 
   test('two overflow errors: compacts harder each time, keeps its work, and answers', async () => {
@@ -201,10 +201,10 @@ test('the pre-flight check counts real tokens: a channel calibrated at 2 real to
     const threshold = DEFAULTS.defaults.branch.precompactThreshold * (WINDOW - RESPONSE);
     for (const channel of ['plain', 'dense']) await say(agents.app, channel, 28, filler);
     // About 45% of the window by the estimate: under the threshold until calibration says otherwise.
-    assert.ok(agents.app.runtime.liveContext('dense').estimatedTokens < threshold);
-    agents.app.runtime.recordUsage('dense', 1_000, 2_000);
+    assert.ok((await agents.app.runtime.liveContext('dense')).estimatedTokens < threshold);
+    await agents.app.runtime.recordUsage('dense', 1_000, 2_000);
     // The fixed part (prompt, tools) is counted apart, so the messages carry the rest of the 2×.
-    assert.ok(agents.app.runtime.requestEstimate('dense').factor >= 2);
+    assert.ok((await agents.app.runtime.requestEstimate('dense')).factor >= 2);
     agents.model.setDefault({ text: 'ok' });
 
     for (const channel of ['plain', 'dense']) await agents.tool('branch').run({ question: 'anything?' }, contextFor(channel));

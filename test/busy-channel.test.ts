@@ -59,7 +59,7 @@ test('overlapping turns: the plan takes about its fraction, holding back the mes
 
 test('a cut through overlapping turns lands, and a restart brings back the same live context', async () => {
   const dir = tempDir().path;
-  const first = openHarness({ dir, summarizer: new ScriptedSummarizer() });
+  const first = await openHarness({ dir, summarizer: new ScriptedSummarizer() });
   const channelId = 'busy';
   const asked: Array<{ turnId: number; index: number }> = [];
   for (let index = 0; index < 60; index += 1) {
@@ -68,13 +68,13 @@ test('a cut through overlapping turns lands, and a restart brings back the same 
     // Each reply lands three messages after its question.
     if (index % 3 === 2 && asked.length > 1) {
       const question = asked.shift()!;
-      first.runtime.appendToTurn(channelId, [{ kind: 'message', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: `Reply to ${question.index}.`, messageId: `r${question.index}` }], question.turnId);
+      await first.runtime.appendToTurn(channelId, [{ kind: 'message', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: `Reply to ${question.index}.`, messageId: `r${question.index}` }], question.turnId);
     }
   }
-  const before = first.runtime.liveContext(channelId).entries;
+  const before = (await first.runtime.liveContext(channelId)).entries;
   const outcome = await first.runtime.compactNow(channelId);
   assert.equal(outcome.status, 'completed', JSON.stringify(outcome));
-  const live = first.runtime.liveContext(channelId);
+  const live = await first.runtime.liveContext(channelId);
   const taken = before.filter((item) => !live.entries.includes(item));
   assert.ok(taken.length >= 0.25 * before.length, `took ${taken.length} of ${before.length}`);
   assert.deepEqual(splitTurns(before, taken), [], 'no message was taken without its reply, nor a reply without its message');
@@ -82,8 +82,8 @@ test('a cut through overlapping turns lands, and a restart brings back the same 
   assert.ok(held.length > 0, 'some question stayed live with its reply');
   await first.close({ keepDir: true });
 
-  const second = openHarness({ dir, summarizer: new ScriptedSummarizer() });
-  assert.deepEqual(second.runtime.liveContext(channelId), live, 'the same live context after a restart');
+  const second = await openHarness({ dir, summarizer: new ScriptedSummarizer() });
+  assert.deepEqual(await second.runtime.liveContext(channelId), live, 'the same live context after a restart');
   await second.close();
 });
 
@@ -118,7 +118,7 @@ test('a busy channel, the bot asked every third message and each reply streaming
     }
     await Promise.all(turns);
     await app.runtime.flushCompactions();
-    const overlapping = app.runtime.liveContext(channelId).entries.some((item, index, all) => item.role === 'assistant' && all[index - 1]?.turnId !== item.turnId);
+    const overlapping = (await app.runtime.liveContext(channelId)).entries.some((item, index, all) => item.role === 'assistant' && all[index - 1]?.turnId !== item.turnId);
     assert.ok(overlapping, 'replies did land after later messages (the turns overlapped)');
     const started = events.filter((event) => event.type === 'compaction_started');
     const background = started.filter((event) => event.tier === 'background');

@@ -47,7 +47,7 @@ function assertValidForApi(messages: readonly ModelMessage[]): void {
 }
 
 test('a message deleted while its transcript write is still in flight does not come back in the archive', async () => {
-  const harness = openHarness();
+  const harness = await openHarness();
   const { runtime, memory } = harness;
   await runtime.ingest(userMessage('c1', 0));
   memory.holdArchives = true;
@@ -56,12 +56,12 @@ test('a message deleted while its transcript write is still in flight does not c
   memory.releaseArchives();
   await Promise.all([pending, deleted]);
   assert.deepEqual(memory.idsFor('c1'), ['m0'], 'the deleted message is not searchable');
-  assert.deepEqual(new HistoryStore(harness.db).archive('c1').map((entry) => entry.messageId), ['m0']);
+  assert.deepEqual((await new HistoryStore(harness.db).archive('c1')).map((entry) => entry.messageId), ['m0']);
   await harness.close();
 });
 
 test('a message edited while its transcript write is still in flight ends up with the new text in the archive', async () => {
-  const harness = openHarness();
+  const harness = await openHarness();
   const { runtime, memory } = harness;
   memory.holdArchives = true;
   const pending = runtime.ingest(userMessage('c1', 0));
@@ -73,72 +73,72 @@ test('a message edited while its transcript write is still in flight ends up wit
 });
 
 test('a tool call whose result never came still gives a request the API accepts', async () => {
-  const harness = openHarness();
+  const harness = await openHarness();
   const { runtime } = harness;
   const question = await runtime.ingest(userMessage('c1', 0));
   // The model was aborted mid-loop: the call is in history, its result is not.
-  runtime.appendToTurn('c1', [toolCall('t-lost')], question.turnId);
+  await runtime.appendToTurn('c1', [toolCall('t-lost')], question.turnId);
   await runtime.ingest(userMessage('c1', 1));
-  assertValidForApi(runtime.buildModelRequest('c1', { tools: [], maxTokens: 64 }).messages);
+  assertValidForApi((await runtime.buildModelRequest('c1', { tools: [], maxTokens: 64 })).messages);
   // ...and when history ends on the unanswered call.
-  runtime.appendToTurn('c1', [toolCall('t-last')], question.turnId + 1);
-  assertValidForApi(runtime.buildModelRequest('c1', { tools: [], maxTokens: 64 }).messages);
+  await runtime.appendToTurn('c1', [toolCall('t-last')], question.turnId + 1);
+  assertValidForApi((await runtime.buildModelRequest('c1', { tools: [], maxTokens: 64 })).messages);
   await harness.close();
 });
 
 test('a tool result whose call is not live is sent as text, not as a dangling tool_result', async () => {
-  const harness = openHarness();
+  const harness = await openHarness();
   const { runtime } = harness;
   const question = await runtime.ingest(userMessage('c1', 0));
-  runtime.appendToTurn('c1', [toolResult('t-orphan'), { kind: 'message', role: 'assistant', ...bot, content: 'Done.' }], question.turnId);
-  assertValidForApi(runtime.buildModelRequest('c1', { tools: [], maxTokens: 64 }).messages);
+  await runtime.appendToTurn('c1', [toolResult('t-orphan'), { kind: 'message', role: 'assistant', ...bot, content: 'Done.' }], question.turnId);
+  assertValidForApi((await runtime.buildModelRequest('c1', { tools: [], maxTokens: 64 })).messages);
   await harness.close();
 });
 
 test('a turn appended by appendToTurn is stored all or nothing (no half turn after a crash)', async () => {
   const dir = tempDir().path;
-  const harness = openHarness({ dir });
+  const harness = await openHarness({ dir });
   const { runtime } = harness;
   const question = await runtime.ingest(userMessage('c1', 0));
   // The third insert fails, as a crash or a full disk would, midway through the turn.
-  const restore = failInserts(harness.db, 'history_entries', `NEW.content = 'boom'`);
-  assert.throws(() =>
+  const restore = await failInserts(harness.db, 'history_entries', `NEW.content = 'boom'`);
+  await assert.rejects(() =>
     runtime.appendToTurn('c1', [toolCall('t1'), toolResult('t1'), { kind: 'message', role: 'assistant', ...bot, content: 'boom' }], question.turnId),
   );
-  restore();
-  assert.deepEqual(runtime.liveContext('c1').entries.map((entry) => entry.kind), ['message'], 'memory agrees with the database');
-  const retried = runtime.appendToTurn('c1', [toolCall('t1'), toolResult('t1')], question.turnId);
+  await restore();
+  assert.deepEqual((await runtime.liveContext('c1')).entries.map((entry) => entry.kind), ['message'], 'memory agrees with the database');
+  const retried = await runtime.appendToTurn('c1', [toolCall('t1'), toolResult('t1')], question.turnId);
   assert.deepEqual(retried.map((entry) => entry.seq), [2, 3], 'seqs of the failed attempt are reused, not skipped');
   await harness.close({ keepDir: true });
-  const second = openHarness({ dir });
+  const second = await openHarness({ dir });
   assert.deepEqual(
-    second.runtime.liveContext('c1').entries.map((entry) => `${entry.seq}:${entry.kind}`),
+    (await second.runtime.liveContext('c1')).entries.map((entry) => `${entry.seq}:${entry.kind}`),
     ['1:message', '2:tool_call', '3:tool_result'],
     'nothing of the failed attempt was kept, the retry was',
   );
-  assertValidForApi(second.runtime.buildModelRequest('c1', { tools: [], maxTokens: 64 }).messages);
+  assertValidForApi((await second.runtime.buildModelRequest('c1', { tools: [], maxTokens: 64 })).messages);
   await second.close();
 });
 
 test('after an emergency truncation that left no live message, the request still has a user message', async () => {
   const configValue = testConfig({ contextWindow: 200, systemPrompt: 'x'.repeat(1000) });
-  const harness = openHarness({ configValue });
+  const harness = await openHarness({ configValue });
   const { runtime } = harness;
   await runtime.ingest(userMessage('c1', 0));
   // The message just in stays through its own check (it may be answered); the next check drops it.
-  runtime.check('c1');
-  assert.equal(runtime.liveContext('c1').entries.length, 0);
-  assert.equal(runtime.liveContext('c1').summaries.length, 1);
-  assertValidForApi(runtime.buildModelRequest('c1', { tools: [], maxTokens: 64 }).messages);
+  await runtime.check('c1');
+  assert.equal((await runtime.liveContext('c1')).entries.length, 0);
+  assert.equal((await runtime.liveContext('c1')).summaries.length, 1);
+  assertValidForApi((await runtime.buildModelRequest('c1', { tools: [], maxTokens: 64 })).messages);
   await harness.close();
 });
 
 test('a blank message from the bot in a replayed transcript is not sent as a blank text block', async () => {
-  const harness = openHarness();
+  const harness = await openHarness();
   const { runtime } = harness;
   await runtime.ingest(userMessage('c1', 0));
   await runtime.ingest({ ...userMessage('c1', 1), role: 'assistant', authorName: 'Magpie', content: '  \n ' });
   await runtime.ingest(userMessage('c1', 2));
-  assertValidForApi(runtime.buildModelRequest('c1', { tools: [], maxTokens: 64 }).messages);
+  assertValidForApi((await runtime.buildModelRequest('c1', { tools: [], maxTokens: 64 })).messages);
   await harness.close();
 });

@@ -6,7 +6,7 @@ import { EventStream, type MagpieEvent } from '../src/common/events.js';
 import { DEFAULTS } from '../src/config/defaults.js';
 import type { MagpieConfig } from '../src/config/types.js';
 import { checkConfigText } from '../src/config/index.js';
-import { SqliteMemoryStore } from '../src/memory/index.js';
+import { SqlMemoryStore } from '../src/memory/index.js';
 import { tempDir, userMessage } from './compaction-support.js';
 import { appEnv, withTestStorage } from './support/storage.js';
 
@@ -37,9 +37,9 @@ async function open(runtime: Partial<MagpieConfig['runtime']>, clock?: { now(): 
 }
 
 /** The parts of a channel a reload must give back identically. */
-function snapshot(app: MagpieApp, channelId: string) {
-  const { lastCompaction: _ignored, ...status } = app.runtime.status(channelId);
-  return { live: app.runtime.liveContext(channelId), status };
+async function snapshot(app: MagpieApp, channelId: string) {
+  const { lastCompaction: _ignored, ...status } = await app.runtime.status(channelId);
+  return { live: await app.runtime.liveContext(channelId), status };
 }
 
 async function fillChannel(app: MagpieApp, channelId: string, count: number, from = 0): Promise<void> {
@@ -52,17 +52,17 @@ test('a channel pushed out by max_loaded_channels comes back exactly as it was, 
   const { app } = bot;
   try {
     await fillChannel(app, 'a', 60);
-    const before = snapshot(app, 'a');
-    assert.ok(before.live.summaries.length > 0, 'compaction wrote summaries or markers before the unload');
+    const before = await snapshot(app, 'a');
+    assert.ok((await before.live).summaries.length > 0, 'compaction wrote summaries or markers before the unload');
     for (const other of ['b', 'c', 'd']) await fillChannel(app, other, 3);
     assert.ok(app.runtime.loadedChannels <= 2, `at most the cap stays loaded (got ${app.runtime.loadedChannels})`);
     assert.ok(
       bot.events.some((event) => event.type === 'channel_unloaded' && event.channel_id === 'a' && event.reason === 'cap'),
       'channel a was unloaded for the cap',
     );
-    assert.deepEqual(snapshot(app, 'a'), before, 'reloaded from SQLite exactly as it was');
+    assert.deepEqual(await snapshot(app, 'a'), before, 'reloaded from SQLite exactly as it was');
     const next = await app.runtime.ingest(userMessage('a', 60, { words: 30 }));
-    const lastBefore = before.live.entries.at(-1)!;
+    const lastBefore = (await before.live).entries.at(-1)!;
     assert.ok(next.seq > lastBefore.seq && next.turnId > lastBefore.turnId, 'sequence and turn numbers go on');
     const found = await app.memory.search({ location: { channelId: 'a', guildId: 'g1' }, query: 'Message 3', limit: 5 });
     assert.ok(found.length > 0, 'the unloaded channel is still searchable');
@@ -81,7 +81,7 @@ test('channels unused for channel_idle_ms are unloaded with their vector index',
     await fillChannel(app, 'busy', 5);
     // A search loads the channel's vector index.
     await app.memory.search({ location: { channelId: 'quiet', guildId: 'g1' }, query: 'word7 word8', limit: 3 });
-    const indexes = ((app.memory as SqliteMemoryStore) as unknown as { indexes: { loadedCount: number } }).indexes;
+    const indexes = ((app.memory as SqlMemoryStore) as unknown as { context: { indexes: { loadedCount: number } } }).context.indexes;
     assert.equal(indexes.loadedCount, 1);
     now += 30_000;
     await app.runtime.ingest(userMessage('busy', 5));
@@ -89,7 +89,7 @@ test('channels unused for channel_idle_ms are unloaded with their vector index',
     assert.equal(app.runtime.unloadIdle(), 1, 'only the channel idle for over a minute');
     assert.equal(app.runtime.loadedChannels, 1);
     assert.equal(indexes.loadedCount, 0, 'its vector index went with it');
-    const reloaded = app.runtime.liveContext('quiet');
+    const reloaded = await app.runtime.liveContext('quiet');
     assert.equal(reloaded.entries.length, 5);
   } finally {
     await bot.close();

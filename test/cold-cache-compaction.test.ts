@@ -10,9 +10,9 @@ class HandClock {
   }
 }
 
-function harnessWith(coldCacheThreshold: number, promptCache: '5m' | '1h' | 'off', clock: HandClock) {
+async function harnessWith(coldCacheThreshold: number, promptCache: '5m' | '1h' | 'off', clock: HandClock) {
   const base = testConfig({ contextWindow: 2000, compaction: { coldCacheThreshold } });
-  return openHarness({
+  return await openHarness({
     configValue: { ...base, llm: { ...base.llm, promptCache } },
     clock,
     summarizer: new ScriptedSummarizer().enqueue(replyWith('They talked about words.')),
@@ -20,15 +20,15 @@ function harnessWith(coldCacheThreshold: number, promptCache: '5m' | '1h' | 'off
 }
 
 /** Fills the channel to about half its window, below the background threshold, at `clock`'s time. */
-async function halfFull(harness: ReturnType<typeof harnessWith>, clock: HandClock): Promise<void> {
-  for (let index = 0; harness.runtime.status('c1').usage < 0.5; index += 1) {
+async function halfFull(harness: Awaited<ReturnType<typeof harnessWith>>, clock: HandClock): Promise<void> {
+  for (let index = 0; (await harness.runtime.status('c1')).usage < 0.5; index += 1) {
     await harness.runtime.ingest({ ...userMessage('c1', index), createdAt: clock.current });
   }
 }
 
 test('the idle sweep compacts a channel whose prompt cache went cold once it is at cold_cache_threshold', async () => {
   const clock = new HandClock();
-  const harness = harnessWith(0.4, '5m', clock);
+  const harness = await harnessWith(0.4, '5m', clock);
   try {
     await halfFull(harness, clock);
     assert.equal(harness.ofType('compaction_triggered').length, 0, 'below the background threshold: nothing yet');
@@ -42,7 +42,7 @@ test('the idle sweep compacts a channel whose prompt cache went cold once it is 
     assert.equal(triggered?.tier, 'background');
     for (let wait = 0; wait < 50 && harness.ofType('compaction_completed').length === 0; wait += 1) await settle();
     assert.equal(harness.ofType('compaction_completed').length, 1);
-    assert.ok(harness.runtime.status('c1').usage < 0.5);
+    assert.ok((await harness.runtime.status('c1')).usage < 0.5);
   } finally {
     await harness.close();
   }
@@ -51,7 +51,7 @@ test('the idle sweep compacts a channel whose prompt cache went cold once it is 
 test('no early compaction when the threshold is off, caching is off, or usage is below it', async () => {
   for (const [threshold, cache] of [[0, '5m'], [0.4, 'off'], [0.9, '5m']] as const) {
     const clock = new HandClock();
-    const harness = harnessWith(threshold, cache, clock);
+    const harness = await harnessWith(threshold, cache, clock);
     try {
       await halfFull(harness, clock);
       clock.current += 2 * 60 * 60_000;
@@ -65,7 +65,7 @@ test('no early compaction when the threshold is off, caching is off, or usage is
 
 test('a hot reload that turns the threshold on applies at the next sweep', async () => {
   const clock = new HandClock();
-  const harness = harnessWith(0, '1h', clock);
+  const harness = await harnessWith(0, '1h', clock);
   try {
     await halfFull(harness, clock);
     clock.current += 61 * 60_000;

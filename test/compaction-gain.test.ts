@@ -12,7 +12,7 @@ import { assertConsistentHistory, fill, gate, openHarness, ScriptedSummarizer, s
 
 for (const lag of [0, 20]) {
   test(`with workers ${lag} messages behind, no compaction reports negative tokens freed`, async () => {
-    const harness = openHarness({
+    const harness = await openHarness({
       config: new LiveConfig(testConfig({ contextWindow: 3000 })),
       summarizer: createExtractiveSummarizer(),
       scheduler: new LaggedScheduler(lag),
@@ -39,14 +39,14 @@ for (const lag of [0, 20]) {
     if (lag > 0) assert.ok(completed.some((event) => event.replaced_marker), 'some summaries landed on markers');
     // The extractive summarizer is sized to its room: it never fails on length.
     assert.deepEqual(harness.ofType('compaction_failed'), []);
-    assertConsistentHistory(harness.db, 'c1');
+    await assertConsistentHistory(harness.db, 'c1');
     await harness.close();
   });
 }
 
 test('tokens freed are the range less its summary, whatever arrived while the worker ran', async () => {
   const pending = gate('Ana and Ben settled the budget at 4,200 euros.');
-  const harness = openHarness({ summarizer: new ScriptedSummarizer().enqueue(pending.behaviour) });
+  const harness = await openHarness({ summarizer: new ScriptedSummarizer().enqueue(pending.behaviour) });
   let next = await fill(harness, 'c1', 0, () => started(harness) === 1);
   for (let count = 0; count < 5; count += 1) await harness.runtime.ingest(userMessage('c1', next++));
   pending.open();
@@ -67,14 +67,14 @@ test('a summary that would free too little is not landed (no_gain); the extracti
     for (const entry of request.entries) tokens += entry.tokens;
     return { summary: 'Long summary. '.repeat(Math.floor(((tokens - 12) * 4) / 14)), memoriesSaved: 0 };
   });
-  const harness = openHarness({ summarizer, fallbackSummarizer: createExtractiveSummarizer() });
+  const harness = await openHarness({ summarizer, fallbackSummarizer: createExtractiveSummarizer() });
   let next = await fill(harness, 'c1', 0, () => started(harness) === 1);
-  const before = harness.runtime.liveContext('c1');
+  const before = await harness.runtime.liveContext('c1');
   for (let round = 0; round < 20 && harness.ofType('compaction_failed').length === 0; round += 1) await settle();
   const failed = harness.ofType('compaction_failed');
   assert.equal(failed.length, 1);
   assert.equal(failed[0]!.reason, 'no_gain');
-  assert.deepEqual(harness.runtime.liveContext('c1').summaries, before.summaries, 'nothing landed');
+  assert.deepEqual((await harness.runtime.liveContext('c1')).summaries, before.summaries, 'nothing landed');
   // The next check starts a worker on the fallback at once, which frees room.
   next = await fill(harness, 'c1', next, () => harness.ofType('compaction_completed').length === 1);
   const [completed] = harness.ofType('compaction_completed');

@@ -25,25 +25,25 @@ import { LiveConfig } from '../src/config/live-config.js';
 
 test('1. the channel never blocks: a turn completes while a worker hangs', async () => {
   const summarizer = new ScriptedSummarizer().enqueue(never);
-  const harness = openHarness({ summarizer });
+  const harness = await openHarness({ summarizer });
   const { runtime } = harness;
   const next = await fill(harness, 'c1', 0, () => started(harness) === 1);
-  assert.equal(runtime.status('c1').compactionRunning, true);
+  assert.equal((await runtime.status('c1')).compactionRunning, true);
   const reply = await runtime.runSerial('c1', async () => {
-    const request = runtime.buildModelRequest('c1', { tools: [], maxTokens: 64 });
+    const request = await runtime.buildModelRequest('c1', { tools: [], maxTokens: 64 });
     assert.ok(request.messages.length > 0);
     const message = await runtime.ingest(userMessage('c1', next));
     return runtime.appendToTurn('c1', [{ kind: 'message', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: 'ok' }], message.turnId);
   });
   assert.equal(reply.length, 1);
-  assert.equal(runtime.status('c1').compactionRunning, true, 'the worker is still pending');
+  assert.equal((await runtime.status('c1')).compactionRunning, true, 'the worker is still pending');
   await harness.close();
 });
 
 test('2. one compaction per channel at a time; emergency pre-empts and the worker lands on the marker', async () => {
   const pending = gate('Alice and Bob discussed words 1 to 10.');
   const summarizer = new ScriptedSummarizer().enqueue(pending.behaviour);
-  const harness = openHarness({ summarizer });
+  const harness = await openHarness({ summarizer });
   const { runtime } = harness;
   let next = await fill(harness, 'c1', 0, () => started(harness) === 1);
   const snapshot = summarizer.requests[0]!.entries.map((entry) => entry.seq);
@@ -52,63 +52,63 @@ test('2. one compaction per channel at a time; emergency pre-empts and the worke
   const triggered = harness.ofType('compaction_triggered').map((event) => event.action);
   assert.ok(triggered.includes('emergency'));
   assert.equal(harness.ofType('emergency_truncation')[0]!.preempted_worker, true);
-  assert.equal(runtime.status('c1').compactionRunning, true);
+  assert.equal((await runtime.status('c1')).compactionRunning, true);
 
   pending.open();
   await settle();
   const completed = harness.ofType('compaction_completed');
   assert.equal(completed.length, 1);
   assert.equal(completed[0]!.replaced_marker, true);
-  const { summaries } = runtime.liveContext('c1');
+  const { summaries } = await runtime.liveContext('c1');
   assert.equal(summaries[0]!.kind, 'summary');
   assert.deepEqual([summaries[0]!.fromSeq, summaries[0]!.toSeq], [snapshot[0], snapshot[snapshot.length - 1]]);
   assert.equal(summaries[1]!.kind, 'marker', 'the marker shrank to what the summary did not cover');
   assert.equal(summaries[1]!.fromSeq, snapshot[snapshot.length - 1]! + 1);
   assert.match(summaries[1]!.content, /truncated; recall them with memory_search/);
-  assert.equal(runtime.status('c1').compactionRunning, false);
+  assert.equal((await runtime.status('c1')).compactionRunning, false);
   await harness.close();
 });
 
 test('3. atomic splice: messages that arrive meanwhile stay after the summary, in order', async () => {
   const pending = gate('Summary of the oldest messages.');
   const summarizer = new ScriptedSummarizer().enqueue(pending.behaviour);
-  const harness = openHarness({ summarizer });
+  const harness = await openHarness({ summarizer });
   const { runtime } = harness;
   let next = await fill(harness, 'c1', 0, () => started(harness) === 1);
   for (let count = 0; count < 3; count += 1) await runtime.ingest(userMessage('c1', next++));
-  const before = runtime.liveContext('c1').entries;
+  const before = (await runtime.liveContext('c1')).entries;
   const taken = summarizer.requests[0]!.entries.length;
   pending.open();
   await settle();
-  const after = runtime.liveContext('c1');
+  const after = await runtime.liveContext('c1');
   assert.deepEqual(after.entries, before.slice(taken));
   assert.equal(after.summaries.length, 1);
   assert.equal(after.summaries[0]!.toSeq + 1, after.entries[0]!.seq);
   const store = new HistoryStore(harness.db);
-  assert.deepEqual(store.load('c1').entries, after.entries, 'the database agrees with memory');
+  assert.deepEqual((await store.load('c1')).entries, after.entries, 'the database agrees with memory');
   await harness.close();
 });
 
 test('3. re-plan: a message deleted inside the snapshot means nothing is spliced or dropped', async () => {
   const pending = gate('Stale summary.');
   const summarizer = new ScriptedSummarizer().enqueue(pending.behaviour);
-  const harness = openHarness({ summarizer });
+  const harness = await openHarness({ summarizer });
   const { runtime } = harness;
   await fill(harness, 'c1', 0, () => started(harness) === 1);
   const victim = summarizer.requests[0]!.entries[1]!.messageId;
   await runtime.deleteMessages('c1', [victim]);
-  const before = runtime.liveContext('c1');
+  const before = await runtime.liveContext('c1');
   pending.open();
   await settle();
   assert.equal(harness.ofType('compaction_replanned').length, 1);
   assert.equal(harness.ofType('compaction_replanned')[0]!.reason, 'range_changed');
-  assert.deepEqual(runtime.liveContext('c1'), before);
-  assert.equal(runtime.status('c1').compactionRunning, false, 'lock released');
+  assert.deepEqual(await runtime.liveContext('c1'), before);
+  assert.equal((await runtime.status('c1')).compactionRunning, false, 'lock released');
   await harness.close();
 });
 
 test('4. cuts fall on turn boundaries: tool calls stay with results, replies with messages', async () => {
-  const harness = openHarness({
+  const harness = await openHarness({
     summarizer: createExtractiveSummarizer(),
     scheduler: new LaggedScheduler(0),
     configValue: testConfig({ contextWindow: 3000 }),
@@ -118,7 +118,7 @@ test('4. cuts fall on turn boundaries: tool calls stay with results, replies wit
     const message = await runtime.ingest(userMessage('c1', index));
     if (index % 3 === 0) {
       await runtime.runSerial('c1', async () => {
-        runtime.appendToTurn(
+        await runtime.appendToTurn(
           'c1',
           [
             { kind: 'tool_call', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: JSON.stringify({ type: 'tool_use', id: `t${index}`, name: 'memory_search', input: { query: 'x' } }) },
@@ -132,8 +132,8 @@ test('4. cuts fall on turn boundaries: tool calls stay with results, replies wit
   }
   await runtime.flushCompactions();
   assert.ok(harness.ofType('compaction_completed').length + harness.ofType('emergency_truncation').length >= 3);
-  const archive = new HistoryStore(harness.db).archive('c1');
-  const live = new Set(runtime.liveContext('c1').entries.map((entry) => entry.seq));
+  const archive = await new HistoryStore(harness.db).archive('c1');
+  const live = new Set((await runtime.liveContext('c1')).entries.map((entry) => entry.seq));
   const turnsLive = new Map<number, Set<boolean>>();
   for (const entry of archive) {
     const sides = turnsLive.get(entry.turnId) ?? new Set<boolean>();
@@ -141,20 +141,24 @@ test('4. cuts fall on turn boundaries: tool calls stay with results, replies wit
     turnsLive.set(entry.turnId, sides);
   }
   for (const [turnId, sides] of turnsLive) assert.equal(sides.size, 1, `turn ${turnId} split across a cut`);
-  const first = runtime.liveContext('c1').entries[0]!;
+  const first = (await runtime.liveContext('c1')).entries[0]!;
   assert.notEqual(first.kind, 'tool_result');
-  const request = runtime.buildModelRequest('c1', { tools: [], maxTokens: 64 });
+  const request = await runtime.buildModelRequest('c1', { tools: [], maxTokens: 64 });
   assert.equal(request.messages[0]!.role, 'user');
   await harness.close();
 });
 
 test('5. nothing is lost: archive and transcript hold every message after compactions and truncations', async () => {
   const summarizer = new ScriptedSummarizer().enqueue(never);
-  const harness = openHarness({ summarizer });
+  const harness = await openHarness({ summarizer });
   harness.memory.holdArchives = true;
-  // Ingest appends synchronously; only the transcript write is held back.
+  // Each message is in the context (its history row written) a turn of the event loop after it
+  // came in; only the transcript write is held back.
   const ingested: Promise<unknown>[] = [];
-  for (let index = 0; started(harness) === 0 && index < 200; index += 1) ingested.push(harness.runtime.ingest(userMessage('c1', index)));
+  for (let index = 0; started(harness) === 0 && index < 200; index += 1) {
+    ingested.push(harness.runtime.ingest(userMessage('c1', index)));
+    await settle();
+  }
   assert.equal(started(harness), 1);
   await settle();
   // The worker must not read (let alone splice) messages the archive has not confirmed.
@@ -165,13 +169,13 @@ test('5. nothing is lost: archive and transcript hold every message after compac
   assert.equal(summarizer.requests.length, 1);
   await harness.close();
 
-  const second = openHarness({ summarizer: createExtractiveSummarizer(), scheduler: new LaggedScheduler(8) });
+  const second = await openHarness({ summarizer: createExtractiveSummarizer(), scheduler: new LaggedScheduler(8) });
   const { runtime } = second;
   for (let index = 0; index < 300; index += 1) await runtime.ingest(userMessage('c2', index, { words: 10 + (index % 30) }));
   await runtime.flushCompactions();
   assert.ok(second.ofType('compaction_completed').length > 0);
   assert.ok(second.ofType('emergency_truncation').length > 0);
-  const ids = new HistoryStore(second.db).archive('c2').map((entry) => entry.messageId);
+  const ids = (await new HistoryStore(second.db).archive('c2')).map((entry) => entry.messageId);
   const expected = Array.from({ length: 300 }, (_, index) => `m${index}`);
   assert.deepEqual(ids, expected);
   assert.deepEqual(second.memory.idsFor('c2').sort(), [...expected].sort());
@@ -180,7 +184,7 @@ test('5. nothing is lost: archive and transcript hold every message after compac
 
 test('6. failure is safe: throw, timeout and empty summary leave history unchanged; then the fallback', async () => {
   const summarizer = new ScriptedSummarizer().enqueue(failWith('HTTP 500'), never, replyWith('   '));
-  const harness = openHarness({
+  const harness = await openHarness({
     summarizer,
     configValue: testConfig({ compaction: { workerTimeoutMs: 30, fallbackAfterFailures: 3, emergencyThreshold: 1 } }),
   });
@@ -188,11 +192,11 @@ test('6. failure is safe: throw, timeout and empty summary leave history unchang
   let next = await fill(harness, 'c1', 0, () => started(harness) === 1);
   const reasons: string[] = [];
   for (let attempt = 0; attempt < 3; attempt += 1) {
-    const before = runtime.liveContext('c1');
+    const before = await runtime.liveContext('c1');
     while (harness.ofType('compaction_failed').length === attempt) await new Promise((resolve) => setTimeout(resolve, 5));
     reasons.push(String(harness.ofType('compaction_failed')[attempt]!.reason));
-    assert.deepEqual(runtime.liveContext('c1'), before, 'history unchanged');
-    assert.equal(runtime.status('c1').compactionRunning, false, 'lock released');
+    assert.deepEqual(await runtime.liveContext('c1'), before, 'history unchanged');
+    assert.equal((await runtime.status('c1')).compactionRunning, false, 'lock released');
     await runtime.ingest(userMessage('c1', next++));
   }
   assert.deepEqual(reasons, ['summarizer_error: HTTP 500', 'timeout', 'empty_summary']);
@@ -206,14 +210,14 @@ test('6. failure is safe: throw, timeout and empty summary leave history unchang
 
 test('6. emergency truncation succeeds even when every summarizer fails', async () => {
   const summarizer = new ScriptedSummarizer();
-  const harness = openHarness({ summarizer, fallbackSummarizer: summarizer });
+  const harness = await openHarness({ summarizer, fallbackSummarizer: summarizer });
   await fill(harness, 'c1', 0, () => harness.ofType('emergency_truncation').length >= 2);
-  assert.ok(harness.runtime.status('c1').usage < 0.95);
+  assert.ok((await harness.runtime.status('c1')).usage < 0.95);
   await harness.close();
 });
 
 test('7. summaries stack in order, then roll up; summaries are never indexed as transcript', async () => {
-  const harness = openHarness({
+  const harness = await openHarness({
     summarizer: createExtractiveSummarizer(),
     scheduler: new LaggedScheduler(0),
     configValue: testConfig({ contextWindow: 4000, compaction: { rollupThreshold: 0.08 } }),
@@ -222,14 +226,14 @@ test('7. summaries stack in order, then roll up; summaries are never indexed as 
   let stacked = 0;
   for (let index = 0; index < 400; index += 1) {
     await runtime.ingest(userMessage('c1', index));
-    const { summaries } = runtime.liveContext('c1');
+    const { summaries } = await runtime.liveContext('c1');
     stacked = Math.max(stacked, summaries.length);
     for (let at = 1; at < summaries.length; at += 1) assert.ok(summaries[at - 1]!.toSeq < summaries[at]!.fromSeq);
   }
   assert.ok(stacked >= 2, 'summaries stacked');
   const folded = harness.ofType('compaction_completed').filter((event) => Number(event.summaries_folded) > 0);
   assert.ok(folded.length >= 1, 'a meta-summary rolled them up');
-  const archived = new Set(new HistoryStore(harness.db).archive('c1').map((entry) => entry.messageId));
+  const archived = new Set((await new HistoryStore(harness.db).archive('c1')).map((entry) => entry.messageId));
   assert.equal(harness.memory.transcript.size, 400);
   for (const entry of harness.memory.transcript.values()) assert.ok(archived.has(entry.messageId));
   await harness.close();
@@ -237,14 +241,14 @@ test('7. summaries stack in order, then roll up; summaries are never indexed as 
 
 test('8. restart resumes the same live context, summaries and markers included', async () => {
   const dir = tempDir().path;
-  const first = openHarness({ dir, summarizer: createExtractiveSummarizer(), scheduler: new LaggedScheduler(4) });
+  const first = await openHarness({ dir, summarizer: createExtractiveSummarizer(), scheduler: new LaggedScheduler(4) });
   for (let index = 0; index < 200; index += 1) await first.runtime.ingest(userMessage('c1', index));
   await first.runtime.flushCompactions();
-  const before = first.runtime.liveContext('c1');
+  const before = await first.runtime.liveContext('c1');
   assert.ok(before.summaries.length > 0);
   await first.close({ keepDir: true });
-  const second = openHarness({ dir, summarizer: createExtractiveSummarizer() });
-  assert.deepEqual(second.runtime.liveContext('c1'), before);
+  const second = await openHarness({ dir, summarizer: createExtractiveSummarizer() });
+  assert.deepEqual(await second.runtime.liveContext('c1'), before);
   await second.close();
 });
 
@@ -252,28 +256,28 @@ test('hot-reloaded thresholds apply at once; per-channel overrides are honoured'
   const summarizer = new ScriptedSummarizer();
   summarizer.fallback = never;
   const config = new LiveConfig(testConfig());
-  const harness = openHarness({ summarizer, config });
+  const harness = await openHarness({ summarizer, config });
   const { runtime } = harness;
-  await fill(harness, 'c1', 0, () => runtime.status('c1').usage > 0.5);
-  assert.equal(runtime.check('c1'), 'none');
+  await fill(harness, 'c1', 0, async () => (await runtime.status('c1')).usage > 0.5);
+  assert.equal(await runtime.check('c1'), 'none');
   const current = config.current();
   config.replace({ ...current, defaults: { ...current.defaults, compaction: { ...current.defaults.compaction, backgroundThreshold: 0.4, aggressiveThreshold: 0.45 } } });
   // The reload itself checked the loaded channel: no message had to arrive first.
   assert.equal(harness.ofType('compaction_triggered').at(-1)?.tier, 'aggressive');
-  assert.equal(runtime.status('c1').compactionRunning, true);
+  assert.equal((await runtime.status('c1')).compactionRunning, true);
 
   const small = { ...current.defaults, contextWindow: 500 };
   config.replace({ ...config.current(), channels: { c2: small } });
   await runtime.ingest(userMessage('c2', 0));
   await runtime.ingest(userMessage('c2', 1));
-  assert.equal(runtime.status('c2').contextWindow, 500);
-  assert.ok(runtime.status('c2').usage > runtime.status('c3').usage);
+  assert.equal((await runtime.status('c2')).contextWindow, 500);
+  assert.ok((await runtime.status('c2')).usage > (await runtime.status('c3')).usage);
   await harness.close();
 });
 
 test('compactNow compacts on request and reports busy while a worker runs', async () => {
   const pending = gate('On request.');
-  const harness = openHarness({ summarizer: new ScriptedSummarizer().enqueue(pending.behaviour) });
+  const harness = await openHarness({ summarizer: new ScriptedSummarizer().enqueue(pending.behaviour) });
   const { runtime } = harness;
   for (let index = 0; index < 10; index += 1) await runtime.ingest(userMessage('c1', index));
   const outcome = runtime.compactNow('c1');
@@ -282,7 +286,7 @@ test('compactNow compacts on request and reports busy while a worker runs', asyn
   const result = await outcome;
   assert.equal(result.status, 'completed');
   assert.equal(result.messagesCompacted, 5);
-  assert.equal(runtime.liveContext('c1').entries.length, 5);
+  assert.equal((await runtime.liveContext('c1')).entries.length, 5);
   await harness.close();
 });
 
@@ -291,20 +295,20 @@ void (null as unknown as HistoryEntry);
 test('4. a worker started during a turn leaves the message being answered with its reply', async () => {
   const pending = gate('Older talk.');
   const summarizer = new ScriptedSummarizer().enqueue(pending.behaviour);
-  const harness = openHarness({ summarizer, configValue: testConfig({ compaction: { backgroundFraction: 0.99 } }) });
+  const harness = await openHarness({ summarizer, configValue: testConfig({ compaction: { backgroundFraction: 0.99 } }) });
   const { runtime } = harness;
-  let next = await fill(harness, 'c1', 0, () => runtime.status('c1').usage > 0.7);
+  let next = await fill(harness, 'c1', 0, async () => (await runtime.status('c1')).usage > 0.7);
   const question = await runtime.ingest(userMessage('c1', next++));
   await runtime.runSerial('c1', async () => {
     // Others keep talking while the bot thinks; the window fills and a worker starts.
     next = await fill(harness, 'c1', next, () => started(harness) === 1);
-    runtime.appendToTurn('c1', [{ kind: 'message', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: 'Answer.' }], question.turnId);
+    await runtime.appendToTurn('c1', [{ kind: 'message', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: 'Answer.' }], question.turnId);
   });
   const taken = summarizer.requests[0]!.entries;
   assert.ok(taken.every((entry) => entry.seq < question.seq), 'the question stays live with its reply');
   pending.open();
   await settle();
-  const live = runtime.liveContext('c1').entries;
+  const live = (await runtime.liveContext('c1')).entries;
   assert.equal(live[0]!.seq, question.seq);
   await harness.close();
 });
@@ -313,28 +317,28 @@ test('6b. back-to-back truncations grow one marker instead of stacking markers w
   const dir = tempDir().path;
   // The system prompt alone is over the window: every message truncates.
   const configValue = testConfig({ contextWindow: 200, systemPrompt: 'x'.repeat(1000) });
-  const first = openHarness({ dir, configValue, summarizer: new ScriptedSummarizer() });
+  const first = await openHarness({ dir, configValue, summarizer: new ScriptedSummarizer() });
   for (let index = 0; index < 30; index += 1) await first.runtime.ingest(userMessage('c1', index));
   // Each message stays through its own check (it may be answered) and goes at the next one.
-  first.runtime.check('c1');
+  await first.runtime.check('c1');
   const truncations = first.ofType('emergency_truncation');
   // The first message alone frees less than its marker costs: it goes with the second.
   assert.equal(truncations.length, 29);
   assert.ok(truncations.slice(1).every((event) => event.merged_into_marker === true));
-  const { summaries, entries } = first.runtime.liveContext('c1');
+  const { summaries, entries } = await first.runtime.liveContext('c1');
   assert.equal(summaries.length, 1);
   assert.equal(entries.length, 0);
   assert.match(summaries[0]!.content, /^30 older messages were truncated/);
-  const archived = first.db.prepare('SELECT COUNT(*) AS n FROM history_entries').get() as { n: number };
+  const archived = (await first.db.prepare('SELECT COUNT(*) AS n FROM history_entries').get()) as { n: number };
   assert.equal(archived.n, 30, 'all 30 still in the archive');
-  const before = first.runtime.liveContext('c1');
+  const before = await first.runtime.liveContext('c1');
   await first.close({ keepDir: true });
 
-  const second = openHarness({ dir, configValue, summarizer: new ScriptedSummarizer() });
-  assert.deepEqual(second.runtime.liveContext('c1'), before, 'the grown marker survives a restart');
+  const second = await openHarness({ dir, configValue, summarizer: new ScriptedSummarizer() });
+  assert.deepEqual(await second.runtime.liveContext('c1'), before, 'the grown marker survives a restart');
   await second.runtime.ingest(userMessage('c1', 30));
-  second.runtime.check('c1');
-  assert.equal(second.runtime.liveContext('c1').summaries.length, 1);
-  assert.match(second.runtime.liveContext('c1').summaries[0]!.content, /^31 older messages/);
+  await second.runtime.check('c1');
+  assert.equal((await second.runtime.liveContext('c1')).summaries.length, 1);
+  assert.match((await second.runtime.liveContext('c1')).summaries[0]!.content, /^31 older messages/);
   await second.close();
 });

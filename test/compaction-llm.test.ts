@@ -11,7 +11,7 @@ import { LiveConfig } from '../src/config/live-config.js';
 import { createAnthropicModel } from '../src/llm/index.js';
 import { createMemoryTools, openMemoryStore } from '../src/memory/index.js';
 import type { MemoryStore } from '../src/memory/types.js';
-import type { SqlDatabase } from '../src/storage/database.js';
+import type { SqlClient } from '../src/storage/sql-client.js';
 import { ChannelRuntime } from '../src/channel/index.js';
 import { EventStream, type MagpieEvent } from '../src/common/events.js';
 import { startFakeAnthropic, type FakeAnthropic } from './fakes/fake-anthropic.js';
@@ -29,7 +29,7 @@ after(async () => {
 interface Setup {
   runtime: ChannelRuntime;
   memory: MemoryStore;
-  db: SqlDatabase;
+  db: SqlClient;
   events: MagpieEvent[];
   close(): Promise<void>;
 }
@@ -41,7 +41,7 @@ interface Setup {
 async function setup(options: { messages?: number; workerTimeoutMs?: number } = {}): Promise<Setup> {
   fake.reset();
   const dir = tempDir();
-  const db = openTestDatabase(dir.path);
+  const db = await openTestDatabase(dir.path);
   const memory = await openMemoryStore({ db, dataDir: dir.path, settings: { ...DEFAULTS.memory, dataDir: dir.path } });
   const model = createAnthropicModel({ ...DEFAULTS.llm, model: 'claude-test', baseUrl: fake.baseUrl, maxRetries: 0, timeoutMs: 5000 }, { env: {} });
   const stream = new EventStream();
@@ -64,7 +64,7 @@ async function setup(options: { messages?: number; workerTimeoutMs?: number } = 
     async close() {
       await runtime.close();
       await memory.close();
-      db.close();
+      await db.close();
       dir.remove();
     },
   };
@@ -87,11 +87,11 @@ test('a worker saves memories with memory_save and its summary is spliced in', a
   const completed = events.find((event) => event.type === 'compaction_completed')!;
   assert.equal(completed.memories_saved, 2);
   assert.equal(completed.summarizer, 'llm');
-  const context = runtime.liveContext('c1');
+  const context = await runtime.liveContext('c1');
   assert.equal(context.summaries.length, 1);
   assert.match(context.summaries[0]!.content, /ship on Friday/);
   assert.equal(context.entries.length, 5);
-  const saved = memory.list({ kind: 'memory' });
+  const saved = await memory.list({ kind: 'memory' });
   assert.equal(saved.length, 2);
   assert.ok(saved.every((record) => record.channelId === 'c1'));
   // The worker was offered memory_save and nothing else.
@@ -112,21 +112,21 @@ test('malformed memory_save input gets a tool error back; the worker still finis
   assert.equal(outcome.status, 'completed');
   const results = fake.requests[1]!.body.messages.at(-1).content as Array<{ type: string; is_error?: boolean }>;
   assert.ok(results.some((block) => block.type === 'tool_result' && block.is_error === true));
-  assert.equal(memory.list({ kind: 'memory' }).length, 0);
+  assert.equal((await memory.list({ kind: 'memory' })).length, 0);
   await close();
 });
 
 test('429, 500 and a timeout leave history untouched; after 3 failures the extractive fallback', async () => {
   const { runtime, events, close } = await setup({ workerTimeoutMs: 1000 });
-  const before = runtime.liveContext('c1');
+  const before = await runtime.liveContext('c1');
   fake.enqueue({ status: 429 }, { status: 500 }, { delayMs: 8000, then: { text: 'too late' } });
   const reasons: string[] = [];
   for (let attempt = 0; attempt < 3; attempt += 1) {
     const outcome = await runtime.compactNow('c1');
     assert.equal(outcome.status, 'failed');
     reasons.push(outcome.reason!);
-    assert.deepEqual(runtime.liveContext('c1'), before, 'history unchanged');
-    assert.equal(runtime.status('c1').compactionRunning, false, 'lock released');
+    assert.deepEqual(await runtime.liveContext('c1'), before, 'history unchanged');
+    assert.equal((await runtime.status('c1')).compactionRunning, false, 'lock released');
   }
   assert.equal(reasons[0], 'rate_limited');
   assert.equal(reasons[1], 'server_error');
@@ -141,12 +141,12 @@ test('429, 500 and a timeout leave history untouched; after 3 failures the extra
 
 test('an empty summary from the model is a failure', async () => {
   const { runtime, close } = await setup();
-  const before = runtime.liveContext('c1');
+  const before = await runtime.liveContext('c1');
   fake.enqueue({ text: '   ' });
   const outcome = await runtime.compactNow('c1');
   assert.equal(outcome.status, 'failed');
   assert.equal(outcome.reason, 'empty_summary');
-  assert.deepEqual(runtime.liveContext('c1'), before);
+  assert.deepEqual(await runtime.liveContext('c1'), before);
   await close();
 });
 
@@ -154,7 +154,7 @@ test('memories saved by a worker carry the message ids of the range, not the ids
   const { runtime, memory, close } = await setup({ messages: 0 });
   // A turn with tool traffic inside the range that will be compacted (the oldest half).
   const question = await runtime.ingest(userMessage('c1', 0));
-  runtime.appendToTurn(
+  await runtime.appendToTurn(
     'c1',
     [
       { kind: 'tool_call', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: JSON.stringify({ type: 'tool_use', id: 'tu1', name: 'memory_search', input: { query: 'x' } }), messageId: 'tool-call-1' },
@@ -170,9 +170,9 @@ test('memories saved by a worker carry the message ids of the range, not the ids
   );
   const outcome = await runtime.compactNow('c1');
   assert.equal(outcome.status, 'completed', JSON.stringify(outcome));
-  const [saved] = memory.list({ kind: 'memory' });
+  const [saved] = await memory.list({ kind: 'memory' });
   assert.ok(saved, 'one memory saved');
-  const compacted = runtime.liveContext('c1').summaries[0]!;
+  const compacted = (await runtime.liveContext('c1')).summaries[0]!;
   assert.ok(saved.sourceIds.length > 0);
   assert.ok(saved.sourceIds.includes('m0'), JSON.stringify(saved.sourceIds));
   assert.ok(!saved.sourceIds.some((id) => id.startsWith('tool-')), `no tool ids: ${JSON.stringify(saved.sourceIds)}`);

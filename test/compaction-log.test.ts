@@ -25,11 +25,11 @@ test('every compaction event is stored per channel with what the event said, plu
   const stream = new EventStream();
   const clock = new TickingClock();
   // The log has a connection of its own to the data dir's database, as a reader would.
-  const logDb = openTestDatabase(dir.path);
+  const logDb = await openTestDatabase(dir.path);
   const logOnHarness = new CompactionLog({ db: logDb, clock, events: stream });
   const detach = logOnHarness.attach(stream);
   const config = new LiveConfig(testConfig({ contextWindow: 2000 }));
-  const harness = openHarness({ dir: dir.path, events: stream, clock, config, scheduler: new LaggedScheduler(6), usageObserver: logOnHarness });
+  const harness = await openHarness({ dir: dir.path, events: stream, clock, config, scheduler: new LaggedScheduler(6), usageObserver: logOnHarness });
   const runtime = harness.runtime;
   for (let index = 0; index < 260; index += 1) {
     await runtime.ingest(userMessage(index % 2 === 0 ? 'alpha' : 'beta', index, { words: 12 + (index % 9) * 6 }));
@@ -38,10 +38,10 @@ test('every compaction event is stored per channel with what the event said, plu
   await runtime.flushCompactions();
   await settle();
   detach();
-  logOnHarness.close();
-  logDb.close();
+  await logOnHarness.close();
+  await logDb.close();
 
-  const logged = readCompactionLog(harness.db);
+  const logged = await readCompactionLog(harness.db);
   assert.deepEqual(logged.map((channel) => channel.channelId), ['alpha', 'beta']);
   for (const channel of logged) {
     const said = harness.events.filter((event) => event.channel_id === channel.channelId && LOGGED_EVENTS.has(event.type));
@@ -87,20 +87,20 @@ test('the app writes the compaction log; a restart adds no settings row when not
     await app.runtime.flushCompactions();
     await app.close();
   }
-  const db = openTestDatabase(dir.path);
-  const [room] = readCompactionLog(db);
+  const db = await openTestDatabase(dir.path);
+  const [room] = await readCompactionLog(db);
   assert.ok(room);
   const emitted = events.filter((event) => LOGGED_EVENTS.has(event.type));
   assert.equal(room.events.length, emitted.length);
   assert.ok(room.events.some((row) => row.kind === 'compaction_completed'));
   assert.equal(room.settings.length, 1, 'the same settings after a restart are not recorded twice');
-  db.close();
+  await db.close();
   dir.remove();
 });
 
-test('rows older than compaction_log_days before the newest are pruned', () => {
+test('rows older than compaction_log_days before the newest are pruned', async () => {
   const dir = tempDir();
-  const db = openTestDatabase(dir.path);
+  const db = await openTestDatabase(dir.path);
   const clock = new SettableClock(Date.UTC(2026, 0, 1));
   let days = 30;
   const log = new CompactionLog({ db, clock, retentionDays: () => days });
@@ -111,58 +111,59 @@ test('rows older than compaction_log_days before the newest are pruned', () => {
   event(Date.UTC(2026, 0, 1));
   event(Date.UTC(2026, 0, 20));
   event(Date.UTC(2026, 1, 5)); // 35 days after the first: pruned as it is written
-  assert.equal(log.prune(), 0);
-  assert.deepEqual(readCompactionLog(db)[0]!.events.map((row) => row.at), [Date.UTC(2026, 0, 20), Date.UTC(2026, 1, 5)]);
+  assert.equal(await log.prune(), 0);
+  assert.deepEqual((await readCompactionLog(db))[0]!.events.map((row) => row.at), [Date.UTC(2026, 0, 20), Date.UTC(2026, 1, 5)]);
   days = 10; // hot reload shortens it
-  assert.equal(log.prune(), 1);
-  assert.equal(readCompactionLog(db)[0]!.events.length, 1);
+  assert.equal(await log.prune(), 1);
+  assert.equal((await readCompactionLog(db))[0]!.events.length, 1);
   // Without a retention (replay), nothing is ever pruned.
   const keepAll = new CompactionLog({ db, clock });
   clock.current += 400 * DAY;
   keepAll.record({ type: 'compaction_failed', channel_id: 'c', tier: 'background', reason: 'timeout' });
-  assert.equal(keepAll.prune(), 0);
-  log.close();
-  keepAll.close();
-  db.close();
+  assert.equal(await keepAll.prune(), 0);
+  await log.close();
+  await keepAll.close();
+  await db.close();
   dir.remove();
 });
 
-test('compaction_log_max_rows keeps the newest rows; a log opened without bounds prunes nothing', () => {
+test('compaction_log_max_rows keeps the newest rows; a log opened without bounds prunes nothing', async () => {
   const dir = tempDir();
-  const db = openTestDatabase(dir.path);
+  const db = await openTestDatabase(dir.path);
   const clock = new SettableClock(Date.UTC(2024, 0, 1));
   const bounded = new CompactionLog({ db, clock, maxRows: () => 5 });
   for (let index = 0; index < 12; index += 1) {
     clock.current += 1000;
     bounded.record({ type: 'compaction_failed', channel_id: 'c', tier: 'background', reason: `r${index}` });
   }
-  assert.equal(bounded.prune(), 7);
-  const reasons = () => readCompactionLog(db)[0]!.events.map((row) => (row.data as { reason: string }).reason);
-  assert.deepEqual(reasons(), ['r7', 'r8', 'r9', 'r10', 'r11']);
-  bounded.close();
+  assert.equal(await bounded.prune(), 7);
+  const reasons = async () => (await readCompactionLog(db))[0]!.events.map((row) => (row.data as { reason: string }).reason);
+  assert.deepEqual(await reasons(), ['r7', 'r8', 'r9', 'r10', 'r11']);
+  await bounded.close();
   // A command that opens the log years later without bounds leaves the 2024 rows alone.
   clock.current = Date.UTC(2030, 0, 1);
   const unbounded = new CompactionLog({ db, clock });
-  unbounded.close();
-  assert.deepEqual(reasons(), ['r7', 'r8', 'r9', 'r10', 'r11']);
-  db.close();
+  await unbounded.close();
+  assert.deepEqual(await reasons(), ['r7', 'r8', 'r9', 'r10', 'r11']);
+  await db.close();
   dir.remove();
 });
 
-test('a log that cannot write reports compaction_log_failed once and never throws into the channel', () => {
+test('a log that cannot write reports compaction_log_failed once and never throws into the channel', async () => {
   const dir = tempDir();
-  const db = openTestDatabase(dir.path);
+  const db = await openTestDatabase(dir.path);
   const stream = new EventStream();
   const seen: MagpieEvent[] = [];
   stream.subscribe((event) => seen.push(event));
   const log = new CompactionLog({ db, clock: new TickingClock(), events: stream });
-  db.exec('DROP TABLE compaction_log');
+  await db.exec('DROP TABLE compaction_log');
   for (let attempt = 0; attempt < 3; attempt += 1) {
     assert.doesNotThrow(() => log.record({ type: 'compaction_triggered', channel_id: 'c', tier: 'background', usage: 0.81 }));
   }
+  await log.flush();
   assert.equal(seen.filter((event) => event.type === 'compaction_log_failed').length, 1);
-  log.close();
-  db.close();
+  await log.close();
+  await db.close();
   dir.remove();
 });
 

@@ -20,7 +20,7 @@ import type {
   SearchResult,
   TranscriptEntryInput,
 } from '../src/memory/types.js';
-import type { SqlDatabase } from '../src/storage/database.js';
+import type { SqlClient } from '../src/storage/sql-client.js';
 import { openTestDatabase } from './support/storage.js';
 
 export function tempDir(): { path: string; remove(): void } {
@@ -76,13 +76,13 @@ export class FakeMemoryStore implements MemoryStore {
   async search(): Promise<SearchResult[]> {
     throw new Error('not implemented');
   }
-  list(): MemoryRecord[] {
+  async list(): Promise<MemoryRecord[]> {
     throw new Error('not implemented');
   }
-  forget(): boolean {
+  async forget(): Promise<boolean> {
     throw new Error('not implemented');
   }
-  stats(): MemoryStats {
+  async stats(): Promise<MemoryStats> {
     throw new Error('not implemented');
   }
   async close(): Promise<void> {}
@@ -137,7 +137,7 @@ export class TickingClock implements Clock {
 
 export interface Harness {
   dir: string;
-  db: SqlDatabase;
+  db: SqlClient;
   memory: FakeMemoryStore;
   config: LiveConfig;
   events: MagpieEvent[];
@@ -148,11 +148,11 @@ export interface Harness {
   ofType(type: string): MagpieEvent[];
 }
 
-export function openHarness(
+export async function openHarness(
   options: Partial<ChannelRuntimeOptions> & { dir?: string; memory?: FakeMemoryStore; configValue?: MagpieConfig } = {},
-): Harness {
+): Promise<Harness> {
   const dir = options.dir ?? tempDir().path;
-  const db = openTestDatabase(dir);
+  const db = await openTestDatabase(dir);
   const memory = options.memory ?? new FakeMemoryStore();
   const config = options.config ?? new LiveConfig(options.configValue ?? testConfig());
   const stream = options.events ?? new EventStream();
@@ -181,7 +181,7 @@ export function openHarness(
     ofType: (type) => events.filter((event) => event.type === type),
     async close(closeOptions = {}) {
       await runtime.close();
-      db.close();
+      await db.close();
       if (!closeOptions.keepDir) rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -239,9 +239,9 @@ export function generateTranscript(count: number, options: { channels?: number; 
  * The history is consistent: every archived entry is either live or inside exactly one live
  * summary's range, summaries do not overlap, and live entries come after every summary.
  */
-export function assertConsistentHistory(db: SqlDatabase, channelId: string): { archived: number; live: number; summaries: number } {
-  const loaded = new HistoryStore(db).load(channelId);
-  const archive = new HistoryStore(db).archive(channelId);
+export async function assertConsistentHistory(db: SqlClient, channelId: string): Promise<{ archived: number; live: number; summaries: number }> {
+  const loaded = await new HistoryStore(db).load(channelId);
+  const archive = await new HistoryStore(db).archive(channelId);
   const live = new Set(loaded.entries.map((entry) => entry.seq));
   let previousEnd = -Infinity;
   for (const summary of loaded.summaries) {
@@ -259,13 +259,13 @@ export function assertConsistentHistory(db: SqlDatabase, channelId: string): { a
 }
 
 /** Ingests messages until `until` holds (or `limit` messages), returns the next index. */
-export async function fill(harness: Harness, channelId: string, from: number, until: () => boolean, limit = 500): Promise<number> {
+export async function fill(harness: Harness, channelId: string, from: number, until: () => boolean | Promise<boolean>, limit = 500): Promise<number> {
   let index = from;
-  while (!until() && index < from + limit) {
+  while (!(await until()) && index < from + limit) {
     await harness.runtime.ingest(userMessage(channelId, index));
     index += 1;
   }
-  assert.ok(until(), 'fill condition reached');
+  assert.ok(await until(), 'fill condition reached');
   return index;
 }
 

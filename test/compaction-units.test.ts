@@ -109,15 +109,15 @@ test('transcript lines: clear errors naming line and field', () => {
 test('LaggedScheduler lands a result only after N more messages in its channel', async () => {
   const scheduler = new LaggedScheduler(2);
   const landed: string[] = [];
-  scheduler.submit({ channelId: 'a', compactionId: 'a/1', settled: Promise.resolve(), land: () => landed.push('a/1') });
-  assert.equal(scheduler.beforeMessage('a'), undefined);
+  scheduler.submit({ channelId: 'a', compactionId: 'a/1', settled: Promise.resolve(), land: () => void landed.push('a/1') });
+  assert.equal(await scheduler.beforeMessage('a'), undefined);
   scheduler.afterMessage('a');
   scheduler.afterMessage('b');
-  assert.equal(scheduler.beforeMessage('a'), undefined);
+  assert.equal(await scheduler.beforeMessage('a'), undefined);
   scheduler.afterMessage('a');
   await scheduler.beforeMessage('a');
   assert.deepEqual(landed, ['a/1']);
-  scheduler.submit({ channelId: 'b', compactionId: 'b/1', settled: Promise.resolve(), land: () => landed.push('b/1') });
+  scheduler.submit({ channelId: 'b', compactionId: 'b/1', settled: Promise.resolve(), land: () => void landed.push('b/1') });
   await scheduler.drain();
   assert.deepEqual(landed, ['a/1', 'b/1']);
 });

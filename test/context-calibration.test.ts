@@ -5,7 +5,7 @@ import { CALIBRATION, observe, observeOverflow, overflowNumbers, usableWindow, u
 import { checkConfigText } from '../src/config/load-config.js';
 import { LiveConfig } from '../src/config/live-config.js';
 import { definitionsOf } from '../src/llm/tool.js';
-import { fill, openHarness, ScriptedSummarizer, tempDir, testConfig, userMessage } from './compaction-support.js';
+import { fill, openHarness, ScriptedSummarizer, settle, tempDir, testConfig, userMessage } from './compaction-support.js';
 
 test('the first model count sets the factor, later ones are smoothed and bounded', () => {
   const first = observe(UNCALIBRATED, 1000, 3900)!;
@@ -48,19 +48,19 @@ test('usage is factor × estimate over the window less the answer room', () => {
 
 test('the factor is persisted with the channel, shown by /context, and in compaction events', async () => {
   const dir = tempDir().path;
-  const first = openHarness({ dir, summarizer: new ScriptedSummarizer() });
+  const first = await openHarness({ dir, summarizer: new ScriptedSummarizer() });
   for (let index = 0; index < 3; index += 1) await first.runtime.ingest(userMessage('c1', index));
-  assert.deepEqual(first.runtime.status('c1').calibration, { factor: 1, observations: 0 }, 'factor 1 until a model has answered');
-  assert.match(describeContext(first.runtime.status('c1')), /per token, not calibrated yet \(factor 1\)/);
-  assert.doesNotMatch(describeContext(first.runtime.status('c1')), /calibrated not calibrated/);
-  const estimate = first.runtime.requestEstimate('c1').estimatedTokens;
-  first.runtime.recordUsage('c1', estimate, estimate * 3);
-  assert.equal(first.runtime.status('c1').calibration.factor, 3);
+  assert.deepEqual((await first.runtime.status('c1')).calibration, { factor: 1, observations: 0 }, 'factor 1 until a model has answered');
+  assert.match(describeContext(await first.runtime.status('c1')), /per token, not calibrated yet \(factor 1\)/);
+  assert.doesNotMatch(describeContext(await first.runtime.status('c1')), /calibrated not calibrated/);
+  const estimate = (await first.runtime.requestEstimate('c1')).estimatedTokens;
+  await first.runtime.recordUsage('c1', estimate, estimate * 3);
+  assert.equal((await first.runtime.status('c1')).calibration.factor, 3);
   assert.equal(first.ofType('calibration_updated').length, 1);
   await first.close({ keepDir: true });
 
-  const second = openHarness({ dir, summarizer: new ScriptedSummarizer() });
-  const status = second.runtime.status('c1');
+  const second = await openHarness({ dir, summarizer: new ScriptedSummarizer() });
+  const status = await second.runtime.status('c1');
   assert.deepEqual(status.calibration, { factor: 3, observations: 1 }, 'back after a restart');
   assert.equal(status.calibratedTokens, Math.round(status.estimatedTokens * 3));
   assert.ok(Math.abs(status.usage - (3 * status.estimatedTokens) / status.usableWindow) < 1e-9);
@@ -79,16 +79,18 @@ test('a reload that halves the window truncates loaded channels at once, before 
   const summarizer = new ScriptedSummarizer();
   summarizer.fallback = () => new Promise(() => {});
   const config = new LiveConfig(testConfig({ contextWindow: 4000 }));
-  const harness = openHarness({ summarizer, config });
-  await fill(harness, 'c1', 0, () => harness.runtime.status('c1').usage > 0.6);
-  await fill(harness, 'c2', 0, () => harness.runtime.status('c2').usage > 0.3);
+  const harness = await openHarness({ summarizer, config });
+  await fill(harness, 'c1', 0, async () => (await harness.runtime.status('c1')).usage > 0.6);
+  await fill(harness, 'c2', 0, async () => (await harness.runtime.status('c2')).usage > 0.3);
   assert.equal(harness.ofType('emergency_truncation').length, 0);
   const current = config.current();
   config.replace({ ...current, defaults: { ...current.defaults, contextWindow: 2000 } });
-  // No message arrived: the reload itself re-checked every loaded channel.
+  // No message arrived: the reload itself re-checked every loaded channel (each truncation is
+  // reported once its marker is written).
+  await settle();
   const truncated = harness.ofType('emergency_truncation').map((event) => event.channel_id);
   assert.deepEqual(truncated, ['c1']);
-  assert.ok(harness.runtime.status('c1').usage < 0.95);
+  assert.ok((await harness.runtime.status('c1')).usage < 0.95);
   // A reload that changes nothing the usage depends on checks nothing.
   const events = harness.events.length;
   config.replace({ ...config.current(), logging: { level: 'debug' } });
@@ -100,8 +102,8 @@ test('a larger answer room on reload counts at once too', async () => {
   const summarizer = new ScriptedSummarizer();
   summarizer.fallback = () => new Promise(() => {});
   const config = new LiveConfig(testConfig({ contextWindow: 4000 }));
-  const harness = openHarness({ summarizer, config });
-  await fill(harness, 'c1', 0, () => harness.runtime.status('c1').usage > 0.7);
+  const harness = await openHarness({ summarizer, config });
+  await fill(harness, 'c1', 0, async () => (await harness.runtime.status('c1')).usage > 0.7);
   const current = config.current();
   config.replace({ ...current, defaults: { ...current.defaults, maxResponseTokens: 1500 } });
   assert.equal(harness.ofType('compaction_triggered').at(-1)?.tier, 'emergency');

@@ -63,12 +63,19 @@ test('a Chinese channel is calibrated on the first answer, never refused, and co
   await withModel({ countTokens: count, maxInputTokens: 6000 }, { contextWindow: 6000, maxResponseTokens: 200 }, async ({ app, fake }) => {
     fake.setDefault((request) => (isAgentRequest(request.body) ? { text: '好的，记下了。' } : { text: '摘要：大家商量了发布计划和会议时间。' }));
     const channelId = 'zh';
-    const realCount = () => count({ body: app.runtime.buildModelRequest(channelId, { tools: definitionsOf(app.tools), maxTokens: 200 }) } as never);
+    const realCount = async () => count({ body: await app.runtime.buildModelRequest(channelId, { tools: definitionsOf(app.tools), maxTokens: 200 }) } as never);
     // The real count of the context at the moment each tier fired.
     const fired: Array<{ tier: string; real: number; usage: number; factor: number }> = [];
+    const counting: Promise<void>[] = [];
     app.events.subscribe((event) => {
       if (event.type === 'compaction_triggered' && event.channel_id === channelId) {
-        fired.push({ tier: String(event.tier), real: realCount() / Number(event.usable_window), usage: Number(event.usage), factor: Number(event.calibration_factor) });
+        // The request is taken as it is now; its quotes are looked up before it is counted.
+        const request = app.runtime.buildModelRequest(channelId, { tools: definitionsOf(app.tools), maxTokens: 200 });
+        counting.push(
+          request.then((body) => {
+            fired.push({ tier: String(event.tier), real: count({ body } as never) / Number(event.usable_window), usage: Number(event.usage), factor: Number(event.calibration_factor) });
+          }),
+        );
       }
     });
     for (let index = 0; index < 70; index += 1) {
@@ -77,9 +84,10 @@ test('a Chinese channel is calibrated on the first answer, never refused, and co
     }
     await app.responder.idle();
     assert.equal(fake.refusedTooLong, 0, 'no request was refused as too long');
-    const status = app.runtime.status(channelId);
+    const status = await app.runtime.status(channelId);
     assert.ok(status.calibration.factor > 2, `a CJK channel counts well above 4 characters a token (factor ${status.calibration.factor})`);
-    const real = realCount();
+    const real = await realCount();
+    await Promise.all(counting);
     assert.ok(Math.abs(status.calibratedTokens - real) / real < 0.1, `/context figure ${status.calibratedTokens} within 10% of the real count ${real}`);
     const calibrated = fired.filter((event) => event.factor > 1.5);
     assert.ok(calibrated.some((event) => event.tier === 'background' || event.tier === 'aggressive'), `a worker tier fired: ${JSON.stringify(fired)}`);
@@ -129,7 +137,7 @@ test('a 50,000-character message is in its own turn, cut with a note, and the re
     assert.ok(paste.length >= 50_000);
     await app.runtime.ingest(message(channelId, 99, paste));
     // Still live when its turn comes (the check after ingest did not drop it).
-    assert.equal(app.runtime.liveContext(channelId).entries.at(-1)?.messageId, 'm99');
+    assert.equal((await app.runtime.liveContext(channelId)).entries.at(-1)?.messageId, 'm99');
     const result = await turn(app, channelId);
     assert.equal(fake.refusedTooLong, 0);
     assert.match(result.reply, /^\(Your message was too long for me to read whole: I read the first [\d,]+ of its [\d,]+ characters/);
@@ -148,7 +156,7 @@ test('a context overflow is recovered: factor learnt from the error, emergency t
     fake.setDefault({ text: 'Answer after recovery.' });
     const channelId = 'over';
     let index = 0;
-    while (app.runtime.status(channelId).usage < 0.4) {
+    while ((await app.runtime.status(channelId)).usage < 0.4) {
       await app.runtime.ingest(message(channelId, index, `Message ${index}: ${'lorem ipsum dolor '.repeat(4)}`));
       index += 1;
     }
@@ -163,7 +171,7 @@ test('a context overflow is recovered: factor learnt from the error, emergency t
     assert.equal(outcome, 'replied');
     assert.deepEqual(sent, ['Answer after recovery.'], 'no apology: the retry answered');
     assert.equal(fake.refusedTooLong, 1);
-    const status = app.runtime.status(channelId);
+    const status = await app.runtime.status(channelId);
     assert.ok(status.calibration.factor > 3, `factor from the error's numbers: ${status.calibration.factor}`);
     assert.ok(status.usage < 0.95);
   });
@@ -228,6 +236,6 @@ test('agent turns pass the same tool definitions every turn (counted once per co
     assert.ok(seen.every((tools) => tools === seen[0]), 'one definitions array for every turn');
     assert.equal(seen[0], definitionsOf(app.tools));
     // The usage reported by the fake is its own count: the calibration saw it.
-    assert.ok(app.runtime.status('defs').calibration.observations >= 1);
+    assert.ok((await app.runtime.status('defs')).calibration.observations >= 1);
   });
 });

@@ -182,7 +182,7 @@ describe('one writer per data dir', { timeout: 180_000 }, () => {
       const dataDir = freshDir();
       const script = `const { openDatabase } = await import(${JSON.stringify(databaseModule)});
         const { ALL_MIGRATIONS } = await import(${JSON.stringify(migrationsModule)});
-        const db = openDatabase(${JSON.stringify(dataDir)}, ALL_MIGRATIONS); db.close();`;
+        const db = await openDatabase(${JSON.stringify(dataDir)}, ALL_MIGRATIONS); await db.close();`;
       const runs = await Promise.all(
         [0, 1].map(
           () =>
@@ -195,16 +195,16 @@ describe('one writer per data dir', { timeout: 180_000 }, () => {
         ),
       );
       for (const run of runs) assert.equal(run.code, 0, run.stderr);
-      const db = openDatabase(dataDir, ALL_MIGRATIONS, { readOnly: true });
-      const applied = db.prepare('SELECT COUNT(*) AS n FROM schema_migrations').get() as { n: number };
-      db.close();
+      const db = await openDatabase(dataDir, ALL_MIGRATIONS, { readOnly: true });
+      const applied = (await db.prepare('SELECT COUNT(*) AS n FROM schema_migrations').get()) as { n: number };
+      await db.close();
       assert.equal(applied.n, ALL_MIGRATIONS.length);
     }
   });
 
   test('two runtimes misusing one database cannot drop a message silently: the sequence collision is an error', async () => {
     const dataDir = freshDir();
-    const db = openDatabase(dataDir, ALL_MIGRATIONS);
+    const db = await openDatabase(dataDir, ALL_MIGRATIONS);
     const memory = await openMemoryStore({ db, dataDir, settings: { ...DEFAULTS.memory, dataDir } });
     const make = () =>
       new ChannelRuntime({ db, memory, config: new LiveConfig(DEFAULTS), events: new EventStream(), summarizer: createExtractiveSummarizer() });
@@ -217,13 +217,13 @@ describe('one writer per data dir', { timeout: 180_000 }, () => {
       await second.ingest(message('a1'));
       await first.ingest(message('a2'));
       await assert.rejects(second.ingest(message('b2')), /sequence number 2 is already taken by another message/);
-      const rows = db.prepare("SELECT message_id FROM history_entries WHERE channel_id = 'c' ORDER BY seq").all() as Array<{ message_id: string }>;
+      const rows = (await db.prepare("SELECT message_id FROM history_entries WHERE channel_id = 'c' ORDER BY seq").all()) as Array<{ message_id: string }>;
       assert.deepEqual(rows.map((row) => row.message_id), ['a1', 'a2']);
     } finally {
       await first.close();
       await second.close();
       await memory.close();
-      db.close();
+      await db.close();
     }
   });
 });

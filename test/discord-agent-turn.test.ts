@@ -63,7 +63,7 @@ test('an agent turn runs the tools, appends calls, results and reply to the turn
     assert.equal(result.steps, 2);
     assert.ok(result.spentTokens > 0);
 
-    const entries = app.runtime.liveContext(channelId).entries;
+    const entries = (await app.runtime.liveContext(channelId)).entries;
     assert.deepEqual(
       entries.map((candidate) => [candidate.kind, candidate.role]),
       [
@@ -105,7 +105,7 @@ test('a turn that spends every step on tools still answers', async () => {
     const result = await runAgentTurn({ runtime: app.runtime, channelId, model: app.model!, tools: app.tools, settings, context: { channelId } });
     assert.equal(result.reply, NO_ANSWER_REPLY);
     assert.equal(result.steps, 2);
-    const last = app.runtime.liveContext(channelId).entries.at(-1)!;
+    const last = (await app.runtime.liveContext(channelId)).entries.at(-1)!;
     assert.equal(last.content, NO_ANSWER_REPLY);
   });
 });

@@ -44,8 +44,8 @@ describe('the bot on a fake Discord', () => {
     await bot.close();
   });
 
-  const inHistory = (channelId: string, messageId: string) =>
-    bot.app.runtime.liveContext(channelId).entries.some((entry) => entry.messageId === messageId);
+  const inHistory = async (channelId: string, messageId: string) =>
+    (await bot.app.runtime.liveContext(channelId)).entries.some((entry) => entry.messageId === messageId);
 
   test('connects, identifies once and registers the slash commands', () => {
     assert.equal(bot.discord.handshakes.filter((handshake) => handshake.op === 2).length, 1);
@@ -71,7 +71,7 @@ describe('the bot on a fake Discord', () => {
     assert.ok(bot.discord.typing.includes(GENERAL), 'typing indicator sent');
     // The reply is in history as the bot's message, under the id Discord gave it.
     await waitUntil(() => inHistory(GENERAL, posted.id), 'reply in history');
-    const reply = bot.app.runtime.liveContext(GENERAL).entries.find((entry) => entry.messageId === posted.id)!;
+    const reply = (await bot.app.runtime.liveContext(GENERAL)).entries.find((entry) => entry.messageId === posted.id)!;
     assert.equal(reply.role, 'assistant');
     const request = bot.model.requests.find((recorded) => lastUserText(recorded.body).includes('what is 2+2'))!;
     assert.ok(systemText(request.body).includes('You are Magpie'), 'persona from config');
@@ -111,12 +111,12 @@ describe('the bot on a fake Discord', () => {
     const marker = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'just chatting' });
     await waitUntil(() => inHistory(GENERAL, marker), 'later message recorded');
     await bot.adapter.idle();
-    assert.equal(inHistory(GENERAL, blocked), false);
-    assert.equal(inHistory(GENERAL, fromBot), false);
+    assert.equal(await inHistory(GENERAL, blocked), false);
+    assert.equal(await inHistory(GENERAL, fromBot), false);
     assert.ok(!bot.discord.posted.some((message) => [blocked, fromBot].includes(message.messageReference?.message_id ?? '')));
     assert.ok(bot.events.some((event) => event.type === 'message_ignored' && event.reason === 'blocked'));
     assert.ok(bot.events.some((event) => event.type === 'message_ignored' && event.reason === 'bot'));
-    const own = bot.app.runtime.liveContext(GENERAL).entries.filter((entry) => entry.authorId === FAKE_BOT_ID && entry.kind === 'message');
+    const own = (await bot.app.runtime.liveContext(GENERAL)).entries.filter((entry) => entry.authorId === FAKE_BOT_ID && entry.kind === 'message');
     assert.equal(new Set(own.map((entry) => entry.messageId)).size, own.length);
   });
 
@@ -126,15 +126,15 @@ describe('the bot on a fake Discord', () => {
     assert.equal(posted.channelId, DM_ALICE);
     const unlisted = bot.discord.sendMessage({ channelId: DM_CAROL, authorId: CAROL, content: 'hello?' });
     await waitUntil(() => bot.events.some((event) => event.type === 'message_ignored' && event.reason === 'dm'), 'dm refused');
-    assert.equal(inHistory(DM_CAROL, unlisted), false);
+    assert.equal(await inHistory(DM_CAROL, unlisted), false);
   });
 
   test('a thread is its own channel', async () => {
     const id = bot.discord.sendMessage({ channelId: THREAD, authorId: ALICE, content: 'thread question', mentionsBot: true });
     const posted = await bot.discord.waitForPost((message) => message.messageReference?.message_id === id);
     assert.equal(posted.channelId, THREAD);
-    assert.ok(inHistory(THREAD, id));
-    assert.equal(inHistory(GENERAL, id), false);
+    assert.ok(await inHistory(THREAD, id));
+    assert.equal(await inHistory(GENERAL, id), false);
   });
 
   test('mentions, replies and attachments are normalized for the model', async () => {
@@ -149,11 +149,11 @@ describe('the bot on a fake Discord', () => {
       attachments: [{ filename: 'screenshot.png' }],
     });
     await waitUntil(() => inHistory(GENERAL, id), 'reply recorded');
-    const entry = bot.app.runtime.liveContext(GENERAL).entries.find((candidate) => candidate.messageId === id)!;
+    const entry = (await bot.app.runtime.liveContext(GENERAL)).entries.find((candidate) => candidate.messageId === id)!;
     assert.equal(entry.authorName, 'Alice');
     // History keeps a reference; the quote is resolved when the request is built.
     assert.ok(entry.content.startsWith(`(replying to The Moderator [msg ${first}])`), entry.content);
-    const request = bot.app.runtime.buildModelRequest(GENERAL, { tools: [], maxTokens: 100 });
+    const request = await bot.app.runtime.buildModelRequest(GENERAL, { tools: [], maxTokens: 100 });
     assert.match(JSON.stringify(request.messages), /\(replying to The Moderator: \\"the build is green\\"\)/);
     assert.match(entry.content, /@The Moderator thanks, see #quiet/);
     assert.match(entry.content, /\[attachment: screenshot\.png\]/);
@@ -176,28 +176,28 @@ describe('the bot on a fake Discord', () => {
     const location = { channelId: GENERAL, guildId: FAKE_GUILD_ID };
     const secret = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'the vault combination is zanzibar' });
     const meeting = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'standup moves to tuesday' });
-    await waitUntil(() => inHistory(GENERAL, secret) && inHistory(GENERAL, meeting), 'recorded');
+    await waitUntil(async () => (await inHistory(GENERAL, secret)) && (await inHistory(GENERAL, meeting)), 'recorded');
     const found = async (query: string, id: string) =>
       (await bot.app.memory.search({ location, query })).some((result) => result.source_ids.includes(id) && result.score > 0);
     await waitUntil(() => found('vault combination zanzibar', secret), 'secret searchable');
 
     bot.discord.deleteMessage({ channelId: GENERAL, messageId: secret });
     await waitUntil(async () => !(await found('vault combination zanzibar', secret)), 'secret gone from search');
-    assert.equal(inHistory(GENERAL, secret), false);
+    assert.equal(await inHistory(GENERAL, secret), false);
 
     bot.discord.editMessage({ messageId: meeting, content: 'standup moves to thursday' });
     await waitUntil(async () => {
       const results = await bot.app.memory.search({ location, query: 'standup thursday' });
       return results.some((result) => result.source_ids.includes(meeting) && result.content.includes('thursday'));
     }, 'edit searchable');
-    const entry = bot.app.runtime.liveContext(GENERAL).entries.find((candidate) => candidate.messageId === meeting)!;
+    const entry = (await bot.app.runtime.liveContext(GENERAL)).entries.find((candidate) => candidate.messageId === meeting)!;
     assert.equal(entry.content, 'standup moves to thursday');
 
     const a = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'bulk one' });
     const b = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'bulk two' });
-    await waitUntil(() => inHistory(GENERAL, a) && inHistory(GENERAL, b), 'bulk recorded');
+    await waitUntil(async () => (await inHistory(GENERAL, a)) && (await inHistory(GENERAL, b)), 'bulk recorded');
     bot.discord.bulkDelete({ channelId: GENERAL, messageIds: [a, b] });
-    await waitUntil(() => !inHistory(GENERAL, a) && !inHistory(GENERAL, b), 'bulk deleted');
+    await waitUntil(async () => !(await inHistory(GENERAL, a)) && !(await inHistory(GENERAL, b)), 'bulk deleted');
   });
 
   test('/context answers ephemerally; /compact and /memory forget need Manage Messages', async () => {

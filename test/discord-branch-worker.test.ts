@@ -43,8 +43,8 @@ describe('branches and workers through the fake Discord', () => {
     assert.equal(reply.messageReference?.message_id, asked);
     const branchRequest = bot.model.requests.find(isBranchRequest)!;
     assert.match(JSON.stringify(branchRequest.body.messages), /what was the boiler code again\?/, 'the branch saw the forked conversation');
-    await waitUntil(() => bot.app.runtime.liveContext(GENERAL).entries.at(-1)?.messageId === reply.id, 'the reply in history');
-    const kinds = bot.app.runtime.liveContext(GENERAL).entries.slice(-3).map((entry) => entry.kind);
+    await waitUntil(async () => (await bot.app.runtime.liveContext(GENERAL)).entries.at(-1)?.messageId === reply.id, 'the reply in history');
+    const kinds = (await bot.app.runtime.liveContext(GENERAL)).entries.slice(-3).map((entry) => entry.kind);
     assert.deepEqual(kinds, ['tool_call', 'tool_result', 'message']);
     assert.ok(bot.events.some((event) => event.type === 'branch_completed' && event.channel_id === GENERAL && event.status === 'answered'));
   });
@@ -66,8 +66,8 @@ describe('branches and workers through the fake Discord', () => {
     assert.equal(report.channelId, QUIET);
     assert.equal(report.messageReference?.message_id, asked, 'a reply to the message that asked');
     assert.match(report.content, /Nobody mentioned the boiler before last spring\./);
-    await waitUntil(() => bot.app.runtime.liveContext(QUIET).entries.some((entry) => entry.messageId === report.id), 'the report in history');
-    const entry = bot.app.runtime.liveContext(QUIET).entries.find((candidate) => candidate.messageId === report.id)!;
+    await waitUntil(async () => (await bot.app.runtime.liveContext(QUIET)).entries.some((entry) => entry.messageId === report.id), 'the report in history');
+    const entry = (await bot.app.runtime.liveContext(QUIET)).entries.find((candidate) => candidate.messageId === report.id)!;
     assert.equal(entry.role, 'assistant');
     assert.equal(entry.content, report.content);
     assert.ok(bot.events.some((event) => event.type === 'worker_completed' && event.channel_id === QUIET));
@@ -88,8 +88,8 @@ describe('branches and workers through the fake Discord', () => {
       return { text: `reply ${talk}` };
     });
     bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'please count the stars', mentionsBot: true });
-    await waitUntil(() => bot.app.workers.list(GENERAL).length === 1, 'the worker to start', 15_000);
-    const workerId = bot.app.workers.list(GENERAL)[0]!.id;
+    await waitUntil(async () => (await bot.app.workers.list(GENERAL)).length === 1, 'the worker to start', 15_000);
+    const workerId = (await bot.app.workers.list(GENERAL))[0]!.id;
 
     const listed = bot.discord.sendInteraction({ channelId: GENERAL, userId: ALICE, name: 'tasks', subcommand: 'list' });
     const listing = await bot.discord.waitForInteractionReply((reply) => reply.token === listed.token);
@@ -97,7 +97,7 @@ describe('branches and workers through the fake Discord', () => {
 
     const refused = bot.discord.sendInteraction({ channelId: GENERAL, userId: ALICE, name: 'tasks', subcommand: 'cancel', options: { id: workerId } });
     assert.match((await bot.discord.waitForInteractionReply((reply) => reply.token === refused.token)).content ?? '', /need the Manage Messages permission/);
-    assert.equal(bot.app.workers.list(GENERAL).length, 1);
+    assert.equal((await bot.app.workers.list(GENERAL)).length, 1);
 
     const unknown = bot.discord.sendInteraction({ channelId: GENERAL, userId: MOD, name: 'tasks', subcommand: 'cancel', options: { id: 'w-nope; DROP' }, permissions: '8192' });
     assert.match((await bot.discord.waitForInteractionReply((reply) => reply.token === unknown.token)).content ?? '', /is not a worker id/);
@@ -106,7 +106,7 @@ describe('branches and workers through the fake Discord', () => {
     assert.match((await bot.discord.waitForInteractionReply((reply) => reply.token === cancel.token)).content ?? '', new RegExp(`Cancelling worker ${workerId}`));
     const report = await bot.discord.waitForPost((message) => message.content.startsWith(`[worker ${workerId} cancelled]`), { timeoutMs: 15_000 });
     assert.match(report.content, /cancelled by mod/);
-    await waitUntil(() => bot.app.workers.list(GENERAL).length === 0, 'the worker to stop');
+    await waitUntil(async () => (await bot.app.workers.list(GENERAL)).length === 0, 'the worker to stop');
 
     const afterList = bot.discord.sendInteraction({ channelId: GENERAL, userId: ALICE, name: 'tasks', subcommand: 'list' });
     assert.equal((await bot.discord.waitForInteractionReply((reply) => reply.token === afterList.token)).content, 'No workers are running in this channel.');
@@ -115,7 +115,7 @@ describe('branches and workers through the fake Discord', () => {
     bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'still there?', mentionsBot: true });
     await bot.discord.waitForPost((message) => message.content === `reply ${before + 1}`, { timeoutMs: 15_000 });
     // History stays valid for the model: every tool call still has its result.
-    const entries = bot.app.runtime.liveContext(GENERAL).entries;
+    const entries = (await bot.app.runtime.liveContext(GENERAL)).entries;
     const calls = entries.filter((entry) => entry.kind === 'tool_call').length;
     assert.equal(entries.filter((entry) => entry.kind === 'tool_result').length, calls);
   });

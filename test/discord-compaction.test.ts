@@ -26,7 +26,7 @@ test('during a long conversation in a small window, compaction fires and replies
     const completed = bot.events.filter((event) => event.type === 'compaction_completed' && event.channel_id === LONG);
     assert.ok(completed.length >= 1, `compactions: ${completed.length}`);
     assert.equal(replies, 8);
-    const status = bot.app.runtime.status(LONG);
+    const status = await bot.app.runtime.status(LONG);
     assert.ok(status.usage < status.thresholds.emergency, `usage ${status.usage}`);
     assert.ok(status.summaries >= 1);
     assert.ok(status.archivedMessages > status.liveMessages);

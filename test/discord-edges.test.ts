@@ -38,8 +38,8 @@ describe('edge cases on a fake Discord', () => {
     await bot.close();
   });
 
-  const entryOf = (channelId: string, messageId: string) =>
-    bot.app.runtime.liveContext(channelId).entries.find((entry) => entry.messageId === messageId);
+  const entryOf = async (channelId: string, messageId: string) =>
+    (await bot.app.runtime.liveContext(channelId)).entries.find((entry) => entry.messageId === messageId);
 
   const command = async (channelId: string, userId: string, subcommand: string, options: Record<string, string>, permissions?: string) => {
     const sent = bot.discord.sendInteraction({
@@ -78,7 +78,7 @@ describe('edge cases on a fake Discord', () => {
       content: 'Alice is allergic to peanuts.',
       memoryType: 'identity',
     });
-    const stillThere = (id: string) => bot.app.memory.list({ limit: 10_000 }).some((record) => record.id === id);
+    const stillThere = async (id: string) => (await bot.app.memory.list({ limit: 10_000 })).some((record) => record.id === id);
 
     // A moderator of another channel, and a DM user (who manages their own DM), may not.
     const fromQuiet = await command(QUIET, MOD, 'forget', { id: general.id }, MANAGE_MESSAGES);
@@ -87,13 +87,13 @@ describe('edge cases on a fake Discord', () => {
     assert.doesNotMatch(fromDm, /^Forgot/);
     const dmFromGuild = await command(GENERAL, MOD, 'forget', { id: privateMemory.id }, MANAGE_MESSAGES);
     assert.doesNotMatch(dmFromGuild, /^Forgot/);
-    assert.ok(stillThere(general.id), 'the channel memory survives');
-    assert.ok(stillThere(privateMemory.id), 'the DM memory survives');
+    assert.ok(await stillThere(general.id), 'the channel memory survives');
+    assert.ok(await stillThere(privateMemory.id), 'the DM memory survives');
 
     // Where they belong, they can be forgotten.
     assert.match(await command(GENERAL, MOD, 'forget', { id: general.id }, MANAGE_MESSAGES), /^Forgot/);
     assert.match(await command(DM_ALICE, ALICE, 'forget', { id: privateMemory.id }), /^Forgot/);
-    assert.ok(!stillThere(general.id) && !stillThere(privateMemory.id));
+    assert.ok(!(await stillThere(general.id)) && !(await stillThere(privateMemory.id)));
   });
 
   test('/memory search in a guild channel never shows a DM or another channel', async () => {
@@ -144,7 +144,7 @@ describe('edge cases on a fake Discord', () => {
 
   test('an edit that carries no content (embeds unfurled) keeps the stored text', async () => {
     const id = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'see https://example.invalid/page for details' });
-    await waitUntil(() => entryOf(GENERAL, id) !== undefined, 'recorded');
+    await waitUntil(async () => (await entryOf(GENERAL, id)) !== undefined, 'recorded');
     bot.discord.dispatch('MESSAGE_UPDATE', {
       id,
       channel_id: GENERAL,
@@ -152,22 +152,22 @@ describe('edge cases on a fake Discord', () => {
       embeds: [{ type: 'link', url: 'https://example.invalid/page', title: 'A page' }],
     });
     const marker = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'after the unfurl' });
-    await waitUntil(() => entryOf(GENERAL, marker) !== undefined, 'later message recorded');
+    await waitUntil(async () => (await entryOf(GENERAL, marker)) !== undefined, 'later message recorded');
     await bot.adapter.idle();
-    assert.match(entryOf(GENERAL, id)?.content ?? '', /see https:\/\/example\.invalid\/page for details/);
+    assert.match((await entryOf(GENERAL, id))?.content ?? '', /see https:\/\/example\.invalid\/page for details/);
   });
 
   test('deletes of unknown messages and channels are harmless; a mixed bulk delete removes the known ones', async () => {
     const keep = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'keep me' });
     const gone = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'delete me' });
-    await waitUntil(() => entryOf(GENERAL, keep) !== undefined && entryOf(GENERAL, gone) !== undefined, 'recorded');
+    await waitUntil(async () => (await entryOf(GENERAL, keep)) !== undefined && (await entryOf(GENERAL, gone)) !== undefined, 'recorded');
     const failedBefore = bot.events.filter((event) => event.type === 'discord_event_failed').length;
     bot.discord.dispatch('MESSAGE_DELETE', { id: '123456789012345678', channel_id: GENERAL, guild_id: FAKE_GUILD_ID });
     bot.discord.dispatch('MESSAGE_DELETE', { id: '123456789012345679', channel_id: '799999999999999999', guild_id: FAKE_GUILD_ID });
     bot.discord.dispatch('MESSAGE_DELETE_BULK', { ids: ['123456789012345670', gone], channel_id: GENERAL, guild_id: FAKE_GUILD_ID });
-    await waitUntil(() => entryOf(GENERAL, gone) === undefined, 'bulk delete applied');
+    await waitUntil(async () => (await entryOf(GENERAL, gone)) === undefined, 'bulk delete applied');
     await bot.adapter.idle();
-    assert.ok(entryOf(GENERAL, keep));
+    assert.ok(await entryOf(GENERAL, keep));
     assert.equal(bot.events.filter((event) => event.type === 'discord_event_failed').length, failedBefore);
   });
 
@@ -181,12 +181,12 @@ describe('edge cases on a fake Discord', () => {
     });
     const posted = await bot.discord.waitForPost((message) => message.messageReference?.message_id === id);
     assert.match(posted.content, /^echo: /);
-    assert.match(entryOf(GENERAL, id)?.content ?? '', /\[attachment: diagram\.png\]/);
+    assert.match((await entryOf(GENERAL, id))?.content ?? '', /\[attachment: diagram\.png\]/);
   });
 
   test('a message with no content at all (intent off) is recorded and never breaks the next turn', async () => {
     const empty = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: '' });
-    await waitUntil(() => entryOf(GENERAL, empty) !== undefined, 'empty message recorded');
+    await waitUntil(async () => (await entryOf(GENERAL, empty)) !== undefined, 'empty message recorded');
     const id = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'and now a question', mentionsBot: true });
     const posted = await bot.discord.waitForPost((message) => message.messageReference?.message_id === id);
     assert.match(posted.content, /^echo: /);
@@ -211,8 +211,8 @@ describe('edge cases on a fake Discord', () => {
     const id = bot.discord.sendMessage({ channelId: threadId, authorId: ALICE, content: 'a thread question', mentionsBot: true });
     const posted = await bot.discord.waitForPost((message) => message.messageReference?.message_id === id);
     assert.equal(posted.channelId, threadId);
-    assert.ok(entryOf(threadId, id));
-    assert.equal(entryOf(GENERAL, id), undefined);
+    assert.ok(await entryOf(threadId, id));
+    assert.equal(await entryOf(GENERAL, id), undefined);
     assert.ok(bot.discord.posted.every((message) => message.channelId !== FAKE_BOT_ID));
   });
 });
@@ -228,7 +228,7 @@ describe('shutdown with a reply still thinking', () => {
       const outcome = await Promise.race([stopped, new Promise<'hung'>((resolve) => setTimeout(resolve, 10_000, 'hung').unref())]);
       assert.equal(outcome, 'stopped');
       assert.ok(!bot.discord.posted.some((message) => message.messageReference?.message_id === id), 'no reply or apology after shutdown');
-      assert.ok(bot.app.runtime.liveContext(GENERAL).entries.some((entry) => entry.messageId === id), 'the question stays in history');
+      assert.ok((await bot.app.runtime.liveContext(GENERAL)).entries.some((entry) => entry.messageId === id), 'the question stays in history');
     } finally {
       await bot.close();
     }

@@ -32,8 +32,8 @@ describe('files, reply context and user commands through Discord', () => {
   });
 
   const agentRequests = () => bot.model.requests.filter((request) => isAgentRequest(request.body));
-  const entryOf = (channelId: string, messageId: string) =>
-    bot.app.runtime.liveContext(channelId).entries.find((entry) => entry.messageId === messageId);
+  const entryOf = async (channelId: string, messageId: string) =>
+    (await bot.app.runtime.liveContext(channelId)).entries.find((entry) => entry.messageId === messageId);
   const answered = async (channelId: string, messageId: string) => {
     await waitUntil(() => bot.discord.posted.some((message) => message.channelId === channelId && message.messageReference?.message_id === messageId), 'the answer', 15_000);
     await bot.adapter.idle();
@@ -60,7 +60,7 @@ describe('files, reply context and user commands through Discord', () => {
     const image = lastUserBlocks(request).find((block) => block.type === 'image');
     assert.ok(image, 'an image block was sent');
     assert.deepEqual(image.source, { type: 'base64', media_type: 'image/png', data: png.toString('base64') });
-    const entry = entryOf(GENERAL, id)!;
+    const entry = (await entryOf(GENERAL, id))!;
     assert.match(entry.content, /\[image: plan\.png, 1200×900, \d+ KB\]/);
     assert.equal(entry.tokens, estimateEntryTokens(entry) + 1440);
     assert.ok(bot.events.some((event) => event.type === 'attachments_resolved' && event.channel_id === GENERAL && event.images === 1 && event.tokens === 1440));
@@ -93,7 +93,7 @@ describe('files, reply context and user commands through Discord', () => {
     const log = texts.find((text) => text.startsWith('Attached file server.log:'))!;
     assert.ok(log.endsWith('[cut here: the file is longer than 20,000 characters]'));
     assert.equal(log.length, 'Attached file server.log:\n'.length + 20_000 + '\n[cut here: the file is longer than 20,000 characters]'.length);
-    const entry = entryOf(QUIET, id)!;
+    const entry = (await entryOf(QUIET, id))!;
     assert.match(entry.content, /\[file: notes\.md, \d+ B\]/);
     assert.match(entry.content, /\[file: server\.log, 31 KB, first 20,000 characters shown\]/);
     assert.match(entry.content, /\[attachment: blob\.txt, 4 B, not shown: not UTF-8 text\]/);
@@ -102,14 +102,14 @@ describe('files, reply context and user commands through Discord', () => {
 
   test('a reply to a message that was compacted brings it into the turn from the archive', async () => {
     const original = bot.discord.sendMessage({ channelId: LONG, authorId: BOB, content: 'The launch codename is BLUEBIRD, keep it quiet.' });
-    await waitUntil(() => entryOf(LONG, original) !== undefined, 'recorded');
+    await waitUntil(async () => (await entryOf(LONG, original)) !== undefined, 'recorded');
     for (let index = 0; index < 10; index += 1) {
       const filler = bot.discord.sendMessage({ channelId: LONG, authorId: MOD, content: `unrelated chatter number ${index} about coffee, lunch and the weather this week` });
-      await waitUntil(() => entryOf(LONG, filler) !== undefined, 'filler recorded');
+      await waitUntil(async () => (await entryOf(LONG, filler)) !== undefined, 'filler recorded');
     }
     const outcome = await bot.app.runtime.compactNow(LONG);
     assert.equal(outcome.status, 'completed');
-    assert.equal(entryOf(LONG, original), undefined, 'the original left the live context');
+    assert.equal(await entryOf(LONG, original), undefined, 'the original left the live context');
 
     const before = agentRequests().length;
     const question = bot.discord.sendMessage({ channelId: LONG, authorId: ALICE, content: 'what did you mean by this?', mentionsBot: true, replyToMessageId: original });
@@ -123,7 +123,7 @@ describe('files, reply context and user commands through Discord', () => {
   test('/memory mine shows only the asking user’s memories, and they may forget their own without Manage Messages', async () => {
     const alice = bot.discord.sendMessage({ channelId: BURST, authorId: ALICE, content: 'I prefer tea over coffee' });
     const bob = bot.discord.sendMessage({ channelId: BURST, authorId: BOB, content: 'I am vegetarian' });
-    await waitUntil(() => entryOf(BURST, alice) !== undefined && entryOf(BURST, bob) !== undefined, 'recorded');
+    await waitUntil(async () => (await entryOf(BURST, alice)) !== undefined && (await entryOf(BURST, bob)) !== undefined, 'recorded');
     const location = { channelId: BURST, guildId: FAKE_GUILD_ID };
     const aliceMemory = await bot.app.memory.save({ location, content: 'Alice prefers tea over coffee', memoryType: 'preference', sourceIds: [alice] });
     const bobMemory = await bot.app.memory.save({ location, content: 'Bob is vegetarian', memoryType: 'identity', sourceIds: [bob] });
@@ -167,10 +167,10 @@ describe('files, reply context and user commands through Discord', () => {
     assert.match(systemText(agentRequests().at(-1)!.body), /^You are a cheerful pirate/);
     // Stored in the data dir: visible to the operator, and never in config.toml.
     const { listPersonas } = await import('../src/persona/index.js');
-    assert.deepEqual(listPersonas(bot.app.db).map((persona) => [persona.channelId, persona.setBy]), [[GENERAL, MOD]]);
+    assert.deepEqual((await listPersonas(bot.app.db)).map((persona) => [persona.channelId, persona.setBy]), [[GENERAL, MOD]]);
 
     assert.match(await command(GENERAL, MOD, 'persona', 'clear', {}, MANAGE_CHANNELS), /cleared/);
     assert.match(await command(GENERAL, MOD, 'persona', 'clear', {}, MANAGE_CHANNELS), /no persona of its own/);
-    assert.deepEqual(listPersonas(bot.app.db), []);
+    assert.deepEqual(await listPersonas(bot.app.db), []);
   });
 });

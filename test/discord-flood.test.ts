@@ -34,8 +34,8 @@ test('a burst of 1,000 messages into one channel is coalesced and does not starv
     }
     await bot.discord.waitForPost((message) => message.channelId === GENERAL && message.content === 'general answer', { timeoutMs: 60_000 });
     const store = new HistoryStore(bot.app.db);
-    const floodRecorded = () => store.archive(BURST).filter((entry) => entry.role === 'user').length;
-    await waitUntil(() => floodRecorded() === FLOOD, 'every flood message recorded', 120_000);
+    const floodRecorded = async () => (await store.archive(BURST)).filter((entry) => entry.role === 'user').length;
+    await waitUntil(async () => (await floodRecorded()) === FLOOD, 'every flood message recorded', 120_000);
     await bot.adapter.idle();
     clearInterval(sampler);
     const burstTurns = bot.model.requests.filter((request) => isAgentRequest(request.body) && lastUserText(request.body).includes('flood')).length;

@@ -66,8 +66,8 @@ async function startBot(options: { discord: FakeDiscord; model: FakeAnthropic; d
   };
 }
 
-function messageIds(app: MagpieApp, channelId: string): string[] {
-  return (app.db.prepare("SELECT message_id FROM history_entries WHERE channel_id = ? AND kind = 'message' ORDER BY seq").all(channelId) as Array<{
+async function messageIds(app: MagpieApp, channelId: string): Promise<string[]> {
+  return ((await app.db.prepare("SELECT message_id FROM history_entries WHERE channel_id = ? AND kind = 'message' ORDER BY seq").all(channelId)) as Array<{
     message_id: string;
   }>).map((row) => row.message_id);
 }
@@ -96,7 +96,7 @@ describe('nothing missed across an outage', { timeout: 120_000 }, () => {
     try {
       const before = [1, 2, 3].map((index) => discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: `before ${index}` }));
       const quietBefore = discord.sendMessage({ channelId: QUIET, authorId: BOB, content: 'quiet before' });
-      await waitUntil(() => messageIds(bot.app, GENERAL).length === 3 && messageIds(bot.app, QUIET).length === 1, 'live messages stored');
+      await waitUntil(async () => (await messageIds(bot.app, GENERAL)).length === 3 && (await messageIds(bot.app, QUIET)).length === 1, 'live messages stored');
 
       discord.dropSession();
       // Sent in the same tick as the drop: the client cannot be back yet, so only REST has them.
@@ -125,8 +125,8 @@ describe('nothing missed across an outage', { timeout: 120_000 }, () => {
       const sent = JSON.stringify(request.body);
       assert.ok(sent.indexOf('missed 0') < sent.indexOf('missed 129') && sent.indexOf('missed 129') < sent.indexOf('what did I miss?'));
 
-      assert.deepEqual(messageIds(bot.app, GENERAL).slice(0, 3 + 130 + 1), [...before, ...missed, asking], 'in order, each once');
-      assert.deepEqual(messageIds(bot.app, QUIET), [quietBefore, quietMissed]);
+      assert.deepEqual((await messageIds(bot.app, GENERAL)).slice(0, 3 + 130 + 1), [...before, ...missed, asking], 'in order, each once');
+      assert.deepEqual(await messageIds(bot.app, QUIET), [quietBefore, quietMissed]);
     } finally {
       await bot.stop();
       await model.close();
@@ -139,7 +139,7 @@ describe('nothing missed across an outage', { timeout: 120_000 }, () => {
     const dataDir = path.join(root, 'restart');
     let bot = await startBot({ discord, model, dataDir, catchUpMessages: 40 });
     const first = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'first' });
-    await waitUntil(() => messageIds(bot.app, GENERAL).length === 1, 'first stored');
+    await waitUntil(async () => (await messageIds(bot.app, GENERAL)).length === 1, 'first stored');
     await bot.stop();
     const whileDown = Array.from({ length: 60 }, (_, index) => discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: `down ${index}` }));
     bot = await startBot({ discord, model, dataDir, catchUpMessages: 40 });
@@ -148,7 +148,7 @@ describe('nothing missed across an outage', { timeout: 120_000 }, () => {
       const done = bot.events.find((event) => event.type === 'catch_up_completed')!;
       assert.equal(done.messages, 40);
       assert.equal(done.truncated, true);
-      assert.deepEqual(messageIds(bot.app, GENERAL), [first, ...whileDown.slice(0, 40)]);
+      assert.deepEqual(await messageIds(bot.app, GENERAL), [first, ...whileDown.slice(0, 40)]);
     } finally {
       await bot.stop();
     }
@@ -156,7 +156,7 @@ describe('nothing missed across an outage', { timeout: 120_000 }, () => {
     bot = await startBot({ discord, model, dataDir, catchUpMessages: 40 });
     try {
       await waitUntil(() => bot.events.some((event) => event.type === 'catch_up_completed'), 'second catch-up', 30_000);
-      assert.deepEqual(messageIds(bot.app, GENERAL), [first, ...whileDown]);
+      assert.deepEqual(await messageIds(bot.app, GENERAL), [first, ...whileDown]);
     } finally {
       await bot.stop();
       await model.close();
@@ -184,7 +184,7 @@ describe('deletes made while the bot was away', { timeout: 120_000 }, () => {
     const kept = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'the ferry leaves at noon' });
     const doomed = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'my locker code is walrus pineapple' });
     const last = discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: 'see you on the pier' });
-    await waitUntil(() => messageIds(bot.app, GENERAL).length === 4, 'messages stored');
+    await waitUntil(async () => (await messageIds(bot.app, GENERAL)).length === 4, 'messages stored');
     await waitUntil(
       async () => (await bot.app.memory.search({ location: { channelId: GENERAL }, query: 'locker code walrus pineapple' })).length > 0,
       'the message searchable',
@@ -206,7 +206,7 @@ describe('deletes made while the bot was away', { timeout: 120_000 }, () => {
       assert.equal(reconciled.window_start_id, kept);
       assert.equal(JSON.stringify(reconciled).includes('walrus'), false, 'no message content in the line');
 
-      assert.deepEqual(messageIds(bot.app, GENERAL), [old, kept, last], 'the deleted one left history; the old one, outside the window, stayed');
+      assert.deepEqual(await messageIds(bot.app, GENERAL), [old, kept, last], 'the deleted one left history; the old one, outside the window, stayed');
       await bot.app.runtime.privacySettled();
       const found = await bot.app.memory.search({ location: { channelId: GENERAL }, query: 'locker code walrus pineapple' });
       assert.equal(JSON.stringify(found).includes('walrus'), false, 'search no longer finds it');
@@ -240,7 +240,7 @@ describe('deletes reconciled only where Discord answered', { timeout: 120_000 },
     });
     const kept = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'kept' });
     const doomed = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'deleted while away' });
-    await waitUntil(() => messageIds(bot.app, GENERAL).length === 3, 'messages stored');
+    await waitUntil(async () => (await messageIds(bot.app, GENERAL)).length === 3, 'messages stored');
     await bot.stop();
     discord.deleteMessage({ channelId: GENERAL, messageId: doomed });
 
@@ -250,7 +250,7 @@ describe('deletes reconciled only where Discord answered', { timeout: 120_000 },
       const reconciled = bot.events.find((event) => event.type === 'catch_up_deletes_reconciled' && event.channel_id === GENERAL);
       assert.equal(reconciled?.messages_checked, 2, 'only the two stored ids inside the covered range');
       assert.equal(reconciled?.deletes_applied, 1);
-      assert.deepEqual(messageIds(bot.app, GENERAL), [early, kept], 'the early message, outside the covered range, stays');
+      assert.deepEqual(await messageIds(bot.app, GENERAL), [early, kept], 'the early message, outside the covered range, stays');
     } finally {
       await bot.stop();
       await model.close();
@@ -266,7 +266,7 @@ describe('edits and deletes while the bot starts', { timeout: 120_000 }, () => {
     let bot = await startBot({ discord, model, dataDir });
     const kept = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'kept' });
     const doomed = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'deleted as the bot comes back' });
-    await waitUntil(() => messageIds(bot.app, GENERAL).length === 2, 'messages stored');
+    await waitUntil(async () => (await messageIds(bot.app, GENERAL)).length === 2, 'messages stored');
     await bot.stop();
     const whileDown = discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: 'sent while down' });
     // The catch-up's first history read is held back, so the delete below arrives during it.
@@ -279,7 +279,7 @@ describe('edits and deletes while the bot starts', { timeout: 120_000 }, () => {
       const completed = bot.events.findIndex((event) => event.type === 'catch_up_completed' && event.channel_id === GENERAL);
       const deletes = bot.events.flatMap((event, index) => (event.type === 'messages_deleted' && event.channel_id === GENERAL ? [index] : []));
       assert.ok(deletes.at(-1)! > completed, 'the live delete was applied after the catch-up, not dropped');
-      assert.deepEqual(messageIds(bot.app, GENERAL), [kept, whileDown]);
+      assert.deepEqual(await messageIds(bot.app, GENERAL), [kept, whileDown]);
     } finally {
       await bot.stop();
       await model.close();
@@ -308,7 +308,7 @@ describe('storage errors under a running bot', { timeout: 120_000 }, () => {
     try {
       const accepted = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'stored before the disk filled', mentionsBot: true });
       const reply = await discord.waitForPost((posted) => posted.messageReference?.message_id === accepted, { timeoutMs: 20_000 });
-      await waitUntil(() => messageIds(bot.app, GENERAL).includes(reply.id), 'the reply stored', 20_000);
+      await waitUntil(async () => (await messageIds(bot.app, GENERAL)).includes(reply.id), 'the reply stored', 20_000);
       await bot.app.responder.idle();
       assert.equal(bot.adapter.storageHealthy, true);
 
@@ -334,8 +334,8 @@ describe('storage errors under a running bot', { timeout: 120_000 }, () => {
       rmSync(filler);
       await waitUntil(() => bot.adapter.storageHealthy, 'storage healthy again', 30_000);
       assert.ok(bot.events.some((event) => event.type === 'storage_recovered'));
-      await waitUntil(() => messageIds(bot.app, GENERAL).includes(failing), 'the retried message stored', 20_000);
-      const ids = messageIds(bot.app, GENERAL);
+      await waitUntil(async () => (await messageIds(bot.app, GENERAL)).includes(failing), 'the retried message stored', 20_000);
+      const ids = await messageIds(bot.app, GENERAL);
       assert.equal(ids.filter((id) => id === accepted).length, 1, 'the accepted message is kept');
       assert.equal(ids.filter((id) => id === failing).length, 1, 'stored once');
     } finally {

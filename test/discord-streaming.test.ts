@@ -70,7 +70,7 @@ test('a long streamed answer arrives as a post and edits that end in exactly the
       }
     }
     // History records the final text once, under the first part's id.
-    const replies = bot.app.runtime.liveContext(LONG).entries.filter((entry) => entry.role === 'assistant');
+    const replies = (await bot.app.runtime.liveContext(LONG)).entries.filter((entry) => entry.role === 'assistant');
     assert.equal(replies.length, 1);
     assert.equal(replies[0]!.content, answer);
     assert.equal(replies[0]!.messageId, posts[0]!.id);
@@ -94,7 +94,7 @@ test('a stream that breaks midway leaves a clean message ending in a note, and n
     assert.equal(bot.discord.posted.filter((message) => message.channelId === QUIET).length, 1, 'nothing posted twice');
     assert.ok(bot.events.some((event) => event.type === 'agent_turn_failed' && event.channel_id === QUIET));
     // The broken answer is not recorded as if it had been given.
-    assert.ok(!bot.app.runtime.liveContext(QUIET).entries.some((entry) => entry.role === 'assistant'));
+    assert.ok(!(await bot.app.runtime.liveContext(QUIET)).entries.some((entry) => entry.role === 'assistant'));
 
     // An error event in the middle of the stream (the API overloaded) ends the same way.
     bot.model.enqueue({ text: 'Partly written answer that never', chunks: ['Partly written ', 'answer that never'], chunkDelayMs: 20, errorAfter: 1 });
@@ -140,7 +140,7 @@ test('words written before a tool call stay on screen, typing comes back while t
     const typingAfterPost = bot.discord.typing.filter((channel, index) => channel === GENERAL && bot.discord.typingAt[index]! >= firstPost.at!);
     assert.ok(typingAfterPost.length >= 1, 'typing shown again while the tool ran');
     // History: the words before the call as a note, the answer as the reply, each once.
-    const assistant = bot.app.runtime.liveContext(GENERAL).entries.filter((entry) => entry.kind === 'message' && entry.role === 'assistant');
+    const assistant = (await bot.app.runtime.liveContext(GENERAL)).entries.filter((entry) => entry.kind === 'message' && entry.role === 'assistant');
     assert.deepEqual(assistant.map((entry) => entry.content), ['Let me look that up.', 'Nothing on record about the deploy day yet.']);
   } finally {
     await bot.close();

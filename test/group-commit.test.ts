@@ -58,7 +58,7 @@ class GatedEmbedder implements Embedder {
 
 test('a group of messages is stored whole; one already held rejects alone', async () => {
   const dir = tempDir();
-  const db = openTestDatabase(dir.path);
+  const db = await openTestDatabase(dir.path);
   const memory = await openMemoryStore({ db, dataDir: dir.path, settings: DEFAULTS.memory, embedder: new HashingEmbedder({ dimension: 64 }) });
   try {
     const store = new HistoryStore(db);
@@ -75,27 +75,27 @@ test('a group of messages is stored whole; one already held rejects alone', asyn
     await assert.rejects(duplicate, (error: { code?: string }) => error.code === 'history_conflict');
 
     for (let channel = 0; channel < 4; channel += 1) {
-      const held = store.archive(`gc-${channel}`).map((entry) => entry.messageId);
+      const held = (await store.archive(`gc-${channel}`)).map((entry) => entry.messageId);
       const expected = Array.from({ length: channel === 0 ? 11 : 10 }, (_, position) => `gc-${channel}-${channel === 0 ? position : position + 1}`);
       assert.deepEqual(held, expected, `channel ${channel} holds its messages in order, once`);
     }
-    const transcripts = db.prepare(`SELECT COUNT(*) AS total FROM memory_items WHERE kind = 'transcript'`).get() as { total: number };
+    const transcripts = (await db.prepare(`SELECT COUNT(*) AS total FROM memory_items WHERE kind = 'transcript'`).get()) as { total: number };
     assert.equal(Number(transcripts.total), 41, 'every stored message has its transcript row');
 
     await memory.whenIndexed();
-    const vectors = db.prepare('SELECT COUNT(*) AS total FROM memory_vectors').get() as { total: number };
-    const owed = db.prepare('SELECT COUNT(*) AS total FROM memory_vector_backlog').get() as { total: number };
+    const vectors = (await db.prepare('SELECT COUNT(*) AS total FROM memory_vectors').get()) as { total: number };
+    const owed = (await db.prepare('SELECT COUNT(*) AS total FROM memory_vector_backlog').get()) as { total: number };
     assert.deepEqual([Number(vectors.total), Number(owed.total)], [41, 0], 'every transcript row got its vector');
   } finally {
     await memory.close();
-    db.close();
+    await db.close();
     dir.remove();
   }
 });
 
 test('a row edited while its vector was being made gets the vector of its new text', async () => {
   const dir = tempDir();
-  const db = openTestDatabase(dir.path);
+  const db = await openTestDatabase(dir.path);
   const embedder = new GatedEmbedder();
   const memory = await openMemoryStore({ db, dataDir: dir.path, settings: DEFAULTS.memory, embedder });
   try {
@@ -108,12 +108,12 @@ test('a row edited while its vector was being made gets the vector of its new te
     embedder.open();
     await memory.whenIndexed();
 
-    const rows = db
+    const rows = (await db
       .prepare(
         `SELECT i.content, v.vector FROM memory_items i JOIN memory_vectors v ON v.item_rowid = i.rowid
           WHERE i.kind = 'transcript' ORDER BY i.rowid`,
       )
-      .all() as Array<{ content: string; vector: Uint8Array }>;
+      .all()) as Array<{ content: string; vector: Uint8Array }>;
     assert.equal(rows.length, 2, 'both rows have one vector');
     const reference = new HashingEmbedder({ dimension: 64 });
     for (const row of rows) {
@@ -123,7 +123,7 @@ test('a row edited while its vector was being made gets the vector of its new te
   } finally {
     embedder.open();
     await memory.close();
-    db.close();
+    await db.close();
     dir.remove();
   }
 });

@@ -44,12 +44,12 @@ test('every acknowledged message survives SIGKILL, in history and in memory_sear
       const store = new HistoryStore(app.db);
       const inHistory = new Set<string>();
       for (let channel = 0; channel < 50; channel += 1) {
-        for (const entry of store.archive(`chan-${channel}`)) inHistory.add(entry.messageId);
+        for (const entry of (await store.archive(`chan-${channel}`))) inHistory.add(entry.messageId);
       }
       const missing = acknowledged.filter((id) => !inHistory.has(id));
       assert.deepEqual(missing, [], 'no acknowledged message is missing from history');
       const transcripts = new Set(
-        (app.db.prepare(`SELECT message_id FROM memory_items WHERE kind = 'transcript'`).all() as Array<{ message_id: string }>).map(
+        ((await app.db.prepare(`SELECT message_id FROM memory_items WHERE kind = 'transcript'`).all()) as Array<{ message_id: string }>).map(
           (row) => row.message_id,
         ),
       );

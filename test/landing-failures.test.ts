@@ -28,8 +28,8 @@ const FAULTS = [
   { write: 'live start update', on: 'BEFORE UPDATE ON history_channels' },
 ];
 
-function shape(harness: Harness): { summaries: unknown[]; entries: number[] } {
-  const live = harness.runtime.liveContext('c1');
+async function shape(harness: Harness): Promise<{ summaries: unknown[]; entries: number[] }> {
+  const live = await harness.runtime.liveContext('c1');
   return {
     summaries: live.summaries.map((summary) => [summary.kind, summary.fromSeq, summary.toSeq, summary.content]),
     entries: live.entries.map((entry) => entry.seq),
@@ -40,14 +40,14 @@ for (const fault of FAULTS) {
   test(`a failing ${fault.write} while a result lands: the channel goes on and nothing is lost`, { skip: TEST_STORAGE !== 'sqlite' }, async () => {
     const pending = gate('Alice and Bob talked about words one to ten.');
     const summarizer = new ScriptedSummarizer().enqueue(pending.behaviour);
-    let harness = openHarness({ summarizer });
+    let harness = await openHarness({ summarizer });
     let next = await fill(harness, 'c1', 0, () => started(harness) === 1);
     // Ensure the live-start row exists, so that both its insert and its update are exercised.
-    harness.db.exec(`CREATE TRIGGER injected_fault ${fault.on} BEGIN SELECT RAISE(ABORT, 'injected disk I/O error'); END`);
+    await harness.db.exec(`CREATE TRIGGER injected_fault ${fault.on} BEGIN SELECT RAISE(ABORT, 'injected disk I/O error'); END`);
 
-    const liveBefore = harness.runtime.liveContext('c1').entries.length;
+    const liveBefore = (await harness.runtime.liveContext('c1')).entries.length;
     next = await fill(harness, 'c1', next, () => harness.ofType('emergency_truncation').length === 1);
-    assert.ok(harness.runtime.liveContext('c1').entries.length < liveBefore, 'the truncation took effect in memory');
+    assert.ok((await harness.runtime.liveContext('c1')).entries.length < liveBefore, 'the truncation took effect in memory');
     pending.open();
     await settle();
     await harness.runtime.flushCompactions();
@@ -57,37 +57,37 @@ for (const fault of FAULTS) {
     assert.deepEqual(escaped, [], 'nothing escaped as an unhandled error');
 
     // The disk recovers: the next check writes what was owed.
-    harness.db.exec('DROP TRIGGER injected_fault');
+    await harness.db.exec('DROP TRIGGER injected_fault');
     await harness.runtime.ingest(userMessage('c1', next++));
     await harness.runtime.flushCompactions();
-    const before = shape(harness);
+    const before = await shape(harness);
     const { dir } = harness;
     await harness.close({ keepDir: true });
 
-    harness = openHarness({ dir, summarizer: new ScriptedSummarizer() });
-    const counts = assertConsistentHistory(harness.db, 'c1');
+    harness = await openHarness({ dir, summarizer: new ScriptedSummarizer() });
+    const counts = await assertConsistentHistory(harness.db, 'c1');
     assert.equal(counts.archived, next, 'every message is in the archive');
-    assert.deepEqual(shape(harness), before, 'a restart finds the same live context');
+    assert.deepEqual(await shape(harness), before, 'a restart finds the same live context');
     assert.deepEqual(escaped, []);
     await harness.close();
   });
 }
 
 test('an emergency truncation whose write fails holds in memory and is written at a later check', { skip: TEST_STORAGE !== 'sqlite' }, async () => {
-  const harness = openHarness({ summarizer: new ScriptedSummarizer() });
-  harness.db.exec(`CREATE TRIGGER injected_fault BEFORE INSERT ON history_summaries BEGIN SELECT RAISE(ABORT, 'injected disk full'); END`);
+  const harness = await openHarness({ summarizer: new ScriptedSummarizer() });
+  await harness.db.exec(`CREATE TRIGGER injected_fault BEFORE INSERT ON history_summaries BEGIN SELECT RAISE(ABORT, 'injected disk full'); END`);
   let next = await fill(harness, 'c1', 0, () => harness.ofType('emergency_truncation').length === 1);
   const truncation = harness.ofType('emergency_truncation')[0]!;
   assert.equal(truncation.saved, false);
   assert.ok((truncation.tokens_freed as number) > 0, 'room was freed all the same');
   assert.equal(harness.ofType('truncation_write_failed').length > 0, true);
-  assert.equal(harness.runtime.liveContext('c1').summaries[0]!.kind, 'marker');
-  harness.db.exec('DROP TRIGGER injected_fault');
+  assert.equal((await harness.runtime.liveContext('c1')).summaries[0]!.kind, 'marker');
+  await harness.db.exec('DROP TRIGGER injected_fault');
   await harness.runtime.ingest(userMessage('c1', next++));
   assert.equal(harness.ofType('truncation_write_saved').length, 1);
-  const stored = assertConsistentHistory(harness.db, 'c1');
-  assert.equal(stored.summaries, harness.runtime.liveContext('c1').summaries.length);
-  assert.ok(harness.runtime.liveContext('c1').summaries.every((summary) => summary.id > 0), 'the marker has its real id');
+  const stored = await assertConsistentHistory(harness.db, 'c1');
+  assert.equal(stored.summaries, (await harness.runtime.liveContext('c1')).summaries.length);
+  assert.ok((await harness.runtime.liveContext('c1')).summaries.every((summary) => summary.id > 0), 'the marker has its real id');
   assert.deepEqual(escaped, []);
   await harness.close();
 });

@@ -6,7 +6,8 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { openMemoryStore, type SearchResult, type TranscriptEntryInput } from '../src/memory/index.js';
-import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
+import { openDatabase } from '../src/storage/database.js';
+import type { SqlClient } from '../src/storage/sql-client.js';
 import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { openStorageForWriting } from '../src/storage/open-storage.js';
 import { freshSchema, requirePostgres } from './support/postgres-available.js';
@@ -57,7 +58,7 @@ function entries(channelId: string): TranscriptEntryInput[] {
   }));
 }
 
-async function searchAll(db: SqlDatabase, dataDir: string): Promise<SearchResult[][]> {
+async function searchAll(db: SqlClient, dataDir: string): Promise<SearchResult[][]> {
   const store = await openMemoryStore({ db, dataDir, settings: DEFAULTS.memory });
   try {
     await store.archiveTranscript([...entries('trip'), ...entries('other')]);
@@ -79,8 +80,8 @@ test('SQLite and PostgreSQL return the same hits for the same searches', async (
   if (!(await requirePostgres(t))) return;
   const sqliteDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
   const pgDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
-  const sqlite = openDatabase(sqliteDir, ALL_MIGRATIONS);
-  const postgres = openStorageForWriting({ backend: 'postgres', dataDir: pgDir, url: TEST_DATABASE_URL, schema: freshSchema() }, ALL_MIGRATIONS, {
+  const sqlite = await openDatabase(sqliteDir, ALL_MIGRATIONS);
+  const postgres = await openStorageForWriting({ backend: 'postgres', dataDir: pgDir, url: TEST_DATABASE_URL, schema: freshSchema() }, ALL_MIGRATIONS, {
     command: 'memory-backends test',
     writerKey: 'memory-backends',
   });
@@ -91,8 +92,8 @@ test('SQLite and PostgreSQL return the same hits for the same searches', async (
     const hits = (results: SearchResult[][]) => results.map((list) => list.map((result) => [result.id, result.score, result.source_ids]));
     assert.deepEqual(hits(actual), hits(expected));
   } finally {
-    sqlite.close();
-    postgres.close();
+    await sqlite.close();
+    await postgres.close();
     rmSync(sqliteDir, { recursive: true, force: true });
     rmSync(pgDir, { recursive: true, force: true });
   }

@@ -21,7 +21,7 @@ describe('magpie memory (real process)', () => {
   before(async () => {
     work = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
     dataDir = path.join(work, 'data');
-    const db = openTestDatabase(dataDir);
+    const db = await openTestDatabase(dataDir);
     const store = await openMemoryStore({ db, dataDir, settings: DEFAULTS.memory });
     await store.archiveTranscript([
       { channelId: 'c1', messageId: 'd1', authorId: 'a', authorName: 'Jo', content: 'Our flight to Osaka leaves at 7am', createdAt: 1_000 },
@@ -30,7 +30,7 @@ describe('magpie memory (real process)', () => {
     ]);
     await store.save({ location: { channelId: 'c1' }, content: 'Jo is afraid of flying', memoryType: 'fact' });
     await store.close();
-    db.close();
+    await db.close();
   });
   after(() => rmSync(work, { recursive: true, force: true }));
 

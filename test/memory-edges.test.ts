@@ -95,7 +95,7 @@ describe('forget within a location', () => {
   after(async () => opened.close());
 
   test('under guild scope a channel whose view is not on record sees no guild memory until it is', async () => {
-    opened.store.recordChannelView?.({ channelId: 'c3', guildId: 'g1', viewKey: 'staff-only' });
+    await opened.store.recordChannelView?.({ channelId: 'c3', guildId: 'g1', viewKey: 'staff-only' });
     await opened.store.save({ location: { channelId: 'c3', guildId: 'g1' }, content: 'The staff door code is 4418', memoryType: 'fact' });
     const fromUnknown = await opened.store.search({ location: { channelId: 'c4', guildId: 'g1' }, query: 'staff door code' });
     assert.ok(!fromUnknown.some((result) => result.content.includes('4418')), 'unknown view: nothing shared');
@@ -103,27 +103,27 @@ describe('forget within a location', () => {
     await opened.store.save({ location: { channelId: 'c5', guildId: 'g1' }, content: 'The loading bay opens at six', memoryType: 'fact' });
     const fromOtherUnknown = await opened.store.search({ location: { channelId: 'c4', guildId: 'g1' }, query: 'loading bay' });
     assert.ok(!fromOtherUnknown.some((result) => result.content.includes('loading bay')));
-    opened.store.recordChannelView?.({ channelId: 'c4', guildId: 'g1', viewKey: 'staff-only' });
+    await opened.store.recordChannelView?.({ channelId: 'c4', guildId: 'g1', viewKey: 'staff-only' });
     const known = await opened.store.search({ location: { channelId: 'c4', guildId: 'g1' }, query: 'staff door code' });
     assert.ok(known.some((result) => result.content.includes('4418')), 'same view on record: shared');
   });
 
   test('only what belongs to the channel (or the DM user) can be forgotten there', async () => {
     // Guild scope shares only between channels whose (equal) view permissions are on record.
-    for (const channelId of ['c1', 'c2']) opened.store.recordChannelView?.({ channelId, guildId: 'g1', viewKey: 'everyone' });
+    for (const channelId of ['c1', 'c2']) await opened.store.recordChannelView?.({ channelId, guildId: 'g1', viewKey: 'everyone' });
     const other = await opened.store.save({ location: { channelId: 'c2', guildId: 'g1' }, content: 'Bea runs the book club', memoryType: 'fact' });
     const dm = await opened.store.save({ location: { channelId: 'dm1', dmUserId: 'u1' }, content: 'U1 likes tea', memoryType: 'preference' });
     const mine = await opened.store.save({ location: { channelId: 'c1', guildId: 'g1' }, content: 'Cal owns the wiki', memoryType: 'fact' });
     // The guild scope lets c1 see c2's memory, but not delete it.
     const seen = await opened.store.search({ location: { channelId: 'c1', guildId: 'g1' }, query: 'book club' });
     assert.ok(seen.some((result) => result.id === other.id));
-    assert.equal(opened.store.forget(other.id, { channelId: 'c1', guildId: 'g1' }), false);
-    assert.equal(opened.store.forget(dm.id, { channelId: 'c1', guildId: 'g1' }), false);
-    assert.equal(opened.store.forget(mine.id, { channelId: 'dm1', dmUserId: 'u1' }), false);
+    assert.equal(await opened.store.forget(other.id, { channelId: 'c1', guildId: 'g1' }), false);
+    assert.equal(await opened.store.forget(dm.id, { channelId: 'c1', guildId: 'g1' }), false);
+    assert.equal(await opened.store.forget(mine.id, { channelId: 'dm1', dmUserId: 'u1' }), false);
     // A DM memory follows its user into another DM channel with them.
-    assert.equal(opened.store.forget(dm.id, { channelId: 'dm-other', dmUserId: 'u1' }), true);
-    assert.equal(opened.store.forget(mine.id, { channelId: 'c1', guildId: 'g1' }), true);
-    assert.equal(opened.store.forget(other.id), true, 'the operator (no location) can forget anything');
+    assert.equal(await opened.store.forget(dm.id, { channelId: 'dm-other', dmUserId: 'u1' }), true);
+    assert.equal(await opened.store.forget(mine.id, { channelId: 'c1', guildId: 'g1' }), true);
+    assert.equal(await opened.store.forget(other.id), true, 'the operator (no location) can forget anything');
   });
 });
 
@@ -143,7 +143,7 @@ describe('near-duplicates stay within their scope', () => {
     assert.equal(new Set([first.id, second.id, third.id]).size, 3);
     const again = await opened.store.save({ location: { channelId: 'c2', guildId: 'g1' }, content: `${content}!`, memoryType: 'fact' });
     assert.deepEqual(again, { id: second.id, status: 'updated' });
-    const c1 = opened.store.list({ location: { channelId: 'c1' }, kind: 'memory' });
+    const c1 = await opened.store.list({ location: { channelId: 'c1' }, kind: 'memory' });
     assert.equal(c1.find((record) => record.id === first.id)?.content, content, 'c1 untouched by c2');
   });
 });
@@ -151,7 +151,7 @@ describe('near-duplicates stay within their scope', () => {
 describe('many channels, few loaded indexes', () => {
   test('searches stay scoped and complete while indexes are evicted and reloaded', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
-    const db = openTestDatabase(dir);
+    const db = await openTestDatabase(dir);
     const store = await openMemoryStore({
       db,
       dataDir: dir,
@@ -182,7 +182,7 @@ describe('many channels, few loaded indexes', () => {
       }
     } finally {
       await store.close();
-      db.close();
+      await db.close();
       rmSync(dir, { recursive: true, force: true });
     }
   });
@@ -194,8 +194,8 @@ describe('calls after close', () => {
     const { store, db } = opened;
     await store.archiveTranscript([{ channelId: 'c1', messageId: 'm1', authorId: 'a', authorName: 'Ann', content: 'before close', createdAt: 1 }]);
     await store.close();
-    const rows = () => (db.prepare('SELECT COUNT(*) AS total FROM memory_items').get() as { total: number }).total;
-    const before = rows();
+    const rows = async () => ((await db.prepare('SELECT COUNT(*) AS total FROM memory_items').get()) as { total: number }).total;
+    const before = await rows();
     const late = [
       store.archiveTranscript([{ channelId: 'c1', messageId: 'm2', authorId: 'a', authorName: 'Ann', content: 'after close', createdAt: 2 }]),
       store.updateTranscript('c1', 'm1', 'edited after close'),
@@ -205,7 +205,7 @@ describe('calls after close', () => {
     for (const outcome of await Promise.allSettled(late)) {
       if (outcome.status === 'rejected') assert.match(String(outcome.reason), /closed/);
     }
-    assert.equal(rows(), before);
+    assert.equal(await rows(), before);
     await opened.close();
   });
 });

@@ -88,7 +88,7 @@ describe('HTTP embedder against an OpenAI-compatible endpoint on loopback', () =
 
   test('the store works on the HTTP embedder, and switching to it rebuilds the vectors', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
-    const db = openTestDatabase(dir);
+    const db = await openTestDatabase(dir);
     try {
       const hashStore = await openMemoryStore({ db, dataDir: dir, settings: DEFAULTS.memory });
       await hashStore.archiveTranscript([
@@ -97,13 +97,13 @@ describe('HTTP embedder against an OpenAI-compatible endpoint on loopback', () =
       await hashStore.close();
       const memory = { ...DEFAULTS.memory, embedder: 'http' as const, http: settings };
       const httpStore = await openMemoryStore({ db, dataDir: dir, settings: memory });
-      assert.equal(httpStore.stats().embedder, 'http:fake-embed');
+      assert.equal((await httpStore.stats()).embedder, 'http:fake-embed');
       assert.ok(server.requests.length >= 1, 'existing text was re-embedded');
       const results = await httpStore.search({ location: { channelId: 'h' }, query: 'boiler servicing' });
       assert.ok(results[0]!.source_ids.includes('1'));
       await httpStore.close();
     } finally {
-      db.close();
+      await db.close();
       rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -42,7 +42,7 @@ async function withStore(
   const events = new EventStream();
   const seen: MagpieEvent[] = [];
   events.subscribe((event) => seen.push(event));
-  const db = openTestDatabase(dir);
+  const db = await openTestDatabase(dir);
   const store = await openMemoryStore({
     db,
     dataDir: dir,
@@ -56,7 +56,7 @@ async function withStore(
     await work(store);
   } finally {
     await store.close();
-    db.close();
+    await db.close();
   }
   return seen;
 }
@@ -82,7 +82,7 @@ describe('vector index lifecycle', () => {
       assert.ok(results[0]!.source_ids.includes('persist-31'));
       const key = await store.search({ location, query: 'who has the spare key?' });
       assert.equal(key[0]!.content, 'Ben keeps the spare office key');
-      const stats = store.stats(location);
+      const stats = await store.stats(location);
       assert.equal(stats.transcriptEntries, 300);
       assert.equal(stats.memories, 1);
     };
@@ -130,8 +130,8 @@ describe('vector index lifecycle', () => {
       const gone = await store.search({ location, query: 'message 3 kubernetes upgrade number 21', limit: 20 });
       assert.ok(!gone.some((result) => result.source_ids.includes('persist-3')));
       await store.whenIndexed();
-      assert.equal(store.stats(location).pendingVectors, 0);
-      assert.equal(store.stats(location).indexedVectors, 50);
+      assert.equal((await store.stats(location)).pendingVectors, 0);
+      assert.equal((await store.stats(location)).indexedVectors, 50);
     });
     assert.ok(events.some((event) => event.type === 'memory_index_loaded'), 'the saved file was used, not rebuilt');
   });
@@ -145,7 +145,7 @@ describe('vector index lifecycle', () => {
     const events = await withStore(
       dir,
       async (store) => {
-        const stats = store.stats(location);
+        const stats = await store.stats(location);
         assert.equal(stats.dimension, 64);
         const results = await store.search({ location, query: 'guitar lessons number 35' });
         assert.ok(results[0]!.source_ids.includes('persist-5'));
@@ -200,5 +200,24 @@ describe('vector index lifecycle', () => {
       events.filter((event) => event.type === 'memory_index_loaded').map((event) => event.index_key),
       ['channel:north'],
     );
+  });
+
+  test('a deletion while a search is loading the same index from its file finishes, and the item is gone', async () => {
+    const dir = freshDir();
+    await withStore(dir, async (store) => {
+      await store.archiveTranscript(conversation('east', 12));
+      await store.search({ location: { channelId: 'east' }, query: 'tax return' });
+      await store.whenIndexed();
+    });
+    await withStore(dir, async (store) => {
+      // Both start at once: the search loads the index file, the deletion commits meanwhile.
+      const [, deleted] = await Promise.all([
+        store.search({ location: { channelId: 'east' }, query: 'tax return number 28' }),
+        store.deleteTranscript('east', ['east-4']),
+      ]);
+      assert.equal(deleted, undefined);
+      const after = await store.search({ location: { channelId: 'east' }, query: 'tax return number 28', limit: 20 });
+      assert.ok(!after.some((result) => result.message_id === 'east-4'));
+    });
   });
 });

@@ -22,7 +22,7 @@ describe('memory_save semantics', () => {
       sourceIds: ['m1'],
     });
     assert.equal(result.status, 'saved');
-    const record = opened.store.list({ location: { channelId: 'c1' }, kind: 'memory' }).find((item) => item.id === result.id);
+    const record = (await opened.store.list({ location: { channelId: 'c1' }, kind: 'memory' })).find((item) => item.id === result.id);
     assert.ok(record);
     assert.equal(record.importance, 0.6);
     assert.equal(record.memoryType, 'fact');
@@ -33,17 +33,17 @@ describe('memory_save semantics', () => {
   test('an exact duplicate in the same scope is idempotent: same id, nothing added', async () => {
     const location = { channelId: 'c1' };
     const first = await opened.store.save({ location, content: 'The team meets on Tuesdays at 10', memoryType: 'decision' });
-    const before = opened.store.stats(location).memories;
+    const before = (await opened.store.stats(location)).memories;
     const again = await opened.store.save({ location, content: '  the team meets on Tuesdays at 10 ', memoryType: 'decision' });
     assert.equal(again.id, first.id);
     assert.equal(again.status, 'updated');
-    assert.equal(opened.store.stats(location).memories, before);
+    assert.equal((await opened.store.stats(location)).memories, before);
   });
 
   test('a near-duplicate of the same type updates the existing memory', async () => {
     const location = { channelId: 'c1' };
     const first = await opened.store.save({ location, content: 'Erin prefers dark mode in every editor she uses', memoryType: 'preference' });
-    const before = opened.store.stats(location).memories;
+    const before = (await opened.store.stats(location)).memories;
     const near = await opened.store.save({
       location,
       content: 'Erin prefers dark mode in every editor she uses.',
@@ -52,8 +52,8 @@ describe('memory_save semantics', () => {
     });
     assert.equal(near.id, first.id);
     assert.equal(near.status, 'updated');
-    assert.equal(opened.store.stats(location).memories, before);
-    const record = opened.store.list({ location, kind: 'memory' }).find((item) => item.id === first.id)!;
+    assert.equal((await opened.store.stats(location)).memories, before);
+    const record = (await opened.store.list({ location, kind: 'memory' })).find((item) => item.id === first.id)!;
     assert.equal(record.content, 'Erin prefers dark mode in every editor she uses.');
     assert.equal(record.importance, 0.9);
   });
@@ -93,7 +93,7 @@ describe('scoping', () => {
       try {
         const { store } = opened;
         // Guild scope shares only between channels whose (equal) view permissions are on record.
-        for (const channelId of ['alpha', 'beta']) store.recordChannelView?.({ channelId, guildId: 'g1', viewKey: 'everyone' });
+        for (const channelId of ['alpha', 'beta']) await store.recordChannelView?.({ channelId, guildId: 'g1', viewKey: 'everyone' });
         await store.save({ location: { channelId: 'alpha', guildId: 'g1' }, content: 'The launch codeword is periwinkle', memoryType: 'fact' });
         await store.save({ location: { channelId: 'dm-1', dmUserId: 'user-1' }, content: 'My favourite periwinkle scarf is blue', memoryType: 'preference' });
         await store.archiveTranscript([
@@ -157,7 +157,7 @@ describe('transcript archive and hybrid search', () => {
 
   test('archiving is idempotent per (channel, message id)', async () => {
     await opened.store.archiveTranscript([message('room', '101', 'Bob', 'Yes! The tonkotsu broth was incredible, I went on Saturday', 2_000)]);
-    assert.equal(opened.store.stats(location).transcriptEntries, 5);
+    assert.equal((await opened.store.stats(location)).transcriptEntries, 5);
   });
 
   test('the relevant entry ranks first and carries speaker, message id and time', async () => {
@@ -228,7 +228,7 @@ describe('transcript archive and hybrid search', () => {
     await opened.store.deleteTranscript('room', ['101']);
     const ramen = await opened.store.search({ location, query: 'tonkotsu broth Saturday', limit: 20 });
     assert.ok(!ramen.some((result) => result.source_ids.includes('101')));
-    assert.equal(opened.store.stats(location).transcriptEntries, 5);
+    assert.equal((await opened.store.stats(location)).transcriptEntries, 5);
   });
 
   test('kind and memory_type filters apply before the top k is cut', async () => {
@@ -247,9 +247,9 @@ describe('transcript archive and hybrid search', () => {
   test('forget removes an entry from every index', async () => {
     const results = await opened.store.search({ location, query: 'quarterly budget review' });
     const id = results[0]!.id;
-    assert.equal(opened.store.forget(id), true);
-    assert.equal(opened.store.forget(id), false);
-    assert.equal(opened.store.forget('not-an-id'), false);
+    assert.equal(await opened.store.forget(id), true);
+    assert.equal(await opened.store.forget(id), false);
+    assert.equal(await opened.store.forget('not-an-id'), false);
     const again = await opened.store.search({ location, query: 'quarterly budget review', limit: 20 });
     assert.ok(!again.some((result) => result.id === id));
   });

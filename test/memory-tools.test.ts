@@ -5,26 +5,26 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DEFAULTS } from '../src/config/defaults.js';
 import type { ToolContext } from '../src/llm/tool.js';
-import { createMemoryTools, MEMORY_TYPES, openMemoryStore, type SqliteMemoryStore } from '../src/memory/index.js';
-import type { SqlDatabase } from '../src/storage/database.js';
+import { createMemoryTools, MEMORY_TYPES, openMemoryStore, type SqlMemoryStore } from '../src/memory/index.js';
+import type { SqlClient } from '../src/storage/sql-client.js';
 import { openTestDatabase } from './support/storage.js';
 
 describe('memory tools', () => {
   let dir: string;
-  let db: SqlDatabase;
-  let store: SqliteMemoryStore;
+  let db: SqlClient;
+  let store: SqlMemoryStore;
   let tools: ReturnType<typeof createMemoryTools>;
   const context: ToolContext = { channelId: 'tools-channel', guildId: 'g', sourceMessageIds: ['m-7', 'm-8'] };
 
   before(async () => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
-    db = openTestDatabase(dir);
+    db = await openTestDatabase(dir);
     store = await openMemoryStore({ db, dataDir: dir, settings: DEFAULTS.memory });
     tools = createMemoryTools(store);
   });
   after(async () => {
     await store.close();
-    db.close();
+    await db.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -51,7 +51,7 @@ describe('memory tools', () => {
     assert.equal(parsed.status, 'saved');
     const again = JSON.parse((await tools.memorySave.run({ content: 'Gus runs the Friday demo', memory_type: 'fact' }, context)).content);
     assert.deepEqual(again, { id: parsed.id, status: 'updated' });
-    const record = store.list({ location: context, kind: 'memory' }).find((item) => item.id === parsed.id)!;
+    const record = (await store.list({ location: context, kind: 'memory' })).find((item) => item.id === parsed.id)!;
     assert.deepEqual(record.sourceIds, ['m-7', 'm-8']);
     assert.equal(record.importance, 0.75);
   });

@@ -10,40 +10,40 @@ import { openTestDatabase } from './support/storage.js';
 
 test('rows whose vector is still owed are scanned exactly by search, then indexed', async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-lag-'));
-  const db = openTestDatabase(dir);
+  const db = await openTestDatabase(dir);
   // Vectors held back for a minute: every search below runs while they are owed.
   const store = await openMemoryStore({ db, dataDir: dir, settings: DEFAULTS.memory, vectorDelayMs: 60_000 });
   try {
     const stage = store.transcriptStager(db);
     assert.ok(stage, 'a store on the same database stages rows');
     assert.equal(store.transcriptStager({}), undefined, 'not for another database');
-    db.transaction(() => {
-      stage([
+    await db.transaction(async () => {
+      await stage([
         { messageId: 'm1', channelId: 'c1', authorId: 'u1', authorName: 'ann', content: 'marmalade', createdAt: 1 },
         { messageId: 'm2', channelId: 'c1', authorId: 'u1', authorName: 'ann', content: 'the bus leaves at noon', createdAt: 2 },
       ]);
-    })();
+    });
     const location = { channelId: 'c1' };
-    assert.equal(store.stats(location).pendingVectors, 2, 'both vectors are owed');
+    assert.equal((await store.stats(location)).pendingVectors, 2, 'both vectors are owed');
     // Full text finds a row at once.
     const byWord = await store.search({ location, query: 'bus noon' });
     assert.deepEqual(byWord[0]?.source_ids.includes('m2'), true);
     // A misspelling shares no FTS term, only character trigrams: only the vector side finds it.
     const text = await store.search({ location, query: 'marmaladee', kind: 'transcript' });
     assert.ok(text.some((result) => result.source_ids.includes('m1')), `found by the exact scan: ${JSON.stringify(text)}`);
-    assert.equal(store.stats(location).pendingVectors, 2, 'still owed: the scan did not need them');
+    assert.equal((await store.stats(location)).pendingVectors, 2, 'still owed: the scan did not need them');
   } finally {
     await store.close();
   }
   // Closing drained the backlog: the next open finds every vector made.
   const reopened = await openMemoryStore({ db, dataDir: dir, settings: DEFAULTS.memory });
   try {
-    assert.equal(reopened.stats({ channelId: 'c1' }).pendingVectors, 0);
+    assert.equal((await reopened.stats({ channelId: 'c1' })).pendingVectors, 0);
     const again = await reopened.search({ location: { channelId: 'c1' }, query: 'marmaladee', kind: 'transcript' });
     assert.ok(again.some((result) => result.source_ids.includes('m1')));
   } finally {
     await reopened.close();
-    db.close();
+    await db.close();
     rmSync(dir, { recursive: true, force: true });
   }
 });

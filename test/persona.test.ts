@@ -17,12 +17,12 @@ test('a persona survives a restart, replaces the configured prompt for its chann
     writeFileSync(configFile, configText);
     const env = storageEnv(path.join(dir, 'data'));
     const first = await openApp({ config: loadConfigFile(configFile, { env }), env });
-    first.runtime.personas.set('c-persona', 'You are a librarian.', 'u-mod', Date.UTC(2026, 10, 1));
-    assert.equal(first.runtime.buildModelRequest('c-persona', { tools: [], maxTokens: 10 }).system, 'You are a librarian.');
-    assert.equal(first.runtime.buildModelRequest('c-other', { tools: [], maxTokens: 10 }).system, 'You are the configured bot.');
+    await first.runtime.personas.set('c-persona', 'You are a librarian.', 'u-mod', Date.UTC(2026, 10, 1));
+    assert.equal((await first.runtime.buildModelRequest('c-persona', { tools: [], maxTokens: 10 })).system, 'You are a librarian.');
+    assert.equal((await first.runtime.buildModelRequest('c-other', { tools: [], maxTokens: 10 })).system, 'You are the configured bot.');
     // The estimate follows the persona too.
-    const withPersona = first.runtime.status('c-persona').estimatedTokens;
-    assert.equal(withPersona, first.runtime.status('c-other').estimatedTokens - Math.ceil('You are the configured bot.'.length / 4) + Math.ceil('You are a librarian.'.length / 4));
+    const withPersona = (await first.runtime.status('c-persona')).estimatedTokens;
+    assert.equal(withPersona, (await first.runtime.status('c-other')).estimatedTokens - Math.ceil('You are the configured bot.'.length / 4) + Math.ceil('You are a librarian.'.length / 4));
     await first.close();
 
     // The operator sees it in magpie status.
@@ -34,8 +34,8 @@ test('a persona survives a restart, replaces the configured prompt for its chann
     const second = await openApp({ config: loadConfigFile(configFile, { env }), env });
     try {
       assert.equal(second.runtime.systemPromptOf('c-persona'), 'You are a librarian.');
-      assert.deepEqual(listPersonas(second.db), [{ channelId: 'c-persona', prompt: 'You are a librarian.', setBy: 'u-mod', setAt: Date.UTC(2026, 10, 1) }]);
-      assert.equal(second.runtime.personas.clear('c-persona'), true);
+      assert.deepEqual(await listPersonas(second.db), [{ channelId: 'c-persona', prompt: 'You are a librarian.', setBy: 'u-mod', setAt: Date.UTC(2026, 10, 1) }]);
+      assert.equal(await second.runtime.personas.clear('c-persona'), true);
       assert.equal(second.runtime.systemPromptOf('c-persona'), 'You are the configured bot.');
     } finally {
       await second.close();
@@ -49,7 +49,7 @@ test('a persona survives a restart, replaces the configured prompt for its chann
 test('/persona names the config file the prompt comes from, or says it is the built-in one', async () => {
   const { describePersona } = await import('../src/app/user-commands.js');
   const runtime = {
-    authorOf: () => undefined,
+    authorOf: async () => undefined,
     systemPromptOf: () => 'You are a test bot.',
     personas: { get: () => undefined } as never,
   };

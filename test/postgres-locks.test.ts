@@ -12,7 +12,7 @@ import { FakeMemoryStore, testConfig, TickingClock, userMessage } from './compac
 import { freshSchema, requirePostgres } from './support/postgres-available.js';
 import { TEST_DATABASE_URL } from './support/storage.js';
 
-function openSchema(schema: string, writerKey: string): OpenedStorage {
+function openSchema(schema: string, writerKey: string): Promise<OpenedStorage> {
   return openStorageForWriting({ backend: 'postgres', dataDir: '/nonexistent', url: TEST_DATABASE_URL, schema }, ALL_MIGRATIONS, {
     command: 'postgres-locks test',
     writerKey,
@@ -22,33 +22,33 @@ function openSchema(schema: string, writerKey: string): OpenedStorage {
 test('a channel compaction lock is held by one connection at a time and freed when its holder goes', async (t) => {
   if (!(await requirePostgres(t))) return;
   const schema = freshSchema();
-  const first = openSchema(schema, 'one');
-  const second = openSchema(schema, 'two');
+  const first = await openSchema(schema, 'one');
+  const second = await openSchema(schema, 'two');
   try {
     const mine = new PgChannelLocks(first.db);
     const theirs = new PgChannelLocks(second.db);
-    assert.equal(mine.tryAcquire('c1'), true);
-    assert.equal(mine.tryAcquire('c1'), true, 'the holder may ask again');
-    assert.equal(theirs.tryAcquire('c1'), false, 'another process is refused');
-    assert.equal(theirs.tryAcquire('c2'), true, 'other channels are free');
-    mine.release('c1');
-    assert.equal(theirs.tryAcquire('c1'), true, 'released once, even after being asked twice');
-    theirs.release('c1');
-    assert.equal(mine.tryAcquire('c1'), true);
-    first.close();
-    assert.equal(theirs.tryAcquire('c1'), true, 'a closed connection (a dead process) leaves no lock behind');
+    assert.equal(await mine.tryAcquire('c1'), true);
+    assert.equal(await mine.tryAcquire('c1'), true, 'the holder may ask again');
+    assert.equal(await theirs.tryAcquire('c1'), false, 'another process is refused');
+    assert.equal(await theirs.tryAcquire('c2'), true, 'other channels are free');
+    await mine.release('c1');
+    assert.equal(await theirs.tryAcquire('c1'), true, 'released once, even after being asked twice');
+    await theirs.release('c1');
+    assert.equal(await mine.tryAcquire('c1'), true);
+    await first.close();
+    assert.equal(await theirs.tryAcquire('c1'), true, 'a closed connection (a dead process) leaves no lock behind');
   } finally {
-    if (first.db.open) first.close();
-    second.db.exec(`DROP SCHEMA "${schema}" CASCADE`);
-    second.close();
+    if (first.db.open) await first.close();
+    await second.db.exec(`DROP SCHEMA "${schema}" CASCADE`);
+    await second.close();
   }
 });
 
 test('a runtime does not compact a channel another process is compacting, and does once it is free', async (t) => {
   if (!(await requirePostgres(t))) return;
   const schema = freshSchema();
-  const storage = openSchema(schema, 'runtime');
-  const other = openSchema(schema, 'other');
+  const storage = await openSchema(schema, 'runtime');
+  const other = await openSchema(schema, 'other');
   const events: MagpieEvent[] = [];
   const stream = new EventStream();
   stream.subscribe((event) => events.push(event));
@@ -62,7 +62,7 @@ test('a runtime does not compact a channel another process is compacting, and do
   });
   const elsewhere = new PgChannelLocks(other.db);
   try {
-    assert.equal(elsewhere.tryAcquire('busy'), true);
+    assert.equal(await elsewhere.tryAcquire('busy'), true);
     let index = 0;
     while (!events.some((event) => event.type === 'compaction_skipped') && index < 200) {
       await runtime.ingest(userMessage('busy', index, { words: 20 }));
@@ -71,16 +71,16 @@ test('a runtime does not compact a channel another process is compacting, and do
     await runtime.flushCompactions();
     assert.ok(events.some((event) => event.type === 'compaction_skipped' && event.channel_id === 'busy'), 'the locked channel was skipped');
     assert.equal(events.filter((event) => event.type === 'compaction_started').length, 0, 'no compaction started while locked');
-    elsewhere.release('busy');
+    await elsewhere.release('busy');
     await runtime.ingest(userMessage('busy', index, { words: 20 }));
     await runtime.flushCompactions();
     assert.ok(events.some((event) => event.type === 'compaction_completed' && event.channel_id === 'busy'), `compacted once the lock was free: ${events.slice(-6).map((event) => JSON.stringify(event)).join('\n')}`);
-    const summaries = storage.db.prepare('SELECT count(*) AS n FROM history_summaries WHERE channel_id = ?').get('busy') as { n: number };
+    const summaries = (await storage.db.prepare('SELECT count(*) AS n FROM history_summaries WHERE channel_id = ?').get('busy')) as { n: number };
     assert.ok(summaries.n >= 1);
   } finally {
     await runtime.close();
-    storage.close();
-    other.db.exec(`DROP SCHEMA "${schema}" CASCADE`);
-    other.close();
+    await storage.close();
+    await other.db.exec(`DROP SCHEMA "${schema}" CASCADE`);
+    await other.close();
   }
 });

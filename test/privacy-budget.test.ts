@@ -68,9 +68,9 @@ test('a thread spends its parent budget, and the spending survives a restart', a
       assert.equal(await ask(second, THREAD, PARENT, after), 'over_budget', 'a restart does not reset the budget');
       assert.equal(await ask(second, PARENT, undefined, after), 'over_budget');
       assert.equal(await ask(second, OTHER, undefined, after), 'replied', 'another channel has its own budget');
-      const row = second.db.prepare('SELECT tokens FROM token_budget WHERE channel_id = ?').get(PARENT) as { tokens: number };
+      const row = (await second.db.prepare('SELECT tokens FROM token_budget WHERE channel_id = ?').get(PARENT)) as { tokens: number };
       assert.equal(row.tokens, 1_205);
-      assert.equal((second.db.prepare('SELECT COUNT(*) AS total FROM token_budget WHERE channel_id = ?').get(THREAD) as { total: number }).total, 0);
+      assert.equal(((await second.db.prepare('SELECT COUNT(*) AS total FROM token_budget WHERE channel_id = ?').get(THREAD)) as { total: number }).total, 0);
     } finally {
       await second.close();
     }

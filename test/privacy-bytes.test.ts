@@ -69,7 +69,7 @@ test('with [privacy] edit_own_replies = false, the stored reply loses the quote 
   const ask = bot.discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: 'did you get that?', mentionsBot: true });
   const reply = await bot.discord.waitForPost((message) => message.messageReference?.message_id === ask, { timeoutMs: 10_000 });
   await bot.adapter.idle();
-  assert.ok(bot.app.runtime.liveContext(GENERAL).entries.some((entry) => entry.messageId === id), 'precondition: recorded');
+  assert.ok((await bot.app.runtime.liveContext(GENERAL)).entries.some((entry) => entry.messageId === id), 'precondition: recorded');
   const current = bot.app.config.current();
   bot.app.config.replace({ ...current, privacy: { editOwnReplies: false } });
   try {
@@ -77,7 +77,7 @@ test('with [privacy] edit_own_replies = false, the stored reply loses the quote 
     bot.discord.deleteMessage({ channelId: GENERAL, messageId: id });
     await waitUntil(() => bot.events.slice(since).some((event) => event.type === 'deletion_propagated' && event.own_replies_redacted === 1), 'propagated');
     await bot.adapter.idle();
-    const stored = bot.app.runtime.liveContext(GENERAL).entries.find((entry) => entry.messageId === reply.id);
+    const stored = (await bot.app.runtime.liveContext(GENERAL)).entries.find((entry) => entry.messageId === reply.id);
     assert.equal(stored?.content, 'Noted: "[deleted message]", thanks.');
     assert.ok(bot.discord.contentOf(reply.id)?.includes(note), 'Discord keeps what the bot posted');
     assert.ok(!bot.events.slice(since).some((event) => event.type === 'own_reply_edited'));
@@ -88,14 +88,14 @@ test('with [privacy] edit_own_replies = false, the stored reply loses the quote 
 
 test('an edit applies to a stored message even after its author was blocked', async () => {
   const id = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'my locker combination is 31-07-22' });
-  await waitUntil(() => bot.app.runtime.liveContext(GENERAL).entries.some((entry) => entry.messageId === id), 'recorded');
+  await waitUntil(async () => (await bot.app.runtime.liveContext(GENERAL)).entries.some((entry) => entry.messageId === id), 'recorded');
   const current = bot.app.config.current();
   bot.app.config.replace({ ...current, discord: { ...current.discord, blockedUsers: [ALICE] } });
   try {
     const since = bot.events.length;
     bot.discord.editMessage({ messageId: id, content: 'never mind' });
     await waitUntil(() => bot.events.slice(since).some((event) => event.type === 'message_edited'), 'edit applied');
-    const stored = bot.app.runtime.liveContext(GENERAL).entries.find((entry) => entry.messageId === id);
+    const stored = (await bot.app.runtime.liveContext(GENERAL)).entries.find((entry) => entry.messageId === id);
     assert.equal(stored?.content, 'never mind');
   } finally {
     bot.app.config.replace(current);
@@ -130,11 +130,11 @@ test('a deleted message leaves no byte of its text or vector on disk, in the dat
   const reply = await bot.discord.waitForPost((message) => message.messageReference?.message_id === ask, { timeoutMs: 10_000 });
   await bot.adapter.idle();
   assert.ok(bot.discord.contentOf(reply.id)?.includes(SECRET), 'precondition: the reply quotes the message');
-  const memory = bot.app.memory.list({ location: { channelId: GENERAL }, kind: 'memory' }).find((item) => item.content.includes('boathouse'));
+  const memory = (await bot.app.memory.list({ location: { channelId: GENERAL }, kind: 'memory' })).find((item) => item.content.includes('boathouse'));
   assert.deepEqual(memory?.sourceIds.sort(), [secret, other].sort(), 'precondition: a memory drawn from both messages');
-  const stored = bot.app.db
+  const stored = (await bot.app.db
     .prepare(`SELECT v.vector AS vector FROM memory_vectors v JOIN memory_items i ON i.rowid = v.item_rowid WHERE i.message_id = ? AND i.kind = 'transcript'`)
-    .get(secret) as { vector: Buffer } | undefined;
+    .get(secret)) as { vector: Buffer } | undefined;
   assert.ok(stored, 'precondition: the message has a vector');
   const blob = Buffer.from(stored.vector);
   const vector = new Float32Array(blob.buffer.slice(blob.byteOffset, blob.byteOffset + blob.length));
@@ -143,7 +143,7 @@ test('a deleted message leaves no byte of its text or vector on disk, in the dat
   bot.discord.deleteMessage({ channelId: GENERAL, messageId: secret });
   await waitUntil(() => bot.events.slice(since).some((event) => event.type === 'own_reply_edited'), 'the reply edited in Discord');
   await waitUntil(
-    () => (bot.app.db.prepare('SELECT COUNT(*) AS owed FROM memory_vector_backlog').get() as { owed: number }).owed === 0,
+    async () => ((await bot.app.db.prepare('SELECT COUNT(*) AS owed FROM memory_vector_backlog').get()) as { owed: number }).owed === 0,
     'the rewritten memory embedded again',
   );
 
@@ -160,13 +160,13 @@ test('a deleted message leaves no byte of its text or vector on disk, in the dat
   for (const table of ['history_entries', 'history_summaries', 'memory_items', 'worker_tasks']) {
     const column = table === 'worker_tasks' ? 'task' : 'content';
     for (const fragment of FRAGMENTS) {
-      const rows = bot.app.db.prepare(`SELECT ${column} AS text FROM ${table} WHERE lower(${column}) LIKE ?`).all(`%${fragment}%`);
+      const rows = await bot.app.db.prepare(`SELECT ${column} AS text FROM ${table} WHERE lower(${column}) LIKE ?`).all(`%${fragment}%`);
       assert.deepEqual(rows, [], `${table} holds "${fragment}"`);
     }
   }
-  const vectors = bot.app.db.prepare('SELECT vector FROM memory_vectors').all() as Array<{ vector: Buffer }>;
+  const vectors = (await bot.app.db.prepare('SELECT vector FROM memory_vectors').all()) as Array<{ vector: Buffer }>;
   assert.ok(!vectors.some((row) => Buffer.from(row.vector).equals(blob)), 'the vector left the database');
-  const kept = bot.app.memory.list({ location: { channelId: GENERAL }, kind: 'memory' }).find((item) => item.content.includes('opens at seven'));
+  const kept = (await bot.app.memory.list({ location: { channelId: GENERAL }, kind: 'memory' })).find((item) => item.content.includes('opens at seven'));
   assert.deepEqual(kept?.sourceIds, [other], 'the memory stays, drawn from the other message only');
 
   // The raw files: while the bot runs, and after it closed.

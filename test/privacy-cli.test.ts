@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import type { SqlDatabase } from '../src/storage/database.js';
+import type { SqlClient } from '../src/storage/sql-client.js';
 import { tempDir } from './compaction-support.js';
 import { runMagpie } from './support/magpie-process.js';
 import { openTestDatabase } from './support/storage.js';
@@ -33,13 +33,13 @@ function transcript(count: number): string {
   return `${lines.join('\n')}\n`;
 }
 
-function copiesOf(db: SqlDatabase, text: string): number {
+async function copiesOf(db: SqlClient, text: string): Promise<number> {
   const like = `%${text}%`;
-  const count = (sql: string) => (db.prepare(sql).get(like) as { total: number }).total;
+  const count = async (sql: string) => ((await db.prepare(sql).get(like)) as { total: number }).total;
   return (
-    count('SELECT COUNT(*) AS total FROM history_entries WHERE content LIKE ?') +
-    count('SELECT COUNT(*) AS total FROM history_summaries WHERE content LIKE ?') +
-    count('SELECT COUNT(*) AS total FROM memory_items WHERE content LIKE ?')
+    (await count('SELECT COUNT(*) AS total FROM history_entries WHERE content LIKE ?')) +
+    (await count('SELECT COUNT(*) AS total FROM history_summaries WHERE content LIKE ?')) +
+    (await count('SELECT COUNT(*) AS total FROM memory_items WHERE content LIKE ?'))
   );
 }
 
@@ -58,11 +58,11 @@ describe('magpie memory forget', () => {
   after(() => dir.remove());
 
   test('--user erases every message of that author in every channel, and every summary copy', async () => {
-    const db = openTestDatabase(dataDir);
-    const summarized = db.prepare(`SELECT COUNT(*) AS total FROM history_summaries WHERE live = 1 AND kind = 'summary' AND content LIKE '%anntoken%'`).get() as { total: number };
+    const db = await openTestDatabase(dataDir);
+    const summarized = (await db.prepare(`SELECT COUNT(*) AS total FROM history_summaries WHERE live = 1 AND kind = 'summary' AND content LIKE '%anntoken%'`).get()) as { total: number };
     assert.ok(summarized.total > 0, 'precondition: summaries quote ann');
-    const before = (db.prepare(`SELECT COUNT(*) AS total FROM history_entries WHERE author_id = 'ben'`).get() as { total: number }).total;
-    db.close();
+    const before = ((await db.prepare(`SELECT COUNT(*) AS total FROM history_entries WHERE author_id = 'ben'`).get()) as { total: number }).total;
+    await db.close();
 
     const run = await magpie(['memory', 'forget', '--user', 'ann', '--data-dir', dataDir, '--json']);
     assert.equal(run.code, 0, run.stderr);
@@ -76,14 +76,14 @@ describe('magpie memory forget', () => {
     assert.ok(!audit.includes('"ann"') && !audit.includes('anntoken'), audit);
     assert.equal(JSON.parse(audit).messages, 40);
 
-    const after = openTestDatabase(dataDir);
+    const after = await openTestDatabase(dataDir);
     try {
-      assert.equal(copiesOf(after, 'anntoken'), 0, 'no copy of what ann wrote is left');
-      assert.equal((after.prepare(`SELECT COUNT(*) AS total FROM history_entries WHERE author_id = 'ann'`).get() as { total: number }).total, 0);
-      assert.equal((after.prepare(`SELECT COUNT(*) AS total FROM history_entries WHERE author_id = 'ben'`).get() as { total: number }).total, before, 'others keep theirs');
-      assert.ok(copiesOf(after, 'bentoken') > 0);
+      assert.equal(await copiesOf(after, 'anntoken'), 0, 'no copy of what ann wrote is left');
+      assert.equal(((await after.prepare(`SELECT COUNT(*) AS total FROM history_entries WHERE author_id = 'ann'`).get()) as { total: number }).total, 0);
+      assert.equal(((await after.prepare(`SELECT COUNT(*) AS total FROM history_entries WHERE author_id = 'ben'`).get()) as { total: number }).total, before, 'others keep theirs');
+      assert.ok(await copiesOf(after, 'bentoken') > 0);
     } finally {
-      after.close();
+      await after.close();
     }
     const search = await magpie(['memory', 'search', 'anntoken30', '--channel', 'chan-0', '--data-dir', dataDir, '--json']);
     assert.equal(search.code, 0, search.stderr);
@@ -95,22 +95,22 @@ describe('magpie memory forget', () => {
   });
 
   test('an archived message id forgets that message everywhere it was copied', async () => {
-    const db = openTestDatabase(dataDir);
-    const row = db.prepare(`SELECT rowid FROM memory_items WHERE message_id = 'm-4' AND kind = 'transcript'`).get() as { rowid: number };
-    assert.ok(copiesOf(db, 'bentoken4 ') + copiesOf(db, 'bentoken4:') > 0 || copiesOf(db, 'bentoken4') > 0, 'precondition');
-    db.close();
+    const db = await openTestDatabase(dataDir);
+    const row = (await db.prepare(`SELECT rowid FROM memory_items WHERE message_id = 'm-4' AND kind = 'transcript'`).get()) as { rowid: number };
+    assert.ok(await copiesOf(db, 'bentoken4 ') + await copiesOf(db, 'bentoken4:') > 0 || await copiesOf(db, 'bentoken4') > 0, 'precondition');
+    await db.close();
     const run = await magpie(['memory', 'forget', `msg-${row.rowid}`, '--data-dir', dataDir]);
     assert.equal(run.code, 0, run.stderr);
     assert.match(run.stdout, /forgot msg-/);
-    const after = openTestDatabase(dataDir);
+    const after = await openTestDatabase(dataDir);
     try {
       // bentoken4 also prefixes bentoken40..49: look for the exact word.
-      const left = after
+      const left = await after
         .prepare(`SELECT content FROM history_entries WHERE content LIKE '%bentoken4 %' UNION ALL SELECT content FROM history_summaries WHERE content LIKE '%bentoken4 %' UNION ALL SELECT content FROM memory_items WHERE content LIKE '%bentoken4 %'`)
         .all();
       assert.deepEqual(left, []);
     } finally {
-      after.close();
+      await after.close();
     }
     const missing = await magpie(['memory', 'forget', 'msg-999999', '--data-dir', dataDir]);
     assert.equal(missing.code, 1);
@@ -118,20 +118,20 @@ describe('magpie memory forget', () => {
   });
 
   test('forget leaves the compaction log as it was: a replayed dir keeps its old-dated rows', async () => {
-    const read = () => {
-      const db = openTestDatabase(dataDir);
+    const read = async () => {
+      const db = await openTestDatabase(dataDir);
       try {
-        return db.prepare('SELECT COUNT(*) AS total, MAX(id) AS last, MIN(at) AS first FROM compaction_log').get() as { total: number; last: number; first: number };
+        return (await db.prepare('SELECT COUNT(*) AS total, MAX(id) AS last, MIN(at) AS first FROM compaction_log').get()) as { total: number; last: number; first: number };
       } finally {
-        db.close();
+        await db.close();
       }
     };
-    const before = read();
+    const before = await read();
     assert.ok(before.total > 10, 'the replay logged its compactions');
     assert.ok(before.first < Date.UTC(2025, 1, 1), 'dated by the transcript, long before today');
     const run = await magpie(['memory', 'forget', '--user', 'cho', '--data-dir', dataDir]);
     assert.equal(run.code, 0, run.stderr);
-    assert.deepEqual(read(), before);
+    assert.deepEqual(await read(), before);
   });
 
   test('bad flags are refused with the usage', async () => {

@@ -29,8 +29,8 @@ describe('forgetting from Discord', () => {
     assert.equal(reply.flags, 64, 'ephemeral');
     return reply.content ?? '';
   };
-  const authored = (userId: string) =>
-    (bot.app.db.prepare(`SELECT COUNT(*) AS total FROM history_entries WHERE author_id = ?`).get(userId) as { total: number }).total;
+  const authored = async (userId: string) =>
+    ((await bot.app.db.prepare(`SELECT COUNT(*) AS total FROM history_entries WHERE author_id = ?`).get(userId)) as { total: number }).total;
 
   test('/memory forget-me asks for a code, refuses a wrong one, then erases everything the user wrote', async () => {
     const ids = [
@@ -39,23 +39,23 @@ describe('forgetting from Discord', () => {
       bot.discord.sendMessage({ channelId: DM_ALICE, authorId: ALICE, content: 'alice says gooseberry three' }),
       bot.discord.sendMessage({ channelId: QUIET, authorId: BOB, content: 'bob says gooseberry four' }),
     ];
-    await waitUntil(() => (bot.app.db.prepare(`SELECT COUNT(*) AS total FROM history_entries WHERE message_id IN (?, ?, ?, ?)`).get(...ids) as { total: number }).total === 4, 'recorded');
+    await waitUntil(async () => ((await bot.app.db.prepare(`SELECT COUNT(*) AS total FROM history_entries WHERE message_id IN (?, ?, ?, ?)`).get(...ids)) as { total: number }).total === 4, 'recorded');
 
     const ask = await command(ALICE, 'forget-me');
     const code = /code:([0-9A-F]{6})/.exec(ask)?.[1];
     assert.ok(code, ask);
-    assert.equal(authored(ALICE), 3, 'nothing erased before the confirmation');
+    assert.equal(await authored(ALICE), 3, 'nothing erased before the confirmation');
     assert.match(await command(ALICE, 'forget-me', { code: 'zz' }), /not a confirmation code/);
     assert.match(await command(ALICE, 'forget-me', { code: code === 'AAAAAA' ? 'BBBBBB' : 'AAAAAA' }), /does not match/);
     // Someone else cannot use Alice's code.
     assert.match(await command(BOB, 'forget-me', { code }), /does not match/);
-    assert.equal(authored(ALICE), 3);
+    assert.equal(await authored(ALICE), 3);
 
     const done = await command(ALICE, 'forget-me', { code: code.toLowerCase() });
     assert.match(done, /erased 3 messages in 3 channels/);
-    assert.equal(authored(ALICE), 0);
-    assert.equal(authored(BOB), 1, 'others keep what they wrote');
-    const copies = bot.app.db.prepare(`SELECT COUNT(*) AS total FROM memory_items WHERE content LIKE '%alice says gooseberry%'`).get() as { total: number };
+    assert.equal(await authored(ALICE), 0);
+    assert.equal(await authored(BOB), 1, 'others keep what they wrote');
+    const copies = (await bot.app.db.prepare(`SELECT COUNT(*) AS total FROM memory_items WHERE content LIKE '%alice says gooseberry%'`).get()) as { total: number };
     assert.equal(copies.total, 0);
     const audit = bot.events.find((event) => event.type === 'user_erased')!;
     assert.deepEqual(
@@ -69,11 +69,11 @@ describe('forgetting from Discord', () => {
 
   test('/memory forget on an archived message deletes it from history too', async () => {
     const id = bot.discord.sendMessage({ channelId: QUIET, authorId: BOB, content: 'the gate code is tamarind' });
-    await waitUntil(() => bot.app.runtime.liveContext(QUIET).entries.some((entry) => entry.messageId === id), 'recorded');
+    await waitUntil(async () => (await bot.app.runtime.liveContext(QUIET)).entries.some((entry) => entry.messageId === id), 'recorded');
     const row = await (async () => {
       let found: { rowid: number } | undefined;
-      await waitUntil(() => {
-        found = bot.app.db.prepare(`SELECT rowid FROM memory_items WHERE message_id = ? AND kind = 'transcript'`).get(id) as { rowid: number } | undefined;
+      await waitUntil(async () => {
+        found = (await bot.app.db.prepare(`SELECT rowid FROM memory_items WHERE message_id = ? AND kind = 'transcript'`).get(id)) as { rowid: number } | undefined;
         return found !== undefined;
       }, 'archived');
       return found!;
@@ -81,8 +81,8 @@ describe('forgetting from Discord', () => {
     assert.match(await command(BOB, 'forget', { id: `msg-${row.rowid}` }, QUIET), /Manage Messages/);
     assert.match(await command(MOD, 'forget', { id: `msg-${row.rowid}` }, GENERAL, '8192'), /No archived message/, 'not from another channel');
     assert.match(await command(MOD, 'forget', { id: `msg-${row.rowid}` }, QUIET, '8192'), /Forgot archived message/);
-    assert.ok(!bot.app.runtime.liveContext(QUIET).entries.some((entry) => entry.messageId === id), 'gone from the live context');
-    assert.ok(!JSON.stringify(bot.app.runtime.buildModelRequest(QUIET, { tools: [], maxTokens: 10 })).includes('tamarind'));
+    assert.ok(!(await bot.app.runtime.liveContext(QUIET)).entries.some((entry) => entry.messageId === id), 'gone from the live context');
+    assert.ok(!JSON.stringify(await bot.app.runtime.buildModelRequest(QUIET, { tools: [], maxTokens: 10 })).includes('tamarind'));
   });
 });
 
@@ -119,7 +119,7 @@ describe('memory_save sources', () => {
     assert.equal(named.isError, false, named.content);
     const inferred = await save({ content: 'Priya owns the launch date', memory_type: 'fact' });
     assert.equal(inferred.isError, false);
-    const records = opened.store.list({ location: { channelId: 'c-src' }, kind: 'memory' });
+    const records = await opened.store.list({ location: { channelId: 'c-src' }, kind: 'memory' });
     assert.deepEqual(records.find((record) => record.content.includes('Priya owns'))?.sourceIds, ['m1'], 'inferred from shared words');
     assert.deepEqual(records.find((record) => record.content.includes('launch is on Friday'))?.sourceIds, ['m1']);
 
@@ -148,7 +148,7 @@ describe('memory_save sources', () => {
       assert.match(refused.content, /were deleted; it was not saved/);
       const kept = await memorySave.run({ content: 'Drawn from both', memory_type: 'fact', source_ids: ['m0', 'm1'] }, worker);
       assert.equal(kept.isError, false, kept.content);
-      const record = opened.store.list({ location: { channelId: 'c-race' }, kind: 'memory' }).find((candidate) => candidate.content === 'Drawn from both');
+      const record = (await opened.store.list({ location: { channelId: 'c-race' }, kind: 'memory' })).find((candidate) => candidate.content === 'Drawn from both');
       assert.deepEqual(record?.sourceIds, ['m1']);
     } finally {
       await runtime.close();

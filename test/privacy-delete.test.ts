@@ -60,17 +60,17 @@ describe('a deleted or edited message leaves no copy in the next model request',
   });
   after(async () => bot.close());
 
-  const inHistory = (channelId: string, id: string) => bot.app.runtime.liveContext(channelId).entries.some((entry) => entry.messageId === id);
+  const inHistory = async (channelId: string, id: string) => (await bot.app.runtime.liveContext(channelId)).entries.some((entry) => entry.messageId === id);
   const propagated = (channelId: string, since: number) =>
     bot.events.slice(since).some((event) => event.type === 'deletion_propagated' && event.channel_id === channelId);
 
   /** Everything SQLite holds that could reach the model, with the text searched for. */
-  function storedCopies(text: string): string[] {
+  async function storedCopies(text: string): Promise<string[]> {
     const like = `%${text}%`;
     const rows = [
-      ...bot.app.db.prepare(`SELECT 'history' AS place, content FROM history_entries WHERE content LIKE ?`).all(like),
-      ...bot.app.db.prepare(`SELECT 'summary' AS place, content FROM history_summaries WHERE content LIKE ?`).all(like),
-      ...bot.app.db.prepare(`SELECT 'memory' AS place, content FROM memory_items WHERE content LIKE ?`).all(like),
+      ...(await bot.app.db.prepare(`SELECT 'history' AS place, content FROM history_entries WHERE content LIKE ?`).all(like)),
+      ...(await bot.app.db.prepare(`SELECT 'summary' AS place, content FROM history_summaries WHERE content LIKE ?`).all(like)),
+      ...(await bot.app.db.prepare(`SELECT 'memory' AS place, content FROM memory_items WHERE content LIKE ?`).all(like)),
     ] as Array<{ place: string; content: string }>;
     return rows.map((row) => `${row.place}: ${row.content.slice(0, 80)}`);
   }
@@ -94,7 +94,7 @@ describe('a deleted or edited message leaves no copy in the next model request',
     );
     agentScript.set('which vault', () => ({ toolUse: [{ name: 'memory_search', input: { query: 'vault combination' } }] }));
     await askBot(GENERAL, 'which vault combination did Alice mention?');
-    const toolResults = bot.app.runtime.liveContext(GENERAL).entries.filter((entry) => entry.kind === 'tool_result');
+    const toolResults = (await bot.app.runtime.liveContext(GENERAL)).entries.filter((entry) => entry.kind === 'tool_result');
     assert.ok(toolResults.some((entry) => entry.content.includes('zanzibar-7741')), 'precondition: the search result quotes the message');
 
     const since = bot.events.length;
@@ -106,7 +106,7 @@ describe('a deleted or edited message leaves no copy in the next model request',
     assert.ok(!sent.includes('zanzibar'), 'no copy reaches the model');
     assert.ok(sent.includes('[deleted message]'), 'the tool result says a message was deleted');
     assertPairsValid(next.body);
-    assert.deepEqual(storedCopies('zanzibar'), [], 'no copy is stored either (a restart brings none back)');
+    assert.deepEqual(await storedCopies('zanzibar'), [], 'no copy is stored either (a restart brings none back)');
   });
 
   test('after a compaction, the summary that covered the message is not sent, then rewritten without it; its memory is gone', async () => {
@@ -115,7 +115,7 @@ describe('a deleted or edited message leaves no copy in the next model request',
     for (const text of ['the printer on floor two is jammed again', 'the release notes are drafted', 'we meet on Thursday', 'the wiki moved']) {
       bot.discord.sendMessage({ channelId: LONG, authorId: BOB, content: text });
     }
-    await waitUntil(() => bot.app.runtime.liveContext(LONG).entries.length >= 6, 'messages recorded');
+    await waitUntil(async () => (await bot.app.runtime.liveContext(LONG)).entries.length >= 6, 'messages recorded');
 
     const rewriteRequests: RecordedRequest[] = [];
     let releaseRewrite!: () => void;
@@ -141,8 +141,8 @@ describe('a deleted or edited message leaves no copy in the next model request',
     };
     const outcome = await bot.app.runtime.compactNow(LONG);
     assert.equal((outcome as { status: string }).status, 'completed', JSON.stringify(outcome));
-    assert.ok(bot.app.runtime.liveContext(LONG).summaries.some((summary) => summary.content.includes('quokka')), 'precondition: summarized');
-    const memories = bot.app.memory.list({ location: { channelId: LONG }, kind: 'memory' });
+    assert.ok((await bot.app.runtime.liveContext(LONG)).summaries.some((summary) => summary.content.includes('quokka')), 'precondition: summarized');
+    const memories = await bot.app.memory.list({ location: { channelId: LONG }, kind: 'memory' });
     assert.deepEqual(memories.find((memory) => memory.content.includes('quokka'))?.sourceIds, [locker], 'the worker named its source');
     assert.deepEqual(memories.find((memory) => memory.content.includes('lunch'))?.sourceIds, [lunch], 'a "msg " prefix is understood');
 
@@ -150,10 +150,10 @@ describe('a deleted or edited message leaves no copy in the next model request',
     bot.discord.deleteMessage({ channelId: LONG, messageId: locker });
     await waitUntil(() => propagated(LONG, since), 'delete propagated');
     // Until the rewrite lands, the range stands as a truncation marker.
-    const meanwhile = bot.app.runtime.buildModelRequest(LONG, { tools: [], maxTokens: 100 });
+    const meanwhile = await bot.app.runtime.buildModelRequest(LONG, { tools: [], maxTokens: 100 });
     assert.ok(!meanwhile.system.includes('quokka'), 'the stale summary is not sent');
     assert.match(meanwhile.system, /\[marker of messages \d+-\d+\]\n\d+ older messages were truncated/);
-    assert.deepEqual(storedCopies('quokka'), [], 'the stale summary, the memory and the message are gone from the file');
+    assert.deepEqual(await storedCopies('quokka'), [], 'the stale summary, the memory and the message are gone from the file');
 
     releaseRewrite();
     await waitUntil(() => bot.events.slice(since).some((event) => event.type === 'summary_rewritten' && event.channel_id === LONG), 'rewritten');
@@ -164,7 +164,7 @@ describe('a deleted or edited message leaves no copy in the next model request',
     const sent = JSON.stringify(next.body);
     assert.ok(!sent.includes('quokka'), 'no copy reaches the model');
     assert.match(systemText(next.body), /Bob has lunch at noon; the printer is jammed/);
-    const left = bot.app.memory.list({ location: { channelId: LONG }, kind: 'memory' }).map((memory) => memory.content);
+    const left = (await bot.app.memory.list({ location: { channelId: LONG }, kind: 'memory' })).map((memory) => memory.content);
     assert.deepEqual(left, ['Bob has lunch at noon'], 'the memory drawn only from the deleted message is gone, the other stays');
   });
 
@@ -181,7 +181,7 @@ describe('a deleted or edited message leaves no copy in the next model request',
       await bot.discord.waitForPost((message) => message.messageReference?.message_id === id, { timeoutMs: 10_000 });
       await bot.adapter.idle();
       assert.ok(bot.model.requests.length > before);
-      const saved = bot.app.memory.list({ location: { channelId }, kind: 'memory' });
+      const saved = await bot.app.memory.list({ location: { channelId }, kind: 'memory' });
       assert.deepEqual(saved.find((memory) => memory.content.includes(code))?.sourceIds, [id], 'the turn recorded the message it answered');
 
       const since = bot.events.length;
@@ -197,8 +197,8 @@ describe('a deleted or edited message leaves no copy in the next model request',
       assert.ok(!sent.includes(code), `no copy of ${code} reaches the model`);
       assertPairsValid(next.body);
       if (action === 'edit') assert.ok(sent.includes('never mind, forget the bike'), 'the new text is there');
-      assert.deepEqual(storedCopies(code), []);
-      assert.ok(!bot.app.memory.list({ location: { channelId }, kind: 'memory' }).some((memory) => memory.content.includes(code)));
+      assert.deepEqual(await storedCopies(code), []);
+      assert.ok(!(await bot.app.memory.list({ location: { channelId }, kind: 'memory' })).some((memory) => memory.content.includes(code)));
     });
   }
 
@@ -207,14 +207,14 @@ describe('a deleted or edited message leaves no copy in the next model request',
     await waitUntil(() => inHistory(GENERAL, original), 'original recorded');
     const reply = bot.discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: 'got it', replyToMessageId: original });
     await waitUntil(() => inHistory(GENERAL, reply), 'reply recorded');
-    const stored = bot.app.runtime.liveContext(GENERAL).entries.find((entry) => entry.messageId === reply)!;
+    const stored = (await bot.app.runtime.liveContext(GENERAL)).entries.find((entry) => entry.messageId === reply)!;
     assert.ok(!stored.content.includes('marmot'), 'history keeps a reference, not a copy');
-    assert.ok(JSON.stringify(bot.app.runtime.buildModelRequest(GENERAL, { tools: [], maxTokens: 100 })).includes('marmot-1618'), 'resolved when sent');
+    assert.ok(JSON.stringify(await bot.app.runtime.buildModelRequest(GENERAL, { tools: [], maxTokens: 100 })).includes('marmot-1618'), 'resolved when sent');
 
     const since = bot.events.length;
     bot.discord.deleteMessage({ channelId: GENERAL, messageId: original });
     await waitUntil(() => propagated(GENERAL, since), 'delete propagated');
-    const request = JSON.stringify(bot.app.runtime.buildModelRequest(GENERAL, { tools: [], maxTokens: 100 }));
+    const request = JSON.stringify(await bot.app.runtime.buildModelRequest(GENERAL, { tools: [], maxTokens: 100 }));
     assert.ok(!request.includes('marmot'));
     assert.match(request, /replying to Alice: a message that is no longer available/);
   });

@@ -12,7 +12,7 @@ import { failWith, gate, never, openHarness, replyWith, ScriptedSummarizer, sett
 
 test('a pending rewrite survives a restart; the new summary leaves the deleted message out', async () => {
   const first = new ScriptedSummarizer().enqueue(replyWith('Summary quoting Message 0 and the rest.'), never);
-  const harness = openHarness({ summarizer: first });
+  const harness = await openHarness({ summarizer: first });
   for (let index = 0; index < 8; index += 1) await harness.runtime.ingest(userMessage('c1', index, { words: 30 }));
   const outcome = await harness.runtime.compactNow('c1');
   assert.equal(outcome.status, 'completed', JSON.stringify(outcome));
@@ -21,7 +21,7 @@ test('a pending rewrite survives a restart; the new summary leaves the deleted m
 
   await harness.runtime.deleteMessages('c1', ['m0']);
   await settle();
-  const marker = harness.runtime.liveContext('c1').summaries[0]!;
+  const marker = (await harness.runtime.liveContext('c1')).summaries[0]!;
   assert.equal(marker.kind, 'marker');
   assert.ok(!marker.content.includes('Message 0'));
   assert.equal(first.requests.length, 2, 'a rewrite worker started');
@@ -30,15 +30,15 @@ test('a pending rewrite survives a restart; the new summary leaves the deleted m
   await harness.close({ keepDir: true });
 
   const second = new ScriptedSummarizer().enqueue(replyWith('Rewritten without the deleted one.'));
-  const again = openHarness({ dir: harness.dir, summarizer: second });
+  const again = await openHarness({ dir: harness.dir, summarizer: second });
   try {
-    assert.equal(again.runtime.liveContext('c1').summaries[0]!.kind, 'marker', 'after a restart, still a marker until rewritten');
+    assert.equal((await again.runtime.liveContext('c1')).summaries[0]!.kind, 'marker', 'after a restart, still a marker until rewritten');
     await again.runtime.privacySettled();
-    const summary = again.runtime.liveContext('c1').summaries[0]!;
+    const summary = (await again.runtime.liveContext('c1')).summaries[0]!;
     assert.equal(summary.kind, 'summary');
     assert.equal(summary.content, 'Rewritten without the deleted one.');
     assert.deepEqual(second.requests[0]!.entries.map((entry) => entry.messageId), covered.filter((id) => id !== 'm0'));
-    const row = again.db.prepare('SELECT needs_rewrite FROM history_summaries WHERE id = ?').get(summary.id) as { needs_rewrite: number };
+    const row = (await again.db.prepare('SELECT needs_rewrite FROM history_summaries WHERE id = ?').get(summary.id)) as { needs_rewrite: number };
     assert.equal(row.needs_rewrite, 0);
     assert.ok(again.ofType('summary_rewritten').length === 1);
   } finally {
@@ -48,13 +48,13 @@ test('a pending rewrite survives a restart; the new summary leaves the deleted m
 
 test('a rewrite the model fails falls back to the extractive summarizer; an edit triggers it too', async () => {
   const summarizer = new ScriptedSummarizer().enqueue(replyWith('Summary quoting Message 1 word5.'), failWith('model down'));
-  const harness = openHarness({ summarizer });
+  const harness = await openHarness({ summarizer });
   try {
     for (let index = 0; index < 8; index += 1) await harness.runtime.ingest(userMessage('c2', index, { words: 30 }));
     assert.equal((await harness.runtime.compactNow('c2')).status, 'completed');
     await harness.runtime.editMessage('c2', 'm1', 'Message 1 now says something else entirely.');
     await harness.runtime.privacySettled();
-    const summary = harness.runtime.liveContext('c2').summaries[0]!;
+    const summary = (await harness.runtime.liveContext('c2')).summaries[0]!;
     assert.equal(summary.kind, 'summary');
     assert.ok(!summary.content.includes('Summary quoting'), summary.content);
     assert.ok(harness.ofType('summary_rewrite_failed').length === 1);
@@ -67,7 +67,7 @@ test('a rewrite the model fails falls back to the extractive summarizer; an edit
 test('a new delete while a rewrite runs wins: the older rewrite does not land', async () => {
   const held = gate('Stale rewrite that still mentions Message 3.');
   const summarizer = new ScriptedSummarizer().enqueue(replyWith('First summary.'), held.behaviour, replyWith('Fresh rewrite.'));
-  const harness = openHarness({ summarizer });
+  const harness = await openHarness({ summarizer });
   try {
     for (let index = 0; index < 8; index += 1) await harness.runtime.ingest(userMessage('c3', index, { words: 30 }));
     assert.equal((await harness.runtime.compactNow('c3')).status, 'completed');
@@ -76,7 +76,7 @@ test('a new delete while a rewrite runs wins: the older rewrite does not land', 
     await harness.runtime.deleteMessages('c3', ['m3']);
     held.open();
     await harness.runtime.privacySettled();
-    assert.equal(harness.runtime.liveContext('c3').summaries[0]!.content, 'Fresh rewrite.');
+    assert.equal((await harness.runtime.liveContext('c3')).summaries[0]!.content, 'Fresh rewrite.');
   } finally {
     await harness.close();
   }

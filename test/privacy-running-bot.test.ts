@@ -37,13 +37,13 @@ async function nextRequestBody(): Promise<string> {
 
 test('memory forget ID beside the running bot: applied by the bot, reported by the command', async () => {
   const id = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'my passport number is X9921-QRT-5510, keep it safe' });
-  await waitUntil(() => bot.app.runtime.liveContext(GENERAL).entries.some((entry) => entry.messageId === id), 'recorded');
+  await waitUntil(async () => (await bot.app.runtime.liveContext(GENERAL)).entries.some((entry) => entry.messageId === id), 'recorded');
   await waitUntil(
-    () => bot.app.db.prepare(`SELECT rowid FROM memory_items WHERE message_id = ? AND kind = 'transcript'`).get(id) !== undefined,
+    async () => await bot.app.db.prepare(`SELECT rowid FROM memory_items WHERE message_id = ? AND kind = 'transcript'`).get(id) !== undefined,
     'archived',
   );
   assert.ok((await nextRequestBody()).includes('X9921-QRT-5510'), 'precondition: the model sees it');
-  const { rowid } = bot.app.db.prepare(`SELECT rowid FROM memory_items WHERE message_id = ? AND kind = 'transcript'`).get(id) as { rowid: number };
+  const { rowid } = (await bot.app.db.prepare(`SELECT rowid FROM memory_items WHERE message_id = ? AND kind = 'transcript'`).get(id)) as { rowid: number };
 
   const run = await forget([`msg-${rowid}`]);
   assert.equal(run.code, 0, run.stderr);
@@ -58,7 +58,7 @@ test('memory forget ID beside the running bot: applied by the bot, reported by t
 
 test('memory forget --user beside the running bot erases that user everywhere', async () => {
   const said = bot.discord.sendMessage({ channelId: GENERAL, authorId: CAROL, content: 'Carol here: my home address is 12 Larkspur Lane' });
-  await waitUntil(() => bot.app.runtime.liveContext(GENERAL).entries.some((entry) => entry.messageId === said), 'recorded');
+  await waitUntil(async () => (await bot.app.runtime.liveContext(GENERAL)).entries.some((entry) => entry.messageId === said), 'recorded');
   const run = await forget(['--user', CAROL, '--json']);
   assert.equal(run.code, 0, run.stderr);
   const report = JSON.parse(run.stdout) as { user_erased: boolean; applied_by: string; messages: number };

@@ -54,7 +54,7 @@ describe('guild scope follows Discord view permissions', () => {
     assert.ok(!inSecret.some((content) => content.includes('heliotrope')), 'different view permissions: nothing crosses either way');
     assert.ok(!(await seen(GENERAL)).some((content) => content.includes('vermilion')), 'the parent does not see its private thread');
     // The same rule for listing.
-    assert.ok(!bot.app.memory.list({ location: location(QUIET), kind: 'memory' }).some((record) => record.content.includes('obsidian')));
+    assert.ok(!(await bot.app.memory.list({ location: location(QUIET), kind: 'memory' })).some((record) => record.content.includes('obsidian')));
 
     // Through the model's own tool, in a turn.
     bot.model.setDefault((request) =>

@@ -89,7 +89,7 @@ describe('prompt-cache breakpoints in every request the bot sends', () => {
     assert.equal(usages[1]!.cacheReadTokens, second!.usage.cache_read_input_tokens, 'the SDK response carries the cache split');
     assert.equal(wholeInputTokens(usages[1]!), whole(second!.usage));
     // Calibration learns from the whole request: with only the uncached part it would fall to its floor.
-    assert.ok(agents.app.runtime.status(channel).calibration.factor > 0.5, `factor ${agents.app.runtime.status(channel).calibration.factor}`);
+    assert.ok((await agents.app.runtime.status(channel)).calibration.factor > 0.5, `factor ${(await agents.app.runtime.status(channel)).calibration.factor}`);
   });
 
   it('the next turn reads up to the end of the previous one, 30 messages later', async () => {

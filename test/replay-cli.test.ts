@@ -29,7 +29,7 @@ function comparable(events: Array<Record<string, unknown>>): Array<Record<string
   return events.map(({ duration_ms: _duration, messages_per_second: _speed, ...rest }) => rest);
 }
 
-test('a small window with --worker-lag fires all three tiers, and two runs emit the same events', () => {
+test('a small window with --worker-lag fires all three tiers, and two runs emit the same events', async () => {
   const dir = tempDir();
   const transcript = join(dir.path, 'transcript.jsonl');
   writeFileSync(transcript, generateTranscript(400));
@@ -51,13 +51,13 @@ test('a small window with --worker-lag fires all three tiers, and two runs emit 
   assert.deepEqual(comparable(first!), comparable(second!));
   for (const event of first!) assert.equal(event.content, undefined, 'no message content in events');
 
-  const db = openTestDatabase(join(dir.path, 'data-1'));
-  for (const channel of ['chan-0', 'chan-1']) assert.equal(assertConsistentHistory(db, channel).archived, 200);
-  db.close();
+  const db = await openTestDatabase(join(dir.path, 'data-1'));
+  for (const channel of ['chan-0', 'chan-1']) assert.equal((await assertConsistentHistory(db, channel)).archived, 200);
+  await db.close();
   dir.remove();
 });
 
-test('a bad line stops the replay with exit 1, names line and field, and keeps what came before', () => {
+test('a bad line stops the replay with exit 1, names line and field, and keeps what came before', async () => {
   const dir = tempDir();
   const transcript = join(dir.path, 'bad.jsonl');
   const good = generateTranscript(3, { channels: 1 }).trim().split('\n');
@@ -66,9 +66,9 @@ test('a bad line stops the replay with exit 1, names line and field, and keeps w
   assert.equal(result.code, 1);
   assert.match(result.stderr, /line 4/);
   assert.match(result.stderr, /"content"/);
-  const db = openTestDatabase(join(dir.path, 'data'));
-  assert.deepEqual(new HistoryStore(db).archive('chan-0').map((entry) => entry.messageId), ['msg-0', 'msg-1']);
-  db.close();
+  const db = await openTestDatabase(join(dir.path, 'data'));
+  assert.deepEqual((await new HistoryStore(db).archive('chan-0')).map((entry) => entry.messageId), ['msg-0', 'msg-1']);
+  await db.close();
 
   writeFileSync(transcript, 'not json\n');
   assert.match(replay([transcript, '--data-dir', join(dir.path, 'data')]).stderr, /line 1: is not valid JSON/);
@@ -112,9 +112,9 @@ test('8. kill -9 mid-replay, then a re-run on the same data dir: consistent, not
   });
   assert.equal(finished, false, 'the replay was killed mid-run (make the transcript longer if this fails)');
 
-  let db = openTestDatabase(data);
-  const partial = ['chan-0', 'chan-1', 'chan-2'].map((channel) => assertConsistentHistory(db, channel).archived);
-  db.close();
+  let db = await openTestDatabase(data);
+  const partial = await Promise.all(['chan-0', 'chan-1', 'chan-2'].map(async (channel) => (await assertConsistentHistory(db, channel)).archived));
+  await db.close();
   const kept = partial.reduce((sum, count) => sum + count, 0);
   assert.ok(kept > 0 && kept < total, `killed after ${kept} messages`);
 
@@ -124,20 +124,20 @@ test('8. kill -9 mid-replay, then a re-run on the same data dir: consistent, not
   assert.equal(Number(summary.messages) + Number(summary.duplicates), total);
   assert.equal(summary.duplicates, kept);
 
-  db = openTestDatabase(data);
+  db = await openTestDatabase(data);
   const ids = new Set<string>();
   for (const channel of ['chan-0', 'chan-1', 'chan-2']) {
-    assertConsistentHistory(db, channel);
-    for (const entry of new HistoryStore(db).archive(channel)) {
+    await assertConsistentHistory(db, channel);
+    for (const entry of await new HistoryStore(db).archive(channel)) {
       assert.equal(ids.has(entry.messageId), false, 'no message twice');
       ids.add(entry.messageId);
     }
   }
   assert.equal(ids.size, total);
-  const unarchived = db.prepare('SELECT COUNT(*) AS n FROM history_entries WHERE archived = 0').get() as { n: number };
+  const unarchived = (await db.prepare('SELECT COUNT(*) AS n FROM history_entries WHERE archived = 0').get()) as { n: number };
   assert.equal(unarchived.n, 0, 'every message reached the transcript index');
-  const transcriptRows = db.prepare("SELECT COUNT(*) AS n FROM memory_items WHERE kind = 'transcript'").get() as { n: number };
+  const transcriptRows = (await db.prepare("SELECT COUNT(*) AS n FROM memory_items WHERE kind = 'transcript'").get()) as { n: number };
   assert.equal(transcriptRows.n, total);
-  db.close();
+  await db.close();
   dir.remove();
 });

@@ -28,15 +28,15 @@ function line(id: string, content: string, channel = 'c1'): string {
   return JSON.stringify({ id, channel, author: 'ann', content });
 }
 
-function stored(dataDir: string): Array<{ message_id: string; content: string }> {
-  const db = openTestDatabase(dataDir);
+async function stored(dataDir: string): Promise<Array<{ message_id: string; content: string }>> {
+  const db = await openTestDatabase(dataDir);
   try {
-    return db.prepare("SELECT message_id, content FROM history_entries WHERE channel_id = 'c1' ORDER BY seq").all() as Array<{
+    return (await db.prepare("SELECT message_id, content FROM history_entries WHERE channel_id = 'c1' ORDER BY seq").all()) as Array<{
       message_id: string;
       content: string;
     }>;
   } finally {
-    db.close();
+    await db.close();
   }
 }
 
@@ -55,7 +55,7 @@ describe('replay input checks', { timeout: 120_000 }, () => {
     assert.equal(run.code, 1);
     assert.match(run.stderr, /transcript line 2: is not valid UTF-8 \(byte 56 of the line\)/);
     assert.match(run.stderr, /--accept-invalid-utf8/);
-    assert.deepEqual(stored(dataDir).map((row) => row.message_id), ['m1']);
+    assert.deepEqual((await stored(dataDir)).map((row) => row.message_id), ['m1']);
   });
 
   test('--accept-invalid-utf8 replaces the bad bytes, says which line, and counts it', async () => {
@@ -66,7 +66,7 @@ describe('replay input checks', { timeout: 120_000 }, () => {
     const summary = JSON.parse(run.stdout.trim().split('\n').at(-1)!) as { messages: number; invalid_utf8_lines: number };
     assert.equal(summary.messages, 3);
     assert.equal(summary.invalid_utf8_lines, 1);
-    assert.equal(stored(dataDir)[1]!.content, 'caf\uFFFD');
+    assert.equal((await stored(dataDir))[1]!.content, 'caf\uFFFD');
   });
 
   test('a reused id with other text is a conflict on stderr and in replay_summary; the same text is a duplicate', async () => {
@@ -78,7 +78,7 @@ describe('replay input checks', { timeout: 120_000 }, () => {
     assert.doesNotMatch(run.stderr, /line 4/);
     const summary = JSON.parse(run.stdout.trim().split('\n').at(-1)!) as { messages: number; duplicates: number; conflicts: number };
     assert.deepEqual({ messages: summary.messages, duplicates: summary.duplicates, conflicts: summary.conflicts }, { messages: 3, duplicates: 1, conflicts: 1 });
-    assert.deepEqual(stored(dataDir), [
+    assert.deepEqual(await stored(dataDir), [
       { message_id: 'm1', content: 'original' },
       { message_id: 'm2', content: 'second' },
     ]);

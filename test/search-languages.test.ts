@@ -10,7 +10,8 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { openMemoryStore, type SearchResult, type TranscriptEntryInput } from '../src/memory/index.js';
-import { openDatabase, type SqlDatabase } from '../src/storage/database.js';
+import { openDatabase } from '../src/storage/database.js';
+import type { SqlClient } from '../src/storage/sql-client.js';
 import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { openStorageForWriting } from '../src/storage/open-storage.js';
 import { freshSchema, requirePostgres } from './support/postgres-available.js';
@@ -67,7 +68,7 @@ function entries(channelId: string): TranscriptEntryInput[] {
 
 const QUERIES = PLANTED.flatMap(([id, , , queries]) => queries.map((query) => ({ id, query })));
 
-async function searchAll(db: SqlDatabase, dataDir: string): Promise<SearchResult[][]> {
+async function searchAll(db: SqlClient, dataDir: string): Promise<SearchResult[][]> {
   const store = await openMemoryStore({ db, dataDir, settings: DEFAULTS.memory });
   try {
     await store.archiveTranscript(entries('langs'));
@@ -98,11 +99,11 @@ function checkFound(results: SearchResult[][], backend: string): void {
 
 test('a word or two finds its message in every script, on SQLite', async () => {
   await withDirs(async (sqliteDir) => {
-    const db = openDatabase(sqliteDir, ALL_MIGRATIONS);
+    const db = await openDatabase(sqliteDir, ALL_MIGRATIONS);
     try {
       checkFound(await searchAll(db, sqliteDir), 'SQLite');
     } finally {
-      db.close();
+      await db.close();
     }
   });
 });
@@ -110,8 +111,8 @@ test('a word or two finds its message in every script, on SQLite', async () => {
 test('a word or two finds its message in every script on PostgreSQL, with the same top 5 as SQLite', async (t) => {
   if (!(await requirePostgres(t))) return;
   await withDirs(async (sqliteDir, pgDir) => {
-    const sqlite = openDatabase(sqliteDir, ALL_MIGRATIONS);
-    const postgres = openStorageForWriting({ backend: 'postgres', dataDir: pgDir, url: TEST_DATABASE_URL, schema: freshSchema() }, ALL_MIGRATIONS, {
+    const sqlite = await openDatabase(sqliteDir, ALL_MIGRATIONS);
+    const postgres = await openStorageForWriting({ backend: 'postgres', dataDir: pgDir, url: TEST_DATABASE_URL, schema: freshSchema() }, ALL_MIGRATIONS, {
       command: 'search-languages test',
       writerKey: 'search-languages',
     });
@@ -122,8 +123,8 @@ test('a word or two finds its message in every script on PostgreSQL, with the sa
       const hits = (results: SearchResult[][]) => results.map((list) => list.map((result) => [result.message_id, result.score]));
       assert.deepEqual(hits(actual), hits(expected));
     } finally {
-      sqlite.close();
-      postgres.close();
+      await sqlite.close();
+      await postgres.close();
     }
   });
 });
@@ -188,7 +189,7 @@ test('a generated corpus gives the same top 5 on SQLite and PostgreSQL for ident
     'cafe naive',
     'what about the crash on Friday?',
   ];
-  const search = async (db: SqlDatabase, dataDir: string): Promise<Array<Array<[string, number]>>> => {
+  const search = async (db: SqlClient, dataDir: string): Promise<Array<Array<[string, number]>>> => {
     const store = await openMemoryStore({ db, dataDir, settings: DEFAULTS.memory });
     try {
       await store.archiveTranscript(corpus);
@@ -204,8 +205,8 @@ test('a generated corpus gives the same top 5 on SQLite and PostgreSQL for ident
     }
   };
   await withDirs(async (sqliteDir, pgDir) => {
-    const sqlite = openDatabase(sqliteDir, ALL_MIGRATIONS);
-    const postgres = openStorageForWriting({ backend: 'postgres', dataDir: pgDir, url: TEST_DATABASE_URL, schema: freshSchema() }, ALL_MIGRATIONS, {
+    const sqlite = await openDatabase(sqliteDir, ALL_MIGRATIONS);
+    const postgres = await openStorageForWriting({ backend: 'postgres', dataDir: pgDir, url: TEST_DATABASE_URL, schema: freshSchema() }, ALL_MIGRATIONS, {
       command: 'search-languages test',
       writerKey: 'search-languages',
     });
@@ -223,8 +224,8 @@ test('a generated corpus gives the same top 5 on SQLite and PostgreSQL for ident
         list.forEach(([, score], rank) => assert.ok(Math.abs(score - expected[position]![rank]![1]) < 1e-3, `score of "${queries[position]}" #${rank}`)),
       );
     } finally {
-      sqlite.close();
-      postgres.close();
+      await sqlite.close();
+      await postgres.close();
     }
   });
 });

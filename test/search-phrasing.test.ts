@@ -34,7 +34,7 @@ describe('search phrasing (real process)', () => {
   before(async () => {
     work = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
     dataDir = path.join(work, 'data');
-    const db = openTestDatabase(dataDir);
+    const db = await openTestDatabase(dataDir);
     const store = await openMemoryStore({ db, dataDir, settings: DEFAULTS.memory });
     await store.archiveTranscript(
       LINES.map(([authorName, content], index) => ({
@@ -47,7 +47,7 @@ describe('search phrasing (real process)', () => {
       })),
     );
     await store.close();
-    db.close();
+    await db.close();
   });
   after(() => rmSync(work, { recursive: true, force: true }));
 

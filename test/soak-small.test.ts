@@ -35,7 +35,7 @@ test('a small soak compacts every channel, stays near its channel cap and loses 
 
 test('the nothing-lost verdict counts a message missing from the archive, the transcript or search', async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-verdict-'));
-  const db = openTestDatabase(dir);
+  const db = await openTestDatabase(dir);
   const memory = await openMemoryStore({ db, dataDir: dir, settings: DEFAULTS.memory });
   const runtime = new ChannelRuntime({ db, memory, config: new LiveConfig(DEFAULTS), events: new EventStream(), summarizer: createExtractiveSummarizer() });
   try {
@@ -62,7 +62,7 @@ test('the nothing-lost verdict counts a message missing from the archive, the tr
     assert.equal(short.missingFromTranscript, 2);
     assert.equal(short.notFound, 2, 'the last of each channel is in the sample and not found');
     // A transcript row gone (the archive still has it) is caught too.
-    db.prepare(`DELETE FROM memory_items WHERE message_id = 'k1x2'`).run();
+    await db.prepare(`DELETE FROM memory_items WHERE message_id = 'k1x2'`).run();
     const broken = await verifyNothingLost({ db, memory, channels: 2, messagesPerChannel: 5, search: 'all' });
     assert.equal(broken.ok, false);
     assert.equal(broken.missingFromTranscript, 1);
@@ -71,7 +71,7 @@ test('the nothing-lost verdict counts a message missing from the archive, the tr
   } finally {
     await runtime.close();
     await memory.close();
-    db.close();
+    await db.close();
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -260,8 +260,8 @@ test('status counts what the runtime that wrote the data counted: no tools after
   const afterReplay = JSON.parse((await magpie(['status', '--data-dir', replayed, '--json'], dir.path)).stdout) as { channels: Array<Record<string, any>> };
   const replayedChannel = afterReplay.channels[0]!;
   // The same data dir opened by a runtime configured as replay's (defaults, no tools).
-  const reader = openHarness({ dir: replayed, configValue: DEFAULTS });
-  const expected = reader.runtime.status(replayedChannel.channel_id as string);
+  const reader = await openHarness({ dir: replayed, configValue: DEFAULTS });
+  const expected = await reader.runtime.status(replayedChannel.channel_id as string);
   await reader.close({ keepDir: true });
   assert.equal(replayedChannel.estimated_tokens, expected.estimatedTokens);
   assert.equal(replayedChannel.settings_from, 'compaction_log');
@@ -275,7 +275,7 @@ test('status counts what the runtime that wrote the data counted: no tools after
   }));
   const clock = new TickingClock();
   let log: CompactionLog | undefined;
-  const bot = openHarness({
+  const bot = await openHarness({
     dir: botDir,
     clock,
     toolDefinitions: tools,
@@ -283,8 +283,8 @@ test('status counts what the runtime that wrote the data counted: no tools after
   });
   log = new CompactionLog({ db: bot.db, clock });
   for (let index = 0; index < 5; index += 1) await bot.runtime.ingest(userMessage('bot-channel', index));
-  const counted = bot.runtime.status('bot-channel');
-  log.close();
+  const counted = await bot.runtime.status('bot-channel');
+  await log.close();
   await bot.close({ keepDir: true });
   const afterBot = JSON.parse((await magpie(['status', '--data-dir', botDir, '--json'], dir.path)).stdout) as { channels: Array<Record<string, any>> };
   assert.equal(afterBot.channels[0]!.estimated_tokens, counted.estimatedTokens, 'the tools and the prompt the runtime counted');

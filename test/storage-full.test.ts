@@ -23,14 +23,14 @@ after(() => {
 const env = { PATH: process.env.PATH ?? '' };
 const TOTAL = 400;
 
-function storedIds(dataDir: string): string[] {
-  const db = openDatabase(dataDir, ALL_MIGRATIONS, { readOnly: true });
+async function storedIds(dataDir: string): Promise<string[]> {
+  const db = await openDatabase(dataDir, ALL_MIGRATIONS, { readOnly: true });
   try {
-    return (db.prepare("SELECT message_id FROM history_entries WHERE channel_id = 'c1' ORDER BY seq").all() as Array<{ message_id: string }>).map(
+    return ((await db.prepare("SELECT message_id FROM history_entries WHERE channel_id = 'c1' ORDER BY seq").all()) as Array<{ message_id: string }>).map(
       (row) => row.message_id,
     );
   } finally {
-    db.close();
+    await db.close();
   }
 }
 
@@ -60,7 +60,7 @@ describe('storage errors', { timeout: 300_000 }, () => {
     assert.ok(summary.messages > 0 && summary.messages < TOTAL, `some messages fit: ${summary.messages}`);
     assert.match(full.stderr, new RegExp(`the ${summary.messages} lines before it are stored`));
     // Exactly what was reported stored is there, in order.
-    assert.deepEqual(storedIds(dataDir), lines.slice(0, summary.messages).map((_, index) => `f${index}`));
+    assert.deepEqual(await storedIds(dataDir), lines.slice(0, summary.messages).map((_, index) => `f${index}`));
 
     const grow = spawnSync('mount', ['-o', 'remount,size=64m', mountPoint]);
     assert.equal(grow.status, 0, grow.stderr?.toString());
@@ -69,7 +69,7 @@ describe('storage errors', { timeout: 300_000 }, () => {
     const second = JSON.parse(rerun.stdout.trim().split('\n').at(-1)!) as { messages: number; duplicates: number };
     assert.equal(second.messages + second.duplicates, TOTAL);
     assert.equal(second.duplicates, summary.messages);
-    assert.deepEqual(storedIds(dataDir), lines.map((_, index) => `f${index}`));
+    assert.deepEqual(await storedIds(dataDir), lines.map((_, index) => `f${index}`));
 
     // Messages whose transcript write failed on the full disk are searchable after the rerun.
     const queries = path.join(root, 'queries.jsonl');

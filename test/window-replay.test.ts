@@ -55,7 +55,7 @@ interface Replay {
   window: number;
   requests: RecordedRequest[];
   /** The real count of what the channel would send now. */
-  realNow(): number;
+  realNow(): Promise<number>;
   /** `/context` against the real count after each turn. */
   contextErrors: number[];
   /** Messages answered whose text was missing from their request. */
@@ -82,7 +82,7 @@ async function replay(options: {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-edges-'));
   const app = await openApp({ config: testConfig({ baseUrl: fake.baseUrl, dataDir, defaults: options.defaults }), env: appEnv() });
   const { channelId } = options;
-  const realNow = () => count({ body: app.runtime.buildModelRequest(channelId, { tools: definitionsOf(app.tools), maxTokens: 1 }) } as never);
+  const realNow = async () => count({ body: await app.runtime.buildModelRequest(channelId, { tools: definitionsOf(app.tools), maxTokens: 1 }) } as never);
   const result: Replay = { app, window, requests: fake.requests, realNow, contextErrors: [], missingCurrent: [] };
   try {
     for (let index = 0; index < options.messages; index += 1) {
@@ -99,8 +99,8 @@ async function replay(options: {
       const sent = fake.requests.slice(before).filter((request) => isAgentRequest(request.body) && request.refusal === undefined);
       if (!sent.some((request) => lastUserText(request.body).includes(content))) result.missingCurrent.push(messageId);
       await app.runtime.flushCompactions();
-      const real = realNow();
-      result.contextErrors.push(Math.abs(app.runtime.status(channelId).calibratedTokens - real) / real);
+      const real = await realNow();
+      result.contextErrors.push(Math.abs((await app.runtime.status(channelId)).calibratedTokens - real) / real);
     }
     await app.runtime.flushCompactions();
     options.check(result);

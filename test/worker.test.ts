@@ -82,10 +82,10 @@ test('a worker of 60 turns compacts between segments, keeps its task statement, 
     assert.equal(posted.length, 1);
     assert.match(posted[0]!, new RegExp(`^\\[worker ${workerId} report\\]`));
     assert.match(posted[0]!, /Finished: the garden needs tomatoes/);
-    const last = agents.app.runtime.liveContext(channel).entries.at(-1)!;
+    const last = (await agents.app.runtime.liveContext(channel)).entries.at(-1)!;
     assert.equal(last.content, posted[0]);
     assert.equal(last.messageId, 'posted-1', 'history knows the report by the id it was posted under');
-    assert.equal(new WorkerStore(agents.app.db).get(workerId)!.status, 'completed');
+    assert.equal((await new WorkerStore(agents.app.db).get(workerId))!.status, 'completed');
   } finally {
     await agents.close();
   }
@@ -108,7 +108,7 @@ test('a worker finds, through channel_history and memory_search, a fact compacte
     agents.model.setDefault((request) => (isCompactionRequest(request) ? { text: 'The group chatted about lunch and the weather.' } : { status: 500, message: 'unscripted', headers: { 'x-should-retry': 'false' } }));
     const outcome = (await agents.app.runtime.compactNow(channel)) as { status: string };
     assert.equal(outcome.status, 'completed');
-    const live = agents.app.runtime.liveContext(channel);
+    const live = await agents.app.runtime.liveContext(channel);
     assert.ok(!live.entries.some((entry) => entry.content.includes('7731')), 'the fact left the live context');
     assert.ok(!live.summaries.some((summary) => summary.content.includes('7731')), 'and the summary does not carry it');
 
@@ -243,22 +243,22 @@ test('a worker running when the process stops is reported as interrupted at the 
     const posted: string[] = [];
     const started = JSON.parse((await spawn(agents, 'restart', 'Summarize the week.', posted)).content) as { worker_id: string };
     await waitFor(() => agents.model.inFlight > 0, 'the worker to call the model');
-    const entriesBefore = agents.app.runtime.liveContext('restart').entries.length;
+    const entriesBefore = (await agents.app.runtime.liveContext('restart')).entries.length;
 
     await agents.restart();
 
     assert.deepEqual(posted, [], 'nothing was posted for a worker that did not finish');
-    const entries = agents.app.runtime.liveContext('restart').entries;
+    const entries = (await agents.app.runtime.liveContext('restart')).entries;
     assert.equal(entries.length, entriesBefore + 1);
     assert.match(entries.at(-1)!.content, new RegExp(`^\\[worker ${started.worker_id} interrupted\\]`));
     assert.match(entries.at(-1)!.content, /Summarize the week/);
     const failed = agents.events.find((event) => event.type === 'worker_failed')!;
     assert.equal(failed.reason, 'interrupted');
     assert.equal(failed.channel_id, 'restart');
-    assert.equal(new WorkerStore(agents.app.db).get(started.worker_id)!.status, 'interrupted');
+    assert.equal((await new WorkerStore(agents.app.db).get(started.worker_id))!.status, 'interrupted');
 
     await agents.restart();
-    assert.equal(agents.app.runtime.liveContext('restart').entries.length, entriesBefore + 1, 'reported once');
+    assert.equal((await agents.app.runtime.liveContext('restart')).entries.length, entriesBefore + 1, 'reported once');
   } finally {
     await agents.close();
   }
@@ -270,14 +270,14 @@ test('a cancelled worker reports it stopped and leaves history valid', async () 
     agents.model.setDefault({ delayMs: 30_000, then: { text: 'never' } });
     const posted: string[] = [];
     const { worker_id: workerId } = JSON.parse((await spawn(agents, 'cancel-me', 'Count the stars.', posted)).content) as { worker_id: string };
-    assert.deepEqual(agents.app.workers.list('cancel-me').map((worker) => worker.id), [workerId]);
-    assert.deepEqual(agents.app.workers.list('other'), []);
+    assert.deepEqual((await agents.app.workers.list('cancel-me')).map((worker) => worker.id), [workerId]);
+    assert.deepEqual(await agents.app.workers.list('other'), []);
     assert.equal(agents.app.workers.cancel('other', workerId), false, 'not from another channel');
     assert.equal(agents.app.workers.cancel('cancel-me', workerId, 'mod'), true);
     await agents.app.workers.idle();
     assert.equal(posted.length, 1);
     assert.match(posted[0]!, new RegExp(`\\[worker ${workerId} cancelled\\] Task “Count the stars.” was cancelled by mod`));
-    assert.deepEqual(agents.app.workers.list('cancel-me'), []);
+    assert.deepEqual(await agents.app.workers.list('cancel-me'), []);
     assert.equal(agents.app.workers.cancel('cancel-me', workerId), false, 'already gone');
   } finally {
     await agents.close();
@@ -304,9 +304,9 @@ test('a deleted message quoted in a worker\'s task leaves the task: its row, the
     assert.equal(await agents.app.runtime.deleteMessages(channel, ['secret-1']), 1);
 
     const store = new WorkerStore(agents.app.db);
-    assert.equal(store.get(quoting.worker_id)!.task, 'Check whether "[deleted message]" still opens the shed.');
-    assert.equal(store.get(unrelated.worker_id)!.task, 'Count the garden chairs.', 'a task that quoted nothing is left alone');
-    assert.deepEqual(agents.app.workers.list(channel).map((worker) => worker.task), ['Check whether "[deleted message]" still opens the shed.']);
+    assert.equal((await store.get(quoting.worker_id))!.task, 'Check whether "[deleted message]" still opens the shed.');
+    assert.equal((await store.get(unrelated.worker_id))!.task, 'Count the garden chairs.', 'a task that quoted nothing is left alone');
+    assert.deepEqual((await agents.app.workers.list(channel)).map((worker) => worker.task), ['Check whether "[deleted message]" still opens the shed.']);
     const propagated = agents.events.slice(since).find((event) => event.type === 'deletion_propagated')!;
     assert.equal(propagated.worker_tasks_redacted, 1);
 

@@ -9,7 +9,7 @@ import { billedInputTokens, cachedShare, wholeInputTokens } from '../llm/usage.j
 
 /** What `/context`, `/compact` and `/memory` need of the runtime. */
 export interface CommandRuntime {
-  status(channelId: string): ContextStatus;
+  status(channelId: string): Promise<ContextStatus>;
   compactNow(channelId: string): Promise<unknown>;
   /** Forgets an item with the same propagation as a delete (`ChannelRuntime.forgetItem`). */
   forgetItem?(id: string, within?: MemoryLocation): Promise<'message' | 'memory' | undefined>;
@@ -18,7 +18,7 @@ export interface CommandRuntime {
 
 /** What `/tasks` needs of the workers (`WorkerManager` satisfies it). */
 export interface TaskControl {
-  list(channelId: string): Array<{ id: string; task: string; startedAt: number; segment: number; tokens: number }>;
+  list(channelId: string): Promise<Array<{ id: string; task: string; startedAt: number; segment: number; tokens: number }>>;
   cancel(channelId: string, workerId: string, by?: string): boolean;
 }
 
@@ -95,7 +95,7 @@ interface CompactOutcome {
  * offline summarizer that finished at once) is reported as such, never as "started".
  */
 export async function startCompaction(deps: CommandDeps, channelId: string): Promise<string> {
-  const status = deps.runtime.status(channelId);
+  const status = await deps.runtime.status(channelId);
   if (status.compactionRunning) return 'A compaction is already running in this channel.';
   if (status.liveMessages === 0) return 'Nothing to compact yet.';
   const running = deps.runtime.compactNow(channelId).then(
@@ -149,13 +149,13 @@ export async function forgetMemory(deps: CommandDeps, location: MemoryLocation, 
   // Through the runtime, a forgotten message also leaves summaries, tool results and memories.
   const forgotten = deps.runtime.forgetItem
     ? (await deps.runtime.forgetItem(trimmed, location)) !== undefined
-    : deps.memory.forget(trimmed, location);
+    : await deps.memory.forget(trimmed, location);
   return forgotten ? `Forgot ${what} ${trimmed}.` : `No ${what} with id ${trimmed} in this channel.`;
 }
 
 /** `/tasks`: the channel's running workers, one line each. */
-export function listTasks(deps: CommandDeps, channelId: string, now: number = Date.now()): string {
-  const running = deps.workers?.list(channelId) ?? [];
+export async function listTasks(deps: CommandDeps, channelId: string, now: number = Date.now()): Promise<string> {
+  const running = (await deps.workers?.list(channelId)) ?? [];
   if (running.length === 0) return 'No workers are running in this channel.';
   const lines = running.map(
     (worker) =>

@@ -237,7 +237,7 @@ export class ChannelResponder {
               ...(request.parentId ? { parentChannelId: request.parentId } : {}),
               postToChannel: request.context.postToChannel ?? ((text) => target.send(text)),
             },
-            runtime.liveContext(channelId).entries,
+            (await runtime.liveContext(channelId)).entries,
           ),
           ...(request.turnId === undefined ? {} : { turnId: request.turnId }),
           ...(this.self ? { self: this.self } : {}),

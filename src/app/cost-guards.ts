@@ -1,5 +1,5 @@
 import { systemClock, type Clock } from '../common/clock.js';
-import type { SqlDatabase } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 
 const MINUTE_MS = 60_000;
 const DAY_MS = 86_400_000;
@@ -41,14 +41,29 @@ export class UserRateLimiter {
 export class DailyTokenBudget {
   private readonly spent = new Map<string, { day: number; tokens: number }>();
   private readonly statements;
+  /** The write in progress (or the last one): spending is written in the order it was recorded. */
+  private writing: Promise<void> = Promise.resolve();
+  /** Settles once today's stored spending is in memory (rejects with the read's error). */
+  readonly ready: Promise<void>;
 
+  /** A budget whose stored spending of today is already read. */
+  static async open(clock: Clock, db: SqlClient, onWriteFailed?: (error: unknown) => void): Promise<DailyTokenBudget> {
+    const budget = new DailyTokenBudget(clock, db, onWriteFailed);
+    await budget.ready;
+    return budget;
+  }
+
+  /**
+   * Reads are served from memory (every turn asks); with `db` the spending is also kept there,
+   * so a restart does not forgive the day's spending. A failed write goes to `onWriteFailed`.
+   */
   constructor(
     private readonly clock: Clock = systemClock,
-    db?: SqlDatabase,
+    db?: SqlClient,
+    private readonly onWriteFailed?: (error: unknown) => void,
   ) {
     this.statements = db
       ? {
-          read: db.prepare('SELECT tokens FROM token_budget WHERE channel_id = ? AND day = ?'),
           add: db.prepare(
             `INSERT INTO token_budget (channel_id, day, tokens) VALUES (?, ?, ?)
              ON CONFLICT (channel_id, day) DO UPDATE SET tokens = token_budget.tokens + excluded.tokens`,
@@ -56,6 +71,19 @@ export class DailyTokenBudget {
           prune: db.prepare('DELETE FROM token_budget WHERE day < ?'),
         }
       : undefined;
+    this.ready = db ? this.readToday(db) : Promise.resolve();
+    // Whoever awaits `ready` sees its error; nobody awaiting is no reason for an unhandled rejection.
+    this.ready.catch(() => {});
+  }
+
+  private async readToday(db: SqlClient): Promise<void> {
+    const day = this.today();
+    const rows = (await db.prepare('SELECT channel_id, tokens FROM token_budget WHERE day = ?').all(day)) as Array<{ channel_id: string; tokens: number }>;
+    for (const row of rows) {
+      const entry = this.spent.get(row.channel_id);
+      // Spending recorded while the read was answered adds to what was stored.
+      this.spent.set(row.channel_id, { day, tokens: Number(row.tokens) + (entry && entry.day === day ? entry.tokens : 0) });
+    }
   }
 
   private today(): number {
@@ -63,10 +91,6 @@ export class DailyTokenBudget {
   }
 
   spentToday(channelId: string): number {
-    if (this.statements) {
-      const row = this.statements.read.get(channelId, this.today()) as { tokens: number } | undefined;
-      return row?.tokens ?? 0;
-    }
     const entry = this.spent.get(channelId);
     return entry && entry.day === this.today() ? entry.tokens : 0;
   }
@@ -74,15 +98,23 @@ export class DailyTokenBudget {
   record(channelId: string, tokens: number): void {
     const day = this.today();
     const amount = Math.max(0, Math.round(tokens));
-    if (this.statements) {
-      this.statements.add.run(channelId, day, amount);
-      // Past days matter to nobody; a week is kept for an operator who looks.
-      this.statements.prune.run(day - 7);
-      return;
-    }
     const entry = this.spent.get(channelId);
     const base = entry && entry.day === day ? entry.tokens : 0;
     this.spent.set(channelId, { day, tokens: base + amount });
+    const statements = this.statements;
+    if (!statements) return;
+    this.writing = this.writing
+      .then(async () => {
+        await statements.add.run(channelId, day, amount);
+        // Past days matter to nobody; a week is kept for an operator who looks.
+        await statements.prune.run(day - 7);
+      })
+      .catch((error: unknown) => this.onWriteFailed?.(error));
+  }
+
+  /** Resolves once the spending recorded so far is written (or its write failed and was reported). */
+  settled(): Promise<void> {
+    return this.writing;
   }
 
   /** `budget` 0 = unlimited. */

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { systemClock, type Clock } from '../common/clock.js';
-import { InputError, MagpieError } from '../common/errors.js';
+import { errorMessage, InputError, MagpieError } from '../common/errors.js';
 import { EventStream } from '../common/events.js';
 import { LiveConfig } from '../config/live-config.js';
 import type { MagpieConfig } from '../config/types.js';
@@ -13,9 +13,10 @@ import { SUGGESTED_MODEL } from '../llm/anthropic-model.js';
 import { createAnthropicModel, definitionsOf, limitConcurrency, observeModel, type ChatModel, type ModelPurpose } from '../llm/index.js';
 import type { ToolHandler } from '../llm/tool.js';
 import { createMemoryTools, openMemoryStore } from '../memory/index.js';
+import { openChannelViews } from '../privacy/channel-views.js';
 import type { MemoryStore } from '../memory/types.js';
 import { timeMemorySearch, type MagpieMetrics } from '../metrics/index.js';
-import type { SqlDatabase } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import { openStorageForWriting, storageTarget, type StorageTarget } from '../storage/open-storage.js';
 import { ALL_MIGRATIONS } from './migrations.js';
 import { createBranchTool } from '../branch/index.js';
@@ -55,7 +56,7 @@ export interface MagpieApp {
   dataDir: string;
   /** Where history and memories live (the data dir, or PostgreSQL). */
   target: StorageTarget;
-  db: SqlDatabase;
+  db: SqlClient;
   memory: MemoryStore;
   /** Undefined when no model is configured or usable; `modelProblem` says why. */
   model: ChatModel | undefined;
@@ -112,25 +113,27 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
 
   // One writer per data dir (per shard on PostgreSQL): a second one is refused here, naming the holder.
   const target = storageTarget(current, dataDir, env);
-  const writable = openStorageForWriting(target, ALL_MIGRATIONS, {
+  const writable = await openStorageForWriting(target, ALL_MIGRATIONS, {
     command: options.command ?? 'magpie',
     ...(options.writerKey ? { writerKey: options.writerKey } : {}),
   });
   const db = writable.db;
   let memory: MemoryStore;
+  let budget: DailyTokenBudget;
   try {
     // Index loads and rebuilds reach the log like every other event.
-    memory = await openMemoryStore({ db, dataDir, settings: current.memory, env, clock, events });
+    const views = await openChannelViews(db);
+    memory = await openMemoryStore({ db, dataDir, settings: current.memory, env, clock, events, ...(views ? { views } : {}) });
+    // Kept in the database: a restart does not forgive the day's spending.
+    budget = await DailyTokenBudget.open(clock, db, (error) => events.emit({ type: 'token_budget_write_failed', error: errorMessage(error) }));
   } catch (error) {
-    writable.close();
+    await writable.close();
     throw error;
   }
   const store = memory;
   if (metrics) memory = timeMemorySearch(memory, metrics.memorySearchDuration);
   const memoryTools = createMemoryTools(memory);
   const tools: ToolHandler[] = [memoryTools.memorySearch, memoryTools.memorySave];
-  // Kept in SQLite: a restart does not forgive the day's spending.
-  const budget = new DailyTokenBudget(clock, db);
   const settingsFor = (channelId: string, parentId?: string) => config.settingsFor(channelId, parentId);
   // Branches and workers exist only with a model; they count against the same budget and
   // share the model's concurrency cap.
@@ -158,7 +161,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
         events,
         retentionDays: () => config.current().metrics.compactionLogDays,
         maxRows: () => config.current().metrics.compactionLogMaxRows,
-        positionOf: (channelId): number => runtime.status(channelId).archivedMessages,
+        positionOf: (channelId): number => runtime.archivedCountIfLoaded(channelId),
         flushEveryMs: 10_000,
       })
     : undefined;
@@ -197,7 +200,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     clock,
   });
   // Workers that were running when the process stopped are reported as interrupted, once.
-  workers.recoverInterrupted();
+  await workers.recoverInterrupted();
   const workerManager = workers;
   let closed = false;
   // The bot applies erasures an operator asks for beside it (`magpie memory forget`).
@@ -224,10 +227,11 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
         await erasures?.close();
         await workerManager.close();
         await runtime.close();
-        compactionLog?.close();
+        await compactionLog?.close();
+        await budget.settled();
         await memory.close();
       } finally {
-        writable.close();
+        await writable.close();
       }
     },
   };

@@ -11,7 +11,7 @@ const SCAN_LIMIT = 10_000;
 
 /** What `/memory mine` and `/persona` need of the runtime (`ChannelRuntime` has it). */
 export interface UserCommandRuntime {
-  authorOf(channelId: string, messageId: string): string | undefined;
+  authorOf(channelId: string, messageId: string): Promise<string | undefined>;
   systemPromptOf(channelId: string): string;
   readonly personas: PersonaStore;
 }
@@ -26,20 +26,21 @@ export function hasUserCommands(runtime: unknown): runtime is UserCommandRuntime
  * knows) is theirs. A memory drawn from a conversation of several people belongs to none of
  * them alone: listing it to one, or letting one delete it, would expose or erase the others'.
  */
-export function ownsMemory(runtime: UserCommandRuntime, record: MemoryRecord, userId: string): boolean {
-  const authors = record.sourceIds.map((id) => runtime.authorOf(record.channelId, id)).filter((author) => author !== undefined);
+export async function ownsMemory(runtime: UserCommandRuntime, record: MemoryRecord, userId: string): Promise<boolean> {
+  const authors = (await Promise.all(record.sourceIds.map((id) => runtime.authorOf(record.channelId, id)))).filter((author) => author !== undefined);
   return authors.length > 0 && authors.every((author) => author === userId);
 }
 
-function ownMemories(deps: CommandDeps, runtime: UserCommandRuntime, location: MemoryLocation, userId: string): MemoryRecord[] {
-  return deps.memory
-    .list({ location, kind: 'memory', limit: SCAN_LIMIT })
-    .filter((record) => record.channelId === location.channelId && ownsMemory(runtime, record, userId));
+async function ownMemories(deps: CommandDeps, runtime: UserCommandRuntime, location: MemoryLocation, userId: string): Promise<MemoryRecord[]> {
+  const records = await deps.memory.list({ location, kind: 'memory', limit: SCAN_LIMIT });
+  const mine: MemoryRecord[] = [];
+  for (const record of records) if (record.channelId === location.channelId && (await ownsMemory(runtime, record, userId))) mine.push(record);
+  return mine;
 }
 
 /** `/memory mine`: what the bot remembers from the asking user's own messages here, with ids. */
-export function describeMyMemories(deps: CommandDeps, runtime: UserCommandRuntime, location: MemoryLocation, userId: string): string {
-  const mine = ownMemories(deps, runtime, location, userId);
+export async function describeMyMemories(deps: CommandDeps, runtime: UserCommandRuntime, location: MemoryLocation, userId: string): Promise<string> {
+  const mine = await ownMemories(deps, runtime, location, userId);
   if (mine.length === 0) {
     return 'I remember nothing drawn only from your messages in this channel. (Memories from conversations with others are not listed here.)';
   }
@@ -56,9 +57,9 @@ export function describeMyMemories(deps: CommandDeps, runtime: UserCommandRuntim
 }
 
 /** Whether the asking user may forget this memory without Manage Messages: it is theirs alone. */
-export function mayForgetOwn(deps: CommandDeps, runtime: UserCommandRuntime, location: MemoryLocation, userId: string, id: string): boolean {
+export async function mayForgetOwn(deps: CommandDeps, runtime: UserCommandRuntime, location: MemoryLocation, userId: string, id: string): Promise<boolean> {
   const trimmed = id.trim();
-  return ownMemories(deps, runtime, location, userId).some((record) => record.id === trimmed);
+  return (await ownMemories(deps, runtime, location, userId)).some((record) => record.id === trimmed);
 }
 
 /** `/persona` with nothing else: the prompt the channel's model gets now, and where it comes from. */
@@ -70,9 +71,9 @@ export function describePersona(runtime: UserCommandRuntime, channelId: string, 
     : `This channel uses the configured persona (${configFile ? `system_prompt in ${path.basename(configFile)}` : 'the built-in default; no config file'}):\n${prompt}`;
 }
 
-export function setPersona(runtime: UserCommandRuntime, channelId: string, prompt: string, userId: string): string {
+export async function setPersona(runtime: UserCommandRuntime, channelId: string, prompt: string, userId: string): Promise<string> {
   try {
-    runtime.personas.set(channelId, prompt, userId);
+    await runtime.personas.set(channelId, prompt, userId);
   } catch (error) {
     if (error instanceof InputError) return `Persona not changed: ${error.message}.`;
     throw error;
@@ -80,8 +81,8 @@ export function setPersona(runtime: UserCommandRuntime, channelId: string, promp
   return 'Persona set for this channel; it applies from the next answer. /persona clear goes back to the configured one.';
 }
 
-export function clearPersona(runtime: UserCommandRuntime, channelId: string): string {
-  return runtime.personas.clear(channelId)
+export async function clearPersona(runtime: UserCommandRuntime, channelId: string): Promise<string> {
+  return (await runtime.personas.clear(channelId))
     ? 'Persona cleared: this channel uses the configured persona again.'
     : 'This channel has no persona of its own; it uses the configured one.';
 }

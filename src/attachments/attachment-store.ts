@@ -1,4 +1,5 @@
-import type { Migration, SqlDatabase } from '../storage/database.js';
+import type { Migration } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import type { ImageMediaType } from '../llm/chat-model.js';
 import type { ResolvedAttachment } from './resolve-attachments.js';
 
@@ -10,8 +11,8 @@ import type { ResolvedAttachment } from './resolve-attachments.js';
 export const ATTACHMENT_MIGRATIONS: readonly Migration[] = [
   {
     name: 'attachments-001-init',
-    up(db) {
-      db.exec(`
+    async up(db) {
+      await db.exec(`
         CREATE TABLE message_attachments (
           channel_id TEXT NOT NULL,
           seq INTEGER NOT NULL,
@@ -76,7 +77,7 @@ interface AttachmentRow {
 export class AttachmentStore {
   private readonly statements;
 
-  constructor(private readonly db: SqlDatabase) {
+  constructor(private readonly db: SqlClient) {
     this.statements = {
       insert: db.prepare(
         `INSERT OR REPLACE INTO message_attachments
@@ -93,11 +94,11 @@ export class AttachmentStore {
   }
 
   /** Sets the files of one message (replacing what it had). */
-  replace(channelId: string, seq: number, messageId: string, files: readonly StoredAttachment[]): void {
-    this.db.transaction(() => {
-      this.statements.clear.run(channelId, seq);
+  async replace(channelId: string, seq: number, messageId: string, files: readonly StoredAttachment[]): Promise<void> {
+    await this.db.transaction(async () => {
+      await this.statements.clear.run(channelId, seq);
       for (const [ordinal, file] of files.entries()) {
-        this.statements.insert.run({
+        await this.statements.insert.run({
           channelId,
           seq,
           ordinal,
@@ -115,13 +116,13 @@ export class AttachmentStore {
           data: file.kind === 'image' ? Buffer.from(file.data, 'base64') : null,
         });
       }
-    })();
+    });
   }
 
   /** Files of the messages from `fromSeq` on (the live ones), by seq: one indexed range read. */
-  liveFrom(channelId: string, fromSeq: number): Map<number, StoredAttachment[]> {
+  async liveFrom(channelId: string, fromSeq: number): Promise<Map<number, StoredAttachment[]>> {
     const bySeq = new Map<number, StoredAttachment[]>();
-    for (const row of this.statements.live.all(channelId, fromSeq) as AttachmentRow[]) {
+    for (const row of (await this.statements.live.all(channelId, fromSeq)) as AttachmentRow[]) {
       const list = bySeq.get(row.seq) ?? [];
       list.push(toAttachment(row));
       bySeq.set(row.seq, list);
@@ -130,19 +131,19 @@ export class AttachmentStore {
   }
 
   /** What a message's files add to its token estimate. */
-  tokensOf(channelId: string, seq: number): number {
-    return (this.statements.tokens.get(channelId, seq) as { tokens: number }).tokens;
+  async tokensOf(channelId: string, seq: number): Promise<number> {
+    return ((await this.statements.tokens.get(channelId, seq)) as { tokens: number }).tokens;
   }
 
   /** What the images of the messages from `fromSeq` on add to the estimate: one indexed range sum. */
-  imageTokensFrom(channelId: string, fromSeq: number): number {
-    return Number((this.statements.imageTokens.get(channelId, fromSeq) as { tokens: number | bigint }).tokens);
+  async imageTokensFrom(channelId: string, fromSeq: number): Promise<number> {
+    return Number(((await this.statements.imageTokens.get(channelId, fromSeq)) as { tokens: number | bigint }).tokens);
   }
 
-  delete(channelId: string, seqs: readonly number[]): void {
-    this.db.transaction(() => {
-      for (const seq of seqs) this.statements.clear.run(channelId, seq);
-    })();
+  async delete(channelId: string, seqs: readonly number[]): Promise<void> {
+    await this.db.transaction(async () => {
+      for (const seq of seqs) await this.statements.clear.run(channelId, seq);
+    });
   }
 }
 

@@ -32,7 +32,7 @@ const BRANCH_DEFINITION = {
 export interface BranchToolOptions {
   model: ChatModel;
   /** The channel's live context, read at the moment of the call. */
-  liveContext: (channelId: string) => { summaries: readonly SummaryEntry[]; entries: readonly HistoryEntry[] };
+  liveContext: (channelId: string) => Promise<{ summaries: readonly SummaryEntry[]; entries: readonly HistoryEntry[] }>;
   settingsFor: (channelId: string, parentId?: string) => ChannelSettings;
   /** memory_search and memory_save: a branch has no other tool. */
   tools: ToolHandler[];
@@ -74,7 +74,7 @@ export function createBranchTool(options: BranchToolOptions): ToolHandler {
       const timeout = AbortSignal.timeout(settings.branch.timeoutMs);
       const signal = context.signal ? AbortSignal.any([context.signal, timeout]) : timeout;
       try {
-        const live = options.liveContext(channelId);
+        const live = await options.liveContext(channelId);
         const outcome = await runBranch({
           model: options.model,
           question,

@@ -15,21 +15,21 @@ export type AgentEntry = TurnEntryInput;
 
 /** The part of the channel runtime a turn needs (`ChannelRuntime` satisfies it). */
 export interface AgentRuntime {
-  buildModelRequest(channelId: string, options: { tools: ToolDefinition[]; maxTokens: number }): ModelRequest;
-  appendToTurn(channelId: string, entries: AgentEntry[], turnId: number): HistoryEntry[] | Promise<HistoryEntry[]>;
-  liveContext(channelId: string): { entries: HistoryEntry[] };
+  buildModelRequest(channelId: string, options: { tools: ToolDefinition[]; maxTokens: number }): Promise<ModelRequest>;
+  appendToTurn(channelId: string, entries: AgentEntry[], turnId: number): Promise<HistoryEntry[]>;
+  liveContext(channelId: string): Promise<{ entries: HistoryEntry[] }>;
   /** The estimate of the request `buildModelRequest` builds, its calibration and window (keeps tool loops inside it). */
-  requestEstimate?(channelId: string): RequestEstimate;
+  requestEstimate?(channelId: string): Promise<RequestEstimate>;
   /** The real count expected for a request of this channel estimated at `estimatedTokens` (calibrated). */
   calibratedTokens?(channelId: string, estimatedTokens: number): number;
   /** The estimate a request may reach for its real count to be `realTokens`. */
   estimateFor?(channelId: string, realTokens: number): number;
   /** A response's real input count for a request of that estimate (calibration). */
-  recordUsage?(channelId: string, estimatedTokens: number, inputTokens: number): void;
+  recordUsage?(channelId: string, estimatedTokens: number, inputTokens: number): Promise<void>;
   /** What a request cost, as the model counted it (`/context`, status, the report). */
-  recordCost?(channelId: string, usage: ModelUsage): void;
+  recordCost?(channelId: string, usage: ModelUsage): Promise<void>;
   /** The model refused a request as too long: calibrate and truncate so that a retry fits. */
-  recoverFromOverflow?(channelId: string, overflow: { estimatedTokens: number; tokens?: number; maximum?: number }): boolean;
+  recoverFromOverflow?(channelId: string, overflow: { estimatedTokens: number; tokens?: number; maximum?: number }): Promise<boolean>;
 }
 
 /** Who the bot is in history. */
@@ -100,14 +100,14 @@ export function truncatedNotice(shown: number, total: number): string {
 export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurnResult> {
   const { runtime, channelId, settings, tools } = options;
   const self = options.self ?? DEFAULT_SELF;
-  const live = runtime.liveContext(channelId).entries;
+  const live = (await runtime.liveContext(channelId)).entries;
   const turnId = options.turnId ?? live.at(-1)?.turnId ?? 0;
   // Built once per tool list: the estimate counts them once per configuration.
   const definitions = definitionsOf(tools);
   let failedEstimate = 0;
   const attempt = async (): Promise<{ request: ModelRequest; result: ToolLoopResult }> => {
-    const request = runtime.buildModelRequest(channelId, { tools: definitions, maxTokens: settings.maxResponseTokens });
-    const estimate = runtime.requestEstimate?.(channelId);
+    const request = await runtime.buildModelRequest(channelId, { tools: definitions, maxTokens: settings.maxResponseTokens });
+    const estimate = await runtime.requestEstimate?.(channelId);
     // The calibration as it is now: responses earlier in the loop may have moved it.
     const calibrated = (estimatedTokens: number): number =>
       runtime.calibratedTokens ? runtime.calibratedTokens(channelId, estimatedTokens) : estimatedTokens * (estimate?.factor ?? 1);
@@ -138,8 +138,10 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
               failedEstimate = estimatedTokens;
             },
             onResponse: (response, { estimatedTokens }) => {
-              runtime.recordUsage?.(channelId, estimatedTokens, wholeInputTokens(response.usage));
-              runtime.recordCost?.(channelId, response.usage);
+              // Learnt before the next request is built (the loop awaits the model in between); a
+              // failure only loses one observation, the next response teaches the factor again.
+              void runtime.recordUsage?.(channelId, estimatedTokens, wholeInputTokens(response.usage)).catch(() => {});
+              void runtime.recordCost?.(channelId, response.usage).catch(() => {});
             },
             room: {
               contextWindow: settings.contextWindow,
@@ -147,7 +149,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
               // The factor as it is now: responses earlier in the loop may have moved it.
               inputTokens: (_request, estimatedTokens) => Math.ceil(calibrated(estimatedTokens) * (1 + CALIBRATION.margin)),
               onRefusal: (error, estimatedTokens) => {
-                if (error.overflow?.tokens !== undefined) runtime.recordUsage?.(channelId, estimatedTokens, error.overflow.tokens);
+                if (error.overflow?.tokens !== undefined) void runtime.recordUsage?.(channelId, estimatedTokens, error.overflow.tokens).catch(() => {});
               },
             },
           }
@@ -161,7 +163,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
   } catch (error) {
     // Too long for the model: truncate as an emergency would, learn the real count, try once more.
     if (!(error instanceof ModelError) || !error.contextOverflow || !runtime.recoverFromOverflow) throw error;
-    if (!runtime.recoverFromOverflow(channelId, { estimatedTokens: failedEstimate, ...(error.overflow ?? overflowNumbers(error.message)) })) throw error;
+    if (!(await runtime.recoverFromOverflow(channelId, { estimatedTokens: failedEstimate, ...(error.overflow ?? overflowNumbers(error.message)) }))) throw error;
     turn = await attempt();
   }
   const { request, result } = turn;

@@ -1,6 +1,6 @@
 import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
-import type { SqlDatabase } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import { CALIBRATION, CalibrationStore, observe, observeMessages, observeOverflow, type Calibration } from './calibration.js';
 import type { ChannelState } from './channel-state.js';
 
@@ -11,16 +11,22 @@ import type { ChannelState } from './channel-state.js';
 export class CalibrationKeeper {
   private readonly store: CalibrationStore;
 
-  constructor(private readonly options: { db: SqlDatabase; events: EventStream; clock: Clock }) {
+  constructor(private readonly options: { db: SqlClient; events: EventStream; clock: Clock }) {
     this.store = new CalibrationStore(options.db);
   }
 
-  load(channelId: string): Calibration {
+  load(channelId: string): Promise<Calibration> {
     return this.store.load(channelId);
   }
 
   /** A response counted `inputTokens` for a request estimated at `estimatedTokens`. */
-  record(state: ChannelState, estimatedTokens: number, inputTokens: number, fixed?: { estimated: number; real: number }, imageTokens = 0): void {
+  async record(
+    state: ChannelState,
+    estimatedTokens: number,
+    inputTokens: number,
+    fixed?: { estimated: number; real: number },
+    imageTokens = 0,
+  ): Promise<void> {
     // A request that is nearly all fixed part (a first question in a new channel) says nothing
     // about the channel's messages, and a factor learnt from it would be the prompt's.
     if (fixed && estimatedTokens - fixed.estimated < CALIBRATION.minEstimate) return;
@@ -29,13 +35,13 @@ export class CalibrationKeeper {
     if (!next) return;
     const messageFactor = fixed ? observeMessages(state.calibration, estimatedTokens, inputTokens, fixed) : undefined;
     if (messageFactor !== undefined) next.messageFactor = messageFactor;
-    this.set(state, next, { estimated_tokens: estimatedTokens, input_tokens: inputTokens });
+    await this.set(state, next, { estimated_tokens: estimatedTokens, input_tokens: inputTokens });
   }
 
   /** The server refused a request of that estimate as `tokens` long (when it said). */
-  overflow(state: ChannelState, estimatedTokens: number, tokens: number | undefined): Calibration {
+  async overflow(state: ChannelState, estimatedTokens: number, tokens: number | undefined): Promise<Calibration> {
     const next = observeOverflow(state.calibration, estimatedTokens, tokens);
-    this.set(state, next, {
+    await this.set(state, next, {
       estimated_tokens: estimatedTokens,
       ...(tokens !== undefined ? { input_tokens: tokens } : {}),
       reason: 'context_overflow',
@@ -43,11 +49,12 @@ export class CalibrationKeeper {
     return next;
   }
 
-  private set(state: ChannelState, next: Calibration, fields: Record<string, unknown>): void {
+  private async set(state: ChannelState, next: Calibration, fields: Record<string, unknown>): Promise<void> {
     const previous = state.calibration.factor;
+    // Learnt at once, saved or not: the saved copy only spares relearning after a restart.
     state.calibration = next;
     try {
-      this.store.save(state.channelId, next, this.options.clock.now());
+      await this.store.save(state.channelId, next, this.options.clock.now());
     } catch {
       // Only the saving is lost: the factor is learnt again from the next responses after a restart.
     }

@@ -1,5 +1,6 @@
 import type { ChannelSettings } from '../config/types.js';
-import type { Migration, SqlDatabase } from '../storage/database.js';
+import type { Migration } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 
 export { overflowNumbers, type OverflowNumbers } from '../llm/overflow-numbers.js';
 
@@ -123,8 +124,8 @@ function round(value: number): number {
 export const CALIBRATION_MIGRATIONS: readonly Migration[] = [
   {
     name: 'history-calibration-001',
-    up(db) {
-      db.exec(`
+    async up(db) {
+      await db.exec(`
         CREATE TABLE history_calibration (
           channel_id TEXT PRIMARY KEY,
           factor REAL NOT NULL,
@@ -148,7 +149,7 @@ export const CALIBRATION_MIGRATIONS: readonly Migration[] = [
 export class CalibrationStore {
   private readonly statements;
 
-  constructor(db: SqlDatabase) {
+  constructor(db: SqlClient) {
     this.statements = {
       get: db.prepare('SELECT factor, observations FROM history_calibration WHERE channel_id = ?'),
       put: db.prepare(
@@ -158,13 +159,13 @@ export class CalibrationStore {
     };
   }
 
-  load(channelId: string): Calibration {
-    const row = this.statements.get.get(channelId) as { factor: number; observations: number } | undefined;
+  async load(channelId: string): Promise<Calibration> {
+    const row = (await this.statements.get.get(channelId)) as { factor: number; observations: number } | undefined;
     if (!row || !Number.isFinite(row.factor)) return { ...UNCALIBRATED };
     return { factor: clampFactor(row.factor), observations: row.observations };
   }
 
-  save(channelId: string, calibration: Calibration, now: number): void {
-    this.statements.put.run(channelId, calibration.factor, calibration.observations, now);
+  async save(channelId: string, calibration: Calibration, now: number): Promise<void> {
+    await this.statements.put.run(channelId, calibration.factor, calibration.observations, now);
   }
 }

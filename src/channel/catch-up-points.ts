@@ -1,5 +1,4 @@
-import type { SqlDatabase } from '../storage/database.js';
-import { isPostgres } from '../storage/sql-database.js';
+import { isPostgres, type SqlClient } from '../storage/sql-client.js';
 
 /** A channel that was active, and the newest platform message id stored for it. */
 export interface CatchUpPoint {
@@ -17,7 +16,7 @@ export class CatchUpPoints {
   private readonly last;
   private readonly recent;
 
-  constructor(db: SqlDatabase) {
+  constructor(db: SqlClient) {
     this.channels = db.prepare(
       `SELECT channel_id, MAX(created_at) AS last_at FROM history_entries WHERE kind = 'message'
         GROUP BY channel_id ORDER BY last_at DESC LIMIT ?`,
@@ -39,23 +38,23 @@ export class CatchUpPoints {
   }
 
   /** The newest `limit` platform ids of people's messages stored for the channel (history and archive), newest first. */
-  recentMessageIds(channelId: string, limit: number): string[] {
+  async recentMessageIds(channelId: string, limit: number): Promise<string[]> {
     if (limit <= 0) return [];
-    return (this.recent.all(channelId, limit) as Array<{ message_id: string }>).map((row) => row.message_id);
+    return ((await this.recent.all(channelId, limit)) as Array<{ message_id: string }>).map((row) => row.message_id);
   }
 
   /** The `limit` most recently active channels with a platform message stored. */
-  active(limit: number): CatchUpPoint[] {
+  async active(limit: number): Promise<CatchUpPoint[]> {
     if (limit <= 0) return [];
     const points: CatchUpPoint[] = [];
-    for (const row of this.channels.all(limit) as Array<{ channel_id: string }>) {
-      const last = this.lastMessageId(row.channel_id);
+    for (const row of (await this.channels.all(limit)) as Array<{ channel_id: string }>) {
+      const last = await this.lastMessageId(row.channel_id);
       if (last) points.push({ channelId: row.channel_id, lastMessageId: last });
     }
     return points;
   }
 
-  lastMessageId(channelId: string): string | undefined {
-    return (this.last.get(channelId) as { message_id: string } | undefined)?.message_id;
+  async lastMessageId(channelId: string): Promise<string | undefined> {
+    return ((await this.last.get(channelId)) as { message_id: string } | undefined)?.message_id;
   }
 }

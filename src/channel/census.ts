@@ -1,4 +1,4 @@
-import type { SqlDatabase } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 
 /**
  * Where a channel's messages are now, read from the database: in the live context, folded into
@@ -25,17 +25,17 @@ export interface ContextCensus {
   lastMessageAt: number | undefined;
 }
 
-export function channelIdsWithHistory(db: SqlDatabase): string[] {
-  return (db.prepare('SELECT DISTINCT channel_id FROM history_entries ORDER BY channel_id').all() as Array<{ channel_id: string }>).map(
+export async function channelIdsWithHistory(db: SqlClient): Promise<string[]> {
+  return ((await db.prepare('SELECT DISTINCT channel_id FROM history_entries ORDER BY channel_id').all()) as Array<{ channel_id: string }>).map(
     (row) => row.channel_id,
   );
 }
 
-export function contextCensus(db: SqlDatabase, channelId: string): ContextCensus {
+export async function contextCensus(db: SqlClient, channelId: string): Promise<ContextCensus> {
   const liveFrom =
-    (db.prepare('SELECT live_from_seq FROM history_channels WHERE channel_id = ?').get(channelId) as { live_from_seq: number } | undefined)
+    ((await db.prepare('SELECT live_from_seq FROM history_channels WHERE channel_id = ?').get(channelId)) as { live_from_seq: number } | undefined)
       ?.live_from_seq ?? 0;
-  const counts = db
+  const counts = (await db
     .prepare(
       `SELECT SUM(CASE WHEN kind = 'message' THEN 1 ELSE 0 END) AS messages,
               SUM(CASE WHEN kind = 'message' AND seq >= @liveFrom THEN 1 ELSE 0 END) AS live_messages,
@@ -44,17 +44,17 @@ export function contextCensus(db: SqlDatabase, channelId: string): ContextCensus
               MAX(created_at) AS last_at
          FROM history_entries WHERE channel_id = @channelId`,
     )
-    .get({ channelId, liveFrom }) as {
+    .get({ channelId, liveFrom })) as {
     messages: number | null;
     live_messages: number | null;
     live_entries: number | null;
     live_tokens: number | null;
     last_at: number | null;
   };
-  const heads = db
+  const heads = (await db
     .prepare('SELECT kind, COUNT(*) AS total, SUM(tokens) AS tokens FROM history_summaries WHERE channel_id = ? AND live = 1 GROUP BY kind')
-    .all(channelId) as Array<{ kind: string; total: number; tokens: number }>;
-  const covered = db
+    .all(channelId)) as Array<{ kind: string; total: number; tokens: number }>;
+  const covered = (await db
     .prepare(
       `SELECT s.kind AS kind, COUNT(*) AS total
          FROM history_summaries s
@@ -62,7 +62,7 @@ export function contextCensus(db: SqlDatabase, channelId: string): ContextCensus
         WHERE s.channel_id = @channelId AND s.live = 1 AND e.kind = 'message' AND e.seq < @liveFrom
         GROUP BY s.kind`,
     )
-    .all({ channelId, liveFrom }) as Array<{ kind: string; total: number }>;
+    .all({ channelId, liveFrom })) as Array<{ kind: string; total: number }>;
   const head = (kind: string) => heads.find((row) => row.kind === kind);
   return {
     channelId,

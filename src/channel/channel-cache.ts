@@ -1,8 +1,8 @@
 import type { ChannelState } from './channel-state.js';
 
 export interface ChannelCacheOptions {
-  /** Builds a channel's state from SQLite. */
-  load(channelId: string): ChannelState;
+  /** Builds a channel's state from the database. */
+  load(channelId: string): Promise<ChannelState>;
   /** True when nothing is in flight for the channel, so dropping it loses nothing. */
   isQuiet(state: ChannelState): boolean;
   /** Called for each channel dropped (release what hangs off it: its vector index...). */
@@ -20,6 +20,8 @@ export interface ChannelCacheOptions {
  */
 export class ChannelCache {
   private readonly states = new Map<string, { state: ChannelState; usedAt: number }>();
+  /** Channels being read from the database now: a second caller waits for the same read. */
+  private readonly loading = new Map<string, Promise<ChannelState>>();
   /** The channel used last: asked again (a busy channel's checks), it is already in place. */
   private newest: string | undefined;
 
@@ -30,23 +32,40 @@ export class ChannelCache {
   }
 
   /** The channel's state, loaded if needed, marked most recently used. */
-  get(channelId: string): ChannelState {
-    const now = this.options.now();
-    const found = this.states.get(channelId);
-    if (found) {
-      found.usedAt = now;
-      if (channelId === this.newest) return found.state;
-      // Re-inserted at the end: a Map iterates in insertion order, oldest first.
-      this.states.delete(channelId);
-      this.states.set(channelId, found);
-      this.newest = channelId;
-      return found.state;
+  get(channelId: string): Promise<ChannelState> {
+    const found = this.touch(channelId);
+    if (found) return Promise.resolve(found);
+    let loading = this.loading.get(channelId);
+    if (!loading) {
+      loading = this.options.load(channelId).then(
+        (state) => {
+          this.loading.delete(channelId);
+          this.states.set(channelId, { state, usedAt: this.options.now() });
+          this.newest = channelId;
+          this.evict({ keep: channelId });
+          return state;
+        },
+        (error: unknown) => {
+          this.loading.delete(channelId);
+          throw error;
+        },
+      );
+      this.loading.set(channelId, loading);
     }
+    return loading;
+  }
+
+  /** The loaded state, marked most recently used; undefined when the channel is not loaded. */
+  touch(channelId: string): ChannelState | undefined {
+    const found = this.states.get(channelId);
+    if (!found) return undefined;
+    found.usedAt = this.options.now();
+    if (channelId === this.newest) return found.state;
+    // Re-inserted at the end: a Map iterates in insertion order, oldest first.
+    this.states.delete(channelId);
+    this.states.set(channelId, found);
     this.newest = channelId;
-    const state = this.options.load(channelId);
-    this.states.set(channelId, { state, usedAt: now });
-    this.evict({ keep: channelId });
-    return state;
+    return found.state;
   }
 
   /** The loaded state, if any, without loading or touching it. */

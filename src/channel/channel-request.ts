@@ -5,29 +5,52 @@ import type { ChannelState } from './channel-state.js';
 import type { EntryExtras } from './entry-extras.js';
 import type { HistoryStore } from './history-store.js';
 import { buildRequest } from './model-request.js';
+import type { HistoryEntry } from './types.js';
 
 /**
  * Exactly what the model is sent for a channel now: its prompt and summaries, its live entries
  * with what each replies to looked up (never copied, so a deleted message is not quoted), and
  * the images and files kept with them.
  */
-export function channelRequest(input: {
+export async function channelRequest(input: {
   state: ChannelState;
   settings: ChannelSettings;
   store: HistoryStore;
   extras: EntryExtras;
   tools: ToolDefinition[];
   maxTokens: number;
-}): ModelRequest {
+}): Promise<ModelRequest> {
   const { state, settings } = input;
   const channelId = state.channelId;
-  const decorate = input.extras.decorator(channelId, state.entries[0]?.seq ?? state.nextSeq, { images: settings.vision });
+  // The reads first, then the request from one consistent view of the state.
+  const entries = [...state.entries];
+  const summaries = [...state.summaries];
+  const [decorate, answered] = await Promise.all([
+    input.extras.decorator(channelId, entries[0]?.seq ?? state.nextSeq, { images: settings.vision }),
+    answeredMessages(input.store, channelId, entries),
+  ]);
   return buildRequest({
     systemPrompt: settings.systemPrompt,
-    summaries: state.summaries,
-    entries: resolveReplyReferences(state.entries, (messageId) => input.store.findByMessageId(channelId, messageId)),
+    summaries,
+    entries: resolveReplyReferences(entries, (messageId) => answered.get(messageId)),
     tools: input.tools,
     maxTokens: input.maxTokens,
     ...(decorate ? { decorate } : {}),
   });
+}
+
+/** The messages the entries' reply references name, as history holds them now, by id. */
+async function answeredMessages(store: HistoryStore, channelId: string, entries: readonly HistoryEntry[]): Promise<Map<string, HistoryEntry>> {
+  const named: string[] = [];
+  // A first pass with nothing found only collects the ids the references name.
+  resolveReplyReferences(entries, (messageId) => {
+    named.push(messageId);
+    return undefined;
+  });
+  const answered = new Map<string, HistoryEntry>();
+  for (const messageId of new Set(named)) {
+    const entry = await store.findByMessageId(channelId, messageId);
+    if (entry) answered.set(messageId, entry);
+  }
+  return answered;
 }

@@ -61,6 +61,18 @@ export class ChannelState {
   calibration: Calibration = { ...UNCALIBRATED };
   /** The last model request's usage (for `/context`); not persisted: the compaction log keeps the history. */
   lastRequest: { at: number; usage: ModelUsage } | undefined;
+  /** The write-then-mirror section running now (see `exclusive`), if any. */
+  private writing: Promise<void> | undefined;
+  /** Called when the last exclusive section ends (the runtime runs a check held back meanwhile). */
+  onIdle: (() => void) | undefined;
+  /**
+   * A Compactor check was held back while an exclusive section ran: it runs when that ends, for
+   * every tier, or for an emergency only when a compaction was running (a worker tier would not
+   * have started then).
+   */
+  checkOwed: 'all' | 'emergency' | undefined;
+  /** The newest truncation's marker write and its report (`emergency_truncation`), until done. */
+  truncationWritten: Promise<void> | undefined;
 
   constructor(channelId: string, loaded: LoadedChannel) {
     this.channelId = channelId;
@@ -72,6 +84,35 @@ export class ChannelState {
     this.location = loaded.location;
     for (const entry of this.entries) this.entryTokens += entry.tokens;
     for (const summary of this.summaries) this.summaryTokens += summary.tokens;
+  }
+
+  /** True while an exclusive section (a write whose mirror follows its commit) is in flight. */
+  get busy(): boolean {
+    return this.writing !== undefined;
+  }
+
+  /**
+   * Runs a write and the in-memory change that mirrors it with no other such section of this
+   * channel in between: a splice, an edit, a delete or a turn's entries read the state, await
+   * their commit and only then change the state, and nothing may change it under them meanwhile.
+   * Sections run one after another in call order; a failure passes to the caller only.
+   */
+  async exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const previous = this.writing;
+    let release!: () => void;
+    const mine = new Promise<void>((resolve) => (release = resolve));
+    this.writing = mine;
+    if (previous) await previous;
+    try {
+      return await work();
+    } finally {
+      release();
+      // The last section out lets the checks it held back run now, before its caller goes on.
+      if (this.writing === mine) {
+        this.writing = undefined;
+        this.onIdle?.();
+      }
+    }
   }
 
   /** Index of the live entry with this seq, or -1 (binary search: seqs ascend). */
@@ -156,12 +197,17 @@ export class ChannelState {
     this.markerEntries.delete(id);
   }
 
-  /** The summary with id `from` is now known by `to.id` (its row was written late); its entries follow it. */
+  /**
+   * The summary with id `from` is now known by `to.id` (its row was written late); its entries
+   * follow it. It stays the same object: a compaction planned while its row was being written
+   * still finds it in place.
+   */
   renameSummary(from: number, to: SummaryEntry): void {
     const index = this.summaries.findIndex((existing) => existing.id === from);
     if (index < 0) return;
-    this.summaryTokens += to.tokens - this.summaries[index]!.tokens;
-    this.summaries[index] = to;
+    const existing = this.summaries[index]!;
+    this.summaryTokens += to.tokens - existing.tokens;
+    Object.assign(existing, to);
     const entries = this.markerEntries.get(from);
     this.markerEntries.delete(from);
     if (entries) this.markerEntries.set(to.id, entries);

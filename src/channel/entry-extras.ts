@@ -1,7 +1,7 @@
 import { AttachmentStore, type StoredAttachment } from '../attachments/attachment-store.js';
 import type { ContentBlock } from '../llm/chat-model.js';
 import { placeholderOf, renderTextFile, type ResolvedAttachment } from '../attachments/resolve-attachments.js';
-import type { SqlDatabase } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import type { HistoryStore } from './history-store.js';
 import type { EntryDecorator } from './model-request.js';
 import type { HistoryEntry } from './types.js';
@@ -16,14 +16,15 @@ export class EntryExtras {
   readonly attachments: AttachmentStore;
   readonly replies: ReplyContext;
 
-  constructor(db: SqlDatabase, history: HistoryStore) {
+  constructor(db: SqlClient, history: HistoryStore) {
     this.attachments = new AttachmentStore(db);
     this.replies = new ReplyContext(db, history);
   }
 
   /** Tokens a message's extras add to its estimate. */
-  tokensOf(channelId: string, seq: number): number {
-    return this.attachments.tokensOf(channelId, seq) + this.replies.tokensOf(channelId, seq);
+  async tokensOf(channelId: string, seq: number): Promise<number> {
+    const [files, reply] = await Promise.all([this.attachments.tokensOf(channelId, seq), this.replies.tokensOf(channelId, seq)]);
+    return files + reply;
   }
 
   /**
@@ -31,8 +32,8 @@ export class EntryExtras {
    * channel's `vision` turned off, e.g. for a model that cannot read them) stored images are
    * left out; their estimate stays, erring on the side of compacting early.
    */
-  decorator(channelId: string, liveFromSeq: number, options: { images: boolean }): EntryDecorator | undefined {
-    const files = this.attachments.liveFrom(channelId, liveFromSeq);
+  async decorator(channelId: string, liveFromSeq: number, options: { images: boolean }): Promise<EntryDecorator | undefined> {
+    const files = await this.attachments.liveFrom(channelId, liveFromSeq);
     if (!options.images) {
       for (const [seq, list] of files) {
         const kept = list.filter((file) => file.kind !== 'image');
@@ -40,7 +41,7 @@ export class EntryExtras {
         else files.delete(seq);
       }
     }
-    const replies = this.replies.liveFrom(channelId, liveFromSeq);
+    const replies = await this.replies.liveFrom(channelId, liveFromSeq);
     if (files.size === 0 && replies.size === 0) return undefined;
     return (entry, block) => {
       const reply = replies.get(entry.seq);
@@ -55,8 +56,8 @@ export class EntryExtras {
    * `[attachment: NAME]` replaced by what the file became (a file that could not be downloaded
    * keeps its placeholder as it was).
    */
-  attach(channelId: string, entry: Pick<HistoryEntry, 'seq' | 'messageId' | 'content'>, files: readonly ResolvedAttachment[]): string {
-    this.attachments.replace(
+  async attach(channelId: string, entry: Pick<HistoryEntry, 'seq' | 'messageId' | 'content'>, files: readonly ResolvedAttachment[]): Promise<string> {
+    await this.attachments.replace(
       channelId,
       entry.seq,
       entry.messageId,
@@ -71,9 +72,9 @@ export class EntryExtras {
     return content;
   }
 
-  delete(channelId: string, seqs: readonly number[]): void {
-    this.attachments.delete(channelId, seqs);
-    this.replies.delete(channelId, seqs);
+  async delete(channelId: string, seqs: readonly number[]): Promise<void> {
+    await this.attachments.delete(channelId, seqs);
+    await this.replies.delete(channelId, seqs);
   }
 }
 

@@ -1,6 +1,5 @@
 import { MagpieError } from '../common/errors.js';
-import type { SqlDatabase } from '../storage/database.js';
-import { isPostgres } from '../storage/sql-database.js';
+import { isPostgres, type SqlClient } from '../storage/sql-client.js';
 import type { EntryKind, HistoryEntry, SummaryEntry } from './types.js';
 
 /** Where a channel's memories belong, remembered with its messages. */
@@ -98,14 +97,14 @@ export function toSummary(row: SummaryRow): SummaryEntry {
 }
 
 /**
- * The SQLite side of channel history: prepared statements only, no policy. Every method is
- * synchronous (better-sqlite3), so a caller can combine them with in-memory changes without an
- * await in between.
+ * The database side of channel history: prepared statements only, no policy. Every method
+ * resolves once its write is done (a multi-statement change in one transaction), so a caller
+ * changes its in-memory mirror after the await, and only then.
  */
 export class HistoryStore {
   private readonly statements;
 
-  constructor(private readonly db: SqlDatabase) {
+  constructor(private readonly db: SqlClient) {
     this.statements = {
       // Only a known message id is skipped (idempotent ingest); a sequence number already taken
       // by another message is an error, never a silently dropped message.
@@ -163,21 +162,25 @@ export class HistoryStore {
     };
   }
 
-  load(channelId: string): LoadedChannel {
-    const entries = (this.statements.liveEntries.all({ channelId }) as EntryRow[]).map(toEntry);
-    const summaries = (this.statements.liveSummaries.all(channelId) as SummaryRow[]).map(toSummary);
-    const counters = this.statements.counters.get({ channelId }) as {
+  async load(channelId: string): Promise<LoadedChannel> {
+    const [entryRows, summaryRows, counterRow, locationRow] = await Promise.all([
+      this.statements.liveEntries.all({ channelId }),
+      this.statements.liveSummaries.all(channelId),
+      this.statements.counters.get({ channelId }),
+      this.statements.location.get(channelId),
+    ]);
+    const entries = (entryRows as EntryRow[]).map(toEntry);
+    const summaries = (summaryRows as SummaryRow[]).map(toSummary);
+    const counters = counterRow as {
       max_seq: number | null;
       max_summary_seq: number | null;
       max_turn: number | null;
       total: number;
     };
-    const locationRow = this.statements.location.get(channelId) as
-      | { guild_id: string | null; dm_user_id: string | null }
-      | undefined;
+    const where = locationRow as { guild_id: string | null; dm_user_id: string | null } | undefined;
     const location: ChannelLocation = {};
-    if (locationRow?.guild_id) location.guildId = locationRow.guild_id;
-    if (locationRow?.dm_user_id) location.dmUserId = locationRow.dm_user_id;
+    if (where?.guild_id) location.guildId = where.guild_id;
+    if (where?.dm_user_id) location.dmUserId = where.dm_user_id;
     return {
       entries,
       summaries,
@@ -193,9 +196,9 @@ export class HistoryStore {
    * that never go to the transcript index (tool traffic) are born `archived`, and so are
    * messages whose transcript row the caller writes in the same transaction.
    */
-  insert(entry: HistoryEntry, location: ChannelLocation, options: { archived?: boolean } = {}): boolean {
+  async insert(entry: HistoryEntry, location: ChannelLocation, options: { archived?: boolean } = {}): Promise<boolean> {
     try {
-      const result = this.statements.insert.run({
+      const result = await this.statements.insert.run({
         ...entry,
         // Born archived when its transcript row is written in the same transaction.
         archived: (options.archived ?? entry.kind !== 'message') ? 1 : 0,
@@ -218,13 +221,13 @@ export class HistoryStore {
    * tell that one of them was already held. On PostgreSQL, where each statement is a round trip,
    * they go in one statement; SQLite inserts them one by one, which costs it nothing more.
    */
-  insertMany(rows: ReadonlyArray<{ entry: HistoryEntry; location: ChannelLocation; archived: boolean }>): number {
+  async insertMany(rows: ReadonlyArray<{ entry: HistoryEntry; location: ChannelLocation; archived: boolean }>): Promise<number> {
     if (!isPostgres(this.db) || rows.length === 1) {
       let inserted = 0;
-      for (const row of rows) if (this.insert(row.entry, row.location, { archived: row.archived })) inserted += 1;
+      for (const row of rows) if (await this.insert(row.entry, row.location, { archived: row.archived })) inserted += 1;
       return inserted;
     }
-    return this.db
+    const result = await this.db
       .prepare(
         `INSERT INTO history_entries
            (channel_id, seq, message_id, kind, role, author_id, author_name, content, created_at, tokens, turn_id, archived, guild_id, dm_user_id)
@@ -248,88 +251,89 @@ export class HistoryStore {
         archived: rows.map((row) => (row.archived ? 1 : 0)),
         guildIds: rows.map((row) => row.location.guildId ?? null),
         dmUserIds: rows.map((row) => row.location.dmUserId ?? null),
-      }).changes;
+      });
+    return result.changes;
   }
 
   /** The time of the channel's newest stored message, or undefined when it has none. */
-  lastMessageTime(channelId: string): number | undefined {
-    const row = this.db.prepare('SELECT MAX(created_at) AS at FROM history_entries WHERE channel_id = ?').get(channelId) as { at: number | null };
+  async lastMessageTime(channelId: string): Promise<number | undefined> {
+    const row = (await this.db.prepare('SELECT MAX(created_at) AS at FROM history_entries WHERE channel_id = ?').get(channelId)) as { at: number | null };
     return row.at ?? undefined;
   }
 
-  findByMessageId(channelId: string, messageId: string): HistoryEntry | undefined {
-    const row = this.statements.byMessageId.get(channelId, messageId) as EntryRow | undefined;
+  findByMessageId(channelId: string, messageId: string): Promise<HistoryEntry | undefined> {
+    // Not an async function: the ingest path asks this for every message, one step fewer each.
+    return this.statements.byMessageId.get(channelId, messageId).then((row) => (row ? toEntry(row as EntryRow) : undefined));
+  }
+
+  async findBySeq(channelId: string, seq: number): Promise<HistoryEntry | undefined> {
+    const row = (await this.statements.bySeq.get(channelId, seq)) as EntryRow | undefined;
     return row ? toEntry(row) : undefined;
   }
 
-  findBySeq(channelId: string, seq: number): HistoryEntry | undefined {
-    const row = this.statements.bySeq.get(channelId, seq) as EntryRow | undefined;
-    return row ? toEntry(row) : undefined;
+  async unarchived(channelId: string): Promise<HistoryEntry[]> {
+    return ((await this.statements.unarchived.all(channelId)) as EntryRow[]).map(toEntry);
   }
 
-  unarchived(channelId: string): HistoryEntry[] {
-    return (this.statements.unarchived.all(channelId) as EntryRow[]).map(toEntry);
+  async markArchived(entries: ReadonlyArray<{ channelId: string; seq: number }>): Promise<void> {
+    await this.db.transaction(async () => {
+      for (const entry of entries) await this.statements.markArchived.run(entry.channelId, entry.seq);
+    });
   }
 
-  markArchived(entries: ReadonlyArray<{ channelId: string; seq: number }>): void {
-    this.db.transaction(() => {
-      for (const entry of entries) this.statements.markArchived.run(entry.channelId, entry.seq);
-    })();
+  async updateContent(channelId: string, seq: number, content: string, tokens: number): Promise<void> {
+    await this.statements.updateContent.run(content, tokens, channelId, seq);
   }
 
-  updateContent(channelId: string, seq: number, content: string, tokens: number): void {
-    this.statements.updateContent.run(content, tokens, channelId, seq);
-  }
-
-  deleteEntries(channelId: string, seqs: readonly number[]): void {
-    this.db.transaction(() => {
-      for (const seq of seqs) this.statements.deleteEntry.run(channelId, seq);
-    })();
+  async deleteEntries(channelId: string, seqs: readonly number[]): Promise<void> {
+    await this.db.transaction(async () => {
+      for (const seq of seqs) await this.statements.deleteEntry.run(channelId, seq);
+    });
   }
 
   /**
    * Emergency truncation: the oldest live entries up to `toSeq` leave the live context, one
    * marker takes their place. Two single-row writes, whatever the number of entries.
    */
-  truncate(channelId: string, range: { toSeq: number }, marker: NewSummary): number {
-    return this.db.transaction(() => {
-      this.statements.moveLiveStart.run(channelId, range.toSeq + 1);
-      return Number(this.statements.insertSummary.run({ summarizer: null, ...marker }).lastInsertRowid);
-    })();
+  truncate(channelId: string, range: { toSeq: number }, marker: NewSummary): Promise<number> {
+    return this.db.transaction(async () => {
+      await this.statements.moveLiveStart.run(channelId, range.toSeq + 1);
+      return Number((await this.statements.insertSummary.run({ summarizer: null, ...marker })).lastInsertRowid);
+    });
   }
 
   /**
    * Emergency truncation folded into the newest marker instead of stacking another one: the
    * marker's range grows to `toSeq`. Two single-row writes, like `truncate`.
    */
-  extendMarker(channelId: string, marker: { id: number; toSeq: number; content: string; tokens: number }): void {
-    this.db.transaction(() => {
-      this.statements.moveLiveStart.run(channelId, marker.toSeq + 1);
-      this.statements.extendMarker.run(marker.toSeq, marker.content, marker.tokens, marker.id);
-    })();
+  async extendMarker(channelId: string, marker: { id: number; toSeq: number; content: string; tokens: number }): Promise<void> {
+    await this.db.transaction(async () => {
+      await this.statements.moveLiveStart.run(channelId, marker.toSeq + 1);
+      await this.statements.extendMarker.run(marker.toSeq, marker.content, marker.tokens, marker.id);
+    });
   }
 
   /** A compaction's result, all or nothing. Returns the new summary's id. */
-  splice(change: SpliceChange): number {
-    return this.db.transaction(() => {
-      if (change.entryRange) this.statements.moveLiveStart.run(change.channelId, change.entryRange.toSeq + 1);
-      for (const id of change.retiredSummaryIds) this.statements.retireSummary.run(id);
+  splice(change: SpliceChange): Promise<number> {
+    return this.db.transaction(async () => {
+      if (change.entryRange) await this.statements.moveLiveStart.run(change.channelId, change.entryRange.toSeq + 1);
+      for (const id of change.retiredSummaryIds) await this.statements.retireSummary.run(id);
       if (change.shrunkMarker) {
         const marker = change.shrunkMarker;
-        this.statements.shrinkMarker.run(marker.fromSeq, marker.content, marker.tokens, marker.id);
+        await this.statements.shrinkMarker.run(marker.fromSeq, marker.content, marker.tokens, marker.id);
       }
-      return Number(this.statements.insertSummary.run({ summarizer: null, ...change.summary }).lastInsertRowid);
-    })();
+      return Number((await this.statements.insertSummary.run({ summarizer: null, ...change.summary })).lastInsertRowid);
+    });
   }
 
   /** Every entry ever kept for the channel, live or not (the archive), in order. */
-  archive(channelId: string): HistoryEntry[] {
-    return (this.statements.allEntries.all(channelId) as EntryRow[]).map(toEntry);
+  async archive(channelId: string): Promise<HistoryEntry[]> {
+    return ((await this.statements.allEntries.all(channelId)) as EntryRow[]).map(toEntry);
   }
 
   /** Every summary and marker ever written for the channel, live or retired. */
-  allSummaries(channelId: string): Array<SummaryEntry & { live: boolean }> {
-    return (this.statements.allSummaries.all(channelId) as Array<SummaryRow & { live: number }>).map((row) => ({
+  async allSummaries(channelId: string): Promise<Array<SummaryEntry & { live: boolean }>> {
+    return ((await this.statements.allSummaries.all(channelId)) as Array<SummaryRow & { live: number }>).map((row) => ({
       ...toSummary(row),
       live: row.live === 1,
     }));

@@ -12,18 +12,62 @@ type NewEntry = TurnEntryInput & { createdAt: number; turnId: number };
  * reply are written together, all or nothing.
  */
 export class IngestPath {
+  /** Per channel, the admission in progress (or the last one): messages take their seqs in arrival order. */
+  private readonly admitting = new Map<string, Promise<void>>();
+
   constructor(private readonly parts: RuntimeParts) {}
 
   /** See `ChannelRuntime.ingest`. */
-  async ingest(message: IncomingMessage): Promise<HistoryEntry> {
+  ingest(message: IncomingMessage): Promise<HistoryEntry> {
+    const due = this.parts.scheduler.beforeMessage(message.channelId);
+    // Settled straight from the write's own promise: the caller goes on as soon as it is
+    // committed (a busy channel's next message is checked before slower work lands).
+    return new Promise<HistoryEntry>((resolve, reject) => {
+      const admit = (): void => {
+        void this.inOrder(message.channelId, () => this.admit(message)).then((admitted) => admitted.done.then(resolve, reject), reject);
+      };
+      if (due) void due.then(admit, reject);
+      else admit();
+    });
+  }
+
+  /** Resolves once the messages of the channel that came in so far are admitted (never rejects). */
+  admitted(channelId: string): Promise<void> {
+    return this.admitting.get(channelId) ?? Promise.resolve();
+  }
+
+  /** Runs `work` once the admissions of the channel that started before it are done. */
+  private inOrder<T>(channelId: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.admitting.get(channelId);
+    const result = previous ? previous.then(work) : work();
+    const tail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.admitting.set(channelId, tail);
+    void tail.then(() => {
+      if (this.admitting.get(channelId) === tail) this.admitting.delete(channelId);
+    });
+    return result;
+  }
+
+  /**
+   * Takes a message into the live context and queues its write; `done` settles once it is
+   * committed (or taken out again). Wrapped, so that admitting does not wait for the commit.
+   */
+  private async admit(message: IncomingMessage): Promise<{ done: Promise<HistoryEntry> }> {
     const { parts } = this;
-    const due = parts.scheduler.beforeMessage(message.channelId);
-    if (due) await due;
-    const state = parts.channel(message.channelId);
+    const state = parts.loaded(message.channelId) ?? (await parts.channel(message.channelId));
     const unsettled = state.unsettled.get(message.messageId);
-    if (unsettled) return unsettled;
-    const stored = parts.store.findByMessageId(message.channelId, message.messageId);
-    if (stored) return stored;
+    if (unsettled) return { done: unsettled };
+    const stored = await parts.store.findByMessageId(message.channelId, message.messageId);
+    if (stored) return { done: Promise.resolve(stored) };
+    const liveFrom = state.entries[0]?.seq ?? state.nextSeq;
+    const replyTokens = message.replyToMessageId ? await parts.extras.replies.estimate(state.channelId, message.replyToMessageId, liveFrom) : 0;
+    // The same message may have come in twice while the reads above were answered: the first
+    // one that gets here takes it. From here until the write is queued nothing awaits.
+    const raced = state.unsettled.get(message.messageId);
+    if (raced) return { done: raced };
     if (message.parentChannelId !== undefined) parts.parents.set(message.channelId, message.parentChannelId);
     if (message.guildId !== undefined || message.dmUserId !== undefined) {
       state.location = { ...(message.guildId ? { guildId: message.guildId } : {}), ...(message.dmUserId ? { dmUserId: message.dmUserId } : {}) };
@@ -31,8 +75,6 @@ export class IngestPath {
     const last = state.entries[state.entries.length - 1];
     // A reply seen in a transcript belongs to the turn of the message it answers.
     const joinsTurn = message.role === 'assistant' && last !== undefined && last.role === 'user' && last.kind === 'message';
-    const liveFrom = state.entries[0]?.seq ?? state.nextSeq;
-    const replyTokens = message.replyToMessageId ? parts.extras.replies.estimate(state.channelId, message.replyToMessageId, liveFrom) : 0;
     const entry = this.reserve(state, {
       kind: 'message',
       role: message.role,
@@ -44,15 +86,24 @@ export class IngestPath {
       turnId: joinsTurn ? last.turnId : state.nextTurnId,
       extraTokens: replyTokens,
     });
-    if (message.replyToMessageId) parts.extras.replies.record(state.channelId, entry, message.replyToMessageId, replyTokens);
     parts.options.observer?.messageIngested?.();
-    if (!parts.writer.staged) return this.ingestUnstaged(state, entry);
-    const written = parts.writer.write(entry, state.location).then(
-      () => {
+    if (!parts.writer.staged) {
+      if (message.replyToMessageId) await parts.extras.replies.record(state.channelId, entry, message.replyToMessageId, replyTokens);
+      // The history row is written within the admission, so a change that follows finds it.
+      return this.ingestUnstaged(state, entry);
+    }
+    const queued = parts.writer.write(entry, state.location);
+    // The reply link is its own small write; it fails the ingest, never the stored message.
+    const recorded = message.replyToMessageId ? parts.extras.replies.record(state.channelId, entry, message.replyToMessageId, replyTokens) : undefined;
+    const written = queued.then(
+      async () => {
         state.unsettled.delete(entry.messageId);
+        await recorded;
         return entry;
       },
       (error: unknown) => {
+        // Reported with the write's own error, which is what failed first.
+        void recorded?.catch(() => {});
         state.unsettled.delete(entry.messageId);
         this.unreserve(state, entry);
         parts.options.events.emit({ type: 'ingest_failed', channel_id: state.channelId, reason: errorMessage(error) });
@@ -63,8 +114,9 @@ export class IngestPath {
     parts.scheduler.afterMessage(message.channelId);
     // The message just in is what its turn answers: a truncation must not drop it before then.
     this.checkProtecting(state, entry.seq);
-    await written;
-    return entry;
+    // A truncation this message caused is reported by the time its ingest resolves.
+    const truncation = state.truncationWritten;
+    return { done: truncation ? written.then((stored) => truncation.then(() => stored)) : written };
   }
 
   /**
@@ -72,10 +124,10 @@ export class IngestPath {
    * and the transcript follows through the archiver (writes in flight are tracked, so an edit or
    * a delete waits for them).
    */
-  private async ingestUnstaged(state: ChannelState, entry: HistoryEntry): Promise<HistoryEntry> {
+  private async ingestUnstaged(state: ChannelState, entry: HistoryEntry): Promise<{ done: Promise<HistoryEntry> }> {
     const { parts } = this;
     try {
-      parts.writer.writeNow(entry, state.location);
+      await parts.writer.writeNow(entry, state.location);
     } catch (error) {
       this.unreserve(state, entry);
       parts.options.events.emit({ type: 'ingest_failed', channel_id: state.channelId, reason: errorMessage(error) });
@@ -84,8 +136,8 @@ export class IngestPath {
     parts.scheduler.afterMessage(state.channelId);
     const archived = parts.archiver.archive(state, [entry]);
     this.checkProtecting(state, entry.seq);
-    await archived;
-    return entry;
+    const truncation = state.truncationWritten;
+    return { done: archived.then(() => (truncation ? truncation.then(() => entry) : entry)) };
   }
 
   /** The Compactor check after a message came in, with that message protected from truncation. */
@@ -100,43 +152,59 @@ export class IngestPath {
   }
 
   /** See `ChannelRuntime.appendToTurn`. */
-  appendToTurn(channelId: string, entries: TurnEntryInput[], turnId: number): HistoryEntry[] {
+  async appendToTurn(
+    channelId: string,
+    entries: TurnEntryInput[],
+    turnId: number,
+    options: { alongside?: () => Promise<unknown> } = {},
+  ): Promise<HistoryEntry[]> {
     const { parts } = this;
-    const state = parts.channel(channelId);
-    const appended: HistoryEntry[] = [];
-    const fresh: HistoryEntry[] = [];
-    // All or nothing: a tool call stored without its result (a crash or a failed write midway)
-    // would stay in every later request of the channel.
-    // Messages already accepted come first in SQLite as they do in the context.
-    parts.writer.flush();
-    const saved = { nextSeq: state.nextSeq, nextTurnId: state.nextTurnId, archivedCount: state.archivedCount, live: state.entries.length };
-    try {
-      parts.options.db.transaction(() => {
-        for (const input of entries) {
-          const result = this.append(state, { ...input, createdAt: parts.clock.now(), turnId });
-          appended.push(result.entry);
-          if (result.fresh && result.entry.kind === 'message') fresh.push(result.entry);
-        }
-      })();
-    } catch (error) {
-      while (state.entries.length > saved.live) state.removeEntryAt(state.entries.length - 1);
-      state.nextSeq = saved.nextSeq;
-      state.nextTurnId = saved.nextTurnId;
-      state.archivedCount = saved.archivedCount;
-      throw error;
-    }
-    if (fresh.length > 0 && !parts.writer.staged) void parts.archiver.archive(state, fresh);
+    const state = await parts.channel(channelId);
+    const appended = await state.exclusive(async () => {
+      const appended: HistoryEntry[] = [];
+      const fresh: HistoryEntry[] = [];
+      // All or nothing: a tool call stored without its result (a crash or a failed write midway)
+      // would stay in every later request of the channel.
+      // Messages already accepted come first in the database as they do in the context.
+      await parts.writer.flush();
+      const saved = { nextSeq: state.nextSeq, nextTurnId: state.nextTurnId };
+      // Taken into the context as they are written (a message coming in meanwhile gets the next
+      // seq), and taken out again, each by its seq, when the transaction fails.
+      const taken: HistoryEntry[] = [];
+      try {
+        await parts.options.db.transaction(async () => {
+          for (const input of entries) {
+            const entry = this.newEntry(state, { ...input, createdAt: parts.clock.now(), turnId });
+            this.take(state, entry);
+            taken.push(entry);
+            if (!(await parts.writer.insertNow(entry, state.location))) {
+              taken.pop();
+              this.untake(state, entry);
+              appended.push((await parts.store.findByMessageId(state.channelId, entry.messageId))!);
+              continue;
+            }
+            appended.push(entry);
+            if (entry.kind === 'message') fresh.push(entry);
+          }
+          await options.alongside?.();
+        });
+      } catch (error) {
+        for (const entry of taken.reverse()) this.untake(state, entry);
+        state.nextSeq = Math.max(saved.nextSeq, state.nextSeq);
+        if (taken.length > 0 && state.nextTurnId === turnId + 1 && saved.nextTurnId <= turnId) state.nextTurnId = saved.nextTurnId;
+        throw error;
+      }
+      if (fresh.length > 0 && !parts.writer.staged) void parts.archiver.archive(state, fresh);
+      return appended;
+    });
     parts.coordinator.check(state);
     return appended;
   }
 
-  private append(state: ChannelState, input: NewEntry): { entry: HistoryEntry; fresh: boolean } {
-    const entry = this.newEntry(state, input);
-    if (!this.parts.writer.insertNow(entry, state.location)) {
-      return { entry: this.parts.store.findByMessageId(state.channelId, entry.messageId)!, fresh: false };
-    }
-    this.take(state, entry);
-    return { entry, fresh: true };
+  /** An entry taken for a write that did not happen: out of the context, its seq free again if still the newest. */
+  private untake(state: ChannelState, entry: HistoryEntry): void {
+    this.unreserve(state, entry);
+    if (state.nextSeq === entry.seq + 1) state.nextSeq = entry.seq;
   }
 
   private newEntry(state: ChannelState, input: NewEntry): HistoryEntry {

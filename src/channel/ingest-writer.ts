@@ -1,12 +1,12 @@
 import { MagpieError } from '../common/errors.js';
 import type { MemoryStore, TranscriptEntryInput } from '../memory/types.js';
-import type { SqlDatabase } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import { GroupCommit } from '../storage/group-commit.js';
 import type { ChannelLocation, HistoryStore } from './history-store.js';
 import type { HistoryEntry } from './types.js';
 
 export interface IngestWriterOptions {
-  db: SqlDatabase;
+  db: SqlClient;
   store: HistoryStore;
   memory: MemoryStore;
   /** Most rows one group commit carries. */
@@ -14,7 +14,7 @@ export interface IngestWriterOptions {
 }
 
 /**
- * Writes appended entries to SQLite. Incoming messages go through a group commit (many
+ * Writes appended entries to the database. Incoming messages go through a group commit (many
  * channels' messages share one transaction), and when the memory store lives in the same
  * database a message's transcript row (full text at once, vector owed) is written in the same
  * transaction as its history row: once a write resolves, the message is both durable and
@@ -22,7 +22,7 @@ export interface IngestWriterOptions {
  */
 export class IngestWriter {
   private readonly group: GroupCommit<{ entry: HistoryEntry; location: ChannelLocation }>;
-  private readonly stage: ((entries: TranscriptEntryInput[]) => void) | undefined;
+  private readonly stage: ((entries: TranscriptEntryInput[]) => void | Promise<void>) | undefined;
 
   constructor(private readonly options: IngestWriterOptions) {
     this.group = new GroupCommit({
@@ -36,6 +36,11 @@ export class IngestWriter {
   /** True when transcript rows commit with their history rows (no separate archive step). */
   get staged(): boolean {
     return this.stage !== undefined;
+  }
+
+  /** Nothing queued or being committed. */
+  get idle(): boolean {
+    return this.group.idle;
   }
 
   /** Commits and writes carried so far. */
@@ -56,9 +61,9 @@ export class IngestWriter {
    * Writes entries now, inside the caller's open transaction (a turn's reply and tool traffic).
    * Returns false for an entry whose message id the channel already holds.
    */
-  insertNow(entry: HistoryEntry, location: ChannelLocation): boolean {
-    if (!this.options.store.insert(entry, location, { archived: this.stage !== undefined || entry.kind !== 'message' })) return false;
-    if (this.stage && entry.kind === 'message') this.stage([transcriptInput(entry, location)]);
+  async insertNow(entry: HistoryEntry, location: ChannelLocation): Promise<boolean> {
+    if (!(await this.options.store.insert(entry, location, { archived: this.stage !== undefined || entry.kind !== 'message' }))) return false;
+    if (this.stage && entry.kind === 'message') await this.stage([transcriptInput(entry, location)]);
     return true;
   }
 
@@ -66,20 +71,20 @@ export class IngestWriter {
    * Writes a message's history row in a transaction of its own, now (after whatever is queued).
    * For a memory store in another database, whose archive step must start right away.
    */
-  writeNow(entry: HistoryEntry, location: ChannelLocation): void {
-    this.group.flush();
-    this.options.db.transaction(() => this.insert(entry, location))();
+  async writeNow(entry: HistoryEntry, location: ChannelLocation): Promise<void> {
+    await this.group.flush();
+    await this.options.db.transaction(() => this.insert(entry, location));
   }
 
-  /** Commits whatever is queued, synchronously: call before a write that must come after it. */
-  flush(): void {
-    this.group.flush();
+  /** Commits whatever is queued; await it before a write that must come after it. Never rejects. */
+  flush(): Promise<void> {
+    return this.group.flush();
   }
 
   /** A group's history rows, then their transcript rows: a few statements for the whole group. */
-  private insertGroup(payloads: ReadonlyArray<{ entry: HistoryEntry; location: ChannelLocation }>): void {
+  private async insertGroup(payloads: ReadonlyArray<{ entry: HistoryEntry; location: ChannelLocation }>): Promise<void> {
     const rows = payloads.map(({ entry, location }) => ({ entry, location, archived: this.stage !== undefined || entry.kind !== 'message' }));
-    if (this.options.store.insertMany(rows) < rows.length) {
+    if ((await this.options.store.insertMany(rows)) < rows.length) {
       // Rolled back, then retried one by one: the message already held is named then.
       const first = payloads[0]!.entry;
       throw new MagpieError(
@@ -92,11 +97,11 @@ export class IngestWriter {
     }
     if (!this.stage) return;
     const transcripts = payloads.filter(({ entry }) => entry.kind === 'message').map(({ entry, location }) => transcriptInput(entry, location));
-    if (transcripts.length > 0) this.stage(transcripts);
+    if (transcripts.length > 0) await this.stage(transcripts);
   }
 
-  private insert(entry: HistoryEntry, location: ChannelLocation): void {
-    if (!this.insertNow(entry, location)) {
+  private async insert(entry: HistoryEntry, location: ChannelLocation): Promise<void> {
+    if (!(await this.insertNow(entry, location))) {
       throw new MagpieError('history_conflict', `channel ${entry.channelId} already holds seq ${entry.seq} or message ${entry.messageId}`, {
         context: { channelId: entry.channelId },
       });

@@ -39,39 +39,46 @@ export class MessageChanges {
 
   /** See `ChannelRuntime.attachFiles`. */
   async attachFiles(channelId: string, messageId: string, files: readonly ResolvedAttachment[]): Promise<boolean> {
-    // A message still waiting for its group commit is written first, so it can be found.
-    this.parts.writer.flush();
-    const row = this.parts.store.findByMessageId(channelId, messageId);
+    // A message still coming in, or waiting for its group commit, is written first, so it can be found.
+    await this.parts.admitted(channelId);
+    await this.parts.writer.flush();
+    const row = await this.parts.store.findByMessageId(channelId, messageId);
     if (!row || files.length === 0) return row !== undefined;
     // The files are fitted to the message's cap once, here, as its text is on append.
-    const cap = messageCap(this.parts.settings(channelId), this.parts.channel(channelId).calibration.factor);
+    const state = await this.parts.channel(channelId);
+    const cap = messageCap(this.parts.settings(channelId), state.calibration.factor);
     const fitted = fitFiles(files, cappedEntryTokens(row, cap), cap);
-    return this.editMessage(channelId, messageId, this.parts.extras.attach(channelId, row, fitted));
+    return this.editMessage(channelId, messageId, await this.parts.extras.attach(channelId, row, fitted));
   }
 
   /** See `ChannelRuntime.editMessage`. */
   async editMessage(channelId: string, messageId: string, content: string): Promise<boolean> {
     const { parts } = this;
-    const state = parts.channel(channelId);
-    parts.writer.flush();
-    const row = parts.store.findByMessageId(channelId, messageId);
+    const state = await parts.channel(channelId);
+    await parts.admitted(channelId);
+    const row = await state.exclusive(async () => {
+      await parts.writer.flush();
+      const row = await parts.store.findByMessageId(channelId, messageId);
+      if (!row || row.content === content) return row;
+      const cap = messageCap(parts.settings(channelId), state.calibration.factor);
+      const tokens = cappedEntryTokens({ ...row, content }, cap) + (await parts.extras.tokensOf(channelId, row.seq));
+      const edited: HistoryEntry = { ...row, content, tokens };
+      await parts.store.updateContent(channelId, row.seq, content, edited.tokens);
+      const index = state.indexOfSeq(row.seq);
+      if (index >= 0) state.replaceEntry(index, edited);
+      state.replaceMarkerEntry(edited);
+      return row;
+    });
     if (!row) return false;
     if (row.content === content) return true;
-    const cap = messageCap(parts.settings(channelId), state.calibration.factor);
-    const tokens = cappedEntryTokens({ ...row, content }, cap) + parts.extras.tokensOf(channelId, row.seq);
-    const edited: HistoryEntry = { ...row, content, tokens };
-    parts.store.updateContent(channelId, row.seq, content, edited.tokens);
-    const index = state.indexOfSeq(row.seq);
-    if (index >= 0) state.replaceEntry(index, edited);
-    state.replaceMarkerEntry(edited);
     parts.coordinator.check(state);
     if (row.kind === 'message') {
       // A transcript write still in flight carries the old text: let it land, then correct it.
       await parts.archiver.settled(state);
       await parts.options.memory.updateTranscript(channelId, messageId, content);
       // The earlier text leaves tool results, summaries and memories like a deleted message.
-      const changes = this.privacy.propagate(channelId, [removedOf(row)], 'edit');
-      this.apply(changes);
+      const changes = await this.privacy.propagate(channelId, [removedOf(row)], 'edit');
+      await this.apply(changes);
       await this.redactReplies(channelId, changes.replies);
     }
     return true;
@@ -80,20 +87,22 @@ export class MessageChanges {
   /** Messages leave history, live context and archive; their words leave every copy. */
   async removeMessages(channelId: string, messageIds: string[]): Promise<{ messages: number; counts: PropagationChanges['counts'] }> {
     const { parts } = this;
-    const state = parts.channel(channelId);
-    parts.writer.flush();
+    const state = await parts.channel(channelId);
     const seqs: number[] = [];
     const removed: RemovedMessage[] = [];
-    for (const messageId of messageIds) {
-      const row = parts.store.findByMessageId(channelId, messageId);
-      if (row) seqs.push(row.seq);
-      if (row?.kind === 'message') removed.push(removedOf(row));
-      // Archived only (its history row already gone): memories drawn from it still lose it.
-      if (!row) removed.push({ seq: -1, messageId, authorName: '', content: '' });
-    }
-    if (seqs.length > 0) {
-      parts.store.deleteEntries(channelId, seqs);
-      parts.extras.delete(channelId, seqs);
+    await parts.admitted(channelId);
+    await state.exclusive(async () => {
+      await parts.writer.flush();
+      for (const messageId of messageIds) {
+        const row = await parts.store.findByMessageId(channelId, messageId);
+        if (row) seqs.push(row.seq);
+        if (row?.kind === 'message') removed.push(removedOf(row));
+        // Archived only (its history row already gone): memories drawn from it still lose it.
+        if (!row) removed.push({ seq: -1, messageId, authorName: '', content: '' });
+      }
+      if (seqs.length === 0) return;
+      await parts.store.deleteEntries(channelId, seqs);
+      await parts.extras.delete(channelId, seqs);
       for (const seq of seqs) {
         const index = state.indexOfSeq(seq);
         if (index >= 0) state.removeEntryAt(index);
@@ -101,13 +110,13 @@ export class MessageChanges {
         state.forgetMarkerEntry(seq);
       }
       state.archivedCount -= seqs.length;
-    }
+    });
     if (messageIds.length === 0) return { messages: 0, counts: { toolEntries: 0, summaries: 0, memoriesDeleted: 0, memoriesUpdated: 0, workerTasks: 0, replies: 0 } };
     // A transcript write still in flight would bring a deleted message back: let it land first.
     await parts.archiver.settled(state);
     await parts.options.memory.deleteTranscript(channelId, messageIds);
-    const changes = this.privacy.propagate(channelId, removed, 'delete');
-    this.apply(changes);
+    const changes = await this.privacy.propagate(channelId, removed, 'delete');
+    await this.apply(changes);
     await this.redactReplies(channelId, changes.replies);
     parts.options.events.emit({
       type: 'deletion_propagated',
@@ -121,13 +130,13 @@ export class MessageChanges {
       memories_updated: changes.counts.memoriesUpdated,
     });
     // The old text also leaves what the database keeps beside its rows (the SQLite WAL).
-    clearErasedTraces(parts.options.db, parts.options.events, channelId);
+    await clearErasedTraces(parts.options.db, parts.options.events, channelId);
     return { messages: seqs.length, counts: changes.counts };
   }
 
   /** See `ChannelRuntime.forgetUser`. */
   async forgetUser(userId: string, requestedFrom: string): Promise<UserErasure> {
-    const byChannel = findUserMessages(this.parts.options.db, userId);
+    const byChannel = await findUserMessages(this.parts.options.db, userId);
     const erasure: UserErasure = { channels: byChannel.size, messages: 0, memoriesDeleted: 0, memoriesUpdated: 0, summariesChanged: 0, toolEntriesRedacted: 0 };
     for (const [channelId, messageIds] of byChannel) {
       const result = await this.removeMessages(channelId, messageIds);
@@ -154,15 +163,15 @@ export class MessageChanges {
   /** See `ChannelRuntime.forgetItem`. */
   async forgetItem(id: string, within?: MemoryLocation): Promise<'message' | 'memory' | undefined> {
     const memory = this.parts.options.memory;
-    const item = memory.describeItem?.(id);
+    const item = await memory.describeItem?.(id);
     if (item?.kind === 'transcript' && item.messageId !== undefined) {
       if (within && item.channelId !== within.channelId) return undefined;
       await this.removeMessages(item.channelId, [item.messageId]);
       return 'message';
     }
-    if (!memory.forget(id, within)) return undefined;
-    if (item) this.apply({ entries: this.privacy.redactTexts([item.content]), summaries: [] });
-    clearErasedTraces(this.parts.options.db, this.parts.options.events);
+    if (!(await memory.forget(id, within))) return undefined;
+    if (item) await this.apply({ entries: await this.privacy.redactTexts([item.content]), summaries: [] });
+    await clearErasedTraces(this.parts.options.db, this.parts.options.events);
     return 'memory';
   }
 
@@ -172,7 +181,7 @@ export class MessageChanges {
    */
   private async redactReplies(channelId: string, replies: PropagationChanges['replies']): Promise<void> {
     if (replies.length === 0) return;
-    this.apply({ entries: replies.map((reply) => reply.entry), summaries: [] });
+    await this.apply({ entries: replies.map((reply) => reply.entry), summaries: [] });
     const { memory, events } = this.parts.options;
     for (const { entry, before } of replies) {
       try {
@@ -190,18 +199,18 @@ export class MessageChanges {
     }
   }
 
-  /** Mirrors what the privacy propagation changed in SQLite into the live contexts held here. */
-  apply(changes: Pick<PropagationChanges, 'entries' | 'summaries'>): void {
+  /** Mirrors what the privacy propagation changed in the database into the live contexts held here. */
+  async apply(changes: Pick<PropagationChanges, 'entries' | 'summaries'>): Promise<void> {
     const touched = new Set<ChannelState>();
     for (const entry of changes.entries) {
-      const state = this.parts.channel(entry.channelId);
+      const state = await this.parts.channel(entry.channelId);
       const index = state.indexOfSeq(entry.seq);
       if (index >= 0) state.replaceEntry(index, entry);
       state.replaceMarkerEntry(entry);
       touched.add(state);
     }
     for (const summary of changes.summaries) {
-      const state = this.parts.channel(summary.channelId);
+      const state = await this.parts.channel(summary.channelId);
       const { live, ...entry } = summary;
       if (!live) state.removeSummary(entry.id);
       else if (state.summaries.some((existing) => existing.id === entry.id)) state.replaceSummary(entry);

@@ -1,4 +1,5 @@
-import type { Migration, SqlDatabase } from '../storage/database.js';
+import type { Migration } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import type { TextBlock } from '../llm/chat-model.js';
 import type { HistoryStore } from './history-store.js';
 import { estimateTokens, MESSAGE_FRAMING_TOKENS } from './token-estimate.js';
@@ -14,8 +15,8 @@ import type { HistoryEntry } from './types.js';
 export const REPLY_MIGRATIONS: readonly Migration[] = [
   {
     name: 'replies-001-init',
-    up(db) {
-      db.exec(`
+    async up(db) {
+      await db.exec(`
         CREATE TABLE message_replies (
           channel_id TEXT NOT NULL,
           seq INTEGER NOT NULL,
@@ -51,7 +52,7 @@ const INTRO = '(This message replies to an earlier one that is no longer in view
 export class ReplyContext {
   private readonly statements;
 
-  constructor(db: SqlDatabase, private readonly history: HistoryStore) {
+  constructor(db: SqlClient, private readonly history: HistoryStore) {
     this.statements = {
       insert: db.prepare(
         'INSERT OR REPLACE INTO message_replies (channel_id, seq, message_id, reply_to, tokens) VALUES (?, ?, ?, ?, ?)',
@@ -67,46 +68,46 @@ export class ReplyContext {
    * Tokens the reply context of a new message will take while it is live: 0 when the message
    * replied to is still in view (or unknown here). Counted once, when the message is appended.
    */
-  estimate(channelId: string, replyTo: string, liveFromSeq: number): number {
-    const chain = this.chain(channelId, replyTo, liveFromSeq);
+  async estimate(channelId: string, replyTo: string, liveFromSeq: number): Promise<number> {
+    const chain = await this.chain(channelId, replyTo, liveFromSeq);
     return chain.length === 0 ? 0 : estimateTokens(render(chain)) + MESSAGE_FRAMING_TOKENS;
   }
 
-  record(channelId: string, entry: Pick<HistoryEntry, 'seq' | 'messageId'>, replyTo: string, tokens: number): void {
-    this.statements.insert.run(channelId, entry.seq, entry.messageId, replyTo, tokens);
+  async record(channelId: string, entry: Pick<HistoryEntry, 'seq' | 'messageId'>, replyTo: string, tokens: number): Promise<void> {
+    await this.statements.insert.run(channelId, entry.seq, entry.messageId, replyTo, tokens);
   }
 
   /** What reply context adds to a message's estimate. */
-  tokensOf(channelId: string, seq: number): number {
-    return (this.statements.tokens.get(channelId, seq) as { tokens: number } | undefined)?.tokens ?? 0;
+  async tokensOf(channelId: string, seq: number): Promise<number> {
+    return ((await this.statements.tokens.get(channelId, seq)) as { tokens: number } | undefined)?.tokens ?? 0;
   }
 
   /** The context blocks of the live messages that have one, by seq, resolved from the archive now. */
-  liveFrom(channelId: string, liveFromSeq: number): Map<number, TextBlock> {
+  async liveFrom(channelId: string, liveFromSeq: number): Promise<Map<number, TextBlock>> {
     const blocks = new Map<number, TextBlock>();
-    for (const row of this.statements.live.all(channelId, liveFromSeq) as Array<{ seq: number; reply_to: string }>) {
-      const chain = this.chain(channelId, row.reply_to, liveFromSeq);
+    for (const row of (await this.statements.live.all(channelId, liveFromSeq)) as Array<{ seq: number; reply_to: string }>) {
+      const chain = await this.chain(channelId, row.reply_to, liveFromSeq);
       if (chain.length > 0) blocks.set(row.seq, { type: 'text', text: render(chain) });
     }
     return blocks;
   }
 
-  delete(channelId: string, seqs: readonly number[]): void {
-    for (const seq of seqs) this.statements.delete.run(channelId, seq);
+  async delete(channelId: string, seqs: readonly number[]): Promise<void> {
+    for (const seq of seqs) await this.statements.delete.run(channelId, seq);
   }
 
   /** The replied-to message and its own reply chain, oldest first, only what is out of view. */
-  private chain(channelId: string, replyTo: string, liveFromSeq: number): HistoryEntry[] {
+  private async chain(channelId: string, replyTo: string, liveFromSeq: number): Promise<HistoryEntry[]> {
     const chain: HistoryEntry[] = [];
     const seen = new Set<string>();
     let next: string | undefined = replyTo;
     while (next !== undefined && chain.length < REPLY_CHAIN_LIMIT && !seen.has(next)) {
       seen.add(next);
-      const entry = this.history.findByMessageId(channelId, next);
+      const entry = await this.history.findByMessageId(channelId, next);
       // Gone (deleted, never seen) or still in view: nothing more to bring back.
       if (!entry || entry.seq >= liveFromSeq || entry.kind !== 'message') break;
       chain.unshift(entry);
-      next = (this.statements.replyOf.get(channelId, next) as { reply_to: string } | undefined)?.reply_to;
+      next = ((await this.statements.replyOf.get(channelId, next)) as { reply_to: string } | undefined)?.reply_to;
     }
     return chain;
   }

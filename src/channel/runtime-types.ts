@@ -4,7 +4,7 @@ import type { LiveConfig } from '../config/live-config.js';
 import type { ChannelSettings } from '../config/types.js';
 import type { ToolDefinition } from '../llm/chat-model.js';
 import type { MemoryStore } from '../memory/types.js';
-import type { SqlDatabase } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import type { CompactionCoordinator } from '../compaction/coordinator.js';
 import type { CompactionScheduler } from '../compaction/scheduler.js';
 import type { Summarizer } from '../compaction/summarizer.js';
@@ -16,7 +16,7 @@ import type { TranscriptArchiver } from './transcript-archiver.js';
 import type { EntryKind, HistoryEntry, SummaryEntry } from './types.js';
 
 export interface ChannelRuntimeOptions {
-  db: SqlDatabase;
+  db: SqlClient;
   memory: MemoryStore;
   config: LiveConfig;
   events: EventStream;
@@ -107,8 +107,12 @@ export interface RuntimeParts {
   readonly scheduler: CompactionScheduler;
   /** Thread id → parent channel id, learnt from ingested messages; threads inherit settings. */
   readonly parents: Map<string, string>;
+  /** Resolves once the messages of the channel that came in so far are in its context (never rejects). */
+  admitted(channelId: string): Promise<void>;
   /** The channel's state, loaded if needed. */
-  channel(channelId: string): ChannelState;
+  channel(channelId: string): Promise<ChannelState>;
+  /** The channel's state if it is loaded (marked as used), else undefined. */
+  loaded(channelId: string): ChannelState | undefined;
   /** The channel's settings now: its config (or its parent's), its persona. */
   settings(channelId: string): ChannelSettings;
 }

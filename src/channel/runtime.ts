@@ -1,4 +1,5 @@
-import { isPostgres } from '../storage/sql-database.js';
+import { isPostgres } from '../storage/sql-client.js';
+import { errorMessage } from '../common/errors.js';
 import { PgChannelLocks } from '../storage/postgres/pg-channel-locks.js';
 import { systemClock, type Clock } from '../common/clock.js';
 import type { ChannelSettings } from '../config/types.js';
@@ -37,7 +38,7 @@ export type { ChannelRuntimeOptions, EstimateObserver, LiveContext, RequestEstim
 /**
  * Every channel's history and live context, one serial turn queue per channel, and the
  * Compactor watching them. The bot, the terminal chat and `magpie replay` all go through this
- * class. Channels load lazily from SQLite on first use and come back exactly as they were.
+ * class. Channels load lazily from the database on first use and come back exactly as they were.
  *
  * The work is done by its parts: `IngestPath` (messages and turns coming in), `MessageChanges`
  * (edits, deletes, forgetting), `ContextEstimator` (what a request costs) and the
@@ -80,7 +81,9 @@ export class ChannelRuntime {
       isQuiet: (state) => this.isQuiet(state),
       unloaded: (state, reason) => {
         this.parents.delete(state.channelId);
-        this.options.memory.releaseChannel?.(state.channelId);
+        void this.options.memory.releaseChannel?.(state.channelId).catch((error: unknown) => {
+          this.options.events.emit({ type: 'channel_release_failed', channel_id: state.channelId, error: errorMessage(error) });
+        });
         this.options.events.emit({ type: 'channel_unloaded', channel_id: state.channelId, reason, loaded: this.states.size });
       },
       limits: () => {
@@ -107,9 +110,10 @@ export class ChannelRuntime {
       estimate: (state, settings) => this.estimator.estimate(state, settings),
       factorAt: (state, settings, tokens) => this.estimator.factorAt(state, settings, tokens),
       retryFailedArchives: (state, entries) => {
-        // The snapshot a worker reads must be in SQLite before its splice can be.
-        this.writer.flush();
-        return this.archiver.retryFailed(state, entries);
+        // The snapshot a worker reads must be in the database before its splice can be
+        // (synchronously true, as the worker expects, when nothing is queued or failed).
+        if (this.writer.idle) return this.archiver.retryFailed(state, entries);
+        return this.writer.flush().then(() => this.archiver.retryFailed(state, entries));
       },
       ...(options.observer?.usageChecked ? { usageChecked: (usage: number) => options.observer!.usageChecked!(usage) } : {}),
       ...(options.usageObserver ? { usageObserver: this.observeEstimates(options.usageObserver) } : {}),
@@ -121,8 +125,12 @@ export class ChannelRuntime {
       clock: this.clock,
       summarizer: options.summarizer,
       fallbackSettings: (channelId) => this.settings(channelId).compaction,
-      locationOf: (channelId) => ({ channelId, ...(this.states.get(channelId)?.location ?? {}) }),
-      onSummaryChanged: (summary) => this.changes.apply({ entries: [], summaries: [summary] }),
+      locationOf: (channelId) => ({ channelId, ...(this.states.peek(channelId)?.location ?? {}) }),
+      onSummaryChanged: (summary) => {
+        void this.changes.apply({ entries: [], summaries: [summary] }).catch((error: unknown) => {
+          options.events.emit({ type: 'summary_mirror_failed', channel_id: summary.channelId, error: errorMessage(error) });
+        });
+      },
     });
     const parts: RuntimeParts = {
       options,
@@ -135,6 +143,8 @@ export class ChannelRuntime {
       scheduler,
       parents: this.parents,
       channel: (channelId) => this.channel(channelId),
+      admitted: (channelId) => this.ingestPath.admitted(channelId),
+      loaded: (channelId) => this.states.touch(channelId),
       settings: (channelId) => this.settings(channelId),
     };
     this.ingestPath = new IngestPath(parts);
@@ -174,17 +184,24 @@ export class ChannelRuntime {
   }
 
   /** A turn id for work that starts without an incoming message. */
-  newTurnId(channelId: string): number {
-    const state = this.channel(channelId);
+  async newTurnId(channelId: string): Promise<number> {
+    const state = await this.channel(channelId);
     return state.nextTurnId++;
   }
 
   /**
    * Adds the agent's tool calls, tool results and reply to a turn, in order. Put a tool call and
-   * its result in the same call so that they stay adjacent. Synchronous; checks usage after.
+   * its result in the same call so that they stay adjacent. Resolves once they are committed
+   * (and in the live context); checks usage after.
    */
-  appendToTurn(channelId: string, entries: TurnEntryInput[], turnId: number): HistoryEntry[] {
-    return this.ingestPath.appendToTurn(channelId, entries, turnId);
+  appendToTurn(
+    channelId: string,
+    entries: TurnEntryInput[],
+    turnId: number,
+    /** `alongside`: more writes of the same transaction (a worker's task row closed with its report). */
+    options: { alongside?: () => Promise<unknown> } = {},
+  ): Promise<HistoryEntry[]> {
+    return this.ingestPath.appendToTurn(channelId, entries, turnId, options);
   }
 
   /**
@@ -193,7 +210,7 @@ export class ChannelRuntime {
    */
   runSerial<T>(channelId: string, work: () => Promise<T>): Promise<T> {
     return this.queue.run(channelId, async () => {
-      const state = this.channel(channelId);
+      const state = await this.channel(channelId);
       state.protectFromSeq = state.entries.at(-1)?.seq;
       try {
         return await work();
@@ -204,8 +221,8 @@ export class ChannelRuntime {
     });
   }
 
-  liveContext(channelId: string): LiveContext {
-    const state = this.channel(channelId);
+  async liveContext(channelId: string): Promise<LiveContext> {
+    const state = await this.channel(channelId);
     return {
       summaries: [...state.summaries],
       entries: [...state.entries],
@@ -214,10 +231,15 @@ export class ChannelRuntime {
   }
 
   /** Exactly what the model is sent for this channel now, and what the estimate counts. */
-  buildModelRequest(channelId: string, options: { tools: ToolDefinition[]; maxTokens: number }): ModelRequest {
-    const state = this.channel(channelId);
-    this.estimator.countTools(options.tools);
-    return channelRequest({ state, settings: this.settings(channelId), store: this.store, extras: this.extras, ...options });
+  buildModelRequest(channelId: string, options: { tools: ToolDefinition[]; maxTokens: number }): Promise<ModelRequest> {
+    // A loaded channel is read as it is at the call (what it held when asked, not after later
+    // changes); only the archive lookups for reply quotes and files are awaited.
+    const loaded = this.states.touch(channelId);
+    const build = (state: ChannelState): Promise<ModelRequest> => {
+      this.estimator.countTools(options.tools);
+      return channelRequest({ state, settings: this.settings(channelId), store: this.store, extras: this.extras, ...options });
+    };
+    return loaded ? build(loaded) : this.channel(channelId).then(build);
   }
 
   /**
@@ -230,8 +252,8 @@ export class ChannelRuntime {
   }
 
   /** Who wrote a message, as history knows it (undefined when it is not, or no longer, there). */
-  authorOf(channelId: string, messageId: string): string | undefined {
-    return this.store.findByMessageId(channelId, messageId)?.authorId;
+  async authorOf(channelId: string, messageId: string): Promise<string | undefined> {
+    return (await this.store.findByMessageId(channelId, messageId))?.authorId;
   }
 
   /** A message edited on the platform: its text changes in history, context and archive. */
@@ -274,8 +296,8 @@ export class ChannelRuntime {
     await this.privacy.settled();
   }
 
-  status(channelId: string): ContextStatus {
-    const state = this.channel(channelId);
+  async status(channelId: string): Promise<ContextStatus> {
+    const state = await this.channel(channelId);
     const status = this.estimator.status(state, this.settings(channelId));
     return state.lastRequest ? { ...status, lastRequest: state.lastRequest } : status;
   }
@@ -285,15 +307,24 @@ export class ChannelRuntime {
    * `model_usage` (the compaction log keeps it for `status` and the report; metrics count it
    * through the model's observer).
    */
-  recordCost(channelId: string, usage: ModelUsage): void {
-    const state = this.channel(channelId);
+  async recordCost(channelId: string, usage: ModelUsage): Promise<void> {
+    const state = await this.channel(channelId);
     state.lastRequest = { at: this.clock.now(), usage };
     this.options.events.emit({ type: 'model_usage', channel_id: channelId, ...usageFields(usage), output_tokens: usage.outputTokens });
   }
 
   /** The Compactor check, as run after every message and turn. */
-  check(channelId: string): CompactionAction {
-    return this.coordinator.check(this.channel(channelId));
+  check(channelId: string): Promise<CompactionAction> {
+    // A loaded channel is checked inside the call (no I/O, O(1)); only a load waits.
+    const loaded = this.states.touch(channelId);
+    if (loaded) return this.checked(loaded, this.coordinator.check(loaded));
+    return this.channel(channelId).then((state) => this.checked(state, this.coordinator.check(state)));
+  }
+
+  /** Resolves with `action` once a truncation it made is written and reported. */
+  private checked(state: ChannelState, action: CompactionAction): Promise<CompactionAction> {
+    const written = action === 'emergency' ? state.truncationWritten : undefined;
+    return written ? written.then(() => action) : Promise.resolve(action);
   }
 
   /**
@@ -302,8 +333,8 @@ export class ChannelRuntime {
    * more. The bot's sweep runs it for idle channels; a replay runs it in each long gap of its
    * transcript. Settles when the summary has landed; undefined when there is nothing to do.
    */
-  compactIfCold(channelId: string, now: number = this.clock.now()): Promise<CompactionOutcome> | undefined {
-    return this.compactStateIfCold(this.channel(channelId), now);
+  async compactIfCold(channelId: string, now: number = this.clock.now()): Promise<CompactionOutcome | undefined> {
+    return this.compactStateIfCold(await this.channel(channelId), now);
   }
 
   private compactStateIfCold(state: ChannelState, now: number): Promise<CompactionOutcome> | undefined {
@@ -314,13 +345,13 @@ export class ChannelRuntime {
   }
 
   /** When the channel's prompt cache went cold (undefined without caching or activity). */
-  cacheColdAt(channelId: string): number | undefined {
-    return cacheColdAt(this.channel(channelId), this.options.config.current().llm?.promptCache);
+  async cacheColdAt(channelId: string): Promise<number | undefined> {
+    return cacheColdAt(await this.channel(channelId), this.options.config.current().llm?.promptCache);
   }
 
   /** Compacts the oldest part now (the `/compact` command); settles when the result has landed. */
-  compactNow(channelId: string): Promise<CompactionOutcome> {
-    return this.coordinator.compactNow(this.channel(channelId));
+  async compactNow(channelId: string): Promise<CompactionOutcome> {
+    return this.coordinator.compactNow(await this.channel(channelId));
   }
 
   /**
@@ -355,14 +386,14 @@ export class ChannelRuntime {
    */
   async close(): Promise<void> {
     clearInterval(this.sweepTimer);
-    this.writer.flush();
+    await this.writer.flush();
     for (const state of this.states.values()) await Promise.allSettled([...state.unsettled.values()]);
     this.unsubscribe();
     if (this.repairTimer) clearInterval(this.repairTimer);
     await this.coordinator.close(this.states.values());
     await this.privacy.close();
     for (const state of this.states.values()) await this.archiver.settled(state);
-    this.archiver.flushFlags();
+    await this.archiver.flushFlags();
   }
 
   private settings(channelId: string): ChannelSettings {
@@ -379,36 +410,38 @@ export class ChannelRuntime {
 
   /** The real count expected for a request of this channel estimated at `estimatedTokens`. */
   calibratedTokens(channelId: string, estimatedTokens: number): number {
-    const state = this.channel(channelId);
+    const state = this.loadedChannel(channelId);
     return this.estimator.calibrated(state, this.settings(channelId), estimatedTokens);
   }
 
   /** The estimate a request of this channel may reach for its real count to be `realTokens`. */
   estimateFor(channelId: string, realTokens: number): number {
-    const state = this.channel(channelId);
+    const state = this.loadedChannel(channelId);
     return this.estimator.estimateFor(state, this.settings(channelId), realTokens);
   }
 
   /** The factor of the channel's messages alone (see `Calibration.messageFactor`). */
   messageFactor(channelId: string): number {
-    return messageFactorOf(this.channel(channelId).calibration);
+    // A worker may outlive its channel's stay in memory: uncorrected then, until it comes back.
+    const state = this.states.touch(channelId);
+    return state ? messageFactorOf(state.calibration) : 1;
   }
 
   /** What a request of this channel is estimated at now, and the correction that applies. */
-  requestEstimate(channelId: string): RequestEstimate {
-    return this.estimator.request(this.channel(channelId), this.settings(channelId));
+  async requestEstimate(channelId: string): Promise<RequestEstimate> {
+    return this.estimator.request(await this.channel(channelId), this.settings(channelId));
   }
 
   /**
    * A model response counted `inputTokens` for a request estimated at `estimatedTokens`: the
    * channel's factor learns from it (smoothed, bounded) and is saved with the channel.
    */
-  recordUsage(channelId: string, estimatedTokens: number, inputTokens: number): void {
-    const state = this.channel(channelId);
+  async recordUsage(channelId: string, estimatedTokens: number, inputTokens: number): Promise<void> {
+    const state = await this.channel(channelId);
     const settings = this.settings(channelId);
     // Images are only sent (and charged) with vision on.
-    const images = settings.vision ? this.extras.attachments.imageTokensFrom(channelId, state.entries[0]?.seq ?? state.nextSeq) : 0;
-    this.calibrations.record(state, estimatedTokens, inputTokens, this.estimator.fixedPart(state, settings), images);
+    const images = settings.vision ? await this.extras.attachments.imageTokensFrom(channelId, state.entries[0]?.seq ?? state.nextSeq) : 0;
+    await this.calibrations.record(state, estimatedTokens, inputTokens, this.estimator.fixedPart(state, settings), images);
   }
 
   /**
@@ -417,16 +450,16 @@ export class ChannelRuntime {
    * as an emergency would, below the emergency threshold (and below what the server accepts).
    * True when something changed, so a retry can fit.
    */
-  recoverFromOverflow(channelId: string, overflow: { estimatedTokens: number; tokens?: number; maximum?: number }): boolean {
-    const state = this.channel(channelId);
+  async recoverFromOverflow(channelId: string, overflow: { estimatedTokens: number; tokens?: number; maximum?: number }): Promise<boolean> {
+    const state = await this.channel(channelId);
     const settings = this.settings(channelId);
     const before = state.calibration.factor;
-    const next = this.calibrations.overflow(state, overflow.estimatedTokens, overflow.tokens);
+    const next = await this.calibrations.overflow(state, overflow.estimatedTokens, overflow.tokens);
     // The server's maximum may be below the configured window: the answer's room comes off it too.
     const serverRoom = overflow.maximum === undefined ? Infinity : overflow.maximum - settings.maxResponseTokens;
     const room = Math.min(usableWindow(settings), Math.max(1, serverRoom));
     const ceiling = (settings.compaction.emergencyThreshold * room) / next.factor;
-    const truncated = this.coordinator.truncateNow(state, { ceilingTokens: ceiling, reason: 'context_overflow' });
+    const truncated = await this.coordinator.truncateNow(state, { ceilingTokens: ceiling, reason: 'context_overflow' });
     return truncated || next.factor > before;
   }
 
@@ -435,8 +468,23 @@ export class ChannelRuntime {
     return { observe: (state, usage, tokens, settings) => observer.observe(state, usage, tokens, settings, this.estimator.toolTokens) };
   }
 
-  private channel(channelId: string): ChannelState {
+  private channel(channelId: string): Promise<ChannelState> {
     return this.states.get(channelId);
+  }
+
+  /**
+   * A channel in use (a turn, a branch or a worker of it is running, so it stays loaded), for
+   * the figures a model call's loop asks for synchronously.
+   */
+  private loadedChannel(channelId: string): ChannelState {
+    const state = this.states.touch(channelId);
+    if (!state) throw new Error(`channel ${channelId} is not loaded: ask for its figures while a turn of it runs`);
+    return state;
+  }
+
+  /** Rows the channel's archive holds, as far as this process knows: 0 when it is not loaded. */
+  archivedCountIfLoaded(channelId: string): number {
+    return this.states.peek(channelId)?.archivedCount ?? 0;
   }
 
   /** Nothing of the channel is in flight: unloading it now loses nothing a reload would not restore. */
@@ -452,14 +500,24 @@ export class ChannelRuntime {
     );
   }
 
-  private load(channelId: string): ChannelState {
-    const state = new ChannelState(channelId, this.store.load(channelId));
-    state.calibration = this.calibrations.load(channelId);
+  private async load(channelId: string): Promise<ChannelState> {
+    const [loaded, calibration, missing] = await Promise.all([
+      this.store.load(channelId),
+      this.calibrations.load(channelId),
+      this.store.unarchived(channelId),
+      // Settings (a persona) are read as soon as the channel is.
+      this.personas.ready,
+    ]);
+    const state = new ChannelState(channelId, loaded);
+    state.calibration = calibration;
+    // A check held back while a write was in flight runs when it is done.
+    state.onIdle = () => void this.coordinator.checkOwed(state);
     // Repairs a crash between the history write and the transcript index write.
-    const missing = this.store.unarchived(channelId);
     if (missing.length > 0) void this.archiver.archive(state, missing);
     // Summaries that covered a deleted message and still wait for their rewrite.
-    this.privacy.resume(channelId);
+    void Promise.resolve()
+      .then(() => this.privacy.resume(channelId))
+      .catch((error: unknown) => this.options.events.emit({ type: 'privacy_resume_failed', channel_id: channelId, error: errorMessage(error) }));
     return state;
   }
 }

@@ -16,8 +16,8 @@ import type { Migration } from '../storage/database.js';
 export const HISTORY_MIGRATIONS: readonly Migration[] = [
   {
     name: 'history-001-init',
-    up(db) {
-      db.exec(`
+    async up(db) {
+      await db.exec(`
         CREATE TABLE history_entries (
           channel_id TEXT NOT NULL,
           seq INTEGER NOT NULL,
@@ -103,8 +103,8 @@ export const HISTORY_MIGRATIONS: readonly Migration[] = [
     // A compaction may pass through overlapping turns: a message whose reply lies past the cut
     // stays live with it. Loading finds those messages by their turn, through this index.
     name: 'history-002-turn-index',
-    up(db) {
-      db.exec('CREATE INDEX history_entries_turn ON history_entries (channel_id, turn_id);');
+    async up(db) {
+      await db.exec('CREATE INDEX history_entries_turn ON history_entries (channel_id, turn_id);');
     },
     postgres: 'CREATE INDEX history_entries_turn ON history_entries (channel_id, turn_id);',
   },

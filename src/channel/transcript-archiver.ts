@@ -80,7 +80,7 @@ export class TranscriptArchiver {
       if (state.failedArchives.size === 0) continue;
       const failed: HistoryEntry[] = [];
       for (const seq of state.failedArchives) {
-        const entry = state.entries[state.indexOfSeq(seq)] ?? this.options.store.findBySeq(state.channelId, seq);
+        const entry = state.entries[state.indexOfSeq(seq)] ?? (await this.options.store.findBySeq(state.channelId, seq));
         if (entry) failed.push(entry);
         else state.failedArchives.delete(seq);
       }
@@ -90,15 +90,15 @@ export class TranscriptArchiver {
     await Promise.all(writes);
   }
 
-  /** Writes the archived flags still queued (on close). */
-  flushFlags(): void {
+  /** Writes the archived flags still queued (on close). Never rejects. */
+  async flushFlags(): Promise<void> {
     if (this.flagFlush) clearImmediate(this.flagFlush);
     this.flagFlush = undefined;
     const flags = this.archivedFlags;
     this.archivedFlags = [];
     if (flags.length === 0) return;
     try {
-      this.options.store.markArchived(flags);
+      await this.options.store.markArchived(flags);
     } catch {
       // Only a saving is lost: unflagged rows are sent to the (idempotent) archive again on load.
     }
@@ -110,6 +110,6 @@ export class TranscriptArchiver {
    */
   private queueArchivedFlags(channelId: string, entries: readonly HistoryEntry[]): void {
     for (const entry of entries) this.archivedFlags.push({ channelId, seq: entry.seq });
-    this.flagFlush ??= setImmediate(() => this.flushFlags());
+    this.flagFlush ??= setImmediate(() => void this.flushFlags());
   }
 }

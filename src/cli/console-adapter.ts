@@ -146,7 +146,7 @@ export class ConsoleAdapter {
         output.write(COMMAND_HELP);
         return true;
       case '/context':
-        output.write(`${describeContext(app.runtime.status(this.channelId))}\n`);
+        output.write(`${describeContext(await app.runtime.status(this.channelId))}\n`);
         return true;
       case '/compact':
         output.write(`${await startCompaction(deps, this.channelId)}\n`);
@@ -155,7 +155,7 @@ export class ConsoleAdapter {
         const [sub, ...words] = rest;
         const text = words.join(' ');
         if (sub === 'search') output.write(`${await searchMemory(deps, { channelId: this.channelId }, text)}\n`);
-        else if (sub === 'mine') output.write(`${describeMyMemories(deps, app.runtime, { channelId: this.channelId }, CONSOLE_USER)}\n`);
+        else if (sub === 'mine') output.write(`${await describeMyMemories(deps, app.runtime, { channelId: this.channelId }, CONSOLE_USER)}\n`);
         else if (sub === 'forget') output.write(`${await forgetMemory(deps, { channelId: this.channelId }, text)}\n`);
         else output.write('Use /memory search TEXT, /memory mine or /memory forget ID.\n');
         return true;
@@ -163,8 +163,8 @@ export class ConsoleAdapter {
       case '/persona': {
         const [sub, ...words] = rest;
         if (sub === undefined || sub === 'show') output.write(`${describePersona(app.runtime, this.channelId, app.config.file)}\n`);
-        else if (sub === 'set') output.write(`${setPersona(app.runtime, this.channelId, words.join(' '), CONSOLE_USER)}\n`);
-        else if (sub === 'clear') output.write(`${clearPersona(app.runtime, this.channelId)}\n`);
+        else if (sub === 'set') output.write(`${await setPersona(app.runtime, this.channelId, words.join(' '), CONSOLE_USER)}\n`);
+        else if (sub === 'clear') output.write(`${await clearPersona(app.runtime, this.channelId)}\n`);
         else output.write('Use /persona, /persona set TEXT or /persona clear.\n');
         return true;
       }
@@ -173,7 +173,7 @@ export class ConsoleAdapter {
         return true;
       case '/tasks': {
         const [sub, ...words] = rest;
-        if (sub === undefined || sub === 'list') output.write(`${listTasks(deps, this.channelId)}\n`);
+        if (sub === undefined || sub === 'list') output.write(`${await listTasks(deps, this.channelId)}\n`);
         else if (sub === 'cancel') output.write(`${cancelTask(deps, this.channelId, words.join(' '), this.options.userName)}\n`);
         else output.write('Use /tasks or /tasks cancel ID.\n');
         return true;

@@ -2,7 +2,7 @@ import type { Clock } from '../common/clock.js';
 import { errorMessage } from '../common/errors.js';
 import type { EventStream, MagpieEvent } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
-import type { SqlDatabase } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import { MODEL_USAGE_KIND } from './read-costs.js';
 
 /** The compaction events the log keeps (everything the coordinator says about compaction). */
@@ -31,7 +31,7 @@ export interface ObservedChannel {
 }
 
 export interface CompactionLogOptions {
-  db: SqlDatabase;
+  db: SqlClient;
   clock: Clock;
   /**
    * Days of log to keep (read at each prune, so hot reload applies); rows older than that
@@ -81,7 +81,9 @@ interface ChannelMemo {
  */
 export class CompactionLog {
   private readonly channels = new Map<string, ChannelMemo>();
-  private pending: LogRow[] = [];
+  private pending: QueuedRow[] = [];
+  /** The write in progress (or the last one): writes go one after another, in order. */
+  private writing: Promise<void> = Promise.resolve();
   private readonly insert;
   private readonly lastSettings;
   private lastPruneAt = Number.NEGATIVE_INFINITY;
@@ -97,9 +99,9 @@ export class CompactionLog {
     this.lastSettings = options.db.prepare(
       "SELECT data FROM compaction_log WHERE channel_id = ? AND kind = 'settings' ORDER BY id DESC LIMIT 1",
     );
-    if (options.retentionDays || options.maxRows) this.prune();
+    if (options.retentionDays || options.maxRows) void this.prune();
     if (options.flushEveryMs !== undefined) {
-      this.timer = setInterval(() => this.flush(), options.flushEveryMs);
+      this.timer = setInterval(() => void this.flush(), options.flushEveryMs);
       this.timer.unref();
     }
   }
@@ -135,7 +137,7 @@ export class CompactionLog {
         summaries: channel.summaries.length,
       }),
     });
-    if (this.pending.length >= (this.options.batchSize ?? 64)) this.flush();
+    if (this.pending.length >= (this.options.batchSize ?? 64)) void this.flush();
   }
 
   /** Stores every compaction event of the stream. Returns a function that detaches. */
@@ -164,18 +166,34 @@ export class CompactionLog {
       usage: cost ? null : usageAfter(event, memo?.scale),
       data: JSON.stringify(fields),
     });
-    if (!cost || this.pending.length >= (this.options.batchSize ?? 64)) this.flush();
+    if (!cost || this.pending.length >= (this.options.batchSize ?? 64)) void this.flush();
   }
 
-  /** Writes what is queued, in one transaction. A failure is reported, and the rows dropped. */
-  flush(): void {
-    if (this.pending.length === 0 || this.closed) return;
+  /**
+   * Writes what is queued, in one transaction, after any write still in progress; resolves once
+   * done. Never rejects: a failure is reported, and the rows dropped.
+   */
+  flush(): Promise<void> {
+    if (this.pending.length === 0 || this.closed) return this.writing;
     const rows = this.pending;
     this.pending = [];
+    // Decided at the flush, not at the write: the clock may have moved on meanwhile (a replay).
+    const at = this.options.clock.now();
+    const pruneAfter = at - this.lastPruneAt >= PRUNE_EVERY_MS;
+    if (pruneAfter) this.lastPruneAt = at;
+    this.writing = this.writing.then(() => this.write(rows, pruneAfter));
+    return this.writing;
+  }
+
+  private async write(rows: readonly QueuedRow[], pruneAfter: boolean): Promise<void> {
     try {
-      this.options.db.transaction(() => {
-        for (const row of rows) this.insert.run(row);
-      })();
+      await this.options.db.transaction(async () => {
+        for (const { unlessStored, ...row } of rows) {
+          // The settings already on record for this channel (after a restart) need no new row.
+          if (unlessStored && ((await this.lastSettings.get(row.channel_id)) as { data: string } | undefined)?.data === row.data) continue;
+          await this.insert.run(row);
+        }
+      });
       this.failing = false;
     } catch (error) {
       // The log is for looking back; a full disk must not stop the channel.
@@ -183,30 +201,37 @@ export class CompactionLog {
       this.failing = true;
       return;
     }
-    if (this.options.clock.now() - this.lastPruneAt >= PRUNE_EVERY_MS) this.prune();
+    if (pruneAfter) await this.pruneNow();
   }
 
   /**
    * Deletes rows older than the retention before the newest row, then all but the newest
-   * `maxRows`; returns how many. Never measured against the wall clock: a log written by a
+   * `maxRows`, after the writes queued before; returns how many. Never measured against the wall clock: a log written by a
    * replay of old conversations keeps what it recorded.
    */
-  prune(): number {
+  prune(): Promise<number> {
+    this.lastPruneAt = this.options.clock.now();
+    const pruned = this.writing.then(() => this.pruneNow());
+    this.writing = pruned.then(() => undefined);
+    return pruned;
+  }
+
+  /** `prune` now, for a caller already in the write queue. Never rejects. */
+  private async pruneNow(): Promise<number> {
     const days = this.options.retentionDays?.();
     const maxRows = this.options.maxRows?.();
-    this.lastPruneAt = this.options.clock.now();
     if (days === undefined && maxRows === undefined) return 0;
     try {
       let deleted = 0;
       if (days !== undefined) {
-        deleted += this.options.db
+        deleted += (await this.options.db
           .prepare('DELETE FROM compaction_log WHERE at < (SELECT MAX(at) FROM compaction_log) - ?')
-          .run(days * DAY_MS).changes;
+          .run(days * DAY_MS)).changes;
       }
       if (maxRows !== undefined) {
-        deleted += this.options.db
+        deleted += (await this.options.db
           .prepare('DELETE FROM compaction_log WHERE id <= (SELECT id FROM compaction_log ORDER BY id DESC LIMIT 1 OFFSET ?)')
-          .run(maxRows).changes;
+          .run(maxRows)).changes;
       }
       return deleted;
     } catch (error) {
@@ -215,11 +240,12 @@ export class CompactionLog {
     }
   }
 
-  /** Flushes and stops the timer; the database belongs to the caller. */
-  close(): void {
+  /** Flushes and stops the timer; resolves once written. The database belongs to the caller. */
+  async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
-    this.flush();
+    const flushed = this.flush();
     this.closed = true;
+    await flushed;
   }
 
   private noteSettings(channelId: string, memo: ChannelMemo, settings: ChannelSettings, counted: CountedTokens): void {
@@ -227,24 +253,21 @@ export class CompactionLog {
     memo.promptTokens = counted.promptTokens;
     memo.toolTokens = counted.toolTokens;
     const key = JSON.stringify(settingsRecord(settings, counted));
-    if (memo.settingsKey === undefined) {
-      // After a restart: the settings already on record for this channel need no new row.
-      try {
-        memo.settingsKey = (this.lastSettings.get(channelId) as { data: string } | undefined)?.data;
-      } catch {
-        memo.settingsKey = undefined;
-      }
-    }
     if (key === memo.settingsKey) return;
+    // The first settings of a channel in this process are compared with the stored ones when written.
+    const unlessStored = memo.settingsKey === undefined;
     memo.settingsKey = key;
-    this.queue({ channel_id: channelId, kind: 'settings', tier: null, position: memo.position, usage: null, data: key });
+    this.queue({ channel_id: channelId, kind: 'settings', tier: null, position: memo.position, usage: null, data: key }, unlessStored);
   }
 
-  private queue(row: Omit<LogRow, 'at'>): void {
+  private queue(row: Omit<LogRow, 'at'>, unlessStored = false): void {
     if (this.closed) return;
-    this.pending.push({ ...row, at: this.options.clock.now() });
+    this.pending.push({ ...row, at: this.options.clock.now(), ...(unlessStored ? { unlessStored } : {}) });
   }
 }
+
+/** A row waiting for the next write; `unlessStored`: skipped when the channel's newest settings row holds the same. */
+type QueuedRow = LogRow & { unlessStored?: boolean };
 
 /** What an estimate counts besides the channel's summaries and messages. */
 export interface CountedTokens {

@@ -1,4 +1,4 @@
-import type { SqlDatabase } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import { hasCompactionLog } from './read-log.js';
 
 /** The log's kind for one priced model request of a channel (a reply, or a replay's priced reply). */
@@ -18,12 +18,12 @@ export interface UsageRecord {
 }
 
 /** The channel requests logged, oldest first (one channel with `channelId`, only the newest with `last`). */
-export function readModelUsage(db: SqlDatabase, filter: { channelId?: string; last?: boolean } = {}): UsageRecord[] {
-  if (!hasCompactionLog(db)) return [];
+export async function readModelUsage(db: SqlClient, filter: { channelId?: string; last?: boolean } = {}): Promise<UsageRecord[]> {
+  if (!(await hasCompactionLog(db))) return [];
   const where = filter.channelId === undefined ? 'kind = ?' : 'kind = ? AND channel_id = ?';
   const order = filter.last ? 'ORDER BY id DESC LIMIT 1' : 'ORDER BY channel_id, id';
   const parameters = filter.channelId === undefined ? [MODEL_USAGE_KIND] : [MODEL_USAGE_KIND, filter.channelId];
-  const rows = db.prepare(`SELECT channel_id, at, position, data FROM compaction_log WHERE ${where} ${order}`).all(...parameters) as Array<{
+  const rows = (await db.prepare(`SELECT channel_id, at, position, data FROM compaction_log WHERE ${where} ${order}`).all(...parameters)) as Array<{
     channel_id: string;
     at: number;
     position: number;

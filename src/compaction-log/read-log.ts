@@ -1,5 +1,5 @@
 import { hasTable } from '../storage/read-only.js';
-import type { SqlDatabase } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import type { LogRow } from './compaction-log.js';
 import { MODEL_USAGE_KIND } from './read-costs.js';
 
@@ -42,20 +42,20 @@ export interface ChannelLog {
 type Row = LogRow & { id: number };
 
 /** Whether the database has a compaction log at all (a data dir from an older version has not). */
-export function hasCompactionLog(db: SqlDatabase): boolean {
+export function hasCompactionLog(db: SqlClient): Promise<boolean> {
   return hasTable(db, 'compaction_log');
 }
 
 /** The whole log, per channel (one channel with `channelId`), channels in id order. */
-export function readCompactionLog(db: SqlDatabase, filter: { channelId?: string } = {}): ChannelLog[] {
-  if (!hasCompactionLog(db)) return [];
+export async function readCompactionLog(db: SqlClient, filter: { channelId?: string } = {}): Promise<ChannelLog[]> {
+  if (!(await hasCompactionLog(db))) return [];
   const rows = (
     filter.channelId === undefined
       ? db.prepare('SELECT * FROM compaction_log ORDER BY channel_id, id').iterate()
       : db.prepare('SELECT * FROM compaction_log WHERE channel_id = ? ORDER BY id').iterate(filter.channelId)
-  ) as IterableIterator<Row>;
+  ) as AsyncIterableIterator<Row>;
   const channels = new Map<string, ChannelLog>();
-  for (const row of rows) {
+  for await (const row of rows) {
     let log = channels.get(row.channel_id);
     if (!log) {
       log = { channelId: row.channel_id, samples: [], events: [], settings: [] };

@@ -15,8 +15,8 @@ import type { Migration } from '../storage/database.js';
 export const COMPACTION_LOG_MIGRATIONS: readonly Migration[] = [
   {
     name: 'compaction-log-001-init',
-    up(db) {
-      db.exec(`
+    async up(db) {
+      await db.exec(`
         CREATE TABLE compaction_log (
           id INTEGER PRIMARY KEY AUTOINCREMENT,
           channel_id TEXT NOT NULL,

@@ -4,7 +4,8 @@
  * channel (a reshard, a mistaken second deployment) must not compact it at the same time.
  */
 export interface ChannelLocks {
-  /** True when this process now holds the channel's compaction lock. */
-  tryAcquire(channelId: string): boolean;
-  release(channelId: string): void;
+  /** Resolves true when this process now holds the channel's compaction lock. */
+  tryAcquire(channelId: string): Promise<boolean>;
+  /** Never rejects: a lock whose connection is gone is gone with it. */
+  release(channelId: string): Promise<void>;
 }

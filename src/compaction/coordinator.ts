@@ -1,5 +1,5 @@
 import type { ChannelLocks } from './channel-locks.js';
-import type { ChannelState } from '../channel/channel-state.js';
+import type { ChannelState, RunningCompaction } from '../channel/channel-state.js';
 import type { HistoryStore } from '../channel/history-store.js';
 import type { HistoryEntry } from '../channel/types.js';
 import { usageOf } from '../channel/calibration.js';
@@ -73,15 +73,29 @@ export class CompactionCoordinator {
 
   constructor(private readonly options: CompactionCoordinatorOptions) {}
 
+  /** Runs the check held back while the channel's exclusive section ran (see `ChannelState.checkOwed`). */
+  checkOwed(state: ChannelState): CompactionAction {
+    const owed = state.checkOwed;
+    state.checkOwed = undefined;
+    return owed ? this.act(state, owed === 'all' ? EVERY_TIER : EMERGENCY_ONLY) : 'none';
+  }
+
   /** The Compactor check: O(1) unless it acts. Returns what it decided. */
   check(state: ChannelState): CompactionAction {
     return this.act(state, EVERY_TIER);
   }
 
   private act(state: ChannelState, scope: { emergencyOnly: boolean }): CompactionAction {
+    // While a write and its mirror are in flight the state is not to be acted on: the check runs
+    // again when that section ends (`ChannelState.onIdle`).
     if (this.closed) return 'none';
+    if (state.busy) {
+      const owed = scope.emergencyOnly || state.compaction !== undefined ? 'emergency' : 'all';
+      state.checkOwed = state.checkOwed === 'all' ? 'all' : owed;
+      return 'none';
+    }
     // A truncation whose write failed is written again first (one cheap test when none is owed).
-    if (state.unsavedMarkers.size > 0) saveUnsavedMarkers(this.options, state);
+    if (state.unsavedMarkers.size > 0) void saveUnsavedMarkers(this.options, state);
     const settings = this.options.settingsFor(state.channelId);
     const tokens = this.options.estimate(state, settings);
     const factor = this.options.factorAt ? this.options.factorAt(state, settings, tokens) : state.calibration.factor;
@@ -171,7 +185,9 @@ export class CompactionCoordinator {
    * Emergency truncation whatever the usage (the model refused a request as too long): frees
    * room until the estimate is at most `ceilingTokens` (uncalibrated). False when nothing is live.
    */
-  truncateNow(state: ChannelState, options: { ceilingTokens: number; reason: string }): boolean {
+  async truncateNow(state: ChannelState, options: { ceilingTokens: number; reason: string }): Promise<boolean> {
+    // After the writes in flight, whose mirrors would otherwise land on a truncated state.
+    if (state.busy) await state.exclusive(async () => {});
     if (this.closed || state.entries.length === 0) return false;
     const settings = this.options.settingsFor(state.channelId);
     const tokens = this.options.estimate(state, settings);
@@ -233,13 +249,42 @@ export class CompactionCoordinator {
     plan: CompactionPlan,
     onLanded?: (outcome: CompactionOutcome) => void,
   ): void {
-    const compaction = settings.compaction;
-    if (this.options.locks && !this.options.locks.tryAcquire(state.channelId)) {
-      // Another process is compacting this channel: this one waits for a later check.
-      this.emit({ type: 'compaction_skipped', channel_id: state.channelId, tier, reason: 'locked_by_another_process' });
-      onLanded?.({ status: 'busy', reason: 'locked_by_another_process' });
+    const locks = this.options.locks;
+    if (!locks) {
+      this.run(state, tier, settings, plan, onLanded);
       return;
     }
+    // Claimed here at once (no second start while the lock is asked for), released if refused.
+    const claim: RunningCompaction = { compactionId: `${state.channelId}/lock`, tier, abort: new AbortController() };
+    state.compaction = claim;
+    void locks.tryAcquire(state.channelId).then(
+      (locked) => {
+        if (state.compaction === claim) state.compaction = undefined;
+        if (locked && !this.closed) {
+          this.run(state, tier, settings, plan, onLanded);
+          return;
+        }
+        if (locked) void locks.release(state.channelId);
+        // Another process is compacting this channel: this one waits for a later check.
+        this.emit({ type: 'compaction_skipped', channel_id: state.channelId, tier, reason: locked ? 'shutting_down' : 'locked_by_another_process' });
+        onLanded?.({ status: 'busy', reason: locked ? 'shutting_down' : 'locked_by_another_process' });
+      },
+      (error: unknown) => {
+        if (state.compaction === claim) state.compaction = undefined;
+        this.emit({ type: 'compaction_skipped', channel_id: state.channelId, tier, reason: `lock_error: ${errorMessage(error)}` });
+        onLanded?.({ status: 'busy', reason: 'lock_error' });
+      },
+    );
+  }
+
+  private run(
+    state: ChannelState,
+    tier: Exclude<CompactionTier, 'emergency'>,
+    settings: ChannelSettings,
+    plan: CompactionPlan,
+    onLanded?: (outcome: CompactionOutcome) => void,
+  ): void {
+    const compaction = settings.compaction;
     this.sequence += 1;
     const compactionId = `${state.channelId}/${this.sequence}`;
     const summarizer = this.summarizerFor(state, settings);
@@ -283,8 +328,8 @@ export class CompactionCoordinator {
       channelId: state.channelId,
       compactionId,
       settled,
-      land: () => {
-        const landed = this.land(state, { compactionId, tier, plan, outcome, summarizer: summarizer.name, startedAt });
+      land: async () => {
+        const landed = await this.land(state, { compactionId, tier, plan, outcome, summarizer: summarizer.name, startedAt });
         onLanded?.(landed);
       },
     });
@@ -294,11 +339,23 @@ export class CompactionCoordinator {
    * Applies a worker's outcome. Whatever happens, the channel's lock is released here, and
    * nothing escapes: an error while landing is a failed compaction, the channel goes on.
    */
-  private land(state: ChannelState, job: FinishedJob): CompactionOutcome {
-    if (state.compaction?.compactionId === job.compactionId) state.compaction = undefined;
+  private async land(state: ChannelState, job: FinishedJob): Promise<CompactionOutcome> {
+    const release = (): void => {
+      if (state.compaction?.compactionId === job.compactionId) state.compaction = undefined;
+    };
     try {
-      if (this.closed) return { status: 'failed', compactionId: job.compactionId, reason: 'shutting_down' };
-      const landed = landWorkerOutcome(this.options, state, job);
+      if (this.closed) {
+        release();
+        return { status: 'failed', compactionId: job.compactionId, reason: 'shutting_down' };
+      }
+      // The compaction counts as running until it has landed: a check meanwhile starts no other.
+      const landed = await state.exclusive(async () => {
+        try {
+          return await landWorkerOutcome(this.options, state, job);
+        } finally {
+          release();
+        }
+      });
       // A summary that lands in place of a truncation marker adds to the context (the marker's
       // entries had already left it), and the window may have shrunk on reload meanwhile: if the
       // context is over the emergency threshold now, truncate at once rather than let the next
@@ -321,11 +378,9 @@ export class CompactionCoordinator {
       return { status: 'failed', compactionId: job.compactionId, reason };
     } finally {
       // After the splice committed (or was given up): another process may compact it now.
-      try {
-        this.options.locks?.release(state.channelId);
-      } catch (error) {
+      void this.options.locks?.release(state.channelId).catch((error: unknown) => {
         this.options.events.emit({ type: 'compaction_lock_release_failed', channel_id: state.channelId, error: errorMessage(error) });
-      }
+      });
     }
   }
 

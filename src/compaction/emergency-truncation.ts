@@ -23,7 +23,7 @@ export interface TruncationContext {
 }
 
 /**
- * Emergency: synchronous, in memory plus one small transaction. Drops the oldest live entries
+ * Emergency: in memory at once, then one small transaction. Drops the oldest live entries
  * behind a truncation marker until the estimate is below the emergency threshold (and at most
  * `ceilingTokens` when given), never the turn being answered. False when nothing could be
  * dropped (only that turn is live).
@@ -97,14 +97,9 @@ export function truncateInPlace(
     state.markerEntries.set(id, dropped);
   }
   state.unsavedMarkers.add(id);
-  const saved = saveUnsavedMarkers(context, state);
   state.lastCompaction = { tier: 'emergency', at: context.clock.now(), messages: dropped.length };
   const tokensAfter = context.estimate(state, settings);
-  context.events.emit({
-    type: 'emergency_truncation',
-    channel_id: state.channelId,
-    marker_id: state.summaries.find((summary) => summary.toSeq === marker.toSeq && summary.kind === 'marker')?.id ?? id,
-    saved,
+  const figures = {
     messages_dropped: dropped.length,
     tokens_freed: Math.max(0, tokensBefore - tokensAfter),
     usage_before: roundUsage(usageOf(tokensBefore, state.calibration.factor, settings)),
@@ -112,9 +107,21 @@ export function truncateInPlace(
     calibration_factor: state.calibration.factor,
     preempted_worker: state.compaction !== undefined,
     merged_into_marker: extended !== undefined,
-    // Emergency work runs inside the turn: operators watch that it stays small.
+    // Emergency work runs inside the turn: operators watch that it stays small (the write apart).
     duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000,
+  };
+  // Reported once the write is done (or failed): the event says whether the marker is saved.
+  const written: Promise<void> = saveUnsavedMarkers(context, state).then((saved) => {
+    if (state.truncationWritten === written) state.truncationWritten = undefined;
+    context.events.emit({
+      type: 'emergency_truncation',
+      channel_id: state.channelId,
+      marker_id: state.summaries.find((summary) => summary.toSeq === marker.toSeq && summary.kind === 'marker')?.id ?? id,
+      saved,
+      ...figures,
+    });
   });
+  state.truncationWritten = written;
   return true;
 }
 

@@ -9,7 +9,7 @@ import type { CompactionOutcome } from './compaction-outcome.js';
 import { filesNote, markerFiles, NO_FILES, withFiles } from './emergency.js';
 import type { CompactionTier } from './events.js';
 import type { CompactionPlan } from './planner.js';
-import { saveUnsavedMarkers } from './marker-writes.js';
+import { saveUnsavedMarkersHeld } from './marker-writes.js';
 import { applySplice, matchSnapshot } from './splice.js';
 import type { WorkerOutcome } from './worker.js';
 
@@ -39,8 +39,9 @@ export interface LandingContext {
 /**
  * Splices a finished worker's summary into the channel (compare-and-swap against the plan's
  * snapshot), or counts the failure. Never throws for a storage error: it is a failed outcome.
+ * Runs inside the channel's exclusive section (the match, the writes and the mirror together).
  */
-export function landWorkerOutcome(context: LandingContext, state: ChannelState, job: FinishedJob): CompactionOutcome {
+export async function landWorkerOutcome(context: LandingContext, state: ChannelState, job: FinishedJob): Promise<CompactionOutcome> {
   const { compactionId, tier, plan, outcome } = job;
   // A measurement, not a time of day: it stays on the monotonic clock even when replay drives `clock`.
   const duration = Math.round(performance.now() - job.startedAt);
@@ -77,10 +78,10 @@ export function landWorkerOutcome(context: LandingContext, state: ChannelState, 
   const tokensBefore = context.estimate(state, settings);
   // A truncation whose write failed must reach the database before a splice moves the live
   // start past it, or a restart would find its entries neither live nor covered.
-  if (!saveUnsavedMarkers(context, state)) return fail('storage_error: an earlier truncation is not saved yet');
+  if (!(await saveUnsavedMarkersHeld(context, state))) return fail('storage_error: an earlier truncation is not saved yet');
   let summary;
   try {
-    summary = applySplice({ state, store: context.store, plan, match, content, summarizer: job.summarizer, now: context.clock.now() });
+    summary = await applySplice({ state, store: context.store, plan, match, content, summarizer: job.summarizer, now: context.clock.now() });
   } catch (error) {
     return fail(`storage_error: ${errorMessage(error)}`);
   }

@@ -26,15 +26,22 @@ export interface MarkerWriteContext {
 
 /**
  * Writes every marker of the channel still owed to the database, oldest first (each write moves
- * the live start to the end of its marker, so the order matters). True when none is left owed.
- * Never throws: a failure is reported and left for the next call.
+ * the live start to the end of its marker, so the order matters), in the channel's exclusive
+ * section. True when none is left owed. Never rejects: a failure is reported and left for the
+ * next call.
  */
-export function saveUnsavedMarkers(context: MarkerWriteContext, state: ChannelState): boolean {
+export function saveUnsavedMarkers(context: MarkerWriteContext, state: ChannelState): Promise<boolean> {
+  if (state.unsavedMarkers.size === 0) return Promise.resolve(true);
+  return state.exclusive(() => saveUnsavedMarkersHeld(context, state));
+}
+
+/** `saveUnsavedMarkers` for a caller already inside the channel's exclusive section. */
+export async function saveUnsavedMarkersHeld(context: MarkerWriteContext, state: ChannelState): Promise<boolean> {
   if (state.unsavedMarkers.size === 0) return true;
   for (const summary of [...state.summaries]) {
     if (!state.unsavedMarkers.has(summary.id)) continue;
     try {
-      writeMarker(context.store, state, summary);
+      await writeMarker(context.store, state, summary);
     } catch (error) {
       context.events.emit({
         type: 'truncation_write_failed',
@@ -52,12 +59,12 @@ export function saveUnsavedMarkers(context: MarkerWriteContext, state: ChannelSt
   return true;
 }
 
-function writeMarker(store: HistoryStore, state: ChannelState, marker: SummaryEntry): void {
+async function writeMarker(store: HistoryStore, state: ChannelState, marker: SummaryEntry): Promise<void> {
   if (marker.id > 0) {
-    store.extendMarker(state.channelId, { id: marker.id, toSeq: marker.toSeq, content: marker.content, tokens: marker.tokens });
+    await store.extendMarker(state.channelId, { id: marker.id, toSeq: marker.toSeq, content: marker.content, tokens: marker.tokens });
     return;
   }
   const { id: _provisional, ...row } = marker;
-  const id = store.truncate(state.channelId, { toSeq: marker.toSeq }, row);
+  const id = await store.truncate(state.channelId, { toSeq: marker.toSeq }, row);
   state.renameSummary(marker.id, { ...marker, id });
 }

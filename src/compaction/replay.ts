@@ -55,7 +55,7 @@ export async function replayLines(options: {
   /** Told about each reused id with other text (the CLI reports it on stderr). */
   onConflict?: (conflict: ReplayConflict) => void;
   /** The time of a channel's newest stored message (lines without `ts` come after it). */
-  lastStoredTime?: (channelId: string) => number | undefined;
+  lastStoredTime?: (channelId: string) => Promise<number | undefined>;
   /** Where lines without `ts` start when nothing earlier gives a time; default: now. */
   startTime?: number;
   /** Runs before each message is ingested, the clock already at its time (pricing the bot's replies). */
@@ -98,11 +98,11 @@ export async function replayLines(options: {
         progress.error = error as InputError;
         break;
       }
-      if (Number.isNaN(message.createdAt)) message.createdAt = times.next(message.channelId);
+      if (Number.isNaN(message.createdAt)) message.createdAt = await times.next(message.channelId);
       else times.seen(message.createdAt);
       options.clock.current = message.createdAt;
       progress.channels.add(message.channelId);
-      const before = options.runtime.status(message.channelId).archivedMessages;
+      const before = (await options.runtime.status(message.channelId)).archivedMessages;
       let stored;
       try {
         await options.beforeIngest?.(message);
@@ -111,7 +111,7 @@ export async function replayLines(options: {
         progress.failure = error;
         break;
       }
-      if (options.runtime.status(message.channelId).archivedMessages > before) progress.messages += 1;
+      if ((await options.runtime.status(message.channelId)).archivedMessages > before) progress.messages += 1;
       else if (stored.content !== message.content || stored.authorId !== message.authorId) {
         progress.conflicts += 1;
         options.onConflict?.({ line: lineNumber, channelId: message.channelId, messageId: message.messageId });
@@ -130,7 +130,7 @@ class UndatedTimes {
   private readonly checked = new Set<string>();
 
   constructor(
-    private readonly lastStoredTime: ((channelId: string) => number | undefined) | undefined,
+    private readonly lastStoredTime: ((channelId: string) => Promise<number | undefined>) | undefined,
     private readonly startTime: number,
   ) {}
 
@@ -138,11 +138,11 @@ class UndatedTimes {
     this.previous = time;
   }
 
-  next(channelId: string): number {
+  async next(channelId: string): Promise<number> {
     let after = this.previous;
     if (!this.checked.has(channelId)) {
       this.checked.add(channelId);
-      const stored = this.lastStoredTime?.(channelId);
+      const stored = await this.lastStoredTime?.(channelId);
       if (stored !== undefined && (after === undefined || stored > after)) after = stored;
     }
     this.previous = after === undefined ? this.startTime : after + 1;

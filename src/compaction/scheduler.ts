@@ -7,7 +7,7 @@ export interface WorkerHandle {
   /** Settles (never rejects) when the worker has a result, a failure or a timeout. */
   settled: Promise<void>;
   /** Applies the outcome to the channel (splice, failure or re-plan). Called once, after `settled`. */
-  land(): void;
+  land(): void | Promise<void>;
 }
 
 /**
@@ -93,7 +93,7 @@ export class LaggedScheduler implements CompactionScheduler {
       const held = list.shift()!;
       await held.handle.settled;
       try {
-        held.handle.land();
+        await held.handle.land();
       } catch {
         // `land` reports its own failures; one landing never stops the ones behind it.
       }

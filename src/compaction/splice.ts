@@ -46,10 +46,11 @@ function sameStart(list: readonly unknown[], start: readonly unknown[]): boolean
 
 /**
  * Replaces the snapshot with one summary: in the database first, in one transaction, then in
- * memory (so a failed write leaves both unchanged). Entries that arrived meanwhile are untouched
+ * memory (so a failed write leaves both unchanged). The caller holds the channel's exclusive
+ * section, so the state matched is still the state changed once the write is done. Entries that arrived meanwhile are untouched
  * and stay after the summary. Returns the new summary.
  */
-export function applySplice(options: {
+export async function applySplice(options: {
   state: ChannelState;
   store: HistoryStore;
   plan: CompactionPlan;
@@ -57,7 +58,7 @@ export function applySplice(options: {
   content: string;
   summarizer: string;
   now: number;
-}): SummaryEntry {
+}): Promise<SummaryEntry> {
   const { state, plan, match } = options;
   const draft = {
     channelId: state.channelId,
@@ -87,7 +88,7 @@ export function applySplice(options: {
     change.shrunkMarker = { id: shrunk.id, fromSeq, content, tokens: shrunk.tokens };
   }
 
-  const id = options.store.splice(change);
+  const id = await options.store.splice(change);
 
   const summary: SummaryEntry = { id, ...summaryDraft };
   if (match.place === 'head') state.removeHeadExcept((plan.range ?? plan.entries).length, new Set(plan.held ?? []));

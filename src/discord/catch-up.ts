@@ -5,9 +5,9 @@ import type { CatchUpPoint } from '../channel/catch-up-points.js';
 
 /** Where active channels' stored history ends (`CatchUpPoints` over SQLite satisfies it). */
 export interface CatchUpSource {
-  active(limit: number): CatchUpPoint[];
+  active(limit: number): Promise<CatchUpPoint[]>;
   /** Newest platform ids of people's messages stored for a channel, newest first (absent: no delete reconciliation). */
-  recentMessageIds?(channelId: string, limit: number): string[];
+  recentMessageIds?(channelId: string, limit: number): Promise<string[]>;
 }
 
 export interface CatchUpOptions {
@@ -55,10 +55,10 @@ export class ChannelCatchUp {
   }
 
   /** Catches up every active channel, one at a time; `reason` goes into the events. */
-  run(reason: 'start' | 'new_session'): Promise<void> {
+  async run(reason: 'start' | 'new_session'): Promise<void> {
     const { channels, messagesPerChannel } = this.options.limits();
-    const points = this.options.source.active(channels).filter((point) => !this.running.has(point.channelId));
-    // Registered at once, so that live messages of every channel in the list wait from now on.
+    const points = (await this.options.source.active(channels)).filter((point) => !this.running.has(point.channelId));
+    // Registered as soon as the list is read, so that live messages of every channel in it wait from now on.
     const gates = new Map<string, () => void>();
     for (const point of points) {
       this.running.set(point.channelId, new Promise<void>((resolve) => gates.set(point.channelId, resolve)));
@@ -115,7 +115,7 @@ export class ChannelCatchUp {
     const { source, remove, events } = this.options;
     if (!source.recentMessageIds || !remove) return;
     const since = Date.now() - RECONCILE_MS;
-    const stored = source.recentMessageIds(channelId, RECONCILE_MESSAGES).filter((id) => snowflakeTime(id) >= since);
+    const stored = (await source.recentMessageIds(channelId, RECONCILE_MESSAGES)).filter((id) => snowflakeTime(id) >= since);
     if (stored.length === 0) return;
     const newest = stored[0]!;
     const oldest = stored.at(-1)!;

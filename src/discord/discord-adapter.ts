@@ -132,7 +132,7 @@ export class DiscordAdapter {
     this.accepting = true;
     this.replying = true;
     this.options.events.emit({ type: 'discord_ready', guilds: client.guilds.cache.size });
-    for (const view of knownViews(client)) this.recordView(view);
+    for (const view of knownViews(client)) void this.recordView(view);
     const discord = config.current().discord;
     if (discord.registerCommands && client.isReady()) {
       try {
@@ -253,7 +253,7 @@ export class DiscordAdapter {
     if (!this.admit(normalized)) return;
     // Before the message can become a memory, its channel's view permissions are on record.
     const view = viewOf(message.channel);
-    if (view) this.recordView(view);
+    if (view) await this.recordView(view);
     // Messages missed during an outage go first, in order; this one is answered after them.
     const catchingUp = this.catchUp?.before(normalized.incoming.channelId);
     if (catchingUp) await catchingUp;
@@ -347,12 +347,17 @@ export class DiscordAdapter {
   /** Permission overwrites changed: guild scope re-checks what this channel may share. */
   private onChannelUpdate(channel: Channel): void {
     const view = viewOf(channel);
-    if (view) this.recordView(view);
+    if (view) void this.recordView(view);
   }
 
-  private recordView(view: ChannelView): void {
-    if (this.options.memory.recordChannelView?.(view)) {
-      this.options.events.emit({ type: 'channel_view_recorded', channel_id: view.channelId });
+  /** Never rejects: a view that could not be recorded is reported (the next update records it). */
+  private async recordView(view: ChannelView): Promise<void> {
+    try {
+      if (await this.options.memory.recordChannelView?.(view)) {
+        this.options.events.emit({ type: 'channel_view_recorded', channel_id: view.channelId });
+      }
+    } catch (error) {
+      this.options.events.emit({ type: 'channel_view_failed', channel_id: view.channelId, error: errorMessage(error) });
     }
   }
 

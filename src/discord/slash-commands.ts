@@ -159,7 +159,7 @@ async function answerCommand(
   switch (interaction.commandName) {
     case 'context': {
       const persona = userRuntime ? `\n${personaLine(userRuntime, location.channelId)}` : '';
-      await reply(describeContext(deps.runtime.status(location.channelId)) + persona);
+      await reply(describeContext(await deps.runtime.status(location.channelId)) + persona);
       return;
     }
     case 'persona': {
@@ -177,12 +177,12 @@ async function answerCommand(
         return;
       }
       if (subcommand === 'set') {
-        await reply(setPersona(userRuntime, location.channelId, interaction.options.getString('text', true), userId));
+        await reply(await setPersona(userRuntime, location.channelId, interaction.options.getString('text', true), userId));
         deps.events.emit({ type: 'persona_changed', channel_id: location.channelId, user_id: userId, action: 'set' });
         return;
       }
       if (subcommand === 'clear') {
-        await reply(clearPersona(userRuntime, location.channelId));
+        await reply(await clearPersona(userRuntime, location.channelId));
         deps.events.emit({ type: 'persona_changed', channel_id: location.channelId, user_id: userId, action: 'clear' });
         return;
       }
@@ -207,13 +207,13 @@ async function answerCommand(
           await reply('That is not available here.');
           return;
         }
-        await reply(describeMyMemories(deps, userRuntime, location, userId));
+        await reply(await describeMyMemories(deps, userRuntime, location, userId));
         return;
       }
       if (subcommand === 'forget') {
         const id = interaction.options.getString('id', true);
         // A user may always forget what was drawn from their own messages alone.
-        const own = userRuntime !== undefined && mayForgetOwn(deps, userRuntime, location, userId, id);
+        const own = userRuntime !== undefined && (await mayForgetOwn(deps, userRuntime, location, userId, id));
         if (!canManage && !own) {
           await reply('You need the Manage Messages permission to forget memories that are not yours alone (see /memory mine).');
           return;
@@ -243,7 +243,7 @@ async function answerCommand(
         await reply(cancelTask(deps, location.channelId, interaction.options.getString('id', true), interaction.user.username));
         return;
       }
-      await reply(listTasks(deps, location.channelId));
+      await reply(await listTasks(deps, location.channelId));
       return;
     }
     default:

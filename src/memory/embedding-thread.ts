@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import type { HashingEmbedderOptions } from './hashing-embedder.js';
+import type { HashingEmbedderOptions } from './hashing-options.js';
 
 /** What the embedding thread is asked: the embedder's options (so one thread serves any) and the texts. */
 export interface EmbeddingRequest {

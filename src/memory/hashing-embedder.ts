@@ -1,21 +1,10 @@
 import { normalizeInPlace, type Embedder } from './embedder.js';
 import { embeddingThread } from './embedding-thread.js';
+import type { HashingEmbedderOptions } from './hashing-options.js';
 import { splitUnspaced } from './search-text.js';
 import { fnv1a, STOP_WORDS, words } from './text.js';
 
-export interface HashingEmbedderOptions {
-  /** Vector length; DEFAULTS.memory.hashDimension. */
-  dimension: number;
-  /** Weight of a stop word relative to a content word (default 0.1: present, but barely). */
-  stopWordWeight?: number;
-  /** Weight of one character trigram (default 0.6): lets "paint" meet "painting" without drowning words. */
-  trigramWeight?: number;
-  /**
-   * Large batches are embedded on the process's embedding thread (same code, same vectors), off
-   * the event loop; small ones, such as a search query, stay inline. Default false.
-   */
-  offThread?: boolean;
-}
+export type { HashingEmbedderOptions } from './hashing-options.js';
 
 /** Batches at least this large go to the embedding thread when `offThread` is set. */
 const OFF_THREAD_MIN_BATCH = 32;

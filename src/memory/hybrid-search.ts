@@ -1,12 +1,13 @@
-import type { SqlDatabase } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
+import type { MemoryDialect } from './dialect.js';
 import { blobToVector, dot } from './embedder.js';
 import type { VectorIndexManager } from './index-manager.js';
-import { StatementCache } from './statement-cache.js';
-import { fullTextFor, type FullText } from './full-text.js';
+import type { FullText } from './full-text.js';
 import { ItemRows, padded, type ItemRow, type Neighbourhood } from './item-rows.js';
 import type { Visibility } from './scope.js';
 import { searchTerms } from './search-text.js';
 import { nearness, timeNamed, timesOf, type TimeSpan } from './query-time.js';
+import { toResult, transcriptResult } from './search-results.js';
 import type { MemoryKind, MemoryType, SearchResult } from './types.js';
 
 /** Knobs of the fusion, chosen on LoCoMo evidence recall (see the memory benchmarks). */
@@ -102,27 +103,26 @@ interface Candidate {
 export class HybridSearch {
   /** Document counts of terms, refreshed after a while: only used to bound query cost. */
   private readonly termCountCache = new Map<string, { count: number; at: number }>();
-  private readonly statements: StatementCache;
   private readonly fullText: FullText;
   private readonly rows: ItemRows;
 
   constructor(
-    db: SqlDatabase,
+    private readonly db: SqlClient,
+    dialect: MemoryDialect,
     private readonly indexes: VectorIndexManager,
     private readonly tuning: SearchTuning,
   ) {
-    this.statements = new StatementCache(db);
-    this.fullText = fullTextFor(db);
-    this.rows = new ItemRows(db);
+    this.fullText = dialect.fullText(db);
+    this.rows = new ItemRows(db, dialect);
   }
 
-  run(request: HybridSearchRequest): SearchResult[] {
+  async run(request: HybridSearchRequest): Promise<SearchResult[]> {
     const tuning = this.tuning;
     const candidateCount = Math.max(tuning.candidates, request.limit * 3);
     const time = timeNamed(request.queryText, request.now ?? Date.now());
-    const textHits = this.textCandidates(request, candidateCount);
+    const textHits = await this.textCandidates(request, candidateCount);
     const vectorFloor = textHits.length === 0 ? Math.max(tuning.vectorMinSimilarity, tuning.vectorOnlySimilarity) : tuning.vectorMinSimilarity;
-    const vectorHits = (request.queryVector ? this.vectorCandidates(request, request.queryVector, candidateCount) : []).filter(
+    const vectorHits = (request.queryVector ? await this.vectorCandidates(request, request.queryVector, candidateCount) : []).filter(
       (hit) => hit.similarity >= vectorFloor,
     );
 
@@ -145,8 +145,8 @@ export class HybridSearch {
       entry.rrf += tuning.textWeight / (tuning.rrfK + rank + 1);
       entry.lexical = hit.strength;
     });
-    if (request.queryVector) this.fillSimilarities(candidates, request.queryVector);
-    if (time) this.applySignals(candidates, time);
+    if (request.queryVector) await this.fillSimilarities(candidates, request.queryVector);
+    if (time) await this.applySignals(candidates, time);
 
     const bestRrf = (tuning.vectorWeight + tuning.textWeight) / (tuning.rrfK + 1);
     const ranked = [...candidates.values()]
@@ -170,49 +170,51 @@ export class HybridSearch {
     return Math.min(1, Math.max(0, evidence * (1 - tuning.rankShare + tuning.rankShare * Math.min(1, entry.rrf / bestRrf))));
   }
 
-  private vectorCandidates(request: HybridSearchRequest, queryVector: Float32Array, count: number): Array<{ label: number; similarity: number }> {
+  private async vectorCandidates(
+    request: HybridSearchRequest,
+    queryVector: Float32Array,
+    count: number,
+  ): Promise<Array<{ label: number; similarity: number }>> {
     const { visibility } = request;
     const hits: Array<{ label: number; similarity: number }> = [];
     const memoriesOnly = request.kind === 'memory' || request.memoryType !== undefined;
     if (memoriesOnly) {
       // Typed memories are few per scope: an exact scan is both exact and fast.
-      hits.push(...this.exactMemoryScan(request, queryVector, visibility.sql, visibility.params));
+      hits.push(...(await this.exactMemoryScan(request, queryVector, visibility.sql, visibility.params)));
     } else {
       let filter: ((label: number) => boolean) | undefined;
       if (request.kind === 'transcript') {
         const memoryLabels = new Set(
           (
-            this.statements
-      .get(
-                `SELECT rowid FROM memory_items WHERE index_key IN (${visibility.keys.map(() => '?').join(', ')}) AND kind = 'memory'`,
-              )
-              .all(...visibility.keys) as { rowid: number }[]
+            (await this.db
+              .prepare(`SELECT rowid FROM memory_items WHERE index_key IN (${visibility.keys.map(() => '?').join(', ')}) AND kind = 'memory'`)
+              .all(...visibility.keys)) as { rowid: number }[]
           ).map((row) => row.rowid),
         );
         filter = (label) => !memoryLabels.has(label);
       }
-      for (const key of visibility.keys) hits.push(...this.indexes.search(key, queryVector, count, filter));
+      for (const key of visibility.keys) hits.push(...(await this.indexes.search(key, queryVector, count, filter)));
       for (const hit of request.extraVectorHits ?? []) if (!filter || filter(hit.label)) hits.push(hit);
       if (visibility.wider.kind !== 'none' && request.kind !== 'transcript') {
-        hits.push(...this.exactMemoryScan(request, queryVector, visibility.widerSql, visibility.widerParams));
+        hits.push(...(await this.exactMemoryScan(request, queryVector, visibility.widerSql, visibility.widerParams)));
       }
     }
     return hits.sort((left, right) => right.similarity - left.similarity).slice(0, count);
   }
 
-  private exactMemoryScan(
+  private async exactMemoryScan(
     request: HybridSearchRequest,
     queryVector: Float32Array,
     scopeSql: string,
     scopeParams: unknown[],
-  ): Array<{ label: number; similarity: number }> {
+  ): Promise<Array<{ label: number; similarity: number }>> {
     const typeSql = request.memoryType ? ' AND i.memory_type = ?' : '';
-    const rows = this.statements
-      .get(
+    const rows = (await this.db
+      .prepare(
         `SELECT v.item_rowid AS label, v.vector FROM memory_vectors v JOIN memory_items i ON i.rowid = v.item_rowid
          WHERE ${scopeSql} AND i.kind = 'memory'${typeSql}`,
       )
-      .all(...scopeParams, ...(request.memoryType ? [request.memoryType] : [])) as Array<{ label: number; vector: Buffer }>;
+      .all(...scopeParams, ...(request.memoryType ? [request.memoryType] : []))) as Array<{ label: number; vector: Buffer }>;
     return rows.map((row) => ({ label: row.label, similarity: dot(queryVector, blobToVector(row.vector)) }));
   }
 
@@ -220,8 +222,8 @@ export class HybridSearch {
    * Raises the fused rank of messages written at (or speaking of) the time the query names: a
    * message saying "yesterday" counts for the day before it was written.
    */
-  private applySignals(candidates: Map<number, Candidate>, span: TimeSpan): void {
-    const rows = this.rows.load([...candidates.keys()]);
+  private async applySignals(candidates: Map<number, Candidate>, span: TimeSpan): Promise<void> {
+    const rows = await this.rows.load([...candidates.keys()]);
     for (const [label, entry] of candidates) {
       const row = rows.get(label);
       if (!row) continue;
@@ -230,8 +232,8 @@ export class HybridSearch {
     }
   }
 
-  private textCandidates(request: HybridSearchRequest, count: number): Array<{ label: number; strength: number }> {
-    const terms = this.affordableTerms(searchTerms(request.queryText));
+  private async textCandidates(request: HybridSearchRequest, count: number): Promise<Array<{ label: number; strength: number }>> {
+    const terms = await this.affordableTerms(searchTerms(request.queryText));
     if (terms.length === 0) return [];
     return this.fullText.candidates(
       terms,
@@ -245,8 +247,8 @@ export class HybridSearch {
   }
 
   /** The rarest terms whose postings fit the budget; terms found nowhere are dropped. */
-  private affordableTerms(terms: string[]): string[] {
-    const counts = this.termCounts(terms);
+  private async affordableTerms(terms: string[]): Promise<string[]> {
+    const counts = await this.termCounts(terms);
     const counted = terms
       .map((term, position) => ({ term, count: counts[position]! }))
       .filter((entry) => entry.count > 0)
@@ -262,39 +264,45 @@ export class HybridSearch {
   }
 
   /** Document counts of the terms, from the cache where it is fresh, the rest in one go. */
-  private termCounts(terms: string[]): number[] {
+  private async termCounts(terms: string[]): Promise<number[]> {
     const now = performance.now();
     if (this.termCountCache.size > 20_000) this.termCountCache.clear();
     const fresh = (term: string): boolean => {
       const cached = this.termCountCache.get(term);
       return cached !== undefined && now - cached.at < 30_000;
     };
-    const missing = terms.filter((term) => !fresh(term));
+    // Kept apart from the cache, which a concurrent search may clear while this one waits.
+    const known = new Map<string, number>();
+    for (const term of terms) if (fresh(term)) known.set(term, this.termCountCache.get(term)!.count);
+    const missing = terms.filter((term) => !known.has(term));
     if (missing.length > 0) {
-      const counts = this.fullText.termCounts(missing);
-      missing.forEach((term, position) => this.termCountCache.set(term, { count: counts[position]!, at: now }));
+      const counts = await this.fullText.termCounts(missing);
+      missing.forEach((term, position) => {
+        known.set(term, counts[position]!);
+        this.termCountCache.set(term, { count: counts[position]!, at: now });
+      });
     }
-    return terms.map((term) => this.termCountCache.get(term)!.count);
+    return terms.map((term) => known.get(term)!);
   }
 
   /** Full-text-only candidates get their exact cosine too, so their evidence is complete. */
-  private fillSimilarities(candidates: Map<number, Candidate>, queryVector: Float32Array): void {
+  private async fillSimilarities(candidates: Map<number, Candidate>, queryVector: Float32Array): Promise<void> {
     const missing = [...candidates.values()].filter((entry) => entry.similarity === undefined).map((entry) => entry.label);
     if (missing.length === 0) return;
     const list = padded(missing);
-    const rows = this.statements
-      .get(`SELECT item_rowid AS label, vector FROM memory_vectors WHERE item_rowid IN (${list.map(() => '?').join(', ')})`)
-      .all(...list) as Array<{ label: number; vector: Buffer }>;
+    const rows = (await this.db
+      .prepare(`SELECT item_rowid AS label, vector FROM memory_vectors WHERE item_rowid IN (${list.map(() => '?').join(', ')})`)
+      .all(...list)) as Array<{ label: number; vector: Buffer }>;
     for (const row of rows) candidates.get(row.label)!.similarity = dot(queryVector, blobToVector(row.vector));
   }
 
-  private admits(row: ItemRow, request: HybridSearchRequest): boolean {
+  private async admits(row: ItemRow, request: HybridSearchRequest): Promise<boolean> {
     if (request.kind && row.kind !== request.kind) return false;
     if (request.memoryType && row.memory_type !== request.memoryType) return false;
     return request.visibility.allows(row);
   }
 
-  private materialize(ranked: Array<{ entry: Candidate; score: number }>, request: HybridSearchRequest): SearchResult[] {
+  private async materialize(ranked: Array<{ entry: Candidate; score: number }>, request: HybridSearchRequest): Promise<SearchResult[]> {
     const limit = request.limit;
     const radius = this.tuning.neighbors;
     const results: SearchResult[] = [];
@@ -307,16 +315,19 @@ export class HybridSearch {
     const batch = Math.max(16, limit * 2);
     for (let start = 0; start < eligible.length && results.length < limit; start += batch) {
       const chunk = eligible.slice(start, start + batch).filter(({ entry }) => !covered.has(entry.label));
-      const rows = this.rows.load(chunk.map(({ entry }) => entry.label));
+      const rows = await this.rows.load(chunk.map(({ entry }) => entry.label));
       // Tags are hashes: a collision may bring in a row from elsewhere, which is dropped here.
-      const admitted = [...rows.values()].filter((row) => this.admits(row, request));
-      const windows = radius > 0 ? this.rows.neighbourhoods(admitted.filter((row) => row.kind === 'transcript'), radius) : new Map<number, Neighbourhood>();
+      const admitted: ItemRow[] = [];
+      for (const row of rows.values()) if (await this.admits(row, request)) admitted.push(row);
+      const admittedIds = new Set(admitted.map((row) => row.rowid));
+      const windows =
+        radius > 0 ? await this.rows.neighbourhoods(admitted.filter((row) => row.kind === 'transcript'), radius) : new Map<number, Neighbourhood>();
       for (const { entry, score: evidence } of chunk) {
         if (results.length >= limit) break;
         if (covered.has(entry.label)) continue;
         const row = rows.get(entry.label);
         if (!row) continue; // Deleted after the index saw it.
-        if (!this.admits(row, request)) continue;
+        if (!admittedIds.has(row.rowid)) continue;
         const score = Math.min(evidence, ceiling);
         ceiling = score;
         const around = windows.get(row.rowid);
@@ -332,77 +343,4 @@ export class HybridSearch {
     }
     return results;
   }
-}
-
-/**
- * The match is named on its own and its neighbours are listed apart, labelled, so a reader can
- * quote exactly the message that matched and cite it by id.
- */
-function transcriptResult(row: ItemRow, window: ItemRow[], score: number): SearchResult {
-  const matchAt = window.findIndex((item) => item.rowid === row.rowid);
-  return {
-    id: itemId(row),
-    content: row.content,
-    score: round(score),
-    kind: 'transcript',
-    source_ids: window.map((item) => item.message_id ?? '').filter((id) => id.length > 0),
-    created_at: new Date(row.created_at).toISOString(),
-    message_id: row.message_id ?? '',
-    author: row.author_name ?? '',
-    neighbors: window
-      .filter((item) => item.rowid !== row.rowid)
-      .map((item) => ({
-        position: window.indexOf(item) < matchAt ? ('before' as const) : ('after' as const),
-        message_id: item.message_id ?? '',
-        author: item.author_name ?? '',
-        created_at: new Date(item.created_at).toISOString(),
-        content: withoutAuthor(item.content, item.author_name),
-      })),
-  };
-}
-
-export function itemId(row: { rowid: number; kind: MemoryKind }): string {
-  return `${row.kind === 'memory' ? 'mem' : 'msg'}-${row.rowid}`;
-}
-
-/** The rowid behind a public id (`mem-12`, `msg-34`, or a bare number); undefined if malformed. */
-export function parseItemId(id: string): number | undefined {
-  const match = /^(?:(?:mem|msg)-)?(\d{1,15})$/.exec(id.trim());
-  return match ? Number(match[1]) : undefined;
-}
-
-/** Transcript text is stored as `Author: text`; the author is named in its own field. */
-function withoutAuthor(content: string, author: string | null): string {
-  return author && content.startsWith(`${author}: `) ? content.slice(author.length + 2) : content;
-}
-
-function toResult(row: ItemRow, score: number): SearchResult {
-  const result: SearchResult = {
-    id: itemId(row),
-    content: row.content,
-    score: round(score),
-    kind: row.kind,
-    source_ids: row.kind === 'transcript' ? (row.message_id ? [row.message_id] : []) : parseSourceIds(row.source_ids),
-    created_at: new Date(row.created_at).toISOString(),
-  };
-  if (row.memory_type) result.memory_type = row.memory_type;
-  if (row.kind === 'transcript') {
-    result.message_id = row.message_id ?? '';
-    result.author = row.author_name ?? '';
-    result.neighbors = [];
-  }
-  return result;
-}
-
-export function parseSourceIds(text: string): string[] {
-  try {
-    const parsed: unknown = JSON.parse(text);
-    return Array.isArray(parsed) ? parsed.filter((value): value is string => typeof value === 'string') : [];
-  } catch {
-    return [];
-  }
-}
-
-function round(value: number): number {
-  return Math.round(value * 10_000) / 10_000;
 }

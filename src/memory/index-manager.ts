@@ -1,15 +1,11 @@
-import { existsSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
 import type { EventStream } from '../common/events.js';
-import type { SqlDatabase } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import { blobToVector, dot } from './embedder.js';
-import { checkIndexFile, moveAside, prepareIndexDirectory, removeIndexFile, saveIndexFile } from './index-file.js';
-import { StatementCache } from './statement-cache.js';
-import { fnv1a } from './text.js';
-import { HnswVectorIndex, type HnswParams, type VectorHit } from './vector-index.js';
+import { IndexFiles, type LoadedIndex } from './index-files.js';
+import type { HnswParams, VectorHit } from './vector-index.js';
 
 export interface IndexManagerOptions {
-  db: SqlDatabase;
+  db: SqlClient;
   /** Where index files live: `<dataDir>/index`. */
   directory: string;
   dimension: number;
@@ -41,31 +37,11 @@ export interface IndexManagerOptions {
   onIndexProgress?: (progress: IndexProgress) => void;
 }
 
-/** Points a rebuilt index has room for before its first growth. */
-const REBUILD_START_CAPACITY = 8192;
-
 /** How far an index that is catching up with SQLite has come. */
 export interface IndexProgress {
   indexKey: string;
   indexed: number;
   total: number;
-}
-
-interface LoadedIndex {
-  key: string;
-  index: HnswVectorIndex;
-  /** Largest `memory_vectors.seq` the index holds. */
-  highWater: number;
-  dirty: boolean;
-  unsavedPoints: number;
-  evicted: boolean;
-  lastUsed: number;
-}
-
-interface StateRow {
-  high_water: number;
-  point_count: number;
-  identity: string;
 }
 
 /**
@@ -77,53 +53,49 @@ interface StateRow {
  */
 export class VectorIndexManager {
   private readonly loaded = new Map<string, LoadedIndex>();
+  /** Indexes being read from disk or the database: a second caller waits for the same load. */
+  private readonly loading = new Map<string, Promise<LoadedIndex>>();
   private readonly maxLoaded: number;
   private readonly idleMs: number;
   private readonly sliceMs: number;
   private readonly saveEvery: number;
-  private readonly identity: string;
+  private readonly files: IndexFiles;
   private pending: Promise<void> | undefined;
   private scheduled = new Set<string>();
   private closed = false;
-  private readonly statements: StatementCache;
   private readonly maxTailScan: number;
   private readonly readOnly: boolean;
-  /** False when the index directory is unusable (read-only and not a directory): nothing is loaded or saved. */
-  private directoryUsable = true;
 
   constructor(private readonly options: IndexManagerOptions) {
-    this.statements = new StatementCache(options.db, 32);
     this.maxTailScan = options.maxTailScan ?? 1_000;
     this.maxLoaded = options.maxLoaded ?? 64;
     this.idleMs = options.idleMs ?? 10 * 60_000;
     this.sliceMs = options.sliceMs ?? 15;
     this.saveEvery = options.saveEvery ?? 20_000;
     const { m, efConstruction } = options.params;
-    this.identity = `${options.embedderIdentity}|m${m}|efc${efConstruction}`;
     this.readOnly = options.readOnly === true;
-    this.prepareDirectory();
-  }
-
-  /** A file (or anything but a directory) where the index directory belongs is moved aside. */
-  private prepareDirectory(): void {
-    const prepared = prepareIndexDirectory(this.options.directory, { readOnly: this.readOnly });
-    this.directoryUsable = prepared.usable;
-    if (prepared.problem) {
-      this.options.events?.emit({ type: 'memory_index_path_moved', path: this.options.directory, moved_to: prepared.movedTo ?? null, reason: prepared.problem });
-    }
+    this.files = new IndexFiles({
+      db: options.db,
+      directory: options.directory,
+      dimension: options.dimension,
+      params: options.params,
+      identity: `${options.embedderIdentity}|m${m}|efc${efConstruction}`,
+      readOnly: this.readOnly,
+      ...(options.events ? { events: options.events } : {}),
+    });
   }
 
   /**
    * The nearest vectors of one index key: HNSW over what is indexed plus an exact scan of the
    * tail not indexed yet, both restricted by `filter` before the top `k` is taken.
    */
-  search(key: string, vector: Float32Array, k: number, filter?: (label: number) => boolean): VectorHit[] {
-    const entry = this.acquire(key);
+  async search(key: string, vector: Float32Array, k: number, filter?: (label: number) => boolean): Promise<VectorHit[]> {
+    const entry = await this.acquire(key);
     const hits = new Map<number, number>();
     for (const hit of entry.index.search(vector, k, filter)) hits.set(hit.label, hit.similarity);
-    const tail = this.statements
-      .get('SELECT item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND seq > ? ORDER BY seq DESC LIMIT ?')
-      .all(key, entry.highWater, this.maxTailScan) as Array<{ label: number; vector: Buffer }>;
+    const tail = (await this.options.db
+      .prepare('SELECT item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND seq > ? ORDER BY seq DESC LIMIT ?')
+      .all(key, entry.highWater, this.maxTailScan)) as Array<{ label: number; vector: Buffer }>;
     for (const row of tail) {
       if (filter && !filter(row.label)) continue;
       // The tail holds the newest vector of a label; it wins over an older one in the graph.
@@ -143,32 +115,43 @@ export class VectorIndexManager {
   }
 
   /**
-   * Items left SQLite: their labels are marked deleted in a loaded index and remembered as
-   * tombstones so that an index file written before the deletion is corrected when loaded.
+   * Items are leaving the database: inside the transaction that deletes them, their labels are
+   * remembered as tombstones, so that an index file written before the deletion is corrected
+   * when loaded. `applyDeleted` follows once that transaction has committed.
    */
-  noteDeleted(key: string, labels: readonly number[]): void {
+  async recordDeleted(key: string, labels: readonly number[]): Promise<void> {
     if (labels.length === 0) return;
     if (this.readOnly) return;
     const insert = this.options.db.prepare(
       'INSERT OR IGNORE INTO memory_index_tombstones (index_key, label) VALUES (?, ?)',
     );
-    for (const label of labels) insert.run(key, label);
+    for (const label of labels) await insert.run(key, label);
+  }
+
+  /**
+   * After the deletion committed: the labels leave the loaded index and its file. Never called
+   * inside a transaction: it may wait for an index another caller is loading, whose reads would
+   * wait for that transaction.
+   */
+  async applyDeleted(key: string, labels: readonly number[]): Promise<void> {
+    if (labels.length === 0) return;
+    if (this.readOnly) return;
     // Deleted means gone from the index file too, not only flagged in memory: a file on disk
     // is loaded (its tombstones scrub the points), and written back at once.
-    const entry = this.loaded.get(key) ?? (this.directoryUsable && existsSync(this.fileFor(key)) ? this.acquire(key) : undefined);
+    const entry = this.loaded.get(key) ?? (this.files.hasFile(key) ? await this.acquire(key) : undefined);
     if (!entry) return;
     for (const label of labels) entry.index.remove(label);
     entry.dirty = true;
-    this.save(entry);
+    await this.files.save(entry);
   }
 
   /** Saves and drops the index of `key` if it is loaded (its channel was unloaded). */
-  unload(key: string): void {
+  async unload(key: string): Promise<void> {
     const entry = this.loaded.get(key);
     if (!entry) return;
     this.loaded.delete(key);
     entry.evicted = true;
-    this.save(entry);
+    await this.files.save(entry);
   }
 
   /** Indexes loaded in memory now. */
@@ -182,21 +165,21 @@ export class VectorIndexManager {
   }
 
   /** Indexed and not-yet-indexed vectors of the given keys (all keys when absent). */
-  counts(keys?: readonly string[]): { indexed: number; pending: number } {
+  async counts(keys?: readonly string[]): Promise<{ indexed: number; pending: number }> {
     const db = this.options.db;
     let indexed = 0;
     let pending = 0;
     const keyList =
-      keys ?? (db.prepare('SELECT DISTINCT index_key AS key FROM memory_vectors').all() as { key: string }[]).map((row) => row.key);
+      keys ?? ((await db.prepare('SELECT DISTINCT index_key AS key FROM memory_vectors').all()) as { key: string }[]).map((row) => row.key);
     for (const key of keyList) {
-      const entry = this.loaded.get(key);
-      const state = db.prepare('SELECT high_water FROM memory_index_state WHERE index_key = ? AND identity = ?').get(key, this.identity) as
+      const state = (await db.prepare('SELECT high_water FROM memory_index_state WHERE index_key = ? AND identity = ?').get(key, this.files.identity)) as
         | { high_water: number }
         | undefined;
+      const entry = this.loaded.get(key);
       const highWater = entry?.highWater ?? state?.high_water ?? 0;
-      const row = db
+      const row = (await db
         .prepare('SELECT SUM(CASE WHEN seq <= ? THEN 1 ELSE 0 END) AS indexed, SUM(CASE WHEN seq > ? THEN 1 ELSE 0 END) AS pending FROM memory_vectors WHERE index_key = ?')
-        .get(highWater, highWater, key) as { indexed: number | null; pending: number | null };
+        .get(highWater, highWater, key)) as { indexed: number | null; pending: number | null };
       indexed += row.indexed ?? 0;
       pending += row.pending ?? 0;
     }
@@ -204,21 +187,16 @@ export class VectorIndexManager {
   }
 
   /** Loads (or starts rebuilding) the index of `key` now, so that `close` leaves it saved. */
-  warm(key: string): void {
-    this.acquire(key);
+  async warm(key: string): Promise<void> {
+    await this.acquire(key);
   }
 
   /** Forgets every index (embedder change): files and states go, indexes rebuild on demand. */
-  dropAll(): void {
+  async dropAll(): Promise<void> {
     for (const entry of this.loaded.values()) entry.evicted = true;
     this.loaded.clear();
     if (this.readOnly) return;
-    this.options.db.exec('DELETE FROM memory_index_state; DELETE FROM memory_index_tombstones;');
-    this.prepareDirectory();
-    if (!this.directoryUsable) return;
-    for (const name of readdirSync(this.options.directory)) {
-      if (name.endsWith('.hnsw')) removeIndexFile(join(this.options.directory, name));
-    }
+    await this.files.dropAll();
   }
 
   /**
@@ -229,129 +207,71 @@ export class VectorIndexManager {
   async close(options: { catchUpMs?: number } = {}): Promise<void> {
     this.closed = true;
     await this.whenIdle();
+    await Promise.allSettled([...this.loading.values()]);
     if (this.readOnly) {
       this.loaded.clear();
       return;
     }
     const deadline = performance.now() + (options.catchUpMs ?? 30_000);
     for (const entry of this.loaded.values()) {
-      this.catchUp(entry, Math.max(0, deadline - performance.now()));
-      this.save(entry);
+      await this.catchUp(entry, Math.max(0, deadline - performance.now()));
+      await this.files.save(entry);
     }
     this.loaded.clear();
   }
 
   /** The index of a key, loaded (or rebuilt) if needed; marks it most recently used. */
-  private acquire(key: string): LoadedIndex {
-    const now = performance.now();
+  private async acquire(key: string): Promise<LoadedIndex> {
     let entry = this.loaded.get(key);
     if (entry) {
       this.loaded.delete(key);
     } else {
-      entry = this.load(key);
+      let loading = this.loading.get(key);
+      if (!loading) {
+        loading = this.files
+          .load(key)
+          .then((loaded) => {
+            this.scheduleCatchUp(loaded);
+            return loaded;
+          })
+          .finally(() => this.loading.delete(key));
+        this.loading.set(key, loading);
+      }
+      entry = await loading;
+      // Another caller of the same load (or a use since) has placed it already.
+      this.loaded.delete(key);
     }
+    const now = performance.now();
     entry.lastUsed = now;
     this.loaded.set(key, entry);
     // The map is in least-recently-used order: evict from the front while over the cap or idle.
+    const evicted: LoadedIndex[] = [];
     for (const [oldestKey, oldest] of this.loaded) {
       if (oldest === entry) break;
       if (this.loaded.size <= this.maxLoaded && now - oldest.lastUsed < this.idleMs) break;
       this.loaded.delete(oldestKey);
       oldest.evicted = true;
-      this.save(oldest);
+      evicted.push(oldest);
     }
-    return entry;
-  }
-
-  private fileFor(key: string): string {
-    const readable = key.replace(/[^A-Za-z0-9-]/g, '_').slice(0, 48);
-    return join(this.options.directory, `${readable}-${fnv1a(key).toString(16)}.hnsw`);
-  }
-
-  private load(key: string): LoadedIndex {
-    const { db, dimension, params } = this.options;
-    const file = this.fileFor(key);
-    const state = db
-      .prepare('SELECT high_water, point_count, identity FROM memory_index_state WHERE index_key = ?')
-      .get(key) as StateRow | undefined;
-    let entry: LoadedIndex | undefined;
-    let reason = 'no saved index';
-    if (!this.directoryUsable) reason = 'index directory unusable';
-    else if (state && state.identity !== this.identity) reason = 'embedder or parameters changed';
-    else if (state && !existsSync(file)) reason = 'index file missing';
-    else if (state) {
-      // Validated in full before hnswlib reads a byte of it: hnswlib trusts the sizes and links
-      // it reads, so a garbled file would crash the process instead of failing to load.
-      const check = checkIndexFile(file, {
-        indexKey: key,
-        identity: this.identity,
-        dimension,
-        pointCount: state.point_count,
-        highWater: state.high_water,
-      });
-      if (!check.ok) {
-        reason = check.reason;
-        if (reason === 'index path is not a regular file' && !this.readOnly) {
-          const movedTo = moveAside(file);
-          this.options.events?.emit({ type: 'memory_index_path_moved', index_key: key, path: file, moved_to: movedTo ?? null, reason });
-        }
-      } else {
-        try {
-          const index = HnswVectorIndex.load({ dimension, params, file });
-          // A file that does not hold exactly what SQLite says it holds is not trusted.
-          if (index.pointCount === state.point_count) {
-            entry = { key, index, highWater: state.high_water, dirty: false, unsavedPoints: 0, evicted: false, lastUsed: 0 };
-          } else {
-            reason = `index file holds ${index.pointCount} points, database says ${state.point_count}`;
-          }
-        } catch {
-          reason = 'index file unreadable';
-        }
-      }
-    }
-    if (entry) {
-      const tombstones = db
-        .prepare('SELECT label FROM memory_index_tombstones WHERE index_key = ?')
-        .all(key) as { label: number }[];
-      for (const { label } of tombstones) entry.index.remove(label);
-      if (tombstones.length > 0) entry.dirty = true;
-      this.options.events?.emit({ type: 'memory_index_loaded', index_key: key, points: entry.index.pointCount });
-    } else {
-      const { total } = db.prepare('SELECT COUNT(*) AS total FROM memory_vectors WHERE index_key = ?').get(key) as {
-        total: number;
-      };
-      entry = {
-        key,
-        // Small at first and grown as the catch-up adds points: allocating room for a large
-        // index takes longer than a search should, and this runs inside the search that found
-        // the index missing.
-        index: HnswVectorIndex.create({ dimension, params, capacity: Math.min(Math.ceil(total * 1.1) + 64, REBUILD_START_CAPACITY) }),
-        highWater: 0,
-        dirty: true,
-        unsavedPoints: 0,
-        evicted: false,
-        lastUsed: 0,
-      };
-      if (!this.readOnly) db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(key);
-      this.options.events?.emit({ type: 'memory_index_rebuild', index_key: key, reason, points: total });
-    }
-    this.scheduleCatchUp(entry);
+    for (const oldest of evicted) await this.files.save(oldest);
     return entry;
   }
 
   /** Adds tail vectors to the index for at most `budgetMs`; returns true when it is up to date. */
-  private catchUp(entry: LoadedIndex, budgetMs: number): boolean {
+  private async catchUp(entry: LoadedIndex, budgetMs: number): Promise<boolean> {
     const started = performance.now();
-    const select = this.statements.get(
-      'SELECT seq, item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND seq > ? ORDER BY seq LIMIT 256',
-    );
+    const { db } = this.options;
+    const select = db.prepare('SELECT seq, item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND seq > ? ORDER BY seq LIMIT 256');
     const report = this.options.onIndexProgress;
     const total = report
       ? entry.index.pointCount +
-        (this.statements.get('SELECT COUNT(*) AS rest FROM memory_vectors WHERE index_key = ? AND seq > ?').get(entry.key, entry.highWater) as { rest: number }).rest
+        ((await db.prepare('SELECT COUNT(*) AS rest FROM memory_vectors WHERE index_key = ? AND seq > ?').get(entry.key, entry.highWater)) as { rest: number }).rest
       : 0;
     for (;;) {
-      const rows = select.all(entry.key, entry.highWater) as Array<{ seq: number; label: number; vector: Buffer }>;
+      const after = entry.highWater;
+      const rows = (await select.all(entry.key, after)) as Array<{ seq: number; label: number; vector: Buffer }>;
+      // Another catch-up of the same index (a close beside a scheduled slice) moved it meanwhile.
+      if (entry.highWater !== after) continue;
       if (rows.length === 0) return true;
       report?.({ indexKey: entry.key, indexed: entry.index.pointCount + rows.length, total });
       for (const row of rows) {
@@ -360,7 +280,7 @@ export class VectorIndexManager {
         entry.dirty = true;
         entry.unsavedPoints += 1;
       }
-      if (entry.unsavedPoints >= this.saveEvery) this.save(entry);
+      if (entry.unsavedPoints >= this.saveEvery) await this.files.save(entry);
       if (performance.now() - started >= budgetMs) return false;
     }
   }
@@ -379,18 +299,16 @@ export class VectorIndexManager {
           resolve();
           return;
         }
-        let done = true;
-        try {
-          done = this.catchUp(current, this.sliceMs);
-        } catch {
-          done = true; // The database went away (closed); the next load starts over from SQLite.
-        }
-        if (done) {
-          this.scheduled.delete(key);
-          resolve();
-        } else {
-          run(resolve);
-        }
+        void this.catchUp(current, this.sliceMs)
+          .catch(() => true) // The database went away (closed); the next load starts over from it.
+          .then((done) => {
+            if (done) {
+              this.scheduled.delete(key);
+              resolve();
+            } else {
+              run(resolve);
+            }
+          }, resolve);
       });
     };
     const previous = this.pending ?? Promise.resolve();
@@ -399,56 +317,5 @@ export class VectorIndexManager {
     void mine.then(() => {
       if (this.pending === mine) this.pending = undefined;
     });
-  }
-
-  /**
-   * Writes the index file and its sidecar (checksum, what it holds), then records in SQLite what
-   * it holds; a crash between is detected at the next load. A failure to write (a full disk) is
-   * reported and otherwise ignored: the index is derived, and SQLite still has every vector.
-   */
-  private save(entry: LoadedIndex): void {
-    if (!entry.dirty || this.readOnly || !this.directoryUsable) return;
-    const file = this.fileFor(entry.key);
-    try {
-      saveIndexFile(file, (path) => entry.index.save(path), {
-        index_key: entry.key,
-        identity: this.identity,
-        dimension: this.options.dimension,
-        point_count: entry.index.pointCount,
-        high_water: entry.highWater,
-      });
-    } catch (error) {
-      this.reportSaveFailure(entry, error);
-      return;
-    }
-    try {
-      this.recordState(entry);
-    } catch (error) {
-      // The file is newer than the state row: the next load sees the mismatch and rebuilds.
-      this.reportSaveFailure(entry, error);
-      return;
-    }
-    entry.dirty = false;
-    entry.unsavedPoints = 0;
-  }
-
-  private reportSaveFailure(entry: LoadedIndex, error: unknown): void {
-    this.options.events?.emit({
-      type: 'memory_index_save_failed',
-      index_key: entry.key,
-      error: error instanceof Error ? error.message : String(error),
-    });
-  }
-
-  private recordState(entry: LoadedIndex): void {
-    const db = this.options.db;
-    db.transaction(() => {
-      db.prepare(
-        `INSERT INTO memory_index_state (index_key, high_water, point_count, identity, saved_at) VALUES (?, ?, ?, ?, ?)
-         ON CONFLICT (index_key) DO UPDATE SET high_water = excluded.high_water, point_count = excluded.point_count,
-           identity = excluded.identity, saved_at = excluded.saved_at`,
-      ).run(entry.key, entry.highWater, entry.index.pointCount, this.identity, Date.now());
-      db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(entry.key);
-    })();
   }
 }

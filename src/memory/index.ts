@@ -1,7 +1,8 @@
 /** Long-term memory: the store, its tools and its embedders. */
 export { openMemoryStore, createEmbedder, type OpenMemoryStoreOptions } from './open-memory-store.js';
 export { createMemoryTools } from './tools.js';
-export { SqliteMemoryStore, transcriptText } from './sqlite-memory-store.js';
+export { SqlMemoryStore } from './sql-memory-store.js';
+export { transcriptText } from './item-writes.js';
 export { HashingEmbedder, type HashingEmbedderOptions } from './hashing-embedder.js';
 export { HttpEmbedder, EmbeddingError, type HttpEmbedderOptions } from './http-embedder.js';
 export { embedderIdentity, type Embedder } from './embedder.js';

@@ -1,5 +1,5 @@
 import { InputError, MagpieError } from '../common/errors.js';
-import type { SqlDatabase } from '../storage/sql-database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import type { MemoryKind } from './types.js';
 
 /** An id someone typed, resolved to the store's own id, with what it was recognised as. */
@@ -30,15 +30,15 @@ const INTERNAL = /^(mem|msg)-(\d{1,15})$/;
  * number. Throws a `not_found` error naming both forms when nothing matches, or an InputError
  * naming the channels to choose from when one platform id was reused in several.
  */
-export function resolveItemRef(db: SqlDatabase, typed: string, options: { channelId?: string } = {}): ItemRef {
+export async function resolveItemRef(db: SqlClient, typed: string, options: { channelId?: string } = {}): Promise<ItemRef> {
   const given = typed.trim();
   const internal = INTERNAL.exec(given);
   if (internal) {
-    const row = byRowid(db, Number(internal[2]));
+    const row = await byRowid(db, Number(internal[2]));
     if (row && row.kind === (internal[1] === 'mem' ? 'memory' : 'transcript')) return toRef(row, 'internal id');
     throw notFound(given, 'internal');
   }
-  const platform = byMessageId(db, given, options.channelId);
+  const platform = await byMessageId(db, given, options.channelId);
   if (platform.length === 1) return toRef(platform[0]!, 'platform message id');
   if (platform.length > 1) {
     const choices = platform.map((row) => `${itemId(row)} in channel ${row.channel_id}`).join(', ');
@@ -47,7 +47,7 @@ export function resolveItemRef(db: SqlDatabase, typed: string, options: { channe
     });
   }
   if (/^\d{1,15}$/.test(given)) {
-    const row = byRowid(db, Number(given));
+    const row = await byRowid(db, Number(given));
     if (row) return toRef(row, 'internal id');
   }
   throw notFound(given, 'any');
@@ -62,14 +62,14 @@ function notFound(given: string, form: 'internal' | 'any'): MagpieError {
   });
 }
 
-function byRowid(db: SqlDatabase, rowid: number): ItemRow | undefined {
-  return db.prepare('SELECT rowid, kind, channel_id, message_id FROM memory_items WHERE rowid = ?').get(rowid) as ItemRow | undefined;
+async function byRowid(db: SqlClient, rowid: number): Promise<ItemRow | undefined> {
+  return (await db.prepare('SELECT rowid, kind, channel_id, message_id FROM memory_items WHERE rowid = ?').get(rowid)) as ItemRow | undefined;
 }
 
-function byMessageId(db: SqlDatabase, messageId: string, channelId: string | undefined): ItemRow[] {
-  const rows = db
+async function byMessageId(db: SqlClient, messageId: string, channelId: string | undefined): Promise<ItemRow[]> {
+  const rows = (await db
     .prepare(`SELECT rowid, kind, channel_id, message_id FROM memory_items WHERE kind = 'transcript' AND message_id = ? ORDER BY rowid`)
-    .all(messageId) as ItemRow[];
+    .all(messageId)) as ItemRow[];
   return channelId === undefined ? rows : rows.filter((row) => row.channel_id === channelId);
 }
 

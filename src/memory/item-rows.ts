@@ -1,5 +1,5 @@
-import { isPostgres, type SqlDatabase } from '../storage/sql-database.js';
-import { StatementCache } from './statement-cache.js';
+import type { SqlClient } from '../storage/sql-client.js';
+import type { MemoryDialect } from './dialect.js';
 import type { MemoryKind, MemoryType } from './types.js';
 
 export interface ItemRow {
@@ -32,52 +32,35 @@ export interface Neighbourhood {
  * PostgreSQL, so hits and their neighbours are fetched per batch, not per hit.
  */
 export class ItemRows {
-  private readonly statements: StatementCache;
-  private readonly postgres: boolean;
-
-  constructor(db: SqlDatabase) {
-    this.statements = new StatementCache(db, 64);
-    this.postgres = isPostgres(db);
-  }
+  constructor(
+    private readonly db: SqlClient,
+    private readonly dialect: MemoryDialect,
+  ) {}
 
   /** The rows of these labels (missing ones were deleted meanwhile). */
-  load(labels: readonly number[]): Map<number, ItemRow> {
+  async load(labels: readonly number[]): Promise<Map<number, ItemRow>> {
     const rows = new Map<number, ItemRow>();
     if (labels.length === 0) return rows;
     const list = padded(labels);
-    const found = this.statements
-      .get(`SELECT ${ITEM_COLUMNS} FROM memory_items WHERE rowid IN (${list.map(() => '?').join(', ')})`)
-      .all(...list) as ItemRow[];
+    const found = (await this.db
+      .prepare(`SELECT ${ITEM_COLUMNS} FROM memory_items WHERE rowid IN (${list.map(() => '?').join(', ')})`)
+      .all(...list)) as ItemRow[];
     for (const row of found) rows.set(row.rowid, row);
     return rows;
   }
 
   /** Up to `radius` transcript rows before and after each anchor, in its channel's order. */
-  neighbourhoods(anchors: readonly ItemRow[], radius: number): Map<number, Neighbourhood> {
+  async neighbourhoods(anchors: readonly ItemRow[], radius: number): Promise<Map<number, Neighbourhood>> {
     const windows = new Map<number, Neighbourhood>();
     for (const anchor of anchors) windows.set(anchor.rowid, { before: [], after: [] });
     if (anchors.length === 0 || radius <= 0) return windows;
     const list = padded(anchors.map((anchor) => anchor.rowid));
-    const inList = list.map(() => '?').join(', ');
     const earlier = `b.channel_id = a.channel_id AND b.kind = 'transcript' AND (b.created_at, b.rowid) < (a.created_at, a.rowid)
                      ORDER BY b.created_at DESC, b.rowid DESC LIMIT ?`;
     const later = `b.channel_id = a.channel_id AND b.kind = 'transcript' AND (b.created_at, b.rowid) > (a.created_at, a.rowid)
                    ORDER BY b.created_at, b.rowid LIMIT ?`;
-    // Each side is a short walk down the (channel, kind, time, rowid) index from the anchor.
-    // PostgreSQL walks it per anchor through LATERAL; SQLite does the same for a rowid list.
-    const sql = this.postgres
-      ? `SELECT a.rowid AS anchor, ${NEIGHBOUR_COLUMNS} FROM memory_items a CROSS JOIN LATERAL (
-           (SELECT ${ITEM_COLUMNS} FROM memory_items b WHERE ${earlier})
-           UNION ALL
-           (SELECT ${ITEM_COLUMNS} FROM memory_items b WHERE ${later})
-         ) n WHERE a.rowid IN (${inList})`
-      : `SELECT a.rowid AS anchor, ${NEIGHBOUR_COLUMNS} FROM memory_items a JOIN memory_items n
-           ON n.rowid IN (SELECT b.rowid FROM memory_items b WHERE ${earlier}) WHERE a.rowid IN (${inList})
-         UNION ALL
-         SELECT a.rowid AS anchor, ${NEIGHBOUR_COLUMNS} FROM memory_items a JOIN memory_items n
-           ON n.rowid IN (SELECT b.rowid FROM memory_items b WHERE ${later}) WHERE a.rowid IN (${inList})`;
-    const params = this.postgres ? [radius, radius, ...list] : [radius, ...list, radius, ...list];
-    const rows = this.statements.get(sql).all(...params) as Array<ItemRow & { anchor: number }>;
+    const { sql, params } = this.dialect.neighbourhoods({ columns: ITEM_COLUMNS, neighbourColumns: NEIGHBOUR_COLUMNS, earlier, later, list, radius });
+    const rows = (await this.db.prepare(sql).all(...params)) as Array<ItemRow & { anchor: number }>;
     const byId = new Map(anchors.map((anchor) => [anchor.rowid, anchor]));
     for (const { anchor: anchorId, ...row } of rows) {
       const anchor = byId.get(anchorId)!;

@@ -3,22 +3,29 @@ import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
 import { InputError, MagpieError } from '../common/errors.js';
 import type { MemorySettings } from '../config/types.js';
-import type { SqlDatabase } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import { embedderIdentity, vectorToBlob, type Embedder } from './embedder.js';
 import { HashingEmbedder } from './hashing-embedder.js';
 import { HttpEmbedder } from './http-embedder.js';
 import { DEFAULT_SEARCH_TUNING, type SearchTuning } from './hybrid-search.js';
 import { VectorIndexManager, type IndexProgress } from './index-manager.js';
-import { SqliteMemoryStore } from './sqlite-memory-store.js';
+import { SqlMemoryStore } from './sql-memory-store.js';
+import type { ViewRegistry } from './types.js';
 import { DEFAULT_HNSW_PARAMS, type HnswParams } from './vector-index.js';
 
 export interface OpenMemoryStoreOptions {
   /** From `openDatabase(dataDir, ALL_MIGRATIONS)`; the caller owns it and closes it. */
-  db: SqlDatabase;
+  db: SqlClient;
   dataDir: string;
   settings: MemorySettings;
   env?: NodeJS.ProcessEnv;
   clock?: Clock;
+  /**
+   * The view keys of guild channels (`openChannelViews` in privacy), which the guild scope checks
+   * and `recordChannelView` writes. Without them the guild scope shares by guild alone and views
+   * are not recorded.
+   */
+  views?: ViewRegistry;
   /** Overrides the embedder the settings name (tests, benchmarks). */
   embedder?: Embedder;
   hnsw?: Partial<HnswParams>;
@@ -52,7 +59,7 @@ export function createEmbedder(settings: MemorySettings, options: { env?: NodeJS
  * vectors were made with (name, model or dimension), every vector is recomputed from the text in
  * SQLite before the store is handed out, and every index file is dropped.
  */
-export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<SqliteMemoryStore> {
+export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<SqlMemoryStore> {
   const embedder = options.embedder ?? createEmbedder(options.settings, options.env ? { env: options.env } : {});
   const params: HnswParams = { ...DEFAULT_HNSW_PARAMS, ...options.hnsw };
   const identity = embedderIdentity(embedder);
@@ -68,7 +75,7 @@ export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<
     ...(options.onIndexProgress ? { onIndexProgress: options.onIndexProgress } : {}),
     ...(options.readOnly ? { readOnly: true } : {}),
   });
-  const stored = options.db.prepare(`SELECT value FROM memory_meta WHERE key = 'embedder'`).get() as { value: string } | undefined;
+  const stored = (await options.db.prepare(`SELECT value FROM memory_meta WHERE key = 'embedder'`).get()) as { value: string } | undefined;
   if (stored?.value !== identity && options.readOnly) {
     throw new MagpieError('embedder_changed', `the vectors in ${options.dataDir} were made with ${stored?.value ?? 'no embedder'}, the config asks for ${identity}`, {
       context: { dataDir: options.dataDir },
@@ -78,13 +85,15 @@ export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<
   if (stored?.value !== identity) {
     const items = await reembedAll(options.db, embedder);
     if (stored) options.events?.emit({ type: 'memory_vectors_rebuilt', from: stored.value, to: identity, items });
-    indexes.dropAll();
-    options.db
+    await indexes.dropAll();
+    await options.db
       .prepare(`INSERT INTO memory_meta (key, value) VALUES ('embedder', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`)
       .run(identity);
   }
-  const store = new SqliteMemoryStore({
+  const views = options.views;
+  const store = new SqlMemoryStore({
     db: options.db,
+    ...(views ? { views } : {}),
     embedder,
     indexes,
     scope: options.settings.scope,
@@ -94,8 +103,8 @@ export async function openMemoryStore(options: OpenMemoryStoreOptions): Promise<
     ...(options.vectorDelayMs !== undefined ? { vectorDelayMs: options.vectorDelayMs } : {}),
     ...(options.readOnly ? { readOnly: true } : {}),
   });
-  // Text stored while the embedder was down (before a restart) gets its vectors in the background.
-  if (store.missingVectors() > 0) store.scheduleBackfill();
+  // Vectors owed, and text stored while the embedder was down (before a restart), are made in the background.
+  await store.resumeBackgroundWork();
   return store;
 }
 
@@ -110,22 +119,22 @@ function defaultVectorWeight(embedder: Embedder): number {
 }
 
 /** Recomputes every vector from SQLite content (the source of truth), in batches. */
-async function reembedAll(db: SqlDatabase, embedder: Embedder): Promise<number> {
+async function reembedAll(db: SqlClient, embedder: Embedder): Promise<number> {
   const select = db.prepare('SELECT rowid, content, index_key FROM memory_items WHERE rowid > ? ORDER BY rowid LIMIT 512');
   const insert = db.prepare('INSERT INTO memory_vectors (item_rowid, index_key, vector) VALUES (?, ?, ?)');
   const replaced: Array<{ rowid: number; indexKey: string; vector: Float32Array }> = [];
   let after = 0;
   for (;;) {
-    const rows = select.all(after) as Array<{ rowid: number; content: string; index_key: string }>;
+    const rows = (await select.all(after)) as Array<{ rowid: number; content: string; index_key: string }>;
     if (rows.length === 0) break;
     const vectors = await embedder.embed(rows.map((row) => row.content));
     rows.forEach((row, position) => replaced.push({ rowid: row.rowid, indexKey: row.index_key, vector: vectors[position]! }));
     after = rows[rows.length - 1]!.rowid;
   }
   // Swapped in one transaction: a failure part way leaves the old vectors and identity intact.
-  db.transaction(() => {
-    db.exec('DELETE FROM memory_vectors');
-    for (const item of replaced) insert.run(item.rowid, item.indexKey, vectorToBlob(item.vector));
-  })();
+  await db.transaction(async () => {
+    await db.exec('DELETE FROM memory_vectors');
+    for (const item of replaced) await insert.run(item.rowid, item.indexKey, vectorToBlob(item.vector));
+  });
   return replaced.length;
 }

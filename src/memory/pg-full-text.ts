@@ -1,6 +1,5 @@
-import type { SqlDatabase } from '../storage/sql-database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import type { FullText, FullTextFilter } from './full-text.js';
-import { StatementCache } from './statement-cache.js';
 
 /** BM25 constants, those of FTS5's bm25(). */
 const K1 = 1.2;
@@ -32,27 +31,24 @@ const SAMPLE_ROWS = 20_000;
  * row count and average length are cached, the count advanced by the rowids added since.
  */
 export class PgFullText implements FullText {
-  private readonly statements: StatementCache;
   private stats: CorpusStats | undefined;
 
-  constructor(db: SqlDatabase) {
-    this.statements = new StatementCache(db, 32);
-  }
+  constructor(private readonly db: SqlClient) {}
 
-  termCounts(terms: readonly string[]): number[] {
+  async termCounts(terms: readonly string[]): Promise<number[]> {
     if (terms.length === 0) return [];
-    const rows = this.statements
-      .get(
+    const rows = (await this.db
+      .prepare(
         `SELECT (SELECT count(*) FROM memory_items m WHERE m.fts @@ plainto_tsquery('simple', t.term)) AS count
            FROM json_array_elements_text(?::json) WITH ORDINALITY AS t(term, position) ORDER BY t.position`,
       )
-      .all(JSON.stringify(terms)) as Array<{ count: number }>;
+      .all(JSON.stringify(terms))) as Array<{ count: number }>;
     return rows.map((row) => row.count);
   }
 
-  candidates(terms: readonly string[], filter: FullTextFilter, count: number): Array<{ label: number; strength: number }> {
+  async candidates(terms: readonly string[], filter: FullTextFilter, count: number): Promise<Array<{ label: number; strength: number }>> {
     if (terms.length === 0) return [];
-    const stats = this.corpusStats();
+    const stats = await this.corpusStats();
     const clauses = [filter.visibility.sql];
     const params: unknown[] = [...filter.visibility.params];
     if (filter.kind) {
@@ -67,8 +63,8 @@ export class PgFullText implements FullText {
     // once: its scope decides whether it is a candidate, and all of them count towards each
     // lexeme's document frequency, store-wide as FTS5 counts a phrase's rows for its IDF.
     // (`materialized` in lower case: the dialect translation quotes capitalized words after AS.)
-    const rows = this.statements
-      .get(
+    const rows = (await this.db
+      .prepare(
         `WITH lexemes AS materialized (
            SELECT DISTINCT u.lexeme FROM json_array_elements_text(?::json) AS t(term), unnest(to_tsvector('simple', t.term)) AS u
          ),
@@ -94,7 +90,7 @@ export class PgFullText implements FullText {
           ORDER BY strength DESC, label
           LIMIT ?`,
       )
-      .all(JSON.stringify(terms), ...params, stats.rows, stats.top, stats.averageLength, count) as Array<{ label: number; strength: number }>;
+      .all(JSON.stringify(terms), ...params, stats.rows, stats.top, stats.averageLength, count)) as Array<{ label: number; strength: number }>;
     return rows;
   }
 
@@ -103,26 +99,26 @@ export class PgFullText implements FullText {
    * are taken at most once per thousand times their own duration; a large store (by the
    * planner's estimate) is sampled rather than read whole, so no search waits on a full scan.
    */
-  private corpusStats(): CorpusStats {
+  private async corpusStats(): Promise<CorpusStats> {
     const now = performance.now();
     const stats = this.stats;
     if (stats && now - stats.at < Math.max(STATS_MIN_AGE_MS, stats.tookMs * 1000)) return stats;
-    const estimated = this.statements.get(`SELECT reltuples AS estimate FROM pg_class WHERE oid = to_regclass('memory_items')`).get() as
+    const estimated = (await this.db.prepare(`SELECT reltuples AS estimate FROM pg_class WHERE oid = to_regclass('memory_items')`).get()) as
       | { estimate: number }
       | undefined;
     const estimate = estimated?.estimate ?? -1;
     let counted: { rows: number; average: number | null; top: number };
     if (estimate < EXACT_COUNT_ROWS) {
-      counted = this.statements
-        .get('SELECT count(*) AS rows, avg(fts_length)::float8 AS average, coalesce(max(rowid), 0) AS top FROM memory_items')
-        .get() as { rows: number; average: number | null; top: number };
+      counted = (await this.db
+        .prepare('SELECT count(*) AS rows, avg(fts_length)::float8 AS average, coalesce(max(rowid), 0) AS top FROM memory_items')
+        .get()) as { rows: number; average: number | null; top: number };
     } else {
-      const sampled = this.statements
-        .get(
+      const sampled = (await this.db
+        .prepare(
           `SELECT avg(fts_length)::float8 AS average, (SELECT coalesce(max(rowid), 0) FROM memory_items) AS top
              FROM memory_items TABLESAMPLE SYSTEM (?)`,
         )
-        .get(Math.min(100, (100 * SAMPLE_ROWS) / estimate)) as { average: number | null; top: number };
+        .get(Math.min(100, (100 * SAMPLE_ROWS) / estimate))) as { average: number | null; top: number };
       counted = { rows: estimate, average: sampled.average, top: sampled.top };
     }
     const done = performance.now();

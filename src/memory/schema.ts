@@ -1,5 +1,6 @@
 import type { Migration } from '../storage/database.js';
-import { isPostgres, type SqlDatabase } from '../storage/sql-database.js';
+import type { SqlClient } from '../storage/sql-client.js';
+import { memoryDialectFor } from './pick-dialect.js';
 import { searchText } from './search-text.js';
 
 /**
@@ -28,8 +29,8 @@ import { searchText } from './search-text.js';
 export const MEMORY_MIGRATIONS: readonly Migration[] = [
   {
     name: 'memory-001-init',
-    up(db) {
-      db.exec(`
+    async up(db) {
+      await db.exec(`
         CREATE TABLE memory_items (
           rowid INTEGER PRIMARY KEY,
           kind TEXT NOT NULL CHECK (kind IN ('memory', 'transcript')),
@@ -160,8 +161,8 @@ export const MEMORY_MIGRATIONS: readonly Migration[] = [
   },
   {
     name: 'memory-002-vector-backlog',
-    up(db) {
-      db.exec(`
+    async up(db) {
+      await db.exec(`
         CREATE TABLE memory_vector_backlog (
           item_rowid INTEGER PRIMARY KEY REFERENCES memory_items (rowid) ON DELETE CASCADE,
           index_key TEXT NOT NULL
@@ -182,18 +183,18 @@ export const MEMORY_MIGRATIONS: readonly Migration[] = [
     // of each database's own tokenizer (neither split Chinese or Japanese, and they disagreed on
     // identifiers such as BILL-4821). Every existing row gets its tokens and the index is rebuilt.
     name: 'memory-003-search-text',
-    up(db) {
-      db.exec(`
+    async up(db) {
+      await db.exec(`
         DROP TRIGGER memory_items_fts_insert;
         DROP TRIGGER memory_items_fts_delete;
         DROP TRIGGER memory_items_fts_update;
         DROP TABLE memory_fts;
         ALTER TABLE memory_items ADD COLUMN fts_text TEXT NOT NULL DEFAULT '';
       `);
-      fillSearchText(db);
+      await fillSearchText(db);
       // Tokens are already what search matches: the tokenizer only splits them at the spaces.
       // Marks are token characters, as they are part of the letter in Thai or Devanagari.
-      db.exec(`
+      await db.exec(`
         CREATE VIRTUAL TABLE memory_fts USING fts5(
           fts_text, fts_tags,
           content = 'memory_items', content_rowid = 'rowid',
@@ -234,22 +235,18 @@ export const MEMORY_MIGRATIONS: readonly Migration[] = [
 const FILL_BATCH = 1000;
 
 /** Writes `fts_text` for every row, a batch at a time in rowid order. */
-function fillSearchText(db: SqlDatabase): void {
+async function fillSearchText(db: SqlClient): Promise<void> {
+  const dialect = memoryDialectFor(db);
   const select = db.prepare('SELECT rowid, content FROM memory_items WHERE rowid > ? ORDER BY rowid LIMIT ?');
-  const updateOne = isPostgres(db) ? undefined : db.prepare('UPDATE memory_items SET fts_text = ? WHERE rowid = ?');
-  const updateMany = isPostgres(db)
-    ? db.prepare(
-        `UPDATE memory_items SET fts_text = t.fts_text FROM unnest(@rowids::bigint[], @texts::text[]) AS t (rowid, fts_text)
-          WHERE memory_items.rowid = t.rowid`,
-      )
-    : undefined;
   let after = 0;
   for (;;) {
-    const rows = select.all(after, FILL_BATCH) as Array<{ rowid: number; content: string }>;
+    const rows = (await select.all(after, FILL_BATCH)) as Array<{ rowid: number; content: string }>;
     if (rows.length === 0) return;
-    const texts = rows.map((row) => searchText(row.content));
-    if (updateMany) updateMany.run({ rowids: rows.map((row) => row.rowid), texts });
-    else rows.forEach((row, position) => updateOne!.run(texts[position], row.rowid));
+    await dialect.writeSearchTexts(
+      db,
+      rows.map((row) => row.rowid),
+      rows.map((row) => searchText(row.content)),
+    );
     after = rows[rows.length - 1]!.rowid;
   }
 }

@@ -1,5 +1,7 @@
 import type { MemoryScope } from '../config/types.js';
-import type { MemoryLocation, MemoryScopeKind } from './types.js';
+import type { MemoryLocation, MemoryScopeKind, ViewLookup } from './types.js';
+
+export type { ChannelView, ViewLookup, ViewRegistry } from './types.js';
 import { tagToken } from './text.js';
 
 /** The index key of a channel: its transcript and the memories saved in it share one index. */
@@ -62,16 +64,11 @@ export interface Visibility {
   params: unknown[];
   ftsTags: string;
   /** The same rule in code, for rows found through the index (a last check, never a filter that cuts results). */
-  allows(row: { index_key: string; kind: string; guild_id: string | null; channel_id?: string }): boolean;
+  allows(row: { index_key: string; kind: string; guild_id: string | null; channel_id?: string }): Promise<boolean>;
 }
 
 /** The key of a channel whose view permissions are not known (see `src/privacy/channel-views.ts`). */
 const UNKNOWN_VIEW = '';
-
-/** The view key of a channel (equal keys: equal view permissions); see `src/privacy/channel-views.ts`. */
-export interface ViewLookup {
-  keyOf(channelId: string): string;
-}
 
 /** Under guild scope, a memory's channel must have the caller's view key (a correlated PK lookup). */
 const SAME_VIEW_SQL = `COALESCE((SELECT cv.view_key FROM channel_views cv WHERE cv.channel_id = i.channel_id), '') = ?`;
@@ -80,7 +77,7 @@ const SAME_VIEW_SQL = `COALESCE((SELECT cv.view_key FROM channel_views cv WHERE 
  * With `views`, the guild scope shows a memory only when its channel has the same view
  * permissions as the caller's: a private channel or thread never leaks into a public one.
  */
-export function visibility(location: MemoryLocation, scope: MemoryScope, views?: ViewLookup): Visibility {
+export async function visibility(location: MemoryLocation, scope: MemoryScope, views?: ViewLookup): Promise<Visibility> {
   const keys = [channelKey(location.channelId)];
   if (location.dmUserId) keys.push(userKey(location.dmUserId));
   const tagTerms = keys.map((key) => tagToken('key', key));
@@ -90,7 +87,7 @@ export function visibility(location: MemoryLocation, scope: MemoryScope, views?:
   const keyList = keys.map(() => '?').join(', ');
   let widerSql = '0';
   let widerParams: unknown[] = [];
-  const viewKey = views?.keyOf(location.channelId);
+  const viewKey = await views?.keyOf(location.channelId);
   if (scope === 'global') {
     wider = { kind: 'global' };
     clauses.push(`(i.kind = 'memory' AND i.scope <> 'user')`);
@@ -110,12 +107,12 @@ export function visibility(location: MemoryLocation, scope: MemoryScope, views?:
     widerParams = [location.guildId, ...viewParams, ...keys];
   }
   const keySet = new Set(keys);
-  const allows = (row: { index_key: string; kind: string; guild_id: string | null; channel_id?: string }): boolean => {
+  const allows = async (row: { index_key: string; kind: string; guild_id: string | null; channel_id?: string }): Promise<boolean> => {
     if (keySet.has(row.index_key)) return true;
     if (row.kind !== 'memory') return false;
     if (wider.kind === 'global') return !row.index_key.startsWith(userKey(''));
     if (wider.kind !== 'guild' || row.guild_id !== wider.guildId) return false;
-    return viewKey === undefined || (row.channel_id !== undefined && views!.keyOf(row.channel_id) === viewKey);
+    return viewKey === undefined || (row.channel_id !== undefined && (await views!.keyOf(row.channel_id)) === viewKey);
   };
   return { keys, wider, widerSql, widerParams, sql: `(${clauses.join(' OR ')})`, params, ftsTags: tagTerms.join(' OR '), allows };
 }

@@ -1,7 +1,7 @@
-import type { ChannelView } from '../privacy/channel-views.js';
 /**
  * The memory seam: what the channel, its agent, the compaction worker and the CLI may ask of
- * long-term memory. SQLite is the source of truth behind it; vector indexes are derived.
+ * long-term memory. The database (SQLite or PostgreSQL) is the source of truth behind it;
+ * vector indexes are derived. Whatever touches the database answers with a promise.
  */
 
 export const MEMORY_TYPES = [
@@ -132,33 +132,40 @@ export interface MemoryStore {
   /** Messages deleted in Discord leave the archive and every index. */
   deleteTranscript(channelId: string, messageIds: string[]): Promise<void>;
   search(query: SearchQuery): Promise<SearchResult[]>;
-  list(options: { location?: MemoryLocation; kind?: MemoryKind; limit?: number }): MemoryRecord[];
+  list(options: { location?: MemoryLocation; kind?: MemoryKind; limit?: number }): Promise<MemoryRecord[]>;
   /**
    * Returns false when no such memory exists. With `within`, only an item that belongs to that
    * channel (or, in a DM, to that user) is forgotten: chat commands cannot reach other channels.
    */
-  forget(id: string, within?: MemoryLocation): boolean;
-  stats(location?: MemoryLocation): MemoryStats;
+  forget(id: string, within?: MemoryLocation): Promise<boolean>;
+  stats(location?: MemoryLocation): Promise<MemoryStats>;
   close(): Promise<void>;
   /**
-   * Optional: a store that lives in the caller's own SQLite database (`db`) returns a function
-   * that writes transcript rows inside the caller's open transaction, so that a history row and
-   * its searchable copy commit together; undefined when it does not share that database.
+   * Optional: a store that lives in the caller's own database (`db`, the same client) returns a
+   * function that writes transcript rows inside the caller's open transaction (awaited there),
+   * so that a history row and its searchable copy commit together; undefined when it does not
+   * share that database.
    */
-  transcriptStager?(db: unknown): ((entries: TranscriptEntryInput[]) => void) | undefined;
+  transcriptStager?(db: unknown): ((entries: TranscriptEntryInput[]) => Promise<void>) | undefined;
   /** Optional: the channel was unloaded from memory; its vector index may be saved and dropped. */
-  releaseChannel?(channelId: string): void;
+  releaseChannel?(channelId: string): Promise<void>;
   /**
    * Messages of a channel are gone (deleted, edited, erased): memories drawn only from them are
    * deleted, the others lose those ids. Returns what was deleted, so its text can be removed
    * from wherever it was quoted.
    */
-  dropSources?(channelId: string, messageIds: readonly string[], removedTexts?: readonly string[]): SourceDropResult;
+  dropSources?(channelId: string, messageIds: readonly string[], redact?: QuoteRedactor): Promise<SourceDropResult>;
   /** What an item id (`mem-12`, `msg-40`) stands for, without its neighbours; undefined if unknown. */
-  describeItem?(id: string): ItemDescription | undefined;
+  describeItem?(id: string): Promise<ItemDescription | undefined>;
   /** Who can view a guild channel (guild scope shares memories only between equal views); true if it changed. */
-  recordChannelView?(view: ChannelView): boolean;
+  recordChannelView?(view: ChannelView): Promise<boolean>;
 }
+
+/**
+ * Takes out of a memory's text what it quotes of removed messages (returns it unchanged when
+ * it quotes nothing); the privacy layer, which knows the removed texts and the note, makes it.
+ */
+export type QuoteRedactor = (content: string) => string;
 
 export interface SourceDropResult {
   deleted: Array<{ id: string; content: string }>;
@@ -173,4 +180,28 @@ export interface ItemDescription {
   messageId?: string;
   indexKey: string;
   content: string;
+}
+
+/** The view key of a channel (equal keys: equal view permissions); see `src/privacy/channel-views.ts`. */
+export interface ViewLookup {
+  keyOf(channelId: string): Promise<string>;
+}
+
+/** Who can view a guild channel, as far as memory scope is concerned. */
+export interface ChannelView {
+  channelId: string;
+  guildId: string;
+  /** A thread's parent: a public thread follows its parent's key when the parent changes. */
+  parentId?: string;
+  /**
+   * Equal keys mean equal view permissions (see `src/discord/view-key.ts`). A private thread
+   * has a key of its own, so it never shares with anything.
+   */
+  viewKey: string;
+}
+
+/** The view keys a memory store is handed: read for the guild scope, written as Discord reports them. */
+export interface ViewRegistry extends ViewLookup {
+  /** Records a channel's key; resolves true when it changed. */
+  record(view: ChannelView): Promise<boolean>;
 }

@@ -1,14 +1,14 @@
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
-import type { SqlDatabase } from '../storage/database.js';
-import { isPostgres } from '../storage/sql-database.js';
-import { dot, vectorToBlob, type Embedder } from './embedder.js';
+import type { SqlClient } from '../storage/sql-client.js';
+import type { BacklogRow, MemoryDialect } from './dialect.js';
+import { dot, type Embedder } from './embedder.js';
 import type { VectorIndexManager } from './index-manager.js';
-import { StatementCache } from './statement-cache.js';
 import type { VectorHit } from './vector-index.js';
 
 export interface VectorBacklogOptions {
-  db: SqlDatabase;
+  db: SqlClient;
+  dialect: MemoryDialect;
   embedder: Embedder;
   indexes: VectorIndexManager;
   events?: EventStream;
@@ -23,14 +23,6 @@ export interface VectorBacklogOptions {
   delayMs?: number;
 }
 
-/** A backlog row as a batch reads it. */
-interface BacklogRow {
-  rowid: number;
-  index_key: string;
-  content: string;
-  content_hash: string;
-}
-
 /** Waits after a failed embedding, doubling up to the maximum. */
 const RETRY_MIN_MS = 500;
 const RETRY_MAX_MS = 30_000;
@@ -43,7 +35,6 @@ const RETRY_MAX_MS = 30_000;
  * the moment its ingest resolved.
  */
 export class VectorBacklog {
-  private readonly statements: StatementCache;
   private readonly batch: number;
   private readonly maxScan: number;
   private readonly delayMs: number;
@@ -57,7 +48,6 @@ export class VectorBacklog {
   private wakeNow: (() => void) | undefined;
 
   constructor(private readonly options: VectorBacklogOptions) {
-    this.statements = new StatementCache(options.db, 16);
     this.batch = options.batch ?? 512;
     this.maxScan = options.maxScan ?? 256;
     this.delayMs = options.delayMs ?? 10;
@@ -86,12 +76,12 @@ export class VectorBacklog {
   }
 
   /** Rows waiting for a vector (all keys, or the given ones). */
-  size(keys?: readonly string[]): number {
-    if (!keys) return (this.statements.get('SELECT COUNT(*) AS total FROM memory_vector_backlog').get() as { total: number }).total;
+  async size(keys?: readonly string[]): Promise<number> {
+    const { db } = this.options;
+    if (!keys) return ((await db.prepare('SELECT COUNT(*) AS total FROM memory_vector_backlog').get()) as { total: number }).total;
     let total = 0;
     for (const key of keys) {
-      total += (this.statements.get('SELECT COUNT(*) AS total FROM memory_vector_backlog WHERE index_key = ?').get(key) as { total: number })
-        .total;
+      total += ((await db.prepare('SELECT COUNT(*) AS total FROM memory_vector_backlog WHERE index_key = ?').get(key)) as { total: number }).total;
     }
     return total;
   }
@@ -104,12 +94,12 @@ export class VectorBacklog {
     const rows: Array<{ label: number; content: string }> = [];
     for (const key of keys) {
       rows.push(
-        ...(this.statements
-          .get(
+        ...((await this.options.db
+          .prepare(
             `SELECT b.item_rowid AS label, i.content FROM memory_vector_backlog b JOIN memory_items i ON i.rowid = b.item_rowid
              WHERE b.index_key = ? ORDER BY b.item_rowid DESC LIMIT ?`,
           )
-          .all(key, this.maxScan) as Array<{ label: number; content: string }>),
+          .all(key, this.maxScan)) as Array<{ label: number; content: string }>),
       );
     }
     if (rows.length === 0) return [];
@@ -167,73 +157,19 @@ export class VectorBacklog {
     }
   }
 
-  /** SQLite: each row checked and written with its own statements (cheap, no round trips). */
-  private writeEach(rows: BacklogRow[], vectors: Float32Array[]): { written: number; keys: Set<string> } {
-    const { db } = this.options;
-    const current = this.statements.get(
-      'SELECT i.content_hash FROM memory_vector_backlog b JOIN memory_items i ON i.rowid = b.item_rowid WHERE b.item_rowid = ?',
-    );
-    const removeVector = this.statements.get('DELETE FROM memory_vectors WHERE item_rowid = ?');
-    const insertVector = this.statements.get('INSERT INTO memory_vectors (item_rowid, index_key, vector) VALUES (?, ?, ?)');
-    const done = this.statements.get('DELETE FROM memory_vector_backlog WHERE item_rowid = ?');
-    const keys = new Set<string>();
-    let written = 0;
-    db.transaction(() => {
-      rows.forEach((row, position) => {
-        const now = current.get(row.rowid) as { content_hash: string } | undefined;
-        // Deleted meanwhile (nothing to do), or edited meanwhile (the next batch embeds the new text).
-        if (!now || now.content_hash !== row.content_hash) return;
-        removeVector.run(row.rowid);
-        insertVector.run(row.rowid, row.index_key, vectorToBlob(vectors[position]!));
-        done.run(row.rowid);
-        keys.add(row.index_key);
-        written += 1;
-      });
-    })();
-    return { written, keys };
-  }
-
-  /**
-   * PostgreSQL: the batch in three statements (each one a round trip), with the same checks: a
-   * row deleted or edited since it was read is left alone.
-   */
-  private writeGrouped(rows: BacklogRow[], vectors: Float32Array[]): { written: number; keys: Set<string> } {
-    const { db } = this.options;
-    const batch = {
-      rowids: rows.map((row) => row.rowid),
-      hashes: rows.map((row) => row.content_hash),
-      vectors: vectors.map((vector) => vectorToBlob(vector)),
-    };
-    const current = `unnest(@rowids::bigint[], @hashes::text[], @vectors::bytea[]) AS batch (item_rowid, content_hash, vector)
-      JOIN memory_vector_backlog b ON b.item_rowid = batch.item_rowid
-      JOIN memory_items i ON i.rowid = batch.item_rowid AND i.content_hash = batch.content_hash`;
-    const added = db.transaction(() => {
-      db.prepare(`DELETE FROM memory_vectors WHERE item_rowid IN (SELECT batch.item_rowid FROM ${current})`).run(batch);
-      const inserted = db
-        .prepare(
-          `INSERT INTO memory_vectors (item_rowid, index_key, vector)
-           SELECT batch.item_rowid, b.index_key, batch.vector FROM ${current} RETURNING item_rowid, index_key`,
-        )
-        .all(batch) as Array<{ item_rowid: number; index_key: string }>;
-      if (inserted.length > 0) {
-        db.prepare('DELETE FROM memory_vector_backlog WHERE item_rowid = ANY(@done::bigint[])').run({ done: inserted.map((row) => row.item_rowid) });
-      }
-      return inserted;
-    })();
-    return { written: added.length, keys: new Set(added.map((row) => row.index_key)) };
-  }
-
   /** Embeds and writes one batch; returns how many rows it took off the backlog. */
   private async step(): Promise<number> {
-    const rows = this.statements
-      .get(
+    const { db, dialect } = this.options;
+    const rows = (await db
+      .prepare(
         `SELECT b.item_rowid AS rowid, b.index_key, i.content, i.content_hash FROM memory_vector_backlog b
          JOIN memory_items i ON i.rowid = b.item_rowid ORDER BY b.item_rowid LIMIT ?`,
       )
-      .all(this.batch) as BacklogRow[];
+      .all(this.batch)) as BacklogRow[];
     if (rows.length === 0) return 0;
     const vectors = await this.options.embedder.embed(rows.map((row) => row.content));
-    const { written, keys } = isPostgres(this.options.db) ? this.writeGrouped(rows, vectors) : this.writeEach(rows, vectors);
+    // One transaction per batch, each row checked against edits and deletions made meanwhile.
+    const { written, keys } = await dialect.writeBacklogVectors(db, rows, vectors);
     for (const key of keys) this.options.indexes.noteInserted(key);
     // Rows edited meanwhile stay in the backlog: count them as progress only if something moved.
     return written > 0 ? rows.length : 0;

@@ -2,7 +2,6 @@ import pg from 'pg';
 import { MagpieError } from '../common/errors.js';
 import { ALL_MIGRATIONS } from '../app/migrations.js';
 import { openStorageForWriting, type StorageTarget } from '../storage/open-storage.js';
-import type { PgDatabase } from '../storage/postgres/pg-database.js';
 import { redactUrl } from '../storage/postgres/pg-database.js';
 import { acquirePgWriterLock } from '../storage/postgres/pg-writer-lock.js';
 import { copyTable, quote } from './copy-table.js';
@@ -58,17 +57,17 @@ export interface MigrateResult {
  */
 export async function migrateToPostgres(options: MigrateOptions): Promise<MigrateResult> {
   const started = performance.now();
-  const opened = openSources(options.dataDir, ALL_MIGRATIONS);
+  const opened = await openSources(options.dataDir, ALL_MIGRATIONS);
   const releases: Array<() => void | Promise<void>> = [() => opened.close()];
   try {
     checkDisjointChannels(opened.sources);
-    const storage = openStorageForWriting(options.target, ALL_MIGRATIONS, { command: 'magpie migrate', writerKey: 'all' });
+    const storage = await openStorageForWriting(options.target, ALL_MIGRATIONS, { command: 'magpie migrate', writerKey: 'all' });
     releases.unshift(() => storage.close());
     // Shard processes write under keys of their own: none of them may be running either.
-    const db = storage.db as PgDatabase;
-    const keys = db.prepare(`SELECT lock_key FROM storage_writers WHERE lock_key <> 'all'`).pluck().all() as string[];
+    const db = storage.db;
+    const keys = (await db.prepare(`SELECT lock_key FROM storage_writers WHERE lock_key <> 'all'`).pluck().all()) as string[];
     for (const key of keys) {
-      const lock = acquirePgWriterLock(db, key, 'magpie migrate');
+      const lock = await acquirePgWriterLock(db, { key, command: 'magpie migrate', schema: options.target.schema });
       releases.unshift(() => lock.release());
     }
     const client = new pg.Client({ connectionString: options.target.url, application_name: 'magpie migrate' });

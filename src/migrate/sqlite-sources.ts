@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3';
 import { MagpieError } from '../common/errors.js';
 import { DATABASE_FILE, type Migration } from '../storage/database.js';
 import { openDataDirForWriting, type WritableDataDir } from '../storage/data-dir.js';
+import { SerialClient } from '../storage/serial-client.js';
 import { listDataDirs } from '../storage/shard-dirs.js';
 import { storageError } from '../storage/storage-error.js';
 
@@ -16,7 +17,7 @@ export interface SqliteSource {
 /** Every source of a data dir, each held under its writer lock until `close`. */
 export interface OpenedSources {
   sources: SqliteSource[];
-  close(): void;
+  close(): Promise<void>;
 }
 
 /**
@@ -24,7 +25,7 @@ export interface OpenedSources {
  * can write it while the copy runs, so what is copied is what is verified. A database written
  * by an older Magpie is brought up to date first, as any writer would.
  */
-export function openSources(dataDir: string, migrations: readonly Migration[]): OpenedSources {
+export async function openSources(dataDir: string, migrations: readonly Migration[]): Promise<OpenedSources> {
   const entries = listDataDirs(dataDir);
   if (entries.length === 0) {
     throw new MagpieError('no_data', `no Magpie data in ${dataDir} (${DATABASE_FILE} not found, nor shard-<N>/${DATABASE_FILE})`, {
@@ -33,27 +34,33 @@ export function openSources(dataDir: string, migrations: readonly Migration[]): 
     });
   }
   const opened: WritableDataDir[] = [];
-  const close = () => {
-    for (const writable of opened.reverse()) writable.close();
+  const close = async (): Promise<void> => {
+    for (const writable of opened.reverse()) await writable.close();
   };
   try {
     for (const entry of entries) {
       try {
-        opened.push(openDataDirForWriting(entry.dir, migrations, { command: 'magpie migrate' }));
+        opened.push(await openDataDirForWriting(entry.dir, migrations, { command: 'magpie migrate' }));
       } catch (error) {
         throw storageError(entry.dir, error) ?? error;
       }
     }
   } catch (error) {
-    close();
+    await close();
     throw error;
   }
   const sources = entries.map((entry, index) => ({
     dir: entry.dir,
     ...(entry.shardId === undefined ? {} : { shardId: entry.shardId }),
-    db: opened[index]!.db as Database.Database,
+    db: rawConnection(opened[index]!),
   }));
   return { sources, close };
+}
+
+/** The better-sqlite3 connection under a writable data dir's client (always SQLite here). */
+function rawConnection(writable: WritableDataDir): Database.Database {
+  if (!(writable.db instanceof SerialClient)) throw new Error(`${writable.dataDir} is not opened on SQLite`);
+  return writable.db.connection as unknown as Database.Database;
 }
 
 /** A source's name in messages: `shard-3` or the directory. */

@@ -1,6 +1,7 @@
 import { hasTable } from '../storage/read-only.js';
 import { InputError } from '../common/errors.js';
-import type { Migration, SqlDatabase } from '../storage/database.js';
+import type { Migration } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 
 /**
  * Per-channel personas set from chat with `/persona`. They live in the data directory's
@@ -11,8 +12,8 @@ import type { Migration, SqlDatabase } from '../storage/database.js';
 export const PERSONA_MIGRATIONS: readonly Migration[] = [
   {
     name: 'personas-001-init',
-    up(db) {
-      db.exec(`
+    async up(db) {
+      await db.exec(`
         CREATE TABLE channel_personas (
           channel_id TEXT PRIMARY KEY,
           prompt TEXT NOT NULL,
@@ -56,9 +57,9 @@ function toPersona(row: PersonaRow): Persona {
 }
 
 /** Every persona override of a data directory's database, for operators. */
-export function listPersonas(db: SqlDatabase): Persona[] {
-  if (!hasTable(db, 'channel_personas')) return [];
-  return (db.prepare('SELECT * FROM channel_personas ORDER BY channel_id').all() as PersonaRow[]).map(toPersona);
+export async function listPersonas(db: SqlClient): Promise<Persona[]> {
+  if (!(await hasTable(db, 'channel_personas'))) return [];
+  return ((await db.prepare('SELECT * FROM channel_personas ORDER BY channel_id').all()) as PersonaRow[]).map(toPersona);
 }
 
 /** Checks a persona someone typed; the error says what to change. */
@@ -72,12 +73,24 @@ export function validatePersona(prompt: unknown): string {
   return trimmed;
 }
 
-/** Reads are served from memory (every request asks); writes go straight to SQLite. */
+/**
+ * Reads are served from memory (every request asks); writes go straight to the database, and
+ * the memory copy changes once they are done. The overrides are read once, from `ready` on.
+ */
 export class PersonaStore {
   private readonly cache = new Map<string, Persona>();
   private readonly statements;
+  /** Settles once the stored overrides are in memory (rejects with the read's error). */
+  readonly ready: Promise<void>;
 
-  constructor(db: SqlDatabase) {
+  /** A store whose overrides are already read. */
+  static async open(db: SqlClient): Promise<PersonaStore> {
+    const store = new PersonaStore(db);
+    await store.ready;
+    return store;
+  }
+
+  constructor(db: SqlClient) {
     this.statements = {
       upsert: db.prepare(
         `INSERT INTO channel_personas (channel_id, prompt, set_by, set_at) VALUES (?, ?, ?, ?)
@@ -85,23 +98,27 @@ export class PersonaStore {
       ),
       remove: db.prepare('DELETE FROM channel_personas WHERE channel_id = ?'),
     };
-    for (const persona of listPersonas(db)) this.cache.set(persona.channelId, persona);
+    this.ready = listPersonas(db).then((personas) => {
+      for (const persona of personas) if (!this.cache.has(persona.channelId)) this.cache.set(persona.channelId, persona);
+    });
+    // Whoever awaits `ready` sees its error; nobody awaiting is no reason for an unhandled rejection.
+    this.ready.catch(() => {});
   }
 
   get(channelId: string): Persona | undefined {
     return this.cache.get(channelId);
   }
 
-  set(channelId: string, prompt: string, setBy: string, now: number = Date.now()): Persona {
+  async set(channelId: string, prompt: string, setBy: string, now: number = Date.now()): Promise<Persona> {
     const persona: Persona = { channelId, prompt: validatePersona(prompt), setBy, setAt: now };
-    this.statements.upsert.run(channelId, persona.prompt, setBy, now);
+    await this.statements.upsert.run(channelId, persona.prompt, setBy, now);
     this.cache.set(channelId, persona);
     return persona;
   }
 
   /** True when there was one to clear. */
-  clear(channelId: string): boolean {
-    const removed = this.statements.remove.run(channelId).changes > 0;
+  async clear(channelId: string): Promise<boolean> {
+    const removed = (await this.statements.remove.run(channelId)).changes > 0;
     this.cache.delete(channelId);
     return removed;
   }

@@ -1,6 +1,6 @@
 import { errorMessage, MagpieError } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
-import type { SqlDatabase } from '../storage/sql-database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 
 /**
  * Erasures asked for while the bot runs. `magpie memory forget` cannot take the writer lock the
@@ -26,7 +26,7 @@ export const ERASURE_POLL_MS = 250;
 export class ErasureRequests {
   private readonly statements;
 
-  constructor(db: SqlDatabase) {
+  constructor(db: SqlClient) {
     this.statements = {
       submit: db.prepare(`INSERT INTO erasure_requests (kind, target, requested_at) VALUES (?, ?, ?) RETURNING id`),
       read: db.prepare('SELECT id, kind, target, status, result FROM erasure_requests WHERE id = ?'),
@@ -35,20 +35,20 @@ export class ErasureRequests {
     };
   }
 
-  submit(kind: ErasureKind, target: string): number {
-    return Number((this.statements.submit.get(kind, target, Date.now()) as { id: number | string }).id);
+  async submit(kind: ErasureKind, target: string): Promise<number> {
+    return Number(((await this.statements.submit.get(kind, target, Date.now())) as { id: number | string }).id);
   }
 
-  read(id: number): ErasureRequest | undefined {
-    return normalize(this.statements.read.get(id) as ErasureRequest | undefined);
+  async read(id: number): Promise<ErasureRequest | undefined> {
+    return normalize((await this.statements.read.get(id)) as ErasureRequest | undefined);
   }
 
-  pending(): ErasureRequest[] {
-    return (this.statements.pending.all() as ErasureRequest[]).map((row) => normalize(row)!);
+  async pending(): Promise<ErasureRequest[]> {
+    return ((await this.statements.pending.all()) as ErasureRequest[]).map((row) => normalize(row)!);
   }
 
-  finish(id: number, status: 'done' | 'failed', result: unknown): void {
-    this.statements.finish.run(status, JSON.stringify(result), Date.now(), id);
+  async finish(id: number, status: 'done' | 'failed', result: unknown): Promise<void> {
+    await this.statements.finish.run(status, JSON.stringify(result), Date.now(), id);
   }
 }
 
@@ -100,7 +100,7 @@ export class ErasurePoller {
   private async drain(): Promise<void> {
     let pending: ErasureRequest[];
     try {
-      pending = this.requests.pending();
+      pending = await this.requests.pending();
     } catch (error) {
       this.events.emit({ type: 'erasure_request_failed', request_id: null, error: errorMessage(error) });
       return;
@@ -114,12 +114,12 @@ export class ErasurePoller {
             ? await this.applier.forgetUser(request.target, 'cli')
             : { forgot: (await this.applier.forgetItem(request.target)) ?? null };
         await this.applier.privacySettled();
-        this.requests.finish(request.id, 'done', result);
+        await this.requests.finish(request.id, 'done', result);
         this.events.emit({ type: 'erasure_request_applied', request_id: request.id, kind: request.kind, duration_ms: Math.round(performance.now() - started) });
       } catch (error) {
         this.events.emit({ type: 'erasure_request_failed', request_id: request.id, kind: request.kind, error: errorMessage(error) });
         try {
-          this.requests.finish(request.id, 'failed', { error: errorMessage(error) });
+          await this.requests.finish(request.id, 'failed', { error: errorMessage(error) });
         } catch {
           // The database is failing: the request stays pending and is tried again.
         }
@@ -132,19 +132,20 @@ export class ErasurePoller {
  * The command's side: leaves the request and waits for the bot's outcome. Refuses with a clear
  * error when the running writer is too old to take requests, or does not answer in time.
  */
-export async function requestErasure(db: SqlDatabase, kind: ErasureKind, target: string, options: { timeoutMs: number }): Promise<ErasureRequest> {
-  let requests: ErasureRequests;
+export async function requestErasure(db: SqlClient, kind: ErasureKind, target: string, options: { timeoutMs: number }): Promise<ErasureRequest> {
+  const requests = new ErasureRequests(db);
+  let id: number;
   try {
-    requests = new ErasureRequests(db);
+    id = await requests.submit(kind, target);
   } catch (error) {
+    // A writer older than erasure requests has no table for them.
     throw new MagpieError('erasure_unsupported', `the running Magpie does not take erasure requests (${errorMessage(error)})`, {
       hint: 'stop the bot and run the command again, or upgrade the running bot first',
     });
   }
-  const id = requests.submit(kind, target);
   const deadline = Date.now() + options.timeoutMs;
   for (;;) {
-    const request = requests.read(id);
+    const request = await requests.read(id);
     if (request && request.status !== 'pending') return request;
     if (Date.now() > deadline) {
       throw new MagpieError('erasure_timeout', `the running bot did not apply erasure request ${id} within ${Math.round(options.timeoutMs / 1000)} s`, {

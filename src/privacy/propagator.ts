@@ -1,18 +1,14 @@
-import { errorMessage } from '../common/errors.js';
 import type { Clock } from '../common/clock.js';
-import type { EventStream } from '../common/events.js';
-import type { CompactionSettings } from '../config/types.js';
-import { toEntry, toSummary, type EntryRow, type SummaryRow as BaseSummaryRow } from '../channel/history-store.js';
+import { toEntry, toSummary, type EntryRow } from '../channel/history-store.js';
 import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
 import { estimateSummaryTokens } from '../channel/model-request.js';
 import { estimateEntryTokens } from '../channel/token-estimate.js';
 import { markerText } from '../compaction/emergency.js';
 import { extractiveSummary } from '../compaction/extractive-summarizer.js';
-import type { Summarizer } from '../compaction/summarizer.js';
-import type { MemoryLocation, MemoryStore } from '../memory/types.js';
-import type { SqlDatabase } from '../storage/database.js';
+import type { MemoryStore } from '../memory/types.js';
 import { MIN_QUOTE_LENGTH, quoteIndex, redactQuotes } from './quoted-spans.js';
 import { DELETED_NOTE, EDITED_NOTE, redactionTarget, redactToolBlock, replaceTexts, type RedactionTarget } from './redact.js';
+import { RETIRED_PLACEHOLDER, SummaryRewrites, type SummaryRewriteOptions, type SummaryRow } from './summary-rewrites.js';
 
 /** A message whose words must leave every copy: deleted, edited (its old text), erased. */
 export interface RemovedMessage {
@@ -34,46 +30,25 @@ export interface PropagationChanges {
   counts: { toolEntries: number; summaries: number; memoriesDeleted: number; memoriesUpdated: number; workerTasks: number; replies: number };
 }
 
-export interface PrivacyPropagatorOptions {
-  db: SqlDatabase;
+export interface PrivacyPropagatorOptions extends SummaryRewriteOptions {
   memory: MemoryStore;
-  events: EventStream;
   clock: Clock;
-  /** Writes rewritten summaries of model-written ones (the channel's summarizer). */
-  summarizer: Summarizer;
-  /** Used at once for extractive summaries, and when the model fails a rewrite. */
-  fallbackSettings(channelId: string): CompactionSettings;
-  /** Where the channel's memories belong (for memories saved during a model rewrite). */
-  locationOf(channelId: string): MemoryLocation;
-  /** A rewrite landed (or a summary changed later): the runtime updates its live context. */
-  onSummaryChanged(summary: SummaryEntry & { live: boolean }): void;
 }
-
-/** The summary columns the propagator also reads. */
-interface SummaryRow extends BaseSummaryRow {
-  live: number;
-  summarizer: string | null;
-  needs_rewrite: number;
-}
-
-/** What a retired summary that covered a removed message keeps: nothing of its words. */
-const RETIRED_PLACEHOLDER = '(removed: this summary covered a deleted message)';
 
 /**
  * Deleted means gone: once messages leave history (or change), this takes their words out of
  * every other place they were copied to — tool results kept in any channel's history, the
  * summaries that covered them, memories drawn from them — and rewrites those summaries
- * without them. Runs against SQLite only; the runtime mirrors the returned changes.
+ * without them. Runs against the database only; the runtime mirrors the returned changes once
+ * they have committed.
  */
 export class PrivacyPropagator {
   private readonly statements;
-  /** Bumped whenever a summary is touched, so a rewrite started before lands only if still current. */
-  private readonly generations = new Map<number, number>();
-  private readonly rewrites = new Map<number, Promise<void>>();
-  private readonly abort = new AbortController();
+  private readonly rewrites: SummaryRewrites;
 
   constructor(private readonly options: PrivacyPropagatorOptions) {
     const { db } = options;
+    this.rewrites = new SummaryRewrites(options);
     this.statements = {
       toolRows: db.prepare(`SELECT * FROM history_entries WHERE kind IN ('tool_call', 'tool_result')`),
       updateEntry: db.prepare('UPDATE history_entries SET content = ?, tokens = ? WHERE channel_id = ? AND seq = ?'),
@@ -84,7 +59,6 @@ export class PrivacyPropagator {
       ),
       channelToolRows: db.prepare(`SELECT * FROM history_entries WHERE channel_id = ? AND kind IN ('tool_call', 'tool_result')`),
       covering: db.prepare('SELECT * FROM history_summaries WHERE channel_id = ? AND from_seq <= ? AND to_seq >= ?'),
-      summary: db.prepare('SELECT * FROM history_summaries WHERE id = ?'),
       updateSummary: db.prepare(
         'UPDATE history_summaries SET kind = ?, content = ?, tokens = ?, needs_rewrite = ?, live = ? WHERE id = ?',
       ),
@@ -101,7 +75,7 @@ export class PrivacyPropagator {
    * Propagates the removal of `removed` (already gone from, or changed in, history and the
    * transcript index). `mode` picks the note that stands in for quoted text.
    */
-  propagate(channelId: string, removed: readonly RemovedMessage[], mode: 'delete' | 'edit'): PropagationChanges {
+  async propagate(channelId: string, removed: readonly RemovedMessage[], mode: 'delete' | 'edit'): Promise<PropagationChanges> {
     const changes: PropagationChanges = {
       entries: [],
       replies: [],
@@ -112,17 +86,17 @@ export class PrivacyPropagator {
     if (mode === 'delete') {
       // Ids only, for a day: a worker that read the message before it was deleted cannot save from it.
       const now = this.options.clock.now();
-      this.options.db.transaction(() => {
-        for (const message of removed) this.statements.tombstone.run(channelId, message.messageId, now);
-        this.statements.pruneTombstones.run(now - TOMBSTONE_MS);
-      })();
+      await this.options.db.transaction(async () => {
+        for (const message of removed) await this.statements.tombstone.run(channelId, message.messageId, now);
+        await this.statements.pruneTombstones.run(now - TOMBSTONE_MS);
+      });
     }
-    const dropped =
-      this.options.memory.dropSources?.(
-        channelId,
-        removed.map((message) => message.messageId),
-        removed.map((message) => message.content).filter((content) => content !== ''),
-      ) ?? { deleted: [], updated: 0 };
+    const quotes = quoteIndex(removed.map((message) => message.content).filter((content) => content !== ''));
+    const dropped = (await this.options.memory.dropSources?.(
+      channelId,
+      removed.map((message) => message.messageId),
+      (content) => redactQuotes(content, quotes, DELETED_NOTE),
+    )) ?? { deleted: [], updated: 0 };
     changes.counts.memoriesDeleted = dropped.deleted.length;
     changes.counts.memoriesUpdated = dropped.updated;
     const target = redactionTarget({
@@ -133,12 +107,16 @@ export class PrivacyPropagator {
       ],
       note: mode === 'delete' ? DELETED_NOTE : EDITED_NOTE,
     });
-    this.options.db.transaction(() => {
-      changes.entries = this.redactToolRows(target, channelId);
-      changes.replies = this.redactOwnReplies(channelId, removed, target.note);
-      changes.counts.workerTasks = this.redactWorkerTasks(target);
-      changes.summaries = this.retireCoveringSummaries(channelId, removed);
-    })();
+    const toRewrite = await this.options.db.transaction(async () => {
+      changes.entries = await this.redactToolRows(target, channelId);
+      changes.replies = await this.redactOwnReplies(channelId, removed, target.note);
+      changes.counts.workerTasks = await this.redactWorkerTasks(target);
+      const retired = await this.retireCoveringSummaries(channelId, removed);
+      changes.summaries = retired.changed;
+      return retired.toRewrite;
+    });
+    // After the transaction that made them markers: a rewrite reads the committed rows.
+    for (const id of toRewrite) this.rewrites.start(id);
     changes.counts.toolEntries = changes.entries.length;
     changes.counts.replies = changes.replies.length;
     changes.counts.summaries = changes.summaries.length;
@@ -146,39 +124,38 @@ export class PrivacyPropagator {
   }
 
   /** A forgotten memory's text leaves the tool results (and worker tasks) that quoted it. */
-  redactTexts(texts: readonly string[]): HistoryEntry[] {
+  redactTexts(texts: readonly string[]): Promise<HistoryEntry[]> {
     const target = redactionTarget({ messageIds: [], texts, note: DELETED_NOTE });
-    return this.options.db.transaction(() => {
-      this.redactWorkerTasks(target);
+    return this.options.db.transaction(async () => {
+      await this.redactWorkerTasks(target);
       return this.redactToolRows(target);
-    })();
+    });
   }
 
   /** Rewrites every summary of the channel still waiting for one (after a restart, too). */
-  resume(channelId: string): void {
-    for (const row of this.statements.pending.all(channelId) as Array<{ id: number }>) this.startRewrite(row.id);
+  async resume(channelId: string): Promise<void> {
+    for (const row of (await this.statements.pending.all(channelId)) as Array<{ id: number }>) this.rewrites.start(row.id);
   }
 
   /** Resolves when no rewrite is running (tests, the CLI before it exits). */
-  async settled(): Promise<void> {
-    while (this.rewrites.size > 0) await Promise.allSettled([...this.rewrites.values()]);
+  settled(): Promise<void> {
+    return this.rewrites.settled();
   }
 
   /** Stops model rewrites; the summaries stay markers and are rewritten at the next start. */
-  async close(): Promise<void> {
-    this.abort.abort(new Error('shutting down'));
-    await Promise.allSettled([...this.rewrites.values()]);
+  close(): Promise<void> {
+    return this.rewrites.close();
   }
 
-  private redactToolRows(target: RedactionTarget, channelId?: string): HistoryEntry[] {
+  private async redactToolRows(target: RedactionTarget, channelId?: string): Promise<HistoryEntry[]> {
     const changed: HistoryEntry[] = [];
     const seen = new Set<string>();
     // In the message's own channel every tool row is read, for loose quotes; elsewhere the rows
     // that hold a verbatim stretch of it (a search with a wider scope quoted it there).
-    const rows = channelId === undefined
-      ? this.candidateToolRows(target)
-      : [...(this.statements.channelToolRows.iterate(channelId) as IterableIterator<EntryRow>), ...this.candidateToolRows(target)];
-    for (const row of rows) {
+    const sources: Array<AsyncIterable<EntryRow>> = [];
+    if (channelId !== undefined) sources.push(this.statements.channelToolRows.iterate(channelId) as AsyncIterable<EntryRow>);
+    sources.push(this.candidateToolRows(target));
+    for (const source of sources) for await (const row of source) {
       const key = `${row.channel_id}|${row.seq}`;
       if (seen.has(key)) continue;
       seen.add(key);
@@ -186,7 +163,7 @@ export class PrivacyPropagator {
       if (content === undefined) continue;
       changed.push({ ...toEntry(row), content, tokens: estimateEntryTokens({ kind: row.kind, authorName: row.author_name, content }) });
     }
-    for (const entry of changed) this.statements.updateEntry.run(entry.content, entry.tokens, entry.channelId, entry.seq);
+    for (const entry of changed) await this.statements.updateEntry.run(entry.content, entry.tokens, entry.channelId, entry.seq);
     return changed;
   }
 
@@ -194,17 +171,21 @@ export class PrivacyPropagator {
    * The bot's own replies after the message that quote it (a stretch of at least 20 characters,
    * whitespace and case aside) lose those stretches; the rest of the reply stays.
    */
-  private redactOwnReplies(channelId: string, removed: readonly RemovedMessage[], note: string): Array<{ entry: HistoryEntry; before: string }> {
+  private async redactOwnReplies(
+    channelId: string,
+    removed: readonly RemovedMessage[],
+    note: string,
+  ): Promise<Array<{ entry: HistoryEntry; before: string }>> {
     const quoted = removed.filter((message) => message.seq >= 0 && message.content.length >= MIN_QUOTE_LENGTH);
     if (quoted.length === 0) return [];
     const index = quoteIndex(quoted.map((message) => message.content));
     const after = Math.min(...quoted.map((message) => message.seq));
     const changed: Array<{ entry: HistoryEntry; before: string }> = [];
-    for (const row of this.statements.repliesAfter.all(channelId, after) as EntryRow[]) {
+    for (const row of (await this.statements.repliesAfter.all(channelId, after)) as EntryRow[]) {
       const content = redactQuotes(row.content, index, note);
       if (content === row.content) continue;
       const entry = { ...toEntry(row), content, tokens: estimateEntryTokens({ kind: 'message', authorName: row.author_name, content }) };
-      this.statements.updateEntry.run(entry.content, entry.tokens, channelId, entry.seq);
+      await this.statements.updateEntry.run(entry.content, entry.tokens, channelId, entry.seq);
       changed.push({ entry, before: row.content });
     }
     return changed;
@@ -215,16 +196,16 @@ export class PrivacyPropagator {
    * interrupted worker) is plain text that may quote the message: its words become the note.
    * Returns how many tasks changed.
    */
-  private redactWorkerTasks(target: RedactionTarget): number {
+  private async redactWorkerTasks(target: RedactionTarget): Promise<number> {
     if (target.texts.length === 0) return 0;
     // Every task is read (a handful per channel): a task that quotes the message loosely
     // (another case, other line breaks, a part of it) escapes any SQL prefilter.
-    const rows = this.statements.tasks.all() as Array<{ id: string; task: string }>;
+    const rows = (await this.statements.tasks.all()) as Array<{ id: string; task: string }>;
     let changed = 0;
     for (const row of rows) {
       const task = replaceTexts(row.task, target);
       if (task === row.task) continue;
-      this.statements.updateTask.run(task, row.id);
+      await this.statements.updateTask.run(task, row.id);
       changed += 1;
     }
     return changed;
@@ -236,18 +217,21 @@ export class PrivacyPropagator {
    * escaped twice). Found by `instr` in SQLite, so a delete does not parse every tool row
    * ever stored; when a text has no such stretch worth the name, every tool row is checked.
    */
-  private candidateToolRows(target: RedactionTarget): Iterable<EntryRow> {
+  private async *candidateToolRows(target: RedactionTarget): AsyncIterable<EntryRow> {
     const fragments = [...target.messageIds];
     for (const text of target.texts) {
       const fragment = longestVerbatimRun(text);
-      if (fragment.length < MIN_FRAGMENT) return this.statements.toolRows.iterate() as IterableIterator<EntryRow>;
+      if (fragment.length < MIN_FRAGMENT) {
+        yield* this.statements.toolRows.iterate() as AsyncIterable<EntryRow>;
+        return;
+      }
       fragments.push(fragment);
     }
-    if (fragments.length === 0) return [];
+    if (fragments.length === 0) return;
     const matches = fragments.map(() => 'instr(content, ?) > 0').join(' OR ');
-    return this.options.db
+    yield* this.options.db
       .prepare(`SELECT * FROM history_entries WHERE kind IN ('tool_call', 'tool_result') AND (${matches})`)
-      .iterate(...fragments) as IterableIterator<EntryRow>;
+      .iterate(...fragments) as AsyncIterable<EntryRow>;
   }
 
   /**
@@ -255,132 +239,56 @@ export class PrivacyPropagator {
    * rewritten now from what remains; a model-written one becomes a truncation marker (not sent
    * as a summary) until a rewrite lands; a retired one keeps only a placeholder.
    */
-  private retireCoveringSummaries(channelId: string, removed: readonly RemovedMessage[]): Array<SummaryEntry & { live: boolean }> {
+  private async retireCoveringSummaries(
+    channelId: string,
+    removed: readonly RemovedMessage[],
+  ): Promise<{ changed: Array<SummaryEntry & { live: boolean }>; toRewrite: number[] }> {
     const touched = new Map<number, SummaryRow>();
     for (const message of removed) {
-      for (const row of this.statements.covering.all(channelId, message.seq, message.seq) as SummaryRow[]) touched.set(row.id, row);
+      for (const row of (await this.statements.covering.all(channelId, message.seq, message.seq)) as SummaryRow[]) touched.set(row.id, row);
     }
     const changed: Array<SummaryEntry & { live: boolean }> = [];
     const toRewrite: number[] = [];
     for (const row of touched.values()) {
-      this.generations.set(row.id, (this.generations.get(row.id) ?? 0) + 1);
+      this.rewrites.touch(row.id);
       if (row.live === 0) {
-        if (row.content !== RETIRED_PLACEHOLDER) this.statements.updateSummary.run(row.kind, RETIRED_PLACEHOLDER, row.tokens, 0, 0, row.id);
+        if (row.content !== RETIRED_PLACEHOLDER) await this.statements.updateSummary.run(row.kind, RETIRED_PLACEHOLDER, row.tokens, 0, 0, row.id);
         continue;
       }
       if (row.kind === 'marker' && row.needs_rewrite === 0) continue; // A marker quotes nothing.
-      const messages = this.statements.rangeMessages.all(channelId, row.from_seq, row.to_seq) as EntryRow[];
+      const messages = (await this.statements.rangeMessages.all(channelId, row.from_seq, row.to_seq)) as EntryRow[];
       if (row.summarizer === 'extractive' || messages.length === 0) {
-        changed.push(this.rewriteExtractive(row, messages.map(toEntry)));
+        changed.push(await this.rewriteExtractive(row, messages.map(toEntry)));
       } else {
         const draft = { kind: 'marker' as const, fromSeq: row.from_seq, toSeq: row.to_seq, content: markerText(messages.length) };
         const tokens = estimateSummaryTokens(draft);
-        this.statements.updateSummary.run('marker', draft.content, tokens, 1, 1, row.id);
+        await this.statements.updateSummary.run('marker', draft.content, tokens, 1, 1, row.id);
         changed.push({ ...toSummary(row), ...draft, tokens, live: true });
         toRewrite.push(row.id);
       }
     }
-    // After the transaction that made them markers: a rewrite reads the committed rows.
-    if (toRewrite.length > 0) queueMicrotask(() => toRewrite.forEach((id) => this.startRewrite(id)));
-    return changed;
+    return { changed, toRewrite };
   }
 
   /** Extractive rewrite from the archive; a range with nothing left is retired. */
-  private rewriteExtractive(row: SummaryRow, entries: HistoryEntry[]): SummaryEntry & { live: boolean } {
+  private async rewriteExtractive(row: SummaryRow, entries: HistoryEntry[]): Promise<SummaryEntry & { live: boolean }> {
     const settings = this.options.fallbackSettings(row.channel_id);
     const content = entries.length === 0 ? '' : extractiveSummary({ entries, priorSummaries: [], settings });
     if (content === '') {
-      this.statements.updateSummary.run(row.kind, RETIRED_PLACEHOLDER, row.tokens, 0, 0, row.id);
+      await this.statements.updateSummary.run(row.kind, RETIRED_PLACEHOLDER, row.tokens, 0, 0, row.id);
       return { ...toSummary(row), content: RETIRED_PLACEHOLDER, live: false };
     }
     const draft = { kind: 'summary' as const, fromSeq: row.from_seq, toSeq: row.to_seq, content };
     const tokens = estimateSummaryTokens(draft);
-    this.statements.updateSummary.run('summary', content, tokens, 0, 1, row.id);
+    await this.statements.updateSummary.run('summary', content, tokens, 0, 1, row.id);
     return { ...toSummary(row), ...draft, tokens, live: true };
   }
 
-  private startRewrite(id: number): void {
-    if (this.rewrites.has(id) || this.abort.signal.aborted) return;
-    const work = this.rewrite(id).then(
-      (superseded) => {
-        this.rewrites.delete(id);
-        // Another delete in the range meanwhile: write it again from what remains now.
-        if (superseded) this.startRewrite(id);
-      },
-      () => {
-        this.rewrites.delete(id);
-      },
-    );
-    this.rewrites.set(id, work);
-  }
 
-  /** A worker writes the summary again from the archive, which no longer holds the message. */
-  /** Returns true when the summary changed meanwhile and must be rewritten again. */
-  private async rewrite(id: number): Promise<boolean> {
-    const generation = this.generations.get(id) ?? 0;
-    const row = this.statements.summary.get(id) as SummaryRow | undefined;
-    if (!row || row.live === 0 || row.needs_rewrite === 0) return false;
-    const entries = (this.statements.rangeMessages.all(row.channel_id, row.from_seq, row.to_seq) as EntryRow[]).map(toEntry);
-    const settings = this.options.fallbackSettings(row.channel_id);
-    let content = '';
-    let summarizer = this.options.summarizer.name;
-    let rangeTokens = 0;
-    for (const entry of entries) rangeTokens += entry.tokens;
-    try {
-      // A roll-up can span a channel's whole past: more than a model request holds goes extractive.
-      if (entries.length > 0 && rangeTokens <= MAX_MODEL_REWRITE_TOKENS) {
-        const signal = AbortSignal.any([this.abort.signal, AbortSignal.timeout(settings.workerTimeoutMs)]);
-        // A summarizer that ignores the signal still loses the race against it.
-        const result = await Promise.race([
-          this.options.summarizer.summarize({
-            channelId: row.channel_id,
-            location: this.options.locationOf(row.channel_id),
-            priorSummaries: [],
-            entries,
-            settings,
-            signal,
-          }),
-          new Promise<never>((_, reject) => {
-            if (signal.aborted) reject(signal.reason);
-            signal.addEventListener('abort', () => reject(signal.reason), { once: true });
-          }),
-        ]);
-        content = typeof result.summary === 'string' ? result.summary.trim() : '';
-      }
-    } catch (error) {
-      if (this.abort.signal.aborted) return false;
-      this.options.events.emit({ type: 'summary_rewrite_failed', channel_id: row.channel_id, summary_id: id, error: errorMessage(error) });
-    }
-    if (content === '' && entries.length > 0) {
-      content = extractiveSummary({ entries, priorSummaries: [], settings });
-      summarizer = 'extractive';
-    }
-    // Only onto the summary as it was: another delete or a roll-up meanwhile starts over or wins.
-    const now = this.statements.summary.get(id) as SummaryRow | undefined;
-    if (!now || now.live === 0 || now.needs_rewrite === 0) return false;
-    if ((this.generations.get(id) ?? 0) !== generation || now.from_seq !== row.from_seq || now.to_seq !== row.to_seq) return true;
-    let changed: SummaryEntry & { live: boolean };
-    if (content === '') {
-      this.statements.updateSummary.run(now.kind, RETIRED_PLACEHOLDER, now.tokens, 0, 0, id);
-      changed = { ...toSummary(now), content: RETIRED_PLACEHOLDER, live: false };
-    } else {
-      const draft = { kind: 'summary' as const, fromSeq: now.from_seq, toSeq: now.to_seq, content };
-      const tokens = estimateSummaryTokens(draft);
-      this.options.db.prepare('UPDATE history_summaries SET kind = ?, content = ?, tokens = ?, needs_rewrite = 0, summarizer = ? WHERE id = ?')
-        .run('summary', content, tokens, summarizer, id);
-      changed = { ...toSummary(now), ...draft, tokens, live: true };
-    }
-    this.options.events.emit({ type: 'summary_rewritten', channel_id: now.channel_id, summary_id: id, summarizer, messages: entries.length });
-    this.options.onSummaryChanged(changed);
-    return false;
-  }
 }
 
 /** How long the ids of deleted messages are remembered (longer than any worker runs). */
 const TOMBSTONE_MS = 86_400_000;
-
-/** Ranges larger than this (estimated tokens) are rewritten by the extractive summarizer. */
-const MAX_MODEL_REWRITE_TOKENS = 60_000;
 
 /** Shorter stretches would match too many rows to be worth a prefilter. */
 const MIN_FRAGMENT = 4;

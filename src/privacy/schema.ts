@@ -15,8 +15,8 @@ import type { Migration } from '../storage/database.js';
 export const PRIVACY_MIGRATIONS: readonly Migration[] = [
   {
     name: 'privacy-001-init',
-    up(db) {
-      db.exec(`
+    async up(db) {
+      await db.exec(`
         ALTER TABLE history_summaries ADD COLUMN needs_rewrite INTEGER NOT NULL DEFAULT 0;
         CREATE INDEX history_summaries_rewrite ON history_summaries (channel_id) WHERE needs_rewrite = 1;
         CREATE INDEX history_entries_author ON history_entries (author_id, channel_id);
@@ -80,8 +80,8 @@ export const PRIVACY_MIGRATIONS: readonly Migration[] = [
     // An erasure asked for while the bot runs (`magpie memory forget` beside it): the bot, which
     // holds the writer lock, picks it up, applies it, and writes back how it went.
     name: 'privacy-002-erasure-requests',
-    up(db) {
-      db.exec(`
+    async up(db) {
+      await db.exec(`
         CREATE TABLE erasure_requests (
           id INTEGER PRIMARY KEY,
           kind TEXT NOT NULL,

@@ -1,5 +1,5 @@
 import { readModelUsage, type UsageRecord } from '../compaction-log/index.js';
-import type { SqlDatabase } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import { escapeHtml } from './escape-html.js';
 
 /** What the channel requests of one run cost, as the model counted them. */
@@ -15,8 +15,8 @@ export interface RunCost {
 }
 
 /** The logged channel requests of a data dir, summed; undefined when none were logged. */
-export function runCost(db: SqlDatabase, channelId?: string): RunCost | undefined {
-  const records = readModelUsage(db, channelId === undefined ? {} : { channelId });
+export async function runCost(db: SqlClient, channelId?: string): Promise<RunCost | undefined> {
+  const records = await readModelUsage(db, channelId === undefined ? {} : { channelId });
   if (records.length === 0) return undefined;
   const cost: RunCost = { requests: 0, inputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, billedInputTokens: 0, outputTokens: 0, hitRatios: new Map() };
   for (const record of records) add(cost, record);

@@ -1,4 +1,4 @@
-/** Text made safe inside HTML and SVG, in element content and in quoted attributes alike. */
+/** Text made safe inside HTML and SVG, attributes included. */
 export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
 }

@@ -1,7 +1,7 @@
 import { basename } from 'node:path';
 import type { ChannelLog, CompactionTally, LoggedEvent, LoggedSettings } from '../compaction-log/index.js';
 import { readCompactionLog, sumTallies, tallyLog } from '../compaction-log/index.js';
-import type { SqlDatabase } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import { hasTable } from '../storage/read-only.js';
 import { runCost, type RunCost } from './cost-section.js';
 
@@ -46,15 +46,15 @@ export interface ReportRun {
 }
 
 /** Reads a data dir's compaction log into what the report draws. */
-export function runFromDatabase(db: SqlDatabase, options: { label: string; source: string; channelId?: string }): ReportRun {
-  const logs = readCompactionLog(db, options.channelId === undefined ? {} : { channelId: options.channelId });
+export async function runFromDatabase(db: SqlClient, options: { label: string; source: string; channelId?: string }): Promise<ReportRun> {
+  const logs = await readCompactionLog(db, options.channelId === undefined ? {} : { channelId: options.channelId });
   const channels = logs.map(channelReport);
-  if (hasTable(db, 'history_entries')) {
+  if (await hasTable(db, 'history_entries')) {
     // The last messages may have come after the last logged row: the axis ends at the newest.
     const count = db.prepare('SELECT COUNT(*) AS total FROM history_entries WHERE channel_id = ?');
-    for (const channel of channels) channel.lastPosition = Math.max(channel.lastPosition, (count.get(channel.channelId) as { total: number }).total);
+    for (const channel of channels) channel.lastPosition = Math.max(channel.lastPosition, ((await count.get(channel.channelId)) as { total: number }).total);
   }
-  const cost = runCost(db, options.channelId);
+  const cost = await runCost(db, options.channelId);
   return { label: options.label, source: options.source, channels, total: sumTallies(channels.map((channel) => channel.tally)), ...(cost ? { cost } : {}) };
 }
 

@@ -1,14 +1,15 @@
 import { mkdirSync } from 'node:fs';
-import { closeDatabase, openDatabase, type Migration, type SqlDatabase } from './database.js';
+import { closeDatabase, openDatabase, type Migration } from './database.js';
+import type { SqlClient } from './sql-client.js';
 import { WriterLock } from './writer-lock.js';
 
 /** A data dir opened by its one writer: the lock is held until `close`. */
 export interface WritableDataDir {
   dataDir: string;
-  db: SqlDatabase;
+  db: SqlClient;
   lock: WriterLock;
   /** Closes the database, then releases the lock. */
-  close(): void;
+  close(): Promise<void>;
 }
 
 /**
@@ -16,7 +17,11 @@ export interface WritableDataDir {
  * naming the holder), then opens and migrates the database. Writers are `start`, `chat`,
  * `replay` and `memory forget`; readers use `openDatabase(dir, migrations, { readOnly: true })`.
  */
-export function openDataDirForWriting(dataDir: string, migrations: readonly Migration[], options: { command: string }): WritableDataDir {
+export async function openDataDirForWriting(
+  dataDir: string,
+  migrations: readonly Migration[],
+  options: { command: string },
+): Promise<WritableDataDir> {
   try {
     mkdirSync(dataDir, { recursive: true });
   } catch {
@@ -28,12 +33,12 @@ export function openDataDirForWriting(dataDir: string, migrations: readonly Migr
   } catch (error) {
     if ((error as { code?: string }).code === 'data_dir_locked') throw error;
     // Cannot even create the lock file: let openDatabase explain why the dir is unusable.
-    openDatabase(dataDir, migrations).close();
+    await (await openDatabase(dataDir, migrations)).close();
     throw error;
   }
-  let db: SqlDatabase;
+  let db: SqlClient;
   try {
-    db = openDatabase(dataDir, migrations);
+    db = await openDatabase(dataDir, migrations);
   } catch (error) {
     lock.release();
     throw error;
@@ -42,9 +47,9 @@ export function openDataDirForWriting(dataDir: string, migrations: readonly Migr
     dataDir,
     db,
     lock,
-    close() {
+    async close() {
       try {
-        closeDatabase(db);
+        await closeDatabase(db);
       } finally {
         lock.release();
       }

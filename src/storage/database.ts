@@ -4,8 +4,11 @@ import Database from 'better-sqlite3';
 import { MagpieError } from '../common/errors.js';
 import { storageError } from './storage-error.js';
 
-export type { SqlDatabase } from "./sql-database.js";
-import type { SqlDatabase } from "./sql-database.js";
+import { SerialClient } from './serial-client.js';
+import type { SqlClient } from './sql-client.js';
+import type { SqlDatabase } from './sql-database.js';
+
+export type { SqlClient } from './sql-client.js';
 
 /**
  * A named schema step. Names are unique across the project (`memory-001-init`,
@@ -15,11 +18,11 @@ import type { SqlDatabase } from "./sql-database.js";
 export interface Migration {
   name: string;
   /** The step on SQLite. */
-  up(db: SqlDatabase): void;
+  up(db: SqlClient): Promise<void>;
   /** The same step on PostgreSQL: SQL run as one script inside the step's transaction. */
   postgres?: string;
   /** Rows the PostgreSQL step rewrites with code, after its SQL, in the same transaction. */
-  postgresData?(db: SqlDatabase): void;
+  postgresData?(db: SqlClient): Promise<void>;
 }
 
 export const DATABASE_FILE = 'magpie.sqlite';
@@ -33,12 +36,12 @@ export const WAL_SIZE_LIMIT_BYTES = 16 * 1024 * 1024;
  * database must exist and is opened read-only (beside a running writer, or on a read-only disk):
  * nothing is created or migrated, and a database that needs a migration is refused.
  */
-export function openDatabase(
+export async function openDatabase(
   dataDir: string,
   migrations: readonly Migration[],
   options: { readOnly?: boolean } = {},
-): SqlDatabase {
-  if (options.readOnly) return openReadOnly(dataDir, migrations);
+): Promise<SqlClient> {
+  if (options.readOnly) return new SerialClient(openReadOnly(dataDir, migrations));
   let db: SqlDatabase;
   try {
     mkdirSync(dataDir, { recursive: true });
@@ -65,8 +68,14 @@ export function openDatabase(
   db.pragma('foreign_keys = ON');
   // Deleted text is overwritten with zeros rather than left in free pages of the file.
   db.pragma('secure_delete = ON');
-  applyMigrations(db, migrations);
-  return db;
+  const client = new SerialClient(db);
+  try {
+    await applyMigrations(client, migrations);
+  } catch (error) {
+    await client.close();
+    throw error;
+  }
+  return client;
 }
 
 /**
@@ -75,15 +84,17 @@ export function openDatabase(
  * directory cannot create). When a reader is still open the switch waits for no one: the file
  * stays in WAL mode, with its -wal and -shm files, which read-only readers can use as well.
  */
-export function closeDatabase(db: SqlDatabase): void {
+export async function closeDatabase(db: SqlClient): Promise<void> {
   if (!db.open) return;
-  try {
-    db.pragma('busy_timeout = 0');
-    db.pragma('journal_mode = DELETE');
-  } catch {
-    // Another connection is open: see above.
+  if (db.dialect === 'sqlite') {
+    try {
+      await db.pragma('busy_timeout = 0');
+      await db.pragma('journal_mode = DELETE');
+    } catch {
+      // Another connection is open: see above.
+    }
   }
-  db.close();
+  await db.close();
 }
 
 function openReadOnly(dataDir: string, migrations: readonly Migration[]): SqlDatabase {
@@ -150,21 +161,21 @@ function unusableDataDir(dataDir: string, cause: unknown, mode: 'read' | 'write'
  * re-checks whether another process applied it meanwhile, so two processes migrating a fresh
  * data dir at once take turns (busy_timeout) instead of failing on "table already exists".
  */
-export function applyMigrations(db: SqlDatabase, migrations: readonly Migration[]): void {
-  db.exec(
+export async function applyMigrations(db: SqlClient, migrations: readonly Migration[]): Promise<void> {
+  await db.exec(
     'CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)',
   );
   const applied = new Set(
-    (db.prepare('SELECT name FROM schema_migrations').all() as { name: string }[]).map((row) => row.name),
+    ((await db.prepare('SELECT name FROM schema_migrations').all()) as { name: string }[]).map((row) => row.name),
   );
   const isApplied = db.prepare('SELECT 1 FROM schema_migrations WHERE name = ?');
   const record = db.prepare('INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)');
   for (const migration of migrations) {
     if (applied.has(migration.name)) continue;
-    db.transaction(() => {
-      if (isApplied.get(migration.name)) return;
-      migration.up(db);
-      record.run(migration.name, Date.now());
-    }).immediate();
+    await db.transaction(async () => {
+      if (await isApplied.get(migration.name)) return;
+      await migration.up(db);
+      await record.run(migration.name, Date.now());
+    }, 'immediate');
   }
 }

@@ -1,7 +1,6 @@
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
-import type { SqlDatabase } from './sql-database.js';
-import { isPostgres } from './sql-database.js';
+import { isPostgres, type SqlClient } from './sql-client.js';
 
 /** The tables an erasure deletes from or rewrites (PostgreSQL vacuums them afterwards). */
 const ERASED_TABLES = ['history_entries', 'history_summaries', 'memory_items', 'memory_vectors', 'memory_vector_backlog', 'worker_tasks'];
@@ -14,16 +13,16 @@ const ERASED_TABLES = ['history_entries', 'history_summaries', 'memory_items', '
  * dead row versions are pruned (what PostgreSQL keeps beyond that is for the operator; see the
  * privacy documentation). Never throws: a failure is reported, the erasure itself stands.
  */
-export function clearErasedTraces(db: SqlDatabase, events: EventStream, channelId?: string): void {
+export async function clearErasedTraces(db: SqlClient, events: EventStream, channelId?: string): Promise<void> {
   const started = performance.now();
   try {
     if (isPostgres(db)) {
       // VACUUM cannot run inside a transaction; `exec` sends it on its own.
-      db.exec(`VACUUM ${ERASED_TABLES.join(', ')}`);
+      await db.exec(`VACUUM ${ERASED_TABLES.join(', ')}`);
       events.emit({ type: 'erasure_vacuumed', ...(channelId ? { channel_id: channelId } : {}), duration_ms: Math.round(performance.now() - started) });
       return;
     }
-    const [result] = db.pragma('wal_checkpoint(TRUNCATE)') as Array<{ busy: number; log: number; checkpointed: number }>;
+    const [result] = (await db.pragma('wal_checkpoint(TRUNCATE)')) as Array<{ busy: number; log: number; checkpointed: number }>;
     events.emit({
       type: 'erasure_checkpointed',
       ...(channelId ? { channel_id: channelId } : {}),

@@ -1,12 +1,13 @@
-import type { SqlDatabase } from './database.js';
+import type { SqlClient } from './sql-client.js';
 
 export interface GroupCommitOptions<P> {
-  db: SqlDatabase;
+  db: SqlClient;
   /**
    * Writes the payloads of one group, inside the group's open transaction: plain database work
-   * that can run twice (after a rollback) and throws if any payload cannot be written.
+   * (never outside work: no model call, no timer) that can run twice (after a rollback) and
+   * rejects if any payload cannot be written.
    */
-  write: (payloads: P[]) => void;
+  write: (payloads: P[]) => Promise<void>;
   /** Writes in one transaction at most (a burst is cut into several commits beyond it). */
   maxBatch?: number;
 }
@@ -30,13 +31,18 @@ export const DEFAULT_GROUP_COMMIT_BATCH = 1_000;
  * statement is a round trip (PostgreSQL) can write it in a few multi-row statements.
  *
  * A group whose write throws rolls back; it is then retried one payload per transaction, so the
- * bad payload rejects alone (and a full disk rejects each with its own error).
+ * bad payload rejects alone (and a full disk rejects each with its own error). Groups commit one
+ * after another, in the order they were formed, never two at once.
  */
 export class GroupCommit<P> {
   private queue: QueuedWrite<P>[] = [];
   private scheduled: NodeJS.Immediate | undefined;
   private readonly maxBatch: number;
-  private readonly commitGroup: (payloads: P[]) => void;
+  private readonly commitGroup: (payloads: P[]) => Promise<void>;
+  /** The flush in progress (or the last one), so the next starts only once it ended. */
+  private flushing: Promise<void> = Promise.resolve();
+  /** Flushes started and not yet ended. */
+  private committing = 0;
   /** Commits done and writes carried (for benchmarks and status). */
   readonly stats = { commits: 0, writes: 0, largestGroup: 0 };
 
@@ -44,12 +50,17 @@ export class GroupCommit<P> {
     this.maxBatch = options.maxBatch ?? DEFAULT_GROUP_COMMIT_BATCH;
     // No savepoint per write: FTS5 flushes its pending terms to a new segment at every
     // savepoint, which would cost as much as a commit per message.
-    this.commitGroup = options.db.transaction((payloads: P[]) => options.write(payloads));
+    this.commitGroup = (payloads) => options.db.transaction(() => options.write(payloads));
   }
 
   /** Writes queued and not yet committed. */
   get pending(): number {
     return this.queue.length;
+  }
+
+  /** Nothing queued and no group being committed: a `flush` now would have nothing to wait for. */
+  get idle(): boolean {
+    return this.queue.length === 0 && this.committing === 0;
   }
 
   /**
@@ -59,28 +70,36 @@ export class GroupCommit<P> {
   submit(payload: P): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ payload, resolve, reject });
-      if (this.queue.length >= this.maxBatch) this.flush();
-      else this.scheduled ??= setImmediate(() => this.flush());
+      // A flush never rejects: each write's outcome goes to its own promise.
+      if (this.queue.length >= this.maxBatch) void this.flush();
+      else this.scheduled ??= setImmediate(() => void this.flush());
     });
   }
 
   /**
-   * Commits everything queued, now and synchronously: a write that must land after the queued
-   * ones (a turn's reply, an edit, a compaction's splice) calls this first. The queued writes'
-   * promises still settle asynchronously.
+   * Commits everything queued so far (after the group in flight, if any); resolves once all of it
+   * committed or failed. A write that must land after the queued ones (a turn's reply, an edit, a
+   * compaction's splice) awaits this first. Never rejects: each write's promise carries its own
+   * outcome.
    */
-  flush(): void {
+  flush(): Promise<void> {
     if (this.scheduled) clearImmediate(this.scheduled);
     this.scheduled = undefined;
+    this.committing += 1;
+    this.flushing = this.flushing.then(() => this.commitQueued()).finally(() => (this.committing -= 1));
+    return this.flushing;
+  }
+
+  private async commitQueued(): Promise<void> {
     while (this.queue.length > 0) {
       const batch = this.queue.length <= this.maxBatch ? this.queue : this.queue.slice(0, this.maxBatch);
       this.queue = this.queue.length <= this.maxBatch ? [] : this.queue.slice(this.maxBatch);
       try {
-        this.commitGroup(batch.map((item) => item.payload));
+        await this.commitGroup(batch.map((item) => item.payload));
       } catch {
         // One write (or the commit) failed and the whole group rolled back: each write is now
         // tried in a transaction of its own, so only the bad one (or all, if the disk is full) fails.
-        this.commitOneByOne(batch);
+        await this.commitOneByOne(batch);
         continue;
       }
       this.stats.commits += 1;
@@ -90,10 +109,10 @@ export class GroupCommit<P> {
     }
   }
 
-  private commitOneByOne(batch: QueuedWrite<P>[]): void {
+  private async commitOneByOne(batch: QueuedWrite<P>[]): Promise<void> {
     for (const item of batch) {
       try {
-        this.commitGroup([item.payload]);
+        await this.commitGroup([item.payload]);
         this.stats.commits += 1;
         this.stats.writes += 1;
         item.resolve();

@@ -7,8 +7,9 @@ import { closeDatabase, DATABASE_FILE, ensureDataDir, openDatabase, type Migrati
 import { PgDatabase, redactUrl } from './postgres/pg-database.js';
 import { applyPgMigrations, missingPgMigrations } from './postgres/pg-migrations.js';
 import { acquirePgWriterLock, STORAGE_WRITERS_TABLE } from './postgres/pg-writer-lock.js';
-import type { SqlDatabase } from './sql-database.js';
 import { openDatabaseReadOnly } from './read-only.js';
+import { SerialClient } from './serial-client.js';
+import type { SqlClient } from './sql-client.js';
 import { listDataDirs } from './shard-dirs.js';
 
 /** Where a process keeps its data: the data dir alone (SQLite), or PostgreSQL plus the data dir for index files. */
@@ -20,8 +21,8 @@ export type StorageTarget =
 export interface OpenedStorage {
   target: StorageTarget;
   dataDir: string;
-  db: SqlDatabase;
-  close(): void;
+  db: SqlClient;
+  close(): Promise<void>;
 }
 
 /** The target `[storage]` names; PostgreSQL needs its URL in the environment variable `url_env` names. */
@@ -48,35 +49,35 @@ export function describeTarget(target: StorageTarget): string {
  * PostgreSQL: the schema is migrated, then an advisory lock per `writerKey` (one per shard) is
  * taken on the writer's connection, so two processes never write the same channels.
  */
-export function openStorageForWriting(
+export async function openStorageForWriting(
   target: StorageTarget,
   migrations: readonly Migration[],
   options: { command: string; writerKey?: string },
-): OpenedStorage {
+): Promise<OpenedStorage> {
   if (target.backend === 'sqlite') {
-    const writable = openDataDirForWriting(target.dataDir, migrations, { command: options.command });
+    const writable = await openDataDirForWriting(target.dataDir, migrations, { command: options.command });
     return { target, dataDir: target.dataDir, db: writable.db, close: () => writable.close() };
   }
   ensureDataDir(target.dataDir);
   const db = connect(target, options.command);
   try {
-    db.exec(STORAGE_WRITERS_TABLE);
-    applyPgMigrations(db, migrations);
-    const lock = acquirePgWriterLock(db, options.writerKey ?? 'all', options.command);
+    await db.exec(STORAGE_WRITERS_TABLE);
+    await applyPgMigrations(db, migrations);
+    const lock = await acquirePgWriterLock(db, { key: options.writerKey ?? 'all', command: options.command, schema: target.schema });
     return {
       target,
       dataDir: target.dataDir,
       db,
-      close() {
+      async close() {
         try {
-          lock.release();
+          await lock.release();
         } finally {
-          db.close();
+          await db.close();
         }
       },
     };
   } catch (error) {
-    db.close();
+    await db.close();
     throw error;
   }
 }
@@ -86,19 +87,25 @@ export function openStorageForWriting(
  * `anyVersion` accepts a store an older Magpie wrote (status and report check for the tables they
  * read); otherwise a store missing a schema step is refused.
  */
-export function openStorageForReading(
+export async function openStorageForReading(
   target: StorageTarget,
   migrations: readonly Migration[],
   options: { command?: string; anyVersion?: boolean } = {},
-): OpenedStorage {
+): Promise<OpenedStorage> {
   if (target.backend === 'sqlite') {
-    const db = options.anyVersion ? openDatabaseReadOnly(target.dataDir) : openDatabase(target.dataDir, migrations, { readOnly: true });
+    const db = options.anyVersion ? openDatabaseReadOnly(target.dataDir) : await openDatabase(target.dataDir, migrations, { readOnly: true });
     return { target, dataDir: target.dataDir, db, close: () => closeDatabase(db) };
   }
   const db = connect(target, options.command ?? 'magpie reader');
-  const missing = missingPgMigrations(db, migrations);
+  let missing: string[];
+  try {
+    missing = await missingPgMigrations(db, migrations);
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
   if (missing.length === migrations.length || (missing.length > 0 && !options.anyVersion)) {
-    db.close();
+    await db.close();
     const empty = missing.length === migrations.length;
     const what = `${empty ? `no Magpie data in ${target.dataDir}: ` : ''}no complete Magpie schema in ${describeTarget(target)}`;
     throw new MagpieError(empty ? 'no_data' : 'data_dir_outdated', what, {
@@ -106,7 +113,7 @@ export function openStorageForReading(
       hint: 'run a writing command (magpie start, chat or replay) against this database first',
     });
   }
-  db.exec('SET default_transaction_read_only = on');
+  await db.exec('SET default_transaction_read_only = on');
   return { target, dataDir: target.dataDir, db, close: () => db.close() };
 }
 
@@ -114,18 +121,23 @@ export function openStorageForReading(
  * Opens the store beside its running writer, to leave it a request (an erasure) in a table the
  * writer reads: no writer lock, no migration (the writer's schema is what it is).
  */
-export function openStorageBesideWriter(target: StorageTarget, command: string): OpenedStorage {
+export async function openStorageBesideWriter(target: StorageTarget, command: string): Promise<OpenedStorage> {
   if (target.backend === 'postgres') {
     const db = connect(target, command);
     return { target, dataDir: target.dataDir, db, close: () => db.close() };
   }
-  const db = new Database(join(target.dataDir, DATABASE_FILE), { fileMustExist: true });
-  db.pragma('busy_timeout = 5000');
+  const connection = new Database(join(target.dataDir, DATABASE_FILE), { fileMustExist: true });
+  connection.pragma('busy_timeout = 5000');
+  const db = new SerialClient(connection);
   return { target, dataDir: target.dataDir, db, close: () => db.close() };
 }
 
-function connect(target: Extract<StorageTarget, { backend: 'postgres' }>, command: string): PgDatabase {
-  return new PgDatabase({ url: target.url, schema: target.schema, applicationName: command.slice(0, 60), statementTimeoutMs: 60_000 });
+/** A client on the schema of `target` (for now over the connection-thread bridge). */
+function connect(target: Extract<StorageTarget, { backend: 'postgres' }>, command: string): SqlClient {
+  return new SerialClient(
+    new PgDatabase({ url: target.url, schema: target.schema, applicationName: command.slice(0, 60), statementTimeoutMs: 60_000 }),
+    'postgres',
+  );
 }
 
 /** One store of a deployment: the data dir (or a shard's) on SQLite; the one schema on PostgreSQL. */

@@ -2,14 +2,15 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { MagpieError } from '../common/errors.js';
-import { DATABASE_FILE, type SqlDatabase } from './database.js';
-import { isPostgres } from './sql-database.js';
+import { DATABASE_FILE } from './database.js';
+import { SerialClient } from './serial-client.js';
+import { isPostgres, type SqlClient } from './sql-client.js';
 
 /**
  * Opens a data directory's database for reading only (`magpie status`, `magpie report`): no
  * migration, no write, so it can run beside a live bot and never creates an empty database.
  */
-export function openDatabaseReadOnly(dataDir: string): SqlDatabase {
+export function openDatabaseReadOnly(dataDir: string): SqlClient {
   const file = join(dataDir, DATABASE_FILE);
   if (!existsSync(file)) {
     throw new MagpieError('no_data', `no Magpie data in ${dataDir} (${DATABASE_FILE} not found)`, {
@@ -19,7 +20,7 @@ export function openDatabaseReadOnly(dataDir: string): SqlDatabase {
   try {
     const db = new Database(file, { readonly: true, fileMustExist: true });
     db.pragma('busy_timeout = 5000');
-    return db;
+    return new SerialClient(db);
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     throw new MagpieError('data_dir_unusable', `cannot read the database in ${dataDir}: ${reason}`, { cause: error, context: { dataDir } });
@@ -27,7 +28,7 @@ export function openDatabaseReadOnly(dataDir: string): SqlDatabase {
 }
 
 /** Whether a table exists (a data dir written by an older version may lack newer ones). */
-export function hasTable(db: SqlDatabase, name: string): boolean {
-  if (isPostgres(db)) return (db.prepare('SELECT to_regclass(?) IS NOT NULL AS present').get(name) as { present: boolean }).present;
-  return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined;
+export async function hasTable(db: SqlClient, name: string): Promise<boolean> {
+  if (isPostgres(db)) return ((await db.prepare('SELECT to_regclass(?) IS NOT NULL AS present').get(name)) as { present: boolean }).present;
+  return (await db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name)) !== undefined;
 }

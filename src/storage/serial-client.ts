@@ -13,6 +13,35 @@ interface OpenTransaction {
 const ITERATE_BATCH = 500;
 
 /**
+ * Who holds a database file now, shared by every client of this process on that file: SQLite
+ * lets one writer in at a time and its busy wait blocks the thread, so a second connection that
+ * wrote while another's transaction is open across an await would wait on a lock that cannot be
+ * released. With one gate per file, its statements queue instead.
+ */
+interface Gate {
+  /** The outermost frame of the transaction holding the file. */
+  holder: OpenTransaction | undefined;
+  /** Work waiting for the file while a transaction holds it, in arrival order. */
+  readonly waiting: Array<() => void>;
+  clients: number;
+}
+
+const gates = new Map<string, Gate>();
+
+function gateFor(file: string | undefined): Gate {
+  const fresh: Gate = { holder: undefined, waiting: [], clients: 1 };
+  // An in-memory database (or a connection without a file) is its own.
+  if (!file || file === ':memory:') return fresh;
+  const shared = gates.get(file);
+  if (shared) {
+    shared.clients += 1;
+    return shared;
+  }
+  gates.set(file, fresh);
+  return fresh;
+}
+
+/**
  * `SqlClient` over one synchronous connection (better-sqlite3). A statement runs inside the
  * call, so its promise is already settled when it is returned and calls made without an await
  * between them still run in the order they were made. A transaction holds the connection from
@@ -23,16 +52,30 @@ const ITERATE_BATCH = 500;
 export class SerialClient implements SqlClient {
   private readonly context = new AsyncLocalStorage<OpenTransaction>();
   private readonly queries = new Map<string, SerialQuery>();
-  /** Work waiting for the connection while a transaction holds it, in arrival order. */
-  private readonly waiting: Array<() => void> = [];
-  /** The outermost frame of the transaction holding the connection. */
-  private holder: OpenTransaction | undefined;
+  private readonly gate: Gate;
+  private readonly file: string | undefined;
 
   constructor(
     /** The connection underneath; exposed for SQLite-only work (backup, checkpoints). */
     readonly connection: SqlDatabase,
     readonly dialect: SqlDialect = connection.dialect ?? 'sqlite',
-  ) {}
+  ) {
+    const name = (connection as { name?: unknown }).name;
+    this.file = dialect === 'sqlite' && typeof name === 'string' ? name : undefined;
+    this.gate = gateFor(this.file);
+  }
+
+  private get holder(): OpenTransaction | undefined {
+    return this.gate.holder;
+  }
+
+  private set holder(frame: OpenTransaction | undefined) {
+    this.gate.holder = frame;
+  }
+
+  private get waiting(): Array<() => void> {
+    return this.gate.waiting;
+  }
 
   get open(): boolean {
     return this.connection.open;
@@ -98,7 +141,10 @@ export class SerialClient implements SqlClient {
   }
 
   async close(): Promise<void> {
-    if (this.connection.open) this.connection.close();
+    if (!this.connection.open) return;
+    this.connection.close();
+    this.gate.clients -= 1;
+    if (this.gate.clients === 0 && this.file !== undefined && gates.get(this.file) === this.gate) gates.delete(this.file);
   }
 
   /** Runs `work` now, or after the transaction that holds the connection when the caller is outside it. */

@@ -53,3 +53,8 @@ export interface SqlClient {
   pragma(source: string, options?: { simple?: boolean }): Promise<unknown>;
   close(): Promise<void>;
 }
+
+/** Whether the client (or connection) speaks PostgreSQL. */
+export function isPostgres(db: { readonly dialect?: SqlDialect }): boolean {
+  return db.dialect === 'postgres';
+}

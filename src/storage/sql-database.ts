@@ -1,19 +1,13 @@
 import type BetterSqlite3 from 'better-sqlite3';
+import type { SqlDialect, SqlRunResult } from './sql-client.js';
+
+export type { SqlDialect, SqlRunResult } from './sql-client.js';
+export { isPostgres } from './sql-client.js';
 
 /**
- * The database seam every store is written against: the synchronous statement API of
- * better-sqlite3 (prepare / run / get / all, transactions as wrapped functions). SQLite is
- * better-sqlite3 itself; PostgreSQL is `PgDatabase` (`postgres/pg-database.ts`), which runs the
- * same statements on one dedicated connection. Stores stay synchronous on purpose: a change in
- * the database and the in-memory change it mirrors happen with no await in between.
+ * One synchronous connection, as `SerialClient` drives it: better-sqlite3 itself, or the
+ * PostgreSQL bridge (`postgres/pg-database.ts`). Stores never see it; they use `SqlClient`.
  */
-export type SqlDialect = 'sqlite' | 'postgres';
-
-export interface SqlRunResult {
-  changes: number;
-  lastInsertRowid: number | bigint;
-}
-
 export interface SqlStatement {
   run(...params: unknown[]): SqlRunResult;
   get(...params: unknown[]): unknown;
@@ -37,8 +31,4 @@ export interface SqlDatabase {
   readonly inTransaction: boolean;
   /** Set on PostgreSQL connections; absent (SQLite) otherwise. */
   readonly dialect?: SqlDialect;
-}
-
-export function isPostgres(db: SqlDatabase): boolean {
-  return db.dialect === 'postgres';
 }

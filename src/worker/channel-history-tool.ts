@@ -1,6 +1,6 @@
 import type { ToolContext, ToolHandler, ToolOutcome } from '../llm/tool.js';
-import type { SqlDatabase } from '../storage/database.js';
-import { isPostgres } from '../storage/sql-database.js';
+import type { SqlClient } from '../storage/sql-client.js';
+import { isPostgres } from '../storage/sql-client.js';
 
 /** The most messages one call returns. */
 export const MAX_HISTORY_LIMIT = 50;
@@ -50,10 +50,10 @@ export interface HistoryMessage {
  * message ever appended and not deleted). Scoped to the caller's channel; tool calls and
  * results are not messages and are left out. Bad input is a tool error naming the field.
  */
-export function createChannelHistoryTool(db: SqlDatabase): ToolHandler {
+export function createChannelHistoryTool(db: SqlClient): ToolHandler {
   return {
     definition: CHANNEL_HISTORY_DEFINITION,
-    run(input: unknown, context: ToolContext): ToolOutcome {
+    async run(input: unknown, context: ToolContext): Promise<ToolOutcome> {
       const parsed = parseInput(input);
       if ('error' in parsed) return { isError: true, content: `invalid input: ${parsed.error}` };
       const conditions = [`channel_id = ?`, `kind = 'message'`];
@@ -72,26 +72,31 @@ export function createChannelHistoryTool(db: SqlDatabase): ToolHandler {
         conditions.push(`content ${like} ? ESCAPE '\\'`);
         parameters.push(`%${word.replace(/[\\%_]/g, (character) => `\\${character}`)}%`);
       }
-      const rows = db
+      const rows = (await db
         .prepare(`SELECT seq, message_id, author_name, content, created_at FROM history_entries WHERE ${conditions.join(' AND ')} ORDER BY seq DESC LIMIT ?`)
-        .all(...parameters, parsed.limit) as Row[];
-      const neighbour = (row: Row, position: 'before' | 'after'): Row | undefined =>
-        db
+        .all(...parameters, parsed.limit)) as Row[];
+      const neighbour = async (row: Row, position: 'before' | 'after'): Promise<Row | undefined> =>
+        (await db
           .prepare(
             position === 'before'
               ? `SELECT seq, message_id, author_name, content, created_at FROM history_entries WHERE channel_id = ? AND kind = 'message' AND seq < ? ORDER BY seq DESC LIMIT 1`
               : `SELECT seq, message_id, author_name, content, created_at FROM history_entries WHERE channel_id = ? AND kind = 'message' AND seq > ? ORDER BY seq LIMIT 1`,
           )
-          .get(context.channelId, row.seq) as Row | undefined;
-      const messages: HistoryMessage[] = rows.map((row) => {
+          .get(context.channelId, row.seq)) as Row | undefined;
+      const messages: HistoryMessage[] = [];
+      for (const row of rows) {
         const message = toMessage(row);
-        if (parsed.words.length === 0) return message;
-        const around = (['before', 'after'] as const).flatMap((position) => {
-          const found = neighbour(row, position);
-          return found ? [{ position, ...toMessage(found) }] : [];
-        });
-        return { ...message, neighbors: around };
-      });
+        if (parsed.words.length === 0) {
+          messages.push(message);
+          continue;
+        }
+        const around = [];
+        for (const position of ['before', 'after'] as const) {
+          const found = await neighbour(row, position);
+          if (found) around.push({ position, ...toMessage(found) });
+        }
+        messages.push({ ...message, neighbors: around });
+      }
       // What it showed may be named as a memory's source (and is inferred as one when none is).
       for (const message of messages) {
         context.seenSourceIds?.add(message.message_id);

@@ -25,7 +25,7 @@ const SPAWN_WORKER_DEFINITION = {
 export function createSpawnWorkerTool(workers: Pick<WorkerManager, 'spawn'>): ToolHandler {
   return {
     definition: SPAWN_WORKER_DEFINITION,
-    run(input: unknown, context: ToolContext): ToolOutcome {
+    async run(input: unknown, context: ToolContext): Promise<ToolOutcome> {
       if (typeof input !== 'object' || input === null || Array.isArray(input)) {
         return { isError: true, content: 'invalid input: spawn_worker takes a JSON object { "task": string }' };
       }
@@ -40,7 +40,7 @@ export function createSpawnWorkerTool(workers: Pick<WorkerManager, 'spawn'>): To
       if (trimmed.length > MAX_TASK_LENGTH) {
         return { isError: true, content: `invalid input: task is ${trimmed.length} characters; at most ${MAX_TASK_LENGTH}` };
       }
-      const started = workers.spawn({ task: trimmed, context });
+      const started = await workers.spawn({ task: trimmed, context });
       if ('refused' in started) return { isError: true, content: `worker not started: ${started.refused}` };
       return { isError: false, content: JSON.stringify({ worker_id: started.workerId, status: 'started' }) };
     },

@@ -6,7 +6,7 @@ import type { EventStream } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
 import type { ChatModel, ModelUsage } from '../llm/chat-model.js';
 import type { ToolContext, ToolHandler } from '../llm/tool.js';
-import type { SqlDatabase } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import type { TurnEntryInput } from '../channel/runtime.js';
 import { calibratedWindow } from '../branch/branch-tool.js';
 import { estimatedRoom } from '../channel/request-room.js';
@@ -17,12 +17,12 @@ import { addUsage, budgetTokens, usageFields, wholeInputTokens } from '../llm/us
 /** The part of the channel runtime a worker's report needs (`ChannelRuntime` satisfies it). */
 export interface WorkerRuntime {
   runSerial<T>(channelId: string, work: () => Promise<T>): Promise<T>;
-  appendToTurn(channelId: string, entries: TurnEntryInput[], turnId: number): unknown;
-  newTurnId(channelId: string): number;
+  appendToTurn(channelId: string, entries: TurnEntryInput[], turnId: number, options?: { alongside?: () => Promise<unknown> }): Promise<unknown>;
+  newTurnId(channelId: string): Promise<number>;
 }
 
 export interface WorkerManagerOptions {
-  db: SqlDatabase;
+  db: SqlClient;
   runtime: WorkerRuntime;
   /** Undefined when no model is configured: nothing starts, but interrupted workers are still reported. */
   model: ChatModel | undefined;
@@ -87,7 +87,7 @@ export class WorkerManager {
   }
 
   /** Starts a worker; returns its id, or a reason the model can read when it may not start. */
-  spawn(request: SpawnRequest): { workerId: string } | { refused: string } {
+  async spawn(request: SpawnRequest): Promise<{ workerId: string } | { refused: string }> {
     const channelId = request.context.channelId;
     if (this.closed) return { refused: 'Magpie is shutting down; no new workers start' };
     const model = this.options.model;
@@ -104,7 +104,12 @@ export class WorkerManager {
     const id = `w-${randomUUID().slice(0, 8)}`;
     const startedAt = this.clock.now();
     const requestedBy = request.context.sourceMessageIds?.at(-1);
-    this.store.insert({ id, channelId, task: request.task, startedAt, ...(requestedBy ? { requestedBy } : {}) });
+    try {
+      await this.store.insert({ id, channelId, task: request.task, startedAt, ...(requestedBy ? { requestedBy } : {}) });
+    } catch (error) {
+      release();
+      throw error;
+    }
     const controller = new AbortController();
     const entry: Running = {
       info: { id, channelId, task: request.task, startedAt, segment: 1, tokens: 0 },
@@ -121,15 +126,14 @@ export class WorkerManager {
   }
 
   /** Running workers of a channel, oldest first. */
-  list(channelId: string): WorkerInfo[] {
-    return [...this.running.values()]
-      .filter((entry) => entry.info.channelId === channelId)
-      .map((entry) => ({ ...entry.info, task: this.taskOf(entry.info.id, entry.info.task) }));
+  async list(channelId: string): Promise<WorkerInfo[]> {
+    const entries = [...this.running.values()].filter((entry) => entry.info.channelId === channelId);
+    return Promise.all(entries.map(async (entry) => ({ ...entry.info, task: await this.taskOf(entry.info.id, entry.info.task) })));
   }
 
   /** The task as stored: a deleted message it quoted has been redacted there since it started. */
-  private taskOf(id: string, given: string): string {
-    return this.store.get(id)?.task ?? given;
+  private async taskOf(id: string, given: string): Promise<string> {
+    return (await this.store.get(id))?.task ?? given;
   }
 
   /** Stops one worker of this channel; it reports that it was cancelled. False when there is no such worker here. */
@@ -155,14 +159,11 @@ export class WorkerManager {
    * Reports, in each channel's history, the workers that were running when the process
    * stopped. Run once at start-up, before any new worker. Returns how many there were.
    */
-  recoverInterrupted(): number {
-    const rows = this.store.running().filter((row) => !this.running.has(row.id));
+  async recoverInterrupted(): Promise<number> {
+    const rows = (await this.store.running()).filter((row) => !this.running.has(row.id));
     for (const row of rows) {
       const text = `[worker ${row.id} interrupted] The background task “${clip(row.task, 200)}” was interrupted when Magpie stopped, before it finished; it reported nothing. Ask again to rerun it.`;
-      this.options.db.transaction(() => {
-        this.store.finish(row.id, 'interrupted', this.clock.now());
-        this.appendReport(row.channelId, text, `magpie-worker-${row.id}`);
-      })();
+      await this.appendReport(row.channelId, text, `magpie-worker-${row.id}`, () => this.store.finish(row.id, 'interrupted', this.clock.now()));
       this.options.events.emit({
         type: 'worker_failed',
         channel_id: row.channelId,
@@ -226,7 +227,10 @@ export class WorkerManager {
         mayContinue: () => !budget.exhausted(channelId, settings.dailyTokenBudget),
         onSegment: (info) => {
           entry.info.segment = info.segment + 1;
-          this.store.progress(id, info.segment, entry.info.tokens);
+          // Only what `/tasks` shows after a restart; the worker goes on whatever happens to it.
+          void this.store.progress(id, info.segment, entry.info.tokens).catch((error: unknown) => {
+            events.emit({ type: 'worker_progress_failed', channel_id: channelId, worker_id: id, error: errorMessage(error) });
+          });
           events.emit({
             type: 'worker_segment',
             channel_id: channelId,
@@ -266,7 +270,7 @@ export class WorkerManager {
     };
     let status: Exclude<WorkerStatus, 'running' | 'interrupted'>;
     let report: string;
-    const task = `“${clip(this.taskOf(id, request.task), 120)}”`;
+    const task = `“${clip(await this.taskOf(id, request.task), 120)}”`;
     if (result?.end === 'completed') {
       status = 'completed';
       report = `[worker ${id} report] Task ${task}:\n${result.text === '' ? '(the worker finished without writing a report)' : result.text}`;
@@ -307,10 +311,7 @@ export class WorkerManager {
             this.options.events.emit({ type: 'reply_failed', channel_id: channelId, worker_id: id, error: errorMessage(error) });
           }
         }
-        this.options.db.transaction(() => {
-          this.store.finish(id, status, this.clock.now());
-          this.appendReport(channelId, report, postedId ?? `magpie-worker-${id}`);
-        })();
+        await this.appendReport(channelId, report, postedId ?? `magpie-worker-${id}`, () => this.store.finish(id, status, this.clock.now()));
       });
     } catch (error) {
       // The row stays open: the next start reports the worker as interrupted rather than lose it.
@@ -318,13 +319,15 @@ export class WorkerManager {
     }
   }
 
-  private appendReport(channelId: string, text: string, messageId: string): void {
+  /** The report in history and `closeRow` (the task's row marked finished), in one transaction. */
+  private async appendReport(channelId: string, text: string, messageId: string, closeRow: () => Promise<unknown>): Promise<void> {
     const self = this.options.identity?.() ?? { id: 'magpie', name: 'Magpie' };
-    const turnId = this.options.runtime.newTurnId(channelId);
-    this.options.runtime.appendToTurn(
+    const turnId = await this.options.runtime.newTurnId(channelId);
+    await this.options.runtime.appendToTurn(
       channelId,
       [{ kind: 'message', role: 'assistant', authorId: self.id, authorName: self.name, content: text, messageId }],
       turnId,
+      { alongside: closeRow },
     );
   }
 }

@@ -1,4 +1,5 @@
-import type { Migration, SqlDatabase } from '../storage/database.js';
+import type { Migration } from '../storage/database.js';
+import type { SqlClient } from '../storage/sql-client.js';
 
 /**
  * One row per worker, so that a restart knows which were running when the process stopped.
@@ -8,8 +9,8 @@ import type { Migration, SqlDatabase } from '../storage/database.js';
 export const WORKER_MIGRATIONS: readonly Migration[] = [
   {
     name: 'worker-001-init',
-    up(db) {
-      db.exec(`
+    async up(db) {
+      await db.exec(`
         CREATE TABLE worker_tasks (
           id TEXT PRIMARY KEY,
           channel_id TEXT NOT NULL,
@@ -69,28 +70,28 @@ interface RawRow {
 }
 
 export class WorkerStore {
-  constructor(private readonly db: SqlDatabase) {}
+  constructor(private readonly db: SqlClient) {}
 
-  insert(row: { id: string; channelId: string; task: string; requestedBy?: string; startedAt: number }): void {
-    this.db
+  async insert(row: { id: string; channelId: string; task: string; requestedBy?: string; startedAt: number }): Promise<void> {
+    await this.db
       .prepare(`INSERT INTO worker_tasks (id, channel_id, task, status, requested_by, started_at) VALUES (?, ?, ?, 'running', ?, ?)`)
       .run(row.id, row.channelId, row.task, row.requestedBy ?? null, row.startedAt);
   }
 
-  progress(id: string, segment: number, tokens: number): void {
-    this.db.prepare(`UPDATE worker_tasks SET segment = ?, tokens = ? WHERE id = ? AND status = 'running'`).run(segment, tokens, id);
+  async progress(id: string, segment: number, tokens: number): Promise<void> {
+    await this.db.prepare(`UPDATE worker_tasks SET segment = ?, tokens = ? WHERE id = ? AND status = 'running'`).run(segment, tokens, id);
   }
 
-  finish(id: string, status: Exclude<WorkerStatus, 'running'>, finishedAt: number): void {
-    this.db.prepare(`UPDATE worker_tasks SET status = ?, finished_at = ? WHERE id = ?`).run(status, finishedAt, id);
+  async finish(id: string, status: Exclude<WorkerStatus, 'running'>, finishedAt: number): Promise<void> {
+    await this.db.prepare(`UPDATE worker_tasks SET status = ?, finished_at = ? WHERE id = ?`).run(status, finishedAt, id);
   }
 
-  running(): WorkerRow[] {
-    return (this.db.prepare(`SELECT * FROM worker_tasks WHERE status = 'running' ORDER BY started_at`).all() as RawRow[]).map(fromRaw);
+  async running(): Promise<WorkerRow[]> {
+    return ((await this.db.prepare(`SELECT * FROM worker_tasks WHERE status = 'running' ORDER BY started_at`).all()) as RawRow[]).map(fromRaw);
   }
 
-  get(id: string): WorkerRow | undefined {
-    const raw = this.db.prepare('SELECT * FROM worker_tasks WHERE id = ?').get(id) as RawRow | undefined;
+  async get(id: string): Promise<WorkerRow | undefined> {
+    const raw = (await this.db.prepare('SELECT * FROM worker_tasks WHERE id = ?').get(id)) as RawRow | undefined;
     return raw ? fromRaw(raw) : undefined;
   }
 }

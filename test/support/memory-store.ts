@@ -4,29 +4,31 @@ import os from 'node:os';
 import path from 'node:path';
 import { DEFAULTS } from '../../src/config/defaults.js';
 import type { MemoryScope } from '../../src/config/types.js';
-import { openMemoryStore, type SqliteMemoryStore } from '../../src/memory/index.js';
-import type { SqlDatabase } from '../../src/storage/database.js';
+import { openMemoryStore, type SqlMemoryStore } from '../../src/memory/index.js';
+import type { SqlClient } from '../../src/storage/sql-client.js';
+import { openChannelViews } from '../../src/privacy/channel-views.js';
 import { openTestDatabase } from './storage.js';
 
 export interface OpenedStore {
   dir: string;
-  db: SqlDatabase;
-  store: SqliteMemoryStore;
+  db: SqlClient;
+  store: SqlMemoryStore;
   /** Closes store and database (if still open) and removes the directory. */
   close(): Promise<void>;
 }
 
 export async function openTestStore(options: { scope?: MemoryScope; dir?: string } = {}): Promise<OpenedStore> {
   const dir = options.dir ?? mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
-  const db = openTestDatabase(dir);
-  const store = await openMemoryStore({ db, dataDir: dir, settings: { ...DEFAULTS.memory, scope: options.scope ?? 'channel' } });
+  const db = await openTestDatabase(dir);
+  const views = await openChannelViews(db);
+  const store = await openMemoryStore({ db, dataDir: dir, settings: { ...DEFAULTS.memory, scope: options.scope ?? 'channel' }, ...(views ? { views } : {}) });
   return {
     dir,
     db,
     store,
     async close() {
       await store.close();
-      if (db.open) db.close();
+      if (db.open) await db.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -6,9 +6,9 @@
  */
 import { createHash } from 'node:crypto';
 import { ALL_MIGRATIONS } from '../../src/app/migrations.js';
-import { openDatabase, type SqlDatabase } from '../../src/storage/database.js';
+import { openDatabase } from '../../src/storage/database.js';
 import { openStorageForWriting, type StorageTarget } from '../../src/storage/open-storage.js';
-import { isPostgres } from '../../src/storage/sql-database.js';
+import { isPostgres, type SqlClient } from '../../src/storage/sql-client.js';
 import type { MagpieConfig } from '../../src/config/types.js';
 
 export const TEST_STORAGE: 'sqlite' | 'postgres' = process.env.MAGPIE_TEST_STORAGE === 'postgres' ? 'postgres' : 'sqlite';
@@ -31,9 +31,9 @@ export function testTarget(dir: string): StorageTarget {
  * The database of a test's data dir, migrated: SQLite in the dir, or its PostgreSQL schema. On
  * PostgreSQL no writer lock is taken (several harnesses of one test may share a dir in turn).
  */
-export function openTestDatabase(dir: string): SqlDatabase {
+export async function openTestDatabase(dir: string): Promise<SqlClient> {
   if (TEST_STORAGE === 'sqlite') return openDatabase(dir, ALL_MIGRATIONS);
-  const opened = openStorageForWriting(testTarget(dir), ALL_MIGRATIONS, { command: 'magpie test', writerKey: `test-${process.pid}-${Math.random()}` });
+  const opened = await openStorageForWriting(testTarget(dir), ALL_MIGRATIONS, { command: 'magpie test', writerKey: `test-${process.pid}-${Math.random()}` });
   return opened.db;
 }
 
@@ -61,12 +61,12 @@ export function appEnv(): NodeJS.ProcessEnv {
  * Makes every insert into `table` whose row matches `condition` (SQL over NEW) fail, as a full
  * disk would midway through a transaction; returns what removes it.
  */
-export function failInserts(db: SqlDatabase, table: string, condition: string): () => void {
+export async function failInserts(db: SqlClient, table: string, condition: string): Promise<() => Promise<void>> {
   if (!isPostgres(db)) {
-    db.exec(`CREATE TRIGGER fail_${table} BEFORE INSERT ON ${table} WHEN ${condition} BEGIN SELECT RAISE(ABORT, 'disk gone'); END`);
+    await db.exec(`CREATE TRIGGER fail_${table} BEFORE INSERT ON ${table} WHEN ${condition} BEGIN SELECT RAISE(ABORT, 'disk gone'); END`);
     return () => db.exec(`DROP TRIGGER fail_${table}`);
   }
-  db.exec(`CREATE FUNCTION fail_${table}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'disk gone'; END $$;
+  await db.exec(`CREATE FUNCTION fail_${table}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'disk gone'; END $$;
            CREATE TRIGGER fail_${table} BEFORE INSERT ON ${table} FOR EACH ROW WHEN (${condition}) EXECUTE FUNCTION fail_${table}()`);
   return () => db.exec(`DROP TRIGGER fail_${table} ON ${table}; DROP FUNCTION fail_${table}()`);
 }

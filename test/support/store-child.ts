@@ -14,18 +14,19 @@ const [targetJson, mode, key] = process.argv.slice(2);
 const target = JSON.parse(targetJson!) as StorageTarget;
 
 if (mode === 'transaction') {
-  const opened = openStorageForWriting(target, ALL_MIGRATIONS, { command: 'magpie killed-writer', writerKey: 'killed-writer' });
+  const opened = await openStorageForWriting(target, ALL_MIGRATIONS, { command: 'magpie killed-writer', writerKey: 'killed-writer' });
   const history = new HistoryStore(opened.db);
-  opened.db.transaction(() => {
-    for (let seq = 1; seq <= 3; seq += 1) history.insert(childEntry(seq), { guildId: 'g1' });
-    history.truncate(CHILD_CHANNEL, { toSeq: 2 }, { channelId: CHILD_CHANNEL, kind: 'marker', fromSeq: 1, toSeq: 2, content: '[cut]', tokens: 3, createdAt: 1 });
-    const seen = history.archive(CHILD_CHANNEL).length;
+  await opened.db.transaction(async () => {
+    for (let seq = 1; seq <= 3; seq += 1) await history.insert(childEntry(seq), { guildId: 'g1' });
+    await history.truncate(CHILD_CHANNEL, { toSeq: 2 }, { channelId: CHILD_CHANNEL, kind: 'marker', fromSeq: 1, toSeq: 2, content: '[cut]', tokens: 3, createdAt: 1 });
+    const seen = (await history.archive(CHILD_CHANNEL)).length;
     process.stdout.write(`inside ${seen}\n`);
     // Stays inside the open transaction until killed.
-    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
-  })();
+    setInterval(() => undefined, 60_000);
+    await new Promise<never>(() => {});
+  });
 } else if (mode === 'hold') {
-  openStorageForWriting(target, ALL_MIGRATIONS, { command: 'magpie lock-holder', writerKey: key! });
+  await openStorageForWriting(target, ALL_MIGRATIONS, { command: 'magpie lock-holder', writerKey: key! });
   process.stdout.write('holding\n');
   setInterval(() => undefined, 60_000);
 } else {

@@ -64,18 +64,18 @@ function summary(channelId: string, fromSeq: number, toSeq: number, content = `s
 }
 
 let opened = 0;
-function open(target: StorageTarget, writerKey = `contract-${process.pid}-${(opened += 1)}`): OpenedStorage {
+function open(target: StorageTarget, writerKey = `contract-${process.pid}-${(opened += 1)}`): Promise<OpenedStorage> {
   return openStorageForWriting(target, ALL_MIGRATIONS, { command: 'magpie contract', writerKey });
 }
 
 /** Runs `work` on a fresh store, closed afterwards whatever happens. */
 async function withStore(backend: ContractBackend, work: (store: OpenedStorage, target: StorageTarget) => Promise<void> | void): Promise<void> {
   const target = backend.freshTarget();
-  const store = open(target);
+  const store = await open(target);
   try {
     await work(store, target);
   } finally {
-    store.close();
+    await store.close();
   }
 }
 
@@ -107,11 +107,11 @@ async function startChild(target: StorageTarget, args: string[], ready: string) 
 }
 
 /** Retries `attempt` until it stops throwing: the server notices a killed client's socket on its own time. */
-async function eventually<T>(attempt: () => T, what: string): Promise<T> {
+async function eventually<T>(attempt: () => Promise<T>, what: string): Promise<T> {
   const deadline = Date.now() + 60_000;
   for (;;) {
     try {
-      return attempt();
+      return await attempt();
     } catch (error) {
       if (Date.now() > deadline) throw new Error(`${what}: still failing after 60 s`, { cause: error });
       await new Promise((resolve) => setTimeout(resolve, 100));
@@ -123,63 +123,63 @@ export const STORE_CONTRACT: readonly ContractCase[] = [
   {
     name: 'history: insert, reload in order, a known message id is skipped, a taken seq is refused',
     run: (backend) =>
-      withStore(backend, ({ db }) => {
+      withStore(backend, async ({ db }) => {
         const history = new HistoryStore(db);
-        for (let seq = 1; seq <= 3; seq += 1) assert.equal(history.insert(entry('c1', seq), { guildId: 'g1' }), true);
-        assert.equal(history.insert(entry('c1', 4, { messageId: 'm2', content: 'again' }), { guildId: 'g1' }), false, 'same message id: skipped');
-        assert.throws(
+        for (let seq = 1; seq <= 3; seq += 1) assert.equal(await history.insert(entry('c1', seq), { guildId: 'g1' }), true);
+        assert.equal(await history.insert(entry('c1', 4, { messageId: 'm2', content: 'again' }), { guildId: 'g1' }), false, 'same message id: skipped');
+        await assert.rejects(
           () => history.insert(entry('c1', 3, { messageId: 'other' }), { guildId: 'g1' }),
           (error: unknown) => error instanceof MagpieError && error.code === 'history_seq_taken',
         );
-        const loaded = history.load('c1');
+        const loaded = await history.load('c1');
         assert.deepEqual(loaded.entries, [entry('c1', 1), entry('c1', 2), entry('c1', 3)]);
         assert.equal(loaded.nextSeq, 4);
         assert.equal(loaded.nextTurnId, 4);
         assert.deepEqual(loaded.location, { guildId: 'g1' });
-        assert.deepEqual(history.findByMessageId('c1', 'm2'), entry('c1', 2));
-        assert.equal(history.findBySeq('c1', 9), undefined);
-        assert.equal(history.lastMessageTime('c1'), entry('c1', 3).createdAt);
-        assert.equal(history.lastMessageTime('empty'), undefined);
+        assert.deepEqual(await history.findByMessageId('c1', 'm2'), entry('c1', 2));
+        assert.equal(await history.findBySeq('c1', 9), undefined);
+        assert.equal(await history.lastMessageTime('c1'), entry('c1', 3).createdAt);
+        assert.equal(await history.lastMessageTime('empty'), undefined);
         // Tool traffic is born archived; messages wait for the transcript index.
-        history.insert(entry('c1', 4, { messageId: 'tool-1', kind: 'tool_call', role: 'assistant' }), {});
-        assert.deepEqual(history.unarchived('c1').map((row) => row.seq), [1, 2, 3]);
-        history.markArchived([{ channelId: 'c1', seq: 1 }, { channelId: 'c1', seq: 3 }]);
-        assert.deepEqual(history.unarchived('c1').map((row) => row.seq), [2]);
-        history.updateContent('c1', 2, 'edited', 9);
-        assert.equal(history.findBySeq('c1', 2)?.content, 'edited');
-        history.deleteEntries('c1', [2]);
-        assert.deepEqual(history.archive('c1').map((row) => row.seq), [1, 3, 4]);
+        await history.insert(entry('c1', 4, { messageId: 'tool-1', kind: 'tool_call', role: 'assistant' }), {});
+        assert.deepEqual((await history.unarchived('c1')).map((row) => row.seq), [1, 2, 3]);
+        await history.markArchived([{ channelId: 'c1', seq: 1 }, { channelId: 'c1', seq: 3 }]);
+        assert.deepEqual((await history.unarchived('c1')).map((row) => row.seq), [2]);
+        await history.updateContent('c1', 2, 'edited', 9);
+        assert.equal((await history.findBySeq('c1', 2))?.content, 'edited');
+        await history.deleteEntries('c1', [2]);
+        assert.deepEqual((await history.archive('c1')).map((row) => row.seq), [1, 3, 4]);
       }),
   },
   {
     name: 'history: a splice is all or nothing, and the archive keeps every entry',
     run: (backend) =>
-      withStore(backend, ({ db }) => {
+      withStore(backend, async ({ db }) => {
         const history = new HistoryStore(db);
-        for (let seq = 1; seq <= 6; seq += 1) history.insert(entry('c1', seq), { guildId: 'g1' });
-        const first = history.splice({ channelId: 'c1', entryRange: { toSeq: 2 }, retiredSummaryIds: [], summary: summary('c1', 1, 2) });
-        const before = history.load('c1');
+        for (let seq = 1; seq <= 6; seq += 1) await history.insert(entry('c1', seq), { guildId: 'g1' });
+        const first = await history.splice({ channelId: 'c1', entryRange: { toSeq: 2 }, retiredSummaryIds: [], summary: summary('c1', 1, 2) });
+        const before = await history.load('c1');
         assert.deepEqual(before.entries.map((row) => row.seq), [3, 4, 5, 6]);
         assert.deepEqual(before.summaries.map((row) => row.id), [first]);
         // The new summary's insert fails after the live start moved and the old summary was retired.
-        const restore = failInserts(db, 'history_summaries', `NEW.content = 'doomed'`);
-        assert.throws(() => history.splice({ channelId: 'c1', entryRange: { toSeq: 4 }, retiredSummaryIds: [first], summary: summary('c1', 1, 4, 'doomed') }));
-        restore();
-        assert.deepEqual(history.load('c1'), before, 'nothing of the failed splice is kept');
-        const second = history.splice({ channelId: 'c1', entryRange: { toSeq: 4 }, retiredSummaryIds: [first], summary: summary('c1', 1, 4) });
+        const restore = await failInserts(db, 'history_summaries', `NEW.content = 'doomed'`);
+        await assert.rejects(() => history.splice({ channelId: 'c1', entryRange: { toSeq: 4 }, retiredSummaryIds: [first], summary: summary('c1', 1, 4, 'doomed') }));
+        await restore();
+        assert.deepEqual(await history.load('c1'), before, 'nothing of the failed splice is kept');
+        const second = await history.splice({ channelId: 'c1', entryRange: { toSeq: 4 }, retiredSummaryIds: [first], summary: summary('c1', 1, 4) });
         assert.ok(second > first, 'ids grow');
-        const after = history.load('c1');
+        const after = await history.load('c1');
         assert.deepEqual(after.entries.map((row) => row.seq), [5, 6]);
         assert.deepEqual(after.summaries.map((row) => [row.id, row.kind, row.fromSeq, row.toSeq]), [[second, 'summary', 1, 4]]);
         assert.equal(after.archivedCount, 6);
-        assert.deepEqual(history.archive('c1').map((row) => row.seq), [1, 2, 3, 4, 5, 6], 'the archive keeps what left the context');
+        assert.deepEqual((await history.archive('c1')).map((row) => row.seq), [1, 2, 3, 4, 5, 6], 'the archive keeps what left the context');
         assert.deepEqual(
-          history.allSummaries('c1').map((row) => [row.id, row.live]),
+          (await history.allSummaries('c1')).map((row) => [row.id, row.live]),
           [[first, false], [second, true]],
         );
-        history.insert(entry('c1', 7, { messageId: 'tool-7', kind: 'tool_call', role: 'assistant', tokens: 3 }), {});
-        assert.deepEqual(channelIdsWithHistory(db), ['c1']);
-        assert.deepEqual(contextCensus(db, 'c1'), {
+        await history.insert(entry('c1', 7, { messageId: 'tool-7', kind: 'tool_call', role: 'assistant', tokens: 3 }), {});
+        assert.deepEqual(await channelIdsWithHistory(db), ['c1']);
+        assert.deepEqual(await contextCensus(db, 'c1'), {
           channelId: 'c1',
           messages: 6,
           liveMessages: 2,
@@ -197,142 +197,144 @@ export const STORE_CONTRACT: readonly ContractCase[] = [
   {
     name: 'history: truncation markers, extended and shrunk, and a seq counter that survives them',
     run: (backend) =>
-      withStore(backend, ({ db }) => {
+      withStore(backend, async ({ db }) => {
         const history = new HistoryStore(db);
-        for (let seq = 1; seq <= 8; seq += 1) history.insert(entry('c1', seq), {});
-        const markerId = history.truncate('c1', { toSeq: 2 }, marker('c1', 1, 2));
-        assert.deepEqual(history.load('c1').summaries.map((row) => [row.id, row.kind, row.fromSeq, row.toSeq]), [[markerId, 'marker', 1, 2]]);
-        history.extendMarker('c1', { id: markerId, toSeq: 4, content: '[4 messages cut]', tokens: 4 });
-        let loaded = history.load('c1');
+        for (let seq = 1; seq <= 8; seq += 1) await history.insert(entry('c1', seq), {});
+        const markerId = await history.truncate('c1', { toSeq: 2 }, marker('c1', 1, 2));
+        assert.deepEqual((await history.load('c1')).summaries.map((row) => [row.id, row.kind, row.fromSeq, row.toSeq]), [[markerId, 'marker', 1, 2]]);
+        await history.extendMarker('c1', { id: markerId, toSeq: 4, content: '[4 messages cut]', tokens: 4 });
+        let loaded = await history.load('c1');
         assert.deepEqual(loaded.entries.map((row) => row.seq), [5, 6, 7, 8]);
         assert.deepEqual(loaded.summaries.map((row) => [row.fromSeq, row.toSeq, row.content]), [[1, 4, '[4 messages cut]']]);
         // A summary of the first two leaves the rest of the marker in place.
-        const summaryId = history.splice({
+        const summaryId = await history.splice({
           channelId: 'c1',
           retiredSummaryIds: [],
           shrunkMarker: { id: markerId, fromSeq: 3, content: '[2 messages cut]', tokens: 4 },
           summary: summary('c1', 1, 2),
         });
-        loaded = history.load('c1');
+        loaded = await history.load('c1');
         assert.deepEqual(loaded.summaries.map((row) => [row.id, row.fromSeq, row.toSeq]), [[summaryId, 1, 2], [markerId, 3, 4]]);
         assert.equal(loaded.nextSeq, 9);
         // Every live entry compacted away: the next seq still follows the summaries.
-        history.deleteEntries('c1', [5, 6, 7, 8]);
-        history.truncate('c1', { toSeq: 8 }, marker('c1', 5, 8));
-        assert.equal(history.load('c1').nextSeq, 9);
+        await history.deleteEntries('c1', [5, 6, 7, 8]);
+        await history.truncate('c1', { toSeq: 8 }, marker('c1', 5, 8));
+        assert.equal((await history.load('c1')).nextSeq, 9);
       }),
   },
   {
     name: 'a rolled-back transaction leaves nothing; a rolled-back savepoint keeps the rest of its transaction',
     run: (backend) =>
-      withStore(backend, ({ db }) => {
+      withStore(backend, async ({ db }) => {
         const history = new HistoryStore(db);
-        assert.throws(() =>
-          db.transaction(() => {
-            history.insert(entry('c1', 1), {});
-            history.truncate('c1', { toSeq: 1 }, marker('c1', 1, 1));
+        await assert.rejects(() =>
+          db.transaction(async () => {
+            await history.insert(entry('c1', 1), {});
+            await history.truncate('c1', { toSeq: 1 }, marker('c1', 1, 1));
             throw new Error('changed my mind');
-          })(),
+          }),
         );
         assert.equal(db.inTransaction, false);
-        assert.deepEqual(history.archive('c1'), []);
-        assert.deepEqual(history.allSummaries('c1'), []);
-        db.transaction(() => {
-          history.insert(entry('c1', 1), {});
-          assert.throws(() =>
-            db.transaction(() => {
-              history.insert(entry('c1', 2), {});
+        assert.deepEqual(await history.archive('c1'), []);
+        assert.deepEqual(await history.allSummaries('c1'), []);
+        await db.transaction(async () => {
+          await history.insert(entry('c1', 1), {});
+          await assert.rejects(() =>
+            db.transaction(async () => {
+              await history.insert(entry('c1', 2), {});
               throw new Error('inner only');
-            })(),
+            }),
           );
-          history.insert(entry('c1', 3), {});
-        })();
-        assert.deepEqual(history.archive('c1').map((row) => row.seq), [1, 3]);
+          await history.insert(entry('c1', 3), {});
+        });
+        assert.deepEqual((await history.archive('c1')).map((row) => row.seq), [1, 3]);
       }),
   },
   {
     name: 'calibration: saved per channel, overwritten, unknown channels uncalibrated',
     run: (backend) =>
-      withStore(backend, ({ db }) => {
+      withStore(backend, async ({ db }) => {
         const calibration = new CalibrationStore(db);
-        assert.deepEqual(calibration.load('c1'), { factor: 1, observations: 0 });
-        calibration.save('c1', { factor: 1.2345, observations: 3 }, 10);
-        calibration.save('c2', { factor: 3.5, observations: 1 }, 10);
-        calibration.save('c1', { factor: 1.1, observations: 4 }, 20);
-        assert.deepEqual(new CalibrationStore(db).load('c1'), { factor: 1.1, observations: 4 });
-        assert.deepEqual(calibration.load('c2'), { factor: 3.5, observations: 1 });
+        assert.deepEqual(await calibration.load('c1'), { factor: 1, observations: 0 });
+        await calibration.save('c1', { factor: 1.2345, observations: 3 }, 10);
+        await calibration.save('c2', { factor: 3.5, observations: 1 }, 10);
+        await calibration.save('c1', { factor: 1.1, observations: 4 }, 20);
+        assert.deepEqual(await new CalibrationStore(db).load('c1'), { factor: 1.1, observations: 4 });
+        assert.deepEqual(await calibration.load('c2'), { factor: 3.5, observations: 1 });
         // Out of range (an older build's value) is clamped on load.
-        calibration.save('c3', { factor: 40, observations: 2 }, 30);
-        assert.deepEqual(calibration.load('c3'), { factor: 8, observations: 2 });
+        await calibration.save('c3', { factor: 40, observations: 2 }, 30);
+        assert.deepEqual(await calibration.load('c3'), { factor: 8, observations: 2 });
       }),
   },
   {
     name: 'personas: set, replaced, cleared, and seen by a new store on the same data',
     run: (backend) =>
-      withStore(backend, ({ db }) => {
-        const personas = new PersonaStore(db);
-        personas.set('c1', '  A pirate.  ', 'u1', 100);
-        personas.set('c2', 'A poet.', 'u2', 200);
-        personas.set('c1', 'A captain.', 'u3', 300);
-        assert.equal(personas.clear('c2'), true);
-        assert.equal(personas.clear('c2'), false);
-        const fresh = new PersonaStore(db);
+      withStore(backend, async ({ db }) => {
+        const personas = await PersonaStore.open(db);
+        await personas.set('c1', '  A pirate.  ', 'u1', 100);
+        await personas.set('c2', 'A poet.', 'u2', 200);
+        await personas.set('c1', 'A captain.', 'u3', 300);
+        assert.equal(await personas.clear('c2'), true);
+        assert.equal(await personas.clear('c2'), false);
+        const fresh = await PersonaStore.open(db);
         assert.deepEqual(fresh.get('c1'), { channelId: 'c1', prompt: 'A captain.', setBy: 'u3', setAt: 300 });
         assert.equal(fresh.get('c2'), undefined);
-        assert.deepEqual(listPersonas(db).map((persona) => persona.channelId), ['c1']);
+        assert.deepEqual((await listPersonas(db)).map((persona) => persona.channelId), ['c1']);
       }),
   },
   {
     name: 'token budget: spending adds up per channel and day, survives a new store, old days are pruned',
     run: (backend) =>
-      withStore(backend, ({ db }) => {
+      withStore(backend, async ({ db }) => {
         const DAY = 86_400_000;
         const clock: Clock & { at: number } = { at: 100 * DAY, now: () => clock.at };
-        const budget = new DailyTokenBudget(clock, db);
+        const budget = await DailyTokenBudget.open(clock, db);
         budget.record('c1', 400.4);
         budget.record('c1', 600);
         budget.record('c2', 5);
-        assert.equal(new DailyTokenBudget(clock, db).spentToday('c1'), 1_000);
+        await budget.settled();
+        assert.equal((await DailyTokenBudget.open(clock, db)).spentToday('c1'), 1_000);
         assert.equal(budget.spentToday('c2'), 5);
         clock.at += 8 * DAY;
         budget.record('c1', 1);
         assert.equal(budget.spentToday('c1'), 1, 'a new day starts from nothing');
-        assert.equal((db.prepare('SELECT COUNT(*) AS total FROM token_budget').get() as { total: number }).total, 1, 'days past a week are pruned');
+        await budget.settled();
+        assert.equal(((await db.prepare('SELECT COUNT(*) AS total FROM token_budget').get()) as { total: number }).total, 1, 'days past a week are pruned');
       }),
   },
   {
     name: 'channel views: keys per channel, public threads follow their parent, private ones keep theirs',
     run: (backend) =>
-      withStore(backend, ({ db }) => {
+      withStore(backend, async ({ db }) => {
         const views = new ChannelViews(db);
-        assert.equal(views.record({ channelId: 'parent', guildId: 'g1', viewKey: 'everyone' }), true);
-        views.record({ channelId: 'public-thread', guildId: 'g1', parentId: 'parent', viewKey: 'everyone' });
-        views.record({ channelId: 'private-thread', guildId: 'g1', parentId: 'parent', viewKey: privateThreadKey('private-thread') });
-        assert.equal(views.record({ channelId: 'parent', guildId: 'g1', viewKey: 'everyone' }), false, 'unchanged');
-        assert.equal(views.record({ channelId: 'parent', guildId: 'g1', viewKey: 'mods' }), true);
+        assert.equal(await views.record({ channelId: 'parent', guildId: 'g1', viewKey: 'everyone' }), true);
+        await views.record({ channelId: 'public-thread', guildId: 'g1', parentId: 'parent', viewKey: 'everyone' });
+        await views.record({ channelId: 'private-thread', guildId: 'g1', parentId: 'parent', viewKey: privateThreadKey('private-thread') });
+        assert.equal(await views.record({ channelId: 'parent', guildId: 'g1', viewKey: 'everyone' }), false, 'unchanged');
+        assert.equal(await views.record({ channelId: 'parent', guildId: 'g1', viewKey: 'mods' }), true);
         const fresh = new ChannelViews(db);
-        assert.equal(fresh.keyOf('public-thread'), 'mods');
-        assert.equal(fresh.keyOf('private-thread'), privateThreadKey('private-thread'));
-        assert.equal(fresh.keyOf('never-seen'), '');
+        assert.equal(await fresh.keyOf('public-thread'), 'mods');
+        assert.equal(await fresh.keyOf('private-thread'), privateThreadKey('private-thread'));
+        assert.equal(await fresh.keyOf('never-seen'), '');
       }),
   },
   {
     name: 'attachments: image bytes and text files come back exactly, replaced per message, gone with it',
     run: (backend) =>
-      withStore(backend, ({ db }) => {
+      withStore(backend, async ({ db }) => {
         const attachments = new AttachmentStore(db);
         // Every byte value, so that no encoding can pass by luck.
         const bytes = Buffer.from(Array.from({ length: 512 }, (_, index) => index % 256));
         const image: StoredAttachment = { kind: 'image', name: 'plan.png', size: 512, mediaType: 'image/png', width: 30, height: 20, tokens: 1, data: bytes.toString('base64') };
         const text: StoredAttachment = { kind: 'text', name: 'notes.txt', size: 9, text: 'some text', truncated: true, maxChars: 4000, tokens: 12 };
-        attachments.replace('c1', 1, 'm1', [image, text]);
-        attachments.replace('c1', 2, 'm2', [text]);
-        attachments.replace('c1', 2, 'm2', [{ ...text, name: 'other.txt', truncated: false }]);
-        assert.deepEqual(attachments.liveFrom('c1', 1), new Map([[1, [image, text]], [2, [{ ...text, name: 'other.txt', truncated: false }]]]));
-        assert.equal(attachments.tokensOf('c1', 1), 13);
-        assert.equal(attachments.tokensOf('c1', 3), 0);
-        attachments.delete('c1', [1]);
-        assert.deepEqual([...attachments.liveFrom('c1', 0).keys()], [2]);
+        await attachments.replace('c1', 1, 'm1', [image, text]);
+        await attachments.replace('c1', 2, 'm2', [text]);
+        await attachments.replace('c1', 2, 'm2', [{ ...text, name: 'other.txt', truncated: false }]);
+        assert.deepEqual(await attachments.liveFrom('c1', 1), new Map([[1, [image, text]], [2, [{ ...text, name: 'other.txt', truncated: false }]]]));
+        assert.equal(await attachments.tokensOf('c1', 1), 13);
+        assert.equal(await attachments.tokensOf('c1', 3), 0);
+        await attachments.delete('c1', [1]);
+        assert.deepEqual([...(await attachments.liveFrom('c1', 0)).keys()], [2]);
       }),
   },
   {
@@ -341,8 +343,8 @@ export const STORE_CONTRACT: readonly ContractCase[] = [
       withStore(backend, async ({ db }) => {
         const history = new HistoryStore(db);
         const texts = ['plain one', 'the Blue door is 50% open_now', 'plain three', 'blue doors 500 open'];
-        texts.forEach((content, index) => history.insert(entry('here', index + 1, { content }), {}));
-        history.insert(entry('there', 1, { content: 'the blue door elsewhere' }), {});
+        for (const [index, content] of texts.entries()) await history.insert(entry('here', index + 1, { content }), {});
+        await history.insert(entry('there', 1, { content: 'the blue door elsewhere' }), {});
         const tool = createChannelHistoryTool(db);
         const read = async (input: unknown) => {
           const outcome = await tool.run(input, { channelId: 'here' });
@@ -360,21 +362,21 @@ export const STORE_CONTRACT: readonly ContractCase[] = [
     async run(backend) {
       const target = backend.freshTarget();
       // Migrated once before, so that the child's transaction is its only write.
-      open(target).close();
+      await (await open(target)).close();
       const child = await startChild(target, ['transaction'], 'inside');
       assert.equal(child.line, 'inside 3', 'the child saw its own three entries inside the transaction');
       await child.kill();
       const store = await eventually(() => open(target), 'reopening after the kill');
       try {
         const history = new HistoryStore(store.db);
-        assert.deepEqual(history.archive(CHILD_CHANNEL), [], 'no entry of the killed transaction');
-        assert.deepEqual(history.allSummaries(CHILD_CHANNEL), [], 'no marker of the killed transaction');
-        assert.equal(history.load(CHILD_CHANNEL).nextSeq, 1);
+        assert.deepEqual(await history.archive(CHILD_CHANNEL), [], 'no entry of the killed transaction');
+        assert.deepEqual(await history.allSummaries(CHILD_CHANNEL), [], 'no marker of the killed transaction');
+        assert.equal((await history.load(CHILD_CHANNEL)).nextSeq, 1);
         // Its rows hold no lock either: the same seqs are written now.
-        for (let seq = 1; seq <= 3; seq += 1) assert.equal(history.insert(childEntry(seq), {}), true);
-        assert.equal(history.archive(CHILD_CHANNEL).length, 3);
+        for (let seq = 1; seq <= 3; seq += 1) assert.equal(await history.insert(childEntry(seq), {}), true);
+        assert.equal((await history.archive(CHILD_CHANNEL)).length, 3);
       } finally {
-        store.close();
+        await store.close();
       }
     },
   },
@@ -382,10 +384,10 @@ export const STORE_CONTRACT: readonly ContractCase[] = [
     name: 'a second writer with the same writer key is refused, naming the holder, until the holder dies',
     async run(backend) {
       const target = backend.freshTarget();
-      open(target).close();
+      await (await open(target)).close();
       const holder = await startChild(target, ['hold', 'shard-0'], 'holding');
       try {
-        assert.throws(
+        await assert.rejects(
           () => open(target, 'shard-0'),
           (error: unknown) =>
             error instanceof MagpieError && error.code === 'data_dir_locked' && error.message.includes('magpie lock-holder') && error.message.includes(String(holder.pid)),
@@ -394,7 +396,7 @@ export const STORE_CONTRACT: readonly ContractCase[] = [
         await holder.kill();
       }
       const store = await eventually(() => open(target, 'shard-0'), 'taking the lock of a killed holder');
-      store.close();
+      await store.close();
     },
   },
 ];
@@ -407,24 +409,24 @@ export const POSTGRES_ONLY_CONTRACT: readonly ContractCase[] = [
       withStore(backend, async ({ db }, target) => {
         assert.equal(target.backend, 'postgres');
         const history = new HistoryStore(db);
-        history.insert(entry('c1', 1), {});
-        const { pid } = db.prepare('SELECT pg_backend_pid() AS pid').get() as { pid: number };
+        await history.insert(entry('c1', 1), {});
+        const { pid } = (await db.prepare('SELECT pg_backend_pid() AS pid').get()) as { pid: number };
         // The server ends the session in the middle of a transaction (another process asks it to).
         const terminate = `const pg = require('pg'); const client = new pg.Client(process.argv[1]);
           client.connect().then(() => client.query('SELECT pg_terminate_backend($1)', [Number(process.argv[2])])).then(() => client.end());`;
         let failure: unknown;
-        assert.throws(() =>
-          db.transaction(() => {
-            history.insert(entry('c1', 2), {});
+        await assert.rejects(() =>
+          db.transaction(async () => {
+            await history.insert(entry('c1', 2), {});
             const ended = spawnSync(process.execPath, ['-e', terminate, target.backend === 'postgres' ? target.url : '', String(pid)], { encoding: 'utf8' });
             assert.equal(ended.status, 0, ended.stderr);
             try {
-              history.insert(entry('c1', 3), {});
+              await history.insert(entry('c1', 3), {});
             } catch (error) {
               failure = error;
               throw error;
             }
-          })(),
+          }),
         );
         const problem = storageError(target.dataDir, failure);
         assert.ok(problem, `a storage error: ${String(failure)}`);
@@ -432,11 +434,11 @@ export const POSTGRES_ONLY_CONTRACT: readonly ContractCase[] = [
         assert.equal(problem.retryable, false);
         assert.match(problem.message, /PostgreSQL database dropped the connection/);
         assert.match(problem.hint ?? '', /restart Magpie/);
-        const again = open(target);
+        const again = await open(target);
         try {
-          assert.deepEqual(new HistoryStore(again.db).archive('c1').map((row) => row.seq), [1], 'nothing of the interrupted transaction');
+          assert.deepEqual((await new HistoryStore(again.db).archive('c1')).map((row) => row.seq), [1], 'nothing of the interrupted transaction');
         } finally {
-          again.close();
+          await again.close();
         }
       }),
   },
@@ -444,20 +446,20 @@ export const POSTGRES_ONLY_CONTRACT: readonly ContractCase[] = [
     name: 'writers with different writer keys work side by side on one schema',
     async run(backend) {
       const target = backend.freshTarget();
-      const zero = open(target, 'shard-0');
+      const zero = await open(target, 'shard-0');
       try {
-        const one = open(target, 'shard-1');
+        const one = await open(target, 'shard-1');
         try {
-          new HistoryStore(zero.db).insert(entry('zero', 1), {});
-          new HistoryStore(one.db).insert(entry('one', 1), {});
-          assert.equal(new HistoryStore(one.db).archive('zero').length, 1, 'each sees what the other committed');
-          assert.throws(() => open(target, 'shard-1'), (error: unknown) => error instanceof MagpieError && error.code === 'data_dir_locked');
+          await new HistoryStore(zero.db).insert(entry('zero', 1), {});
+          await new HistoryStore(one.db).insert(entry('one', 1), {});
+          assert.equal((await new HistoryStore(one.db).archive('zero')).length, 1, 'each sees what the other committed');
+          await assert.rejects(() => open(target, 'shard-1'), (error: unknown) => error instanceof MagpieError && error.code === 'data_dir_locked');
         } finally {
-          one.close();
+          await one.close();
         }
-        open(target, 'shard-1').close();
+        await (await open(target, 'shard-1')).close();
       } finally {
-        zero.close();
+        await zero.close();
       }
     },
   },

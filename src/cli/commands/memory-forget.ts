@@ -68,7 +68,7 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
   }
   // A schema with no Magpie data is refused, as a data dir without its database is, not created.
   const target = dirs[0]!.target;
-  if (target.backend === 'postgres') openStorageForReading(target, ALL_MIGRATIONS, { command: 'magpie memory forget', anyVersion: true }).close();
+  if (target.backend === 'postgres') await (await openStorageForReading(target, ALL_MIGRATIONS, { command: 'magpie memory forget', anyVersion: true })).close();
   const events = new EventStream();
   // The audit line: counts only, through the same logger and fields as the bot's.
   events.subscribe(auditLogger(io, config.logging.level));
@@ -98,7 +98,7 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
       return EXIT.ok;
     }
     // The platform id shown in outputs, or the store's own msg-N / mem-N: the helper says which.
-    const ref = resolveItemRef(app.db, id!);
+    const ref = await resolveItemRef(app.db, id!);
     const what = await app.runtime.forgetItem(ref.id);
     await app.runtime.privacySettled();
     if (what === undefined) {
@@ -117,12 +117,12 @@ const RUNNING_BOT_WAIT_MS = 60_000;
 
 /** Leaves the erasure to the running bot (a request in the database) and reports its outcome. */
 async function forgetThroughRunningBot(target: StorageTarget, request: { id: string | undefined; user: string | undefined; json: boolean }, io: CliIo): Promise<number> {
-  const storage = openStorageBesideWriter(target, 'memory forget');
+  const storage = await openStorageBesideWriter(target, 'memory forget');
   let outcome;
   try {
     outcome = await requestErasure(storage.db, request.user !== undefined ? 'user' : 'item', request.user ?? request.id!, { timeoutMs: RUNNING_BOT_WAIT_MS });
   } finally {
-    storage.close();
+    await storage.close();
   }
   const result = JSON.parse(outcome.result ?? '{}') as Record<string, unknown>;
   if (outcome.status === 'failed') {

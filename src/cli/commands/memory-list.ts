@@ -34,14 +34,17 @@ export async function listCommand(argv: string[], io: CliIo): Promise<number> {
   return withStores(values, io, async (stores) => {
     // Across shards: the newest of all of them (a channel's entries live in one shard only).
     const targets = values.channel ? [await stores.forChannel(values.channel)] : await stores.all();
-    const records = targets
-      .flatMap((store) =>
+    const lists = await Promise.all(
+      targets.map((store) =>
         store.list({
           ...(values.channel ? { location: { channelId: values.channel } } : {}),
           ...(kind ? { kind } : {}),
           limit,
         }),
-      )
+      ),
+    );
+    const records = lists
+      .flat()
       .sort((left, right) => right.createdAt - left.createdAt)
       .slice(0, limit);
     for (const record of records) {

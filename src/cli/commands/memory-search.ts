@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { errorMessage, InputError } from '../../common/errors.js';
 import { closestMatch } from '../../config/edit-distance.js';
-import type { SqliteMemoryStore } from '../../memory/sqlite-memory-store.js';
+import type { SqlMemoryStore } from '../../memory/sql-memory-store.js';
 import { MEMORY_TYPES, type MemoryKind, type MemoryType } from '../../memory/types.js';
 import { checkLimit, checkQuery, MAX_SEARCH_LIMIT } from '../../memory/validation.js';
 import { EXIT, type CliIo } from '../command.js';
@@ -75,13 +75,13 @@ export async function searchCommand(argv: string[], io: CliIo): Promise<number> 
     });
     if (values.json) io.stdout.write(jsonLine(results));
     else io.stdout.write(formatResults(results));
-    if (results.length === 0) warnIfUnknownChannel(store, channelId, io);
+    if (results.length === 0) await warnIfUnknownChannel(store, channelId, io);
     return EXIT.ok;
   });
 }
 
 async function runBatch(
-  storeFor: (channelId: string) => Promise<SqliteMemoryStore>,
+  storeFor: (channelId: string) => Promise<SqlMemoryStore>,
   text: string,
   filters: { kind: MemoryKind | undefined; memoryType: MemoryType | undefined },
   io: CliIo,
@@ -137,10 +137,10 @@ async function runBatch(
 }
 
 /** "No results" for a channel that has nothing stored is usually a mistyped channel id. */
-function warnIfUnknownChannel(store: SqliteMemoryStore, channelId: string, io: CliIo): void {
-  const stats = store.stats({ channelId });
+async function warnIfUnknownChannel(store: SqlMemoryStore, channelId: string, io: CliIo): Promise<void> {
+  const stats = await store.stats({ channelId });
   if (stats.memories + stats.transcriptEntries > 0) return;
-  const all = store.channelIds(1000);
+  const all = await store.channelIds(1000);
   const known = all.slice(0, 20);
   // `magpie chat --channel local` stores its messages under `console:local`.
   // Under four characters every other short id is "one edit away": no guess then.

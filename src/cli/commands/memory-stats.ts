@@ -30,7 +30,7 @@ export async function statsCommand(argv: string[], io: CliIo): Promise<number> {
   const values = parsed.values;
   return withStores(values, io, async (stores) => {
     const targets = values.channel ? [await stores.forChannel(values.channel)] : await stores.all();
-    const stats = sumStats(targets.map((store) => store.stats(values.channel ? { channelId: values.channel } : undefined)));
+    const stats = sumStats(await Promise.all(targets.map((store) => store.stats(values.channel ? { channelId: values.channel } : undefined))));
     if (values.json) {
       io.stdout.write(jsonLine(stats));
       return EXIT.ok;

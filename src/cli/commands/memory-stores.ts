@@ -4,7 +4,8 @@ import { EventStream } from '../../common/events.js';
 import { loadConfig } from '../../config/load-config.js';
 import type { MemorySettings } from '../../config/types.js';
 import { openMemoryStore } from '../../memory/open-memory-store.js';
-import type { SqliteMemoryStore } from '../../memory/sqlite-memory-store.js';
+import { openChannelViews } from '../../privacy/channel-views.js';
+import type { SqlMemoryStore } from '../../memory/sql-memory-store.js';
 import { DATABASE_FILE } from '../../storage/database.js';
 import { ALL_MIGRATIONS } from '../../app/migrations.js';
 import { describeTarget, listStorage, openStorageForReading, type OpenedStorage, type StorageEntry } from '../../storage/open-storage.js';
@@ -15,9 +16,9 @@ import type { CliIo } from '../command.js';
 /** The memory stores of a deployment's data dirs (one, or one per shard), opened on demand. */
 export interface StoreSet {
   /** The store of the shard holding this channel (the only store when unsharded). */
-  forChannel(channelId: string): Promise<SqliteMemoryStore>;
+  forChannel(channelId: string): Promise<SqlMemoryStore>;
   /** Every store: the base one or each shard's. */
-  all(): Promise<SqliteMemoryStore[]>;
+  all(): Promise<SqlMemoryStore[]>;
 }
 
 /**
@@ -49,16 +50,17 @@ export async function withStores(
       io.stderr.write(`warning: ${String(event.path)} is ${String(event.reason)}; ${event.moved_to ? `moved to ${String(event.moved_to)}` : 'ignored'}\n`);
     }
   });
-  const opened = new Map<string, { storage?: OpenedStorage; store?: SqliteMemoryStore }>();
-  const open = async (entry: StorageEntry): Promise<SqliteMemoryStore> => {
+  const opened = new Map<string, { storage?: OpenedStorage; store?: SqlMemoryStore }>();
+  const open = async (entry: StorageEntry): Promise<SqlMemoryStore> => {
     const existing = opened.get(entry.dir);
     if (existing?.store) return existing.store;
-    const slot: { storage?: OpenedStorage; store?: SqliteMemoryStore } = {};
+    const slot: { storage?: OpenedStorage; store?: SqlMemoryStore } = {};
     opened.set(entry.dir, slot);
     try {
-      slot.storage = openStorageForReading(entry.target, ALL_MIGRATIONS, { command: 'magpie memory' });
+      slot.storage = await openStorageForReading(entry.target, ALL_MIGRATIONS, { command: 'magpie memory' });
       const settings: MemorySettings = { ...config.memory, dataDir: entry.dir };
-      slot.store = await openMemoryStore({ db: slot.storage.db, dataDir: entry.dir, settings, env: io.env, events, readOnly: true });
+      const views = await openChannelViews(slot.storage.db);
+      slot.store = await openMemoryStore({ db: slot.storage.db, dataDir: entry.dir, settings, env: io.env, events, readOnly: true, ...(views ? { views } : {}) });
       return slot.store;
     } catch (error) {
       throw storageError(describeTarget(entry.target), error) ?? error;
@@ -72,7 +74,7 @@ export async function withStores(
   const stores: StoreSet = {
     forChannel: (channelId) => open(byChannel(channelId)),
     all: async () => {
-      const all: SqliteMemoryStore[] = [];
+      const all: SqlMemoryStore[] = [];
       for (const entry of dirs) all.push(await open(entry));
       return all;
     },
@@ -88,7 +90,7 @@ export async function withStores(
       } catch (error) {
         io.stderr.write(`magpie memory: could not save the vector index: ${errorMessage(error)}\n`);
       }
-      slot.storage?.close();
+      await slot.storage?.close();
     }
   }
 }

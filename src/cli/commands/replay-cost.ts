@@ -54,12 +54,12 @@ export function replyPricer(options: {
     const { runtime, events } = options;
     const channelId = message.channelId;
     await runtime.runSerial(channelId, async () => {
-      const request = runtime.buildModelRequest(channelId, { tools: [...options.tools], maxTokens: options.maxTokensFor(channelId) });
-      const estimated = runtime.requestEstimate(channelId).estimatedTokens;
+      const request = await runtime.buildModelRequest(channelId, { tools: [...options.tools], maxTokens: options.maxTokensFor(channelId) });
+      const estimated = (await runtime.requestEstimate(channelId)).estimatedTokens;
       try {
         const response = await options.model.createMessage(request, { purpose: 'channel' });
-        runtime.recordUsage(channelId, estimated, wholeInputTokens(response.usage));
-        runtime.recordCost(channelId, response.usage);
+        await runtime.recordUsage(channelId, estimated, wholeInputTokens(response.usage));
+        await runtime.recordCost(channelId, response.usage);
       } catch (error) {
         events.emit({ type: 'reply_pricing_failed', channel_id: channelId, error: errorMessage(error) });
       }

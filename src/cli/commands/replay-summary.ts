@@ -1,7 +1,7 @@
 import { channelIdsWithHistory, contextCensus } from '../../channel/census.js';
 import type { MagpieEvent } from '../../common/events.js';
 import type { ReplayProgress } from '../../compaction/replay.js';
-import type { SqlDatabase } from '../../storage/database.js';
+import type { SqlClient } from '../../storage/sql-client.js';
 
 /** Counts what the events say, for the final summary. */
 export class ReplayTally {
@@ -45,12 +45,12 @@ export interface ArchiveCensus {
   underMarkers: number;
 }
 
-export function archiveCensus(db: SqlDatabase, channels: ReadonlySet<string>): ArchiveCensus {
+export async function archiveCensus(db: SqlClient, channels: ReadonlySet<string>): Promise<ArchiveCensus> {
   const total: ArchiveCensus = { messages: 0, live: 0, underSummaries: 0, underMarkers: 0 };
-  const known = new Set(channelIdsWithHistory(db));
+  const known = new Set(await channelIdsWithHistory(db));
   for (const channelId of channels) {
     if (!known.has(channelId)) continue;
-    const census = contextCensus(db, channelId);
+    const census = await contextCensus(db, channelId);
     total.messages += census.messages;
     total.live += census.liveMessages;
     total.underSummaries += census.underSummaries;

@@ -18,7 +18,8 @@ import type { ChatModel } from '../../llm/chat-model.js';
 import { observeModel } from '../../llm/observed-model.js';
 import { definitionsOf } from '../../llm/tool.js';
 import { createMemoryTools, openMemoryStore } from '../../memory/index.js';
-import type { SqliteMemoryStore } from '../../memory/sqlite-memory-store.js';
+import { openChannelViews } from '../../privacy/channel-views.js';
+import type { SqlMemoryStore } from '../../memory/sql-memory-store.js';
 import { openStorageForWriting, storageTarget } from '../../storage/open-storage.js';
 import { ALL_MIGRATIONS } from '../../app/migrations.js';
 import { storageError } from '../../storage/storage-error.js';
@@ -147,12 +148,12 @@ export async function replay(options: {
   const { io, config } = options;
   let writable;
   try {
-    writable = openStorageForWriting(storageTarget(config, options.dataDir, options.io.env), ALL_MIGRATIONS, { command: 'magpie replay' });
+    writable = await openStorageForWriting(storageTarget(config, options.dataDir, options.io.env), ALL_MIGRATIONS, { command: 'magpie replay' });
   } catch (error) {
     throw storageError(options.dataDir, error) ?? error;
   }
   const db = writable.db;
-  let memory: SqliteMemoryStore | undefined;
+  let memory: SqlMemoryStore | undefined;
   let runtime: ChannelRuntime | undefined;
   let log: CompactionLog | undefined;
   const indexMeter = createProgress({ stream: io.stderr, label: 'vector index', unit: 'vectors', enabled: progressEnabled(io.stderr, io.env) });
@@ -168,8 +169,10 @@ export async function replay(options: {
   try {
     // Memories saved by workers carry the transcript's time too, so two runs write the same rows.
     const clock = options.clock ?? new TranscriptClock();
+    const views = await openChannelViews(db);
     memory = await openMemoryStore({
       db,
+      ...(views ? { views } : {}),
       dataDir: options.dataDir,
       settings: { ...config.memory, dataDir: options.dataDir },
       env: io.env,
@@ -220,16 +223,15 @@ export async function replay(options: {
     // would have compacted a channel with a cold cache: done here at that moment of the gap.
     const replayRuntime = runtime;
     const coldGap = async (message: IncomingMessage): Promise<void> => {
-      const coldAt = replayRuntime.cacheColdAt(message.channelId);
+      const coldAt = await replayRuntime.cacheColdAt(message.channelId);
       if (coldAt === undefined || message.createdAt <= coldAt) return;
       clock.current = coldAt + 1;
       const landed = replayRuntime.compactIfCold(message.channelId, coldAt + 1);
       // Lag 0: the summary lands in the gap (the scheduler would hold it until the next
-      // message). With --worker-lag it lands only after more messages, as any other.
-      if (landed && options.workerLag === 0) {
-        await replayRuntime.flushCompactions();
-        await landed;
-      }
+      // message). With --worker-lag it lands only after more messages, as any other, and a
+      // failure is the compaction's own event.
+      if (options.workerLag === 0) await landInGap(replayRuntime, landed);
+      else void landed.catch(() => undefined);
       clock.current = message.createdAt;
     };
     const progress = await replayLines({
@@ -259,7 +261,7 @@ export async function replay(options: {
       try {
         await runtime.flushCompactions();
         // Leaves complete index files behind, so readers need not rebuild them.
-        memory.warmIndexes([...progress.channels]);
+        await memory.warmIndexes([...progress.channels]);
       } catch (error) {
         failure = error;
       }
@@ -271,8 +273,8 @@ export async function replay(options: {
       failure ??= error;
     }
     runtime = undefined;
-    log.close();
-    const census = archiveCensus(db, progress.channels);
+    await log.close();
+    const census = await archiveCensus(db, progress.channels);
     const summary = {
       ...replaySummary(tally, progress, census, {
         summarizerKind: options.summarizerKind,
@@ -293,7 +295,7 @@ export async function replay(options: {
     if (options.json) io.stdout.write(jsonLine(summary));
     else io.stdout.write(readableSummary(summary) + (summary.cost ? `${readableCost(summary.cost).join('\n')}\n` : ''));
     if (options.report) {
-      const runs = writeReport({ sources: [{ dataDir: options.dataDir, db }, ...options.report.compare.map((dir) => ({ dataDir: dir }))], out: options.report.out, io });
+      const runs = await writeReport({ sources: [{ dataDir: options.dataDir, db }, ...options.report.compare.map((dir) => ({ dataDir: dir }))], out: options.report.out, io });
       if (options.report.out !== '-') io.stderr.write(reportWritten(resolve(io.cwd, options.report.out), runs));
     }
     if (failure !== undefined) {
@@ -315,11 +317,30 @@ export async function replay(options: {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     if (runtime) await runtime.close().catch(() => {});
-    log?.close();
+    await log?.close();
     if (memory) await memory.close().catch(() => {});
     indexMeter.finish();
-    writable.close();
+    await writable.close();
   }
+}
+
+/**
+ * Waits until a compaction started in a gap has landed. It reaches the scheduler only once its
+ * channel is at hand (after an await), and the scheduler holds it until flushed: so flush, and
+ * flush again while it has not settled.
+ */
+async function landInGap(runtime: ChannelRuntime, landed: Promise<unknown>): Promise<void> {
+  let settled = false;
+  const outcome = landed.finally(() => {
+    settled = true;
+  });
+  // Its failure surfaces at the last await below, not as an unhandled rejection meanwhile.
+  void outcome.catch(() => undefined);
+  while (!settled) {
+    await runtime.flushCompactions();
+    await Promise.race([outcome, new Promise((resolve) => setImmediate(resolve))]);
+  }
+  await outcome;
 }
 
 /** The shell's convention: 128 + the signal's number. */

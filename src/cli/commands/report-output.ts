@@ -2,16 +2,16 @@ import { renameSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { InputError, MagpieError } from '../../common/errors.js';
 import { renderReport, runFromDatabase, runLabels, type ReportRun } from '../../report/index.js';
-import type { SqlDatabase } from '../../storage/database.js';
+import type { SqlClient } from '../../storage/sql-client.js';
 import { ALL_MIGRATIONS } from '../../app/migrations.js';
-import { openStorageForReading, type StorageTarget } from '../../storage/open-storage.js';
+import { openStorageForReading, type OpenedStorage, type StorageTarget } from '../../storage/open-storage.js';
 import type { CliIo } from '../command.js';
 import { createProgress, progressEnabled } from '../progress.js';
 
 /** A data dir to draw, or one already open (the replay that just ran). */
 export interface ReportSource {
   dataDir: string;
-  db?: SqlDatabase;
+  db?: SqlClient;
   /** Where its data lives; default the SQLite database in `dataDir`. */
   target?: StorageTarget;
 }
@@ -20,24 +20,27 @@ export interface ReportSource {
  * Reads each source's compaction log (opening compared data dirs read-only), renders the
  * report and writes it atomically. Shared by `magpie report` and `magpie replay --report`.
  */
-export function writeReport(options: { sources: readonly ReportSource[]; channelId?: string; out: string; io: CliIo }): ReportRun[] {
+export async function writeReport(options: { sources: readonly ReportSource[]; channelId?: string; out: string; io: CliIo }): Promise<ReportRun[]> {
   const { io } = options;
   const labels = runLabels(options.sources.map((source) => source.dataDir));
   const progress = createProgress({ stream: io.stderr, label: 'report', unit: 'data dirs', total: options.sources.length, everyMs: 0, enabled: progressEnabled(io.stderr, io.env) });
-  const runs = options.sources.map((source, index) => {
+  const runs: ReportRun[] = [];
+  for (const [index, source] of options.sources.entries()) {
     progress.update(index);
-    const opened = source.db ? undefined : openSource(source, index > 0);
+    const opened = source.db ? undefined : await openSource(source, index > 0);
     const db = source.db ?? opened!.db;
     try {
-      return runFromDatabase(db, {
-        label: labels[index]!,
-        source: source.dataDir,
-        ...(options.channelId === undefined ? {} : { channelId: options.channelId }),
-      });
+      runs.push(
+        await runFromDatabase(db, {
+          label: labels[index]!,
+          source: source.dataDir,
+          ...(options.channelId === undefined ? {} : { channelId: options.channelId }),
+        }),
+      );
     } finally {
-      opened?.close();
+      await opened?.close();
     }
-  });
+  }
   progress.update(options.sources.length);
   progress.finish();
   const html = renderReport(runs, { generatedAt: new Date() });
@@ -94,9 +97,9 @@ function isDirectory(directory: string): boolean {
  * Opens a source read-only. A compared one (`--compare DIR`) that is not a data dir says so in
  * terms of --compare: the store's own hint speaks of --data-dir, which is not what was mistyped.
  */
-function openSource(source: ReportSource, compared: boolean) {
+async function openSource(source: ReportSource, compared: boolean): Promise<OpenedStorage> {
   try {
-    return openStorageForReading(source.target ?? { backend: 'sqlite', dataDir: source.dataDir }, ALL_MIGRATIONS, { command: 'magpie report', anyVersion: true });
+    return await openStorageForReading(source.target ?? { backend: 'sqlite', dataDir: source.dataDir }, ALL_MIGRATIONS, { command: 'magpie report', anyVersion: true });
   } catch (error) {
     if (!compared || !(error instanceof MagpieError)) throw error;
     throw new MagpieError(error.code, `--compare ${source.dataDir}: ${error.message}`, {

@@ -54,7 +54,7 @@ export const reportCommand: CliCommand = {
     const sources = [{ dataDir, target: storageTarget(config, dataDir, io.env) }, ...compare.map((dir) => ({ dataDir: path.resolve(io.cwd, dir) }))];
     const channel = parsed.values.channel;
     if (channel !== undefined && channel.trim() === '') throw new UsageError('--channel needs a channel id', USAGE);
-    const runs = writeReport({ sources, out, io, ...(channel === undefined ? {} : { channelId: channel }) });
+    const runs = await writeReport({ sources, out, io, ...(channel === undefined ? {} : { channelId: channel }) });
     if (channel !== undefined && runs.every((run) => run.channels.length === 0)) {
       io.stderr.write(`magpie report: note: nothing is logged for channel '${channel}'\n`);
     }

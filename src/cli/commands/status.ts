@@ -11,7 +11,7 @@ import { listPersonas } from '../../persona/persona-store.js';
 import { hasTable } from '../../storage/read-only.js';
 import { listStorage, openStorageForReading, storageTarget, type OpenedStorage } from '../../storage/open-storage.js';
 import { ALL_MIGRATIONS } from '../../app/migrations.js';
-import type { SqlDatabase } from '../../storage/database.js';
+import type { SqlClient } from '../../storage/sql-client.js';
 import { EXIT, type CliCommand } from '../command.js';
 import { parseFlags } from '../parse-flags.js';
 import { readModelUsage } from '../../compaction-log/read-costs.js';
@@ -83,9 +83,10 @@ export const statusCommand: CliCommand = {
     const targets = entries.length > 0 ? entries.map((entry) => entry.target) : [storageTarget(config, dataDir, io.env)];
     const opened: OpenedStorage[] = [];
     try {
-      for (const target of targets) opened.push(openStorageForReading(target, ALL_MIGRATIONS, { command: 'magpie status', anyVersion: true }));
+      for (const target of targets) opened.push(await openStorageForReading(target, ALL_MIGRATIONS, { command: 'magpie status', anyVersion: true }));
       const channel = parsed.values.channel;
-      const known = opened.flatMap((storage) => channelIdsWithHistory(storage.db).map((id) => ({ id, db: storage.db })));
+      const known: Array<{ id: string; db: SqlClient }> = [];
+      for (const storage of opened) for (const id of await channelIdsWithHistory(storage.db)) known.push({ id, db: storage.db });
       if (channel !== undefined && !known.some((entry) => entry.id === channel)) {
         io.stderr.write(
           `magpie status: no history for channel '${channel}' in ${dataDir}` +
@@ -94,10 +95,11 @@ export const statusCommand: CliCommand = {
         return EXIT.failure;
       }
       // Personas set from chat with /persona live in the data dir, never in config.toml.
-      const allPersonas = opened.flatMap((storage) => listPersonas(storage.db));
+      const allPersonas = (await Promise.all(opened.map((storage) => listPersonas(storage.db)))).flat();
       const promptOf = (channelId: string): string | undefined => allPersonas.find((persona) => persona.channelId === channelId)?.prompt;
       const shown = channel === undefined ? known : known.filter((entry) => entry.id === channel);
-      const statuses = shown.map((entry) => channelStatus(entry.db, entry.id, new LiveConfig(config), Date.now(), promptOf(entry.id)));
+      const statuses: ChannelStatus[] = [];
+      for (const entry of shown) statuses.push(await channelStatus(entry.db, entry.id, new LiveConfig(config), Date.now(), promptOf(entry.id)));
       const personas = allPersonas.filter((persona) => channel === undefined || persona.channelId === channel);
       if (parsed.values.json) {
         const listed = personas.map((persona) => ({ channel_id: persona.channelId, prompt: persona.prompt, set_by: persona.setBy, set_at: new Date(persona.setAt).toISOString() }));
@@ -111,14 +113,14 @@ export const statusCommand: CliCommand = {
       }
       return EXIT.ok;
     } finally {
-      for (const storage of opened) storage.close();
+      for (const storage of opened) await storage.close();
     }
   },
 };
 
-function channelStatus(db: SqlDatabase, channelId: string, config: LiveConfig, now: number, persona: string | undefined): ChannelStatus {
-  const census = contextCensus(db, channelId);
-  const log = readCompactionLog(db, { channelId })[0];
+async function channelStatus(db: SqlClient, channelId: string, config: LiveConfig, now: number, persona: string | undefined): Promise<ChannelStatus> {
+  const census = await contextCensus(db, channelId);
+  const log = (await readCompactionLog(db, { channelId }))[0];
   // The window and thresholds the runtime last used (hot reloads included, a replay's
   // --context-window too) are in the log; the config file is the fallback.
   const configured = config.settingsFor(channelId);
@@ -141,14 +143,14 @@ function channelStatus(db: SqlDatabase, channelId: string, config: LiveConfig, n
     census.summaryTokens +
     census.liveEntryTokens;
   // The channel's calibration (real tokens per estimated one), as the runtime persisted it.
-  const factor = hasTable(db, 'history_calibration')
-    ? ((db.prepare('SELECT factor FROM history_calibration WHERE channel_id = ?').get(channelId) as { factor: number } | undefined)?.factor ?? 1)
+  const factor = (await hasTable(db, 'history_calibration'))
+    ? (((await db.prepare('SELECT factor FROM history_calibration WHERE channel_id = ?').get(channelId)) as { factor: number } | undefined)?.factor ?? 1)
     : 1;
   const usable = usableWindow(settings);
   const all = log ? tallyLog(log) : undefined;
   const lastDay = log ? tallyLog(log, now - DAY_MS) : undefined;
-  const memories = hasTable(db, 'memory_items')
-    ? (db.prepare("SELECT COUNT(*) AS total FROM memory_items WHERE kind = 'memory' AND channel_id = ?").get(channelId) as { total: number }).total
+  const memories = (await hasTable(db, 'memory_items'))
+    ? ((await db.prepare("SELECT COUNT(*) AS total FROM memory_items WHERE kind = 'memory' AND channel_id = ?").get(channelId)) as { total: number }).total
     : 0;
   return {
     channel_id: channelId,
@@ -170,15 +172,15 @@ function channelStatus(db: SqlDatabase, channelId: string, config: LiveConfig, n
     last_message_at: census.lastMessageAt === undefined ? null : new Date(census.lastMessageAt).toISOString(),
     last_compaction: all?.last
       ? { tier: all.last.tier, at: new Date(all.last.at).toISOString(), tokens_freed: all.last.tokensFreed, messages: all.last.messages }
-      : lastFromHistory(db, channelId),
+      : await lastFromHistory(db, channelId),
     last_day: tierCounts(lastDay),
     logged: tierCounts(all),
-    last_request: lastRequest(db, channelId),
+    last_request: await lastRequest(db, channelId),
   };
 }
 
-function lastRequest(db: SqlDatabase, channelId: string): ChannelStatus['last_request'] {
-  const [last] = readModelUsage(db, { channelId, last: true });
+async function lastRequest(db: SqlClient, channelId: string): Promise<ChannelStatus['last_request']> {
+  const [last] = await readModelUsage(db, { channelId, last: true });
   if (!last) return null;
   return {
     at: new Date(last.at).toISOString(),
@@ -191,10 +193,10 @@ function lastRequest(db: SqlDatabase, channelId: string): ChannelStatus['last_re
 }
 
 /** A data dir written before the compaction log: the newest summary or marker still tells when. */
-function lastFromHistory(db: SqlDatabase, channelId: string): ChannelStatus['last_compaction'] {
-  const row = db
+async function lastFromHistory(db: SqlClient, channelId: string): Promise<ChannelStatus['last_compaction']> {
+  const row = (await db
     .prepare('SELECT kind, created_at FROM history_summaries WHERE channel_id = ? ORDER BY id DESC LIMIT 1')
-    .get(channelId) as { kind: string; created_at: number } | undefined;
+    .get(channelId)) as { kind: string; created_at: number } | undefined;
   if (!row) return null;
   return { tier: row.kind === 'marker' ? 'emergency' : 'unknown', at: new Date(row.created_at).toISOString(), tokens_freed: 0, messages: 0 };
 }

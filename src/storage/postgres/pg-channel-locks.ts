@@ -1,5 +1,5 @@
 import type { ChannelLocks } from '../../compaction/channel-locks.js';
-import type { SqlDatabase } from '../sql-database.js';
+import type { SqlClient } from '../sql-client.js';
 
 /**
  * Compaction locks as PostgreSQL session advisory locks on the writer's connection: a process
@@ -10,23 +10,23 @@ export class PgChannelLocks implements ChannelLocks {
   private readonly unlock;
   private readonly held = new Set<string>();
 
-  constructor(db: SqlDatabase) {
+  constructor(db: SqlClient) {
     this.lock = db.prepare(`SELECT pg_try_advisory_lock(hashtextextended(current_schema() || ':compaction:' || ?, 0)) AS locked`);
     this.unlock = db.prepare(`SELECT pg_advisory_unlock(hashtextextended(current_schema() || ':compaction:' || ?, 0)) AS unlocked`);
   }
 
-  tryAcquire(channelId: string): boolean {
+  async tryAcquire(channelId: string): Promise<boolean> {
     // Session locks stack: taking one this process already holds would need two releases.
     if (this.held.has(channelId)) return true;
-    const { locked } = this.lock.get(channelId) as { locked: boolean };
+    const { locked } = (await this.lock.get(channelId)) as { locked: boolean };
     if (locked) this.held.add(channelId);
     return locked;
   }
 
-  release(channelId: string): void {
+  async release(channelId: string): Promise<void> {
     if (!this.held.delete(channelId)) return;
     try {
-      this.unlock.get(channelId);
+      await this.unlock.get(channelId);
     } catch {
       // The connection is gone, and the lock with it.
     }

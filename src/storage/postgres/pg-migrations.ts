@@ -1,40 +1,40 @@
 import { MagpieError } from '../../common/errors.js';
 import type { Migration } from '../database.js';
-import type { PgDatabase } from './pg-database.js';
+import type { SqlClient } from '../sql-client.js';
 
 /**
  * Applies the PostgreSQL form of every migration not yet applied, each in its own transaction
  * under a transaction-level advisory lock: processes starting together against a fresh schema
  * take turns instead of racing on "relation already exists".
  */
-export function applyPgMigrations(db: PgDatabase, migrations: readonly Migration[]): void {
+export async function applyPgMigrations(db: SqlClient, migrations: readonly Migration[]): Promise<void> {
   const missingForm = migrations.filter((migration) => migration.postgres === undefined);
   if (missingForm.length > 0) {
     throw new MagpieError('postgres_migration_missing', `no PostgreSQL form for schema steps ${missingForm.map((step) => step.name).join(', ')}`, {
       hint: 'use [storage] backend = "sqlite" with this build',
     });
   }
-  db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)');
-  const applied = new Set((db.prepare('SELECT name FROM schema_migrations').all() as { name: string }[]).map((row) => row.name));
+  await db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)');
+  const applied = new Set(((await db.prepare('SELECT name FROM schema_migrations').all()) as { name: string }[]).map((row) => row.name));
   const isApplied = db.prepare('SELECT 1 AS applied FROM schema_migrations WHERE name = ?');
   const record = db.prepare('INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)');
   const lock = db.prepare(`SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':magpie-migrations', 0)) AS locked`);
   for (const migration of migrations) {
     if (applied.has(migration.name)) continue;
-    db.transaction(() => {
-      lock.get();
-      if (isApplied.get(migration.name)) return;
-      db.exec(migration.postgres!);
-      migration.postgresData?.(db);
-      record.run(migration.name, Date.now());
-    })();
+    await db.transaction(async () => {
+      await lock.get();
+      if (await isApplied.get(migration.name)) return;
+      await db.exec(migration.postgres!);
+      await migration.postgresData?.(db);
+      await record.run(migration.name, Date.now());
+    });
   }
 }
 
 /** Whether every migration is applied (readers refuse a schema an older Magpie wrote). */
-export function missingPgMigrations(db: PgDatabase, migrations: readonly Migration[]): string[] {
-  const exists = db.prepare(`SELECT to_regclass('schema_migrations') IS NOT NULL AS present`).get() as { present: boolean };
+export async function missingPgMigrations(db: SqlClient, migrations: readonly Migration[]): Promise<string[]> {
+  const exists = (await db.prepare(`SELECT to_regclass('schema_migrations') IS NOT NULL AS present`).get()) as { present: boolean };
   if (!exists.present) return migrations.map((migration) => migration.name);
-  const applied = new Set((db.prepare('SELECT name FROM schema_migrations').all() as { name: string }[]).map((row) => row.name));
+  const applied = new Set(((await db.prepare('SELECT name FROM schema_migrations').all()) as { name: string }[]).map((row) => row.name));
   return migrations.filter((migration) => !applied.has(migration.name)).map((migration) => migration.name);
 }

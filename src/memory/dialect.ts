@@ -1,0 +1,46 @@
+import type { SqlClient } from '../storage/sql-client.js';
+import type { FullText } from './full-text.js';
+import type { ItemRowValues } from './item-writes.js';
+
+/** A row of the vector backlog as a batch reads it. */
+export interface BacklogRow {
+  rowid: number;
+  index_key: string;
+  content: string;
+  content_hash: string;
+}
+
+/**
+ * The statements of the memory store that differ between SQLite and PostgreSQL. The store's
+ * logic is written once against `SqlClient`; what one backend says otherwise (full text, JSON,
+ * LATERAL joins, arrays that carry a whole batch in one round trip) comes from here. Picked
+ * once per client (`memoryDialectFor` in `pick-dialect.ts`), when a store is built.
+ */
+export interface MemoryDialect {
+  readonly name: 'sqlite' | 'postgres';
+  /** The full-text side of search. */
+  fullText(db: SqlClient): FullText;
+  /**
+   * SQL true for a `memory_items` row whose `source_ids` (a JSON array of strings) shares an id
+   * with the JSON array bound to its one parameter.
+   */
+  readonly sharesSourceId: string;
+  /**
+   * Up to `radius` transcript rows before and after each anchor (a rowid in `list`), in one
+   * statement: rows are the item columns plus `anchor`. `earlier`/`later` are the conditions (and
+   * order and limit) of each side over `b`, relative to the anchor `a`.
+   */
+  neighbourhoods(query: { columns: string; neighbourColumns: string; earlier: string; later: string; list: readonly number[]; radius: number }): {
+    sql: string;
+    params: unknown[];
+  };
+  /** Archived messages and their backlog rows, inside the caller's open transaction. */
+  stageTranscripts(db: SqlClient, rows: readonly ItemRowValues[], now: number): Promise<void>;
+  /**
+   * Writes a batch of backlog vectors inside one transaction, leaving alone a row deleted or
+   * edited since it was read; returns how many were written and under which index keys.
+   */
+  writeBacklogVectors(db: SqlClient, rows: readonly BacklogRow[], vectors: readonly Float32Array[]): Promise<{ written: number; keys: Set<string> }>;
+  /** Sets `fts_text` of a batch of rows (a schema step filling the column). */
+  writeSearchTexts(db: SqlClient, rowids: readonly number[], texts: readonly string[]): Promise<void>;
+}

@@ -1,0 +1,216 @@
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { EventStream } from '../common/events.js';
+import type { SqlClient } from '../storage/sql-client.js';
+import { checkIndexFile, moveAside, prepareIndexDirectory, removeIndexFile, saveIndexFile } from './index-file.js';
+import { fnv1a } from './text.js';
+import { HnswVectorIndex, type HnswParams } from './vector-index.js';
+
+/** Points a rebuilt index has room for before its first growth. */
+const REBUILD_START_CAPACITY = 8192;
+
+/** One index key's HNSW index in memory, with what the manager tracks about it. */
+export interface LoadedIndex {
+  key: string;
+  index: HnswVectorIndex;
+  /** Largest `memory_vectors.seq` the index holds. */
+  highWater: number;
+  dirty: boolean;
+  unsavedPoints: number;
+  evicted: boolean;
+  lastUsed: number;
+}
+
+interface StateRow {
+  high_water: number;
+  point_count: number;
+  identity: string;
+}
+
+export interface IndexFilesOptions {
+  db: SqlClient;
+  directory: string;
+  dimension: number;
+  params: HnswParams;
+  /** Embedder and parameters; an index file made under another identity is never used. */
+  identity: string;
+  readOnly: boolean;
+  events?: EventStream;
+}
+
+/**
+ * The index files of the data dir and `memory_index_state`, which says what each file holds: a
+ * file is loaded only when the database agrees with it (same identity, same point count, a
+ * valid file), and saving writes the file first, then the state row.
+ */
+export class IndexFiles {
+  readonly identity: string;
+  private readonly readOnly: boolean;
+  /** False when the index directory is unusable (read-only and not a directory): nothing is loaded or saved. */
+  private directoryUsable = true;
+
+  constructor(private readonly options: IndexFilesOptions) {
+    this.identity = options.identity;
+    this.readOnly = options.readOnly;
+    this.prepareDirectory();
+  }
+
+  /** Whether an index file of `key` exists to be loaded. */
+  hasFile(key: string): boolean {
+    return this.directoryUsable && existsSync(this.fileFor(key));
+  }
+
+  /** Every file and state goes (embedder change); indexes rebuild on demand. */
+  async dropAll(): Promise<void> {
+    await this.options.db.exec('DELETE FROM memory_index_state; DELETE FROM memory_index_tombstones;');
+    this.prepareDirectory();
+    if (!this.directoryUsable) return;
+    for (const name of readdirSync(this.options.directory)) {
+      if (name.endsWith('.hnsw')) removeIndexFile(join(this.options.directory, name));
+    }
+  }
+
+  /** The index of `key` from its file when the database vouches for it, else an empty one to rebuild. */
+  async load(key: string): Promise<LoadedIndex> {
+    const { db, dimension, params } = this.options;
+    const file = this.fileFor(key);
+    const state = (await db
+      .prepare('SELECT high_water, point_count, identity FROM memory_index_state WHERE index_key = ?')
+      .get(key)) as StateRow | undefined;
+    let entry: LoadedIndex | undefined;
+    let reason = 'no saved index';
+    if (!this.directoryUsable) reason = 'index directory unusable';
+    else if (state && state.identity !== this.identity) reason = 'embedder or parameters changed';
+    else if (state && !existsSync(file)) reason = 'index file missing';
+    else if (state) {
+      // Validated in full before hnswlib reads a byte of it: hnswlib trusts the sizes and links
+      // it reads, so a garbled file would crash the process instead of failing to load.
+      const check = checkIndexFile(file, {
+        indexKey: key,
+        identity: this.identity,
+        dimension,
+        pointCount: state.point_count,
+        highWater: state.high_water,
+      });
+      if (!check.ok) {
+        reason = check.reason;
+        if (reason === 'index path is not a regular file' && !this.readOnly) {
+          const movedTo = moveAside(file);
+          this.options.events?.emit({ type: 'memory_index_path_moved', index_key: key, path: file, moved_to: movedTo ?? null, reason });
+        }
+      } else {
+        try {
+          const index = HnswVectorIndex.load({ dimension, params, file });
+          // A file that does not hold exactly what SQLite says it holds is not trusted.
+          if (index.pointCount === state.point_count) {
+            entry = { key, index, highWater: state.high_water, dirty: false, unsavedPoints: 0, evicted: false, lastUsed: 0 };
+          } else {
+            reason = `index file holds ${index.pointCount} points, database says ${state.point_count}`;
+          }
+        } catch {
+          reason = 'index file unreadable';
+        }
+      }
+    }
+    if (entry) {
+      const tombstones = (await db
+        .prepare('SELECT label FROM memory_index_tombstones WHERE index_key = ?')
+        .all(key)) as { label: number }[];
+      for (const { label } of tombstones) entry.index.remove(label);
+      if (tombstones.length > 0) entry.dirty = true;
+      this.options.events?.emit({ type: 'memory_index_loaded', index_key: key, points: entry.index.pointCount });
+    } else {
+      const { total } = (await db.prepare('SELECT COUNT(*) AS total FROM memory_vectors WHERE index_key = ?').get(key)) as {
+        total: number;
+      };
+      entry = {
+        key,
+        // Small at first and grown as the catch-up adds points: allocating room for a large
+        // index takes longer than a search should, and this runs inside the search that found
+        // the index missing.
+        index: HnswVectorIndex.create({ dimension, params, capacity: Math.min(Math.ceil(total * 1.1) + 64, REBUILD_START_CAPACITY) }),
+        highWater: 0,
+        dirty: true,
+        unsavedPoints: 0,
+        evicted: false,
+        lastUsed: 0,
+      };
+      if (!this.readOnly) await db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(key);
+      this.options.events?.emit({ type: 'memory_index_rebuild', index_key: key, reason, points: total });
+    }
+    return entry;
+  }
+
+  /**
+   * Writes the index file and its sidecar (checksum, what it holds), then records in SQLite what
+   * it holds; a crash between is detected at the next load. A failure to write (a full disk) is
+   * reported and otherwise ignored: the index is derived, and SQLite still has every vector.
+   */
+  async save(entry: LoadedIndex): Promise<void> {
+    if (!entry.dirty || this.readOnly || !this.directoryUsable) return;
+    const file = this.fileFor(entry.key);
+    const saved = { points: entry.index.pointCount, highWater: entry.highWater };
+    try {
+      saveIndexFile(file, (path) => entry.index.save(path), {
+        index_key: entry.key,
+        identity: this.identity,
+        dimension: this.options.dimension,
+        point_count: entry.index.pointCount,
+        high_water: entry.highWater,
+      });
+    } catch (error) {
+      this.reportSaveFailure(entry, error);
+      return;
+    }
+    try {
+      await this.recordState(entry);
+    } catch (error) {
+      // The file is newer than the state row: the next load sees the mismatch and rebuilds.
+      this.reportSaveFailure(entry, error);
+      return;
+    }
+    // Points added while the state was being recorded stay unsaved.
+    if (entry.index.pointCount === saved.points && entry.highWater === saved.highWater) {
+      entry.dirty = false;
+      entry.unsavedPoints = 0;
+    }
+  }
+
+  private reportSaveFailure(entry: LoadedIndex, error: unknown): void {
+    this.options.events?.emit({
+      type: 'memory_index_save_failed',
+      index_key: entry.key,
+      error: error instanceof Error ? error.message : String(error),
+    });
+  }
+
+  private async recordState(entry: LoadedIndex): Promise<void> {
+    const db = this.options.db;
+    // What the file holds, read before the first await: the index may grow while this commits.
+    const state = [entry.key, entry.highWater, entry.index.pointCount, this.identity, Date.now()];
+    await db.transaction(async () => {
+      await db
+        .prepare(
+          `INSERT INTO memory_index_state (index_key, high_water, point_count, identity, saved_at) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (index_key) DO UPDATE SET high_water = excluded.high_water, point_count = excluded.point_count,
+             identity = excluded.identity, saved_at = excluded.saved_at`,
+        )
+        .run(...state);
+      await db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(entry.key);
+    });
+  }
+
+  /** A file (or anything but a directory) where the index directory belongs is moved aside. */
+  private prepareDirectory(): void {
+    const prepared = prepareIndexDirectory(this.options.directory, { readOnly: this.readOnly });
+    this.directoryUsable = prepared.usable;
+    if (prepared.problem) {
+      this.options.events?.emit({ type: 'memory_index_path_moved', path: this.options.directory, moved_to: prepared.movedTo ?? null, reason: prepared.problem });
+    }
+  }
+
+  private fileFor(key: string): string {
+    const readable = key.replace(/[^A-Za-z0-9-]/g, '_').slice(0, 48);
+    return join(this.options.directory, `${readable}-${fnv1a(key).toString(16)}.hnsw`);
+  }
+}

@@ -1,0 +1,104 @@
+import { createHash } from 'node:crypto';
+import type { SqlClient, SqlRunResult } from '../storage/sql-client.js';
+import { vectorToBlob } from './embedder.js';
+import { channelKey, ftsTags } from './scope.js';
+import { searchText } from './search-text.js';
+import type { TranscriptEntryInput } from './types.js';
+
+/** The columns of one `memory_items` row as the store writes it (named parameters). */
+export interface ItemRowValues {
+  kind: 'memory' | 'transcript';
+  content: string;
+  memoryType: string | null;
+  importance: number | null;
+  scope: string;
+  indexKey: string;
+  channelId: string;
+  guildId: string | null;
+  userId: string | null;
+  messageId: string | null;
+  authorId: string | null;
+  authorName: string | null;
+  sourceIds: string;
+  contentHash: string;
+  ftsText: string;
+  ftsTags: string;
+  createdAt: number;
+  updatedAt: number;
+}
+
+const INSERT_ITEM = `INSERT OR IGNORE INTO memory_items (kind, content, memory_type, importance, scope, index_key, channel_id, guild_id,
+    user_id, message_id, author_id, author_name, source_ids, content_hash, fts_text, fts_tags, created_at, updated_at)
+  VALUES (@kind, @content, @memoryType, @importance, @scope, @indexKey, @channelId, @guildId,
+    @userId, @messageId, @authorId, @authorName, @sourceIds, @contentHash, @ftsText, @ftsTags, @createdAt, @updatedAt)`;
+
+/** Adds one item; `changes` is 0 when the same message was archived already. */
+export function insertItem(db: SqlClient, row: ItemRowValues): Promise<SqlRunResult> {
+  return db.prepare(INSERT_ITEM).run(row);
+}
+
+export function insertVector(db: SqlClient, rowid: number, indexKey: string, vector: Float32Array): Promise<SqlRunResult> {
+  return db.prepare('INSERT INTO memory_vectors (item_rowid, index_key, vector) VALUES (?, ?, ?)').run(rowid, indexKey, vectorToBlob(vector));
+}
+
+/** The item's vector is owed: the backlog makes it later (and search scans it exactly meanwhile). */
+export function oweVector(db: SqlClient, rowid: number, indexKey: string): Promise<SqlRunResult> {
+  return db.prepare('INSERT OR IGNORE INTO memory_vector_backlog (item_rowid, index_key) VALUES (?, ?)').run(rowid, indexKey);
+}
+
+/** A changed item gets a new vector row, so its new `seq` puts it in the not-yet-indexed tail. */
+export async function replaceVector(db: SqlClient, rowid: number, indexKey: string, vector: Float32Array): Promise<void> {
+  await db.prepare('DELETE FROM memory_vectors WHERE item_rowid = ?').run(rowid);
+  await insertVector(db, rowid, indexKey, vector);
+}
+
+/** Transcript rows one at a time, each with its backlog row (cheap on SQLite, no round trips). */
+export async function stageEach(db: SqlClient, rows: readonly ItemRowValues[]): Promise<void> {
+  for (const row of rows) {
+    const info = await insertItem(db, row);
+    if (info.changes > 0) await oweVector(db, Number(info.lastInsertRowid), row.indexKey);
+  }
+}
+
+/** Transcript text carries the speaker, so a search for a name finds what that person said. */
+export function transcriptText(authorName: string, content: string): string {
+  return authorName ? `${authorName}: ${content}` : content;
+}
+
+/**
+ * The search tokens of a message, its speaker's name included: a query naming a participant
+ * ranks what they said higher (measured on LoCoMo, this does better than leaving the name out
+ * and raising their messages apart).
+ */
+export function transcriptSearchText(authorName: string, content: string): string {
+  return searchText(transcriptText(authorName, content));
+}
+
+export function hashContent(content: string): string {
+  return createHash('sha1').update(content.trim().replace(/\s+/g, ' ').toLowerCase()).digest('hex');
+}
+
+/** The row of an archived message (`text` is its transcript text, speaker included). */
+export function transcriptRow(entry: TranscriptEntryInput, text: string, now: number): ItemRowValues {
+  const indexKey = channelKey(entry.channelId);
+  return {
+    kind: 'transcript',
+    content: text,
+    memoryType: null,
+    importance: null,
+    scope: 'channel',
+    indexKey,
+    channelId: entry.channelId,
+    guildId: entry.guildId ?? null,
+    userId: entry.dmUserId ?? null,
+    messageId: entry.messageId,
+    authorId: entry.authorId,
+    authorName: entry.authorName,
+    sourceIds: '[]',
+    contentHash: hashContent(text),
+    ftsText: transcriptSearchText(entry.authorName, entry.content),
+    ftsTags: ftsTags({ indexKey, kind: 'transcript' }),
+    createdAt: Number.isFinite(entry.createdAt) ? entry.createdAt : now,
+    updatedAt: now,
+  };
+}

@@ -1,0 +1,101 @@
+import type { SqlClient } from '../storage/sql-client.js';
+import { vectorToBlob } from './embedder.js';
+import type { BacklogRow, MemoryDialect } from './dialect.js';
+import type { ItemRowValues } from './item-writes.js';
+import { stageEach } from './item-writes.js';
+import { PgFullText } from './pg-full-text.js';
+
+/** The columns a batch of transcript rows carries as arrays (`unnest`), in order. */
+const STAGED_COLUMNS = ['content', 'indexKey', 'channelId', 'guildId', 'userId', 'messageId', 'authorId', 'authorName', 'contentHash', 'ftsText', 'ftsTags', 'createdAt'] as const;
+
+/**
+ * PostgreSQL: tsvector full text, json functions, LATERAL, and batches carried as arrays so
+ * that a group of rows costs one statement (one round trip), not one per row.
+ */
+export const postgresMemoryDialect: MemoryDialect = {
+  name: 'postgres',
+
+  fullText: (db) => new PgFullText(db),
+
+  sharesSourceId: `EXISTS (SELECT 1 FROM json_array_elements_text(memory_items.source_ids::json) s (value)
+                     WHERE s.value IN (SELECT value FROM json_array_elements_text(?::json)))`,
+
+  // Each side is a short walk down the (channel, kind, time, rowid) index, per anchor through LATERAL.
+  neighbourhoods({ columns, neighbourColumns, earlier, later, list, radius }) {
+    return {
+      sql: `SELECT a.rowid AS anchor, ${neighbourColumns} FROM memory_items a CROSS JOIN LATERAL (
+              (SELECT ${columns} FROM memory_items b WHERE ${earlier})
+              UNION ALL
+              (SELECT ${columns} FROM memory_items b WHERE ${later})
+            ) n WHERE a.rowid IN (${list.map(() => '?').join(', ')})`,
+      params: [radius, radius, ...list],
+    };
+  },
+
+  async stageTranscripts(db, rows, now) {
+    if (rows.length <= 1) return stageEach(db, rows);
+    await stageMany(db, rows, now);
+  },
+
+  // The batch in three statements, with the same checks as SQLite's row by row.
+  async writeBacklogVectors(db: SqlClient, rows: readonly BacklogRow[], vectors: readonly Float32Array[]) {
+    const batch = {
+      rowids: rows.map((row) => row.rowid),
+      hashes: rows.map((row) => row.content_hash),
+      vectors: vectors.map((vector) => vectorToBlob(vector)),
+    };
+    const current = `unnest(@rowids::bigint[], @hashes::text[], @vectors::bytea[]) AS batch (item_rowid, content_hash, vector)
+      JOIN memory_vector_backlog b ON b.item_rowid = batch.item_rowid
+      JOIN memory_items i ON i.rowid = batch.item_rowid AND i.content_hash = batch.content_hash`;
+    const added = await db.transaction(async () => {
+      await db.prepare(`DELETE FROM memory_vectors WHERE item_rowid IN (SELECT batch.item_rowid FROM ${current})`).run(batch);
+      const inserted = (await db
+        .prepare(
+          `INSERT INTO memory_vectors (item_rowid, index_key, vector)
+           SELECT batch.item_rowid, b.index_key, batch.vector FROM ${current} RETURNING item_rowid, index_key`,
+        )
+        .all(batch)) as Array<{ item_rowid: number; index_key: string }>;
+      if (inserted.length > 0) {
+        await db.prepare('DELETE FROM memory_vector_backlog WHERE item_rowid = ANY(@done::bigint[])').run({ done: inserted.map((row) => row.item_rowid) });
+      }
+      return inserted;
+    });
+    return { written: added.length, keys: new Set(added.map((row) => row.index_key)) };
+  },
+
+  async writeSearchTexts(db, rowids, texts) {
+    await db
+      .prepare(
+        `UPDATE memory_items SET fts_text = t.fts_text FROM unnest(@rowids::bigint[], @texts::text[]) AS t (rowid, fts_text)
+          WHERE memory_items.rowid = t.rowid`,
+      )
+      .run({ rowids, texts });
+  },
+};
+
+/** A group's transcript rows and their backlog rows in two statements. */
+async function stageMany(db: SqlClient, rows: readonly ItemRowValues[], now: number): Promise<void> {
+  const column = (name: (typeof STAGED_COLUMNS)[number]): unknown[] => rows.map((row) => row[name] ?? null);
+  const inserted = (await db
+    .prepare(
+      `INSERT INTO memory_items (kind, content, scope, index_key, channel_id, guild_id, user_id, message_id, author_id,
+         author_name, source_ids, content_hash, fts_text, fts_tags, created_at, updated_at)
+       SELECT 'transcript', content, 'channel', index_key, channel_id, guild_id, user_id, message_id, author_id,
+         author_name, '[]', content_hash, fts_text, fts_tags, created_at, @now
+         FROM unnest(@content::text[], @indexKey::text[], @channelId::text[], @guildId::text[], @userId::text[],
+           @messageId::text[], @authorId::text[], @authorName::text[], @contentHash::text[], @ftsText::text[], @ftsTags::text[],
+           @createdAt::bigint[])
+           AS staged (content, index_key, channel_id, guild_id, user_id, message_id, author_id, author_name, content_hash,
+             fts_text, fts_tags, created_at)
+       ON CONFLICT DO NOTHING
+       RETURNING rowid, index_key`,
+    )
+    .all({ now, ...Object.fromEntries(STAGED_COLUMNS.map((name) => [name, column(name)])) })) as Array<{ rowid: number; index_key: string }>;
+  if (inserted.length === 0) return;
+  await db
+    .prepare(
+      `INSERT INTO memory_vector_backlog (item_rowid, index_key)
+       SELECT * FROM unnest(@rowids::bigint[], @indexKeys::text[]) ON CONFLICT DO NOTHING`,
+    )
+    .run({ rowids: inserted.map((row) => row.rowid), indexKeys: inserted.map((row) => row.index_key) });
+}

@@ -1,0 +1,58 @@
+import type { SqlClient } from '../storage/sql-client.js';
+import { vectorToBlob } from './embedder.js';
+import type { BacklogRow, MemoryDialect } from './dialect.js';
+import { Fts5FullText } from './fts5-full-text.js';
+import { stageEach } from './item-writes.js';
+
+/** SQLite: FTS5, json_each, and one cheap statement per row (there are no round trips). */
+export const sqliteMemoryDialect: MemoryDialect = {
+  name: 'sqlite',
+
+  fullText: (db) => new Fts5FullText(db),
+
+  sharesSourceId: `EXISTS (SELECT 1 FROM json_each(memory_items.source_ids) s WHERE s.value IN (SELECT value FROM json_each(?)))`,
+
+  // Each side is a short walk down the (channel, kind, time, rowid) index from the anchor, for a rowid list.
+  neighbourhoods({ neighbourColumns, earlier, later, list, radius }) {
+    const inList = list.map(() => '?').join(', ');
+    return {
+      sql: `SELECT a.rowid AS anchor, ${neighbourColumns} FROM memory_items a JOIN memory_items n
+              ON n.rowid IN (SELECT b.rowid FROM memory_items b WHERE ${earlier}) WHERE a.rowid IN (${inList})
+            UNION ALL
+            SELECT a.rowid AS anchor, ${neighbourColumns} FROM memory_items a JOIN memory_items n
+              ON n.rowid IN (SELECT b.rowid FROM memory_items b WHERE ${later}) WHERE a.rowid IN (${inList})`,
+      params: [radius, ...list, radius, ...list],
+    };
+  },
+
+  stageTranscripts: (db, rows) => stageEach(db, rows),
+
+  async writeBacklogVectors(db: SqlClient, rows: readonly BacklogRow[], vectors: readonly Float32Array[]) {
+    const current = db.prepare(
+      'SELECT i.content_hash FROM memory_vector_backlog b JOIN memory_items i ON i.rowid = b.item_rowid WHERE b.item_rowid = ?',
+    );
+    const removeVector = db.prepare('DELETE FROM memory_vectors WHERE item_rowid = ?');
+    const insertVector = db.prepare('INSERT INTO memory_vectors (item_rowid, index_key, vector) VALUES (?, ?, ?)');
+    const done = db.prepare('DELETE FROM memory_vector_backlog WHERE item_rowid = ?');
+    const keys = new Set<string>();
+    let written = 0;
+    await db.transaction(async () => {
+      for (const [position, row] of rows.entries()) {
+        const now = (await current.get(row.rowid)) as { content_hash: string } | undefined;
+        // Deleted meanwhile (nothing to do), or edited meanwhile (the next batch embeds the new text).
+        if (!now || now.content_hash !== row.content_hash) continue;
+        await removeVector.run(row.rowid);
+        await insertVector.run(row.rowid, row.index_key, vectorToBlob(vectors[position]!));
+        await done.run(row.rowid);
+        keys.add(row.index_key);
+        written += 1;
+      }
+    });
+    return { written, keys };
+  },
+
+  async writeSearchTexts(db, rowids, texts) {
+    const update = db.prepare('UPDATE memory_items SET fts_text = ? WHERE rowid = ?');
+    for (const [position, rowid] of rowids.entries()) await update.run(texts[position], rowid);
+  },
+};
