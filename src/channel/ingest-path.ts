@@ -89,7 +89,7 @@ export class IngestPath {
     parts.options.observer?.messageIngested?.();
     if (!parts.writer.staged) {
       if (message.replyToMessageId) await parts.extras.replies.record(state.channelId, entry, message.replyToMessageId, replyTokens);
-      // The history row is written within the admission, so a change that follows finds it.
+      // Taken in now; its row follows (a change to the message waits for it).
       return this.ingestUnstaged(state, entry);
     }
     const queued = parts.writer.write(entry, state.location);
@@ -124,21 +124,36 @@ export class IngestPath {
    * and the transcript follows through the archiver (writes in flight are tracked, so an edit or
    * a delete waits for them).
    */
-  private async ingestUnstaged(state: ChannelState, entry: HistoryEntry): Promise<{ done: Promise<HistoryEntry> }> {
+  private ingestUnstaged(state: ChannelState, entry: HistoryEntry): { done: Promise<HistoryEntry> } {
     const { parts } = this;
-    try {
-      await parts.writer.writeNow(entry, state.location);
-    } catch (error) {
-      this.unreserve(state, entry);
-      parts.options.events.emit({ type: 'ingest_failed', channel_id: state.channelId, reason: errorMessage(error) });
-      throw error;
-    }
+    const written = parts.writer.writeNow(entry, state.location).then(
+      () => {
+        state.unsettled.delete(entry.messageId);
+        return entry;
+      },
+      (error: unknown) => {
+        state.unsettled.delete(entry.messageId);
+        this.unreserve(state, entry);
+        parts.options.events.emit({ type: 'ingest_failed', channel_id: state.channelId, reason: errorMessage(error) });
+        throw error;
+      },
+    );
+    // Until its row is written a change to the message waits for it (`MessageChanges`), and a
+    // worker started meanwhile waits for its transcript, which follows the row.
+    state.unsettled.set(entry.messageId, written);
+    const archived = written.then((stored) => parts.archiver.archive(state, [stored]));
+    const inFlight: Promise<void> = archived.then(
+      () => undefined,
+      () => undefined,
+    );
+    state.pendingArchives.add(inFlight);
+    void inFlight.then(() => state.pendingArchives.delete(inFlight));
     parts.scheduler.afterMessage(state.channelId);
-    const archived = parts.archiver.archive(state, [entry]);
     this.checkProtecting(state, entry.seq);
     const truncation = state.truncationWritten;
     return { done: archived.then(() => (truncation ? truncation.then(() => entry) : entry)) };
   }
+
 
   /** The Compactor check after a message came in, with that message protected from truncation. */
   private checkProtecting(state: ChannelState, seq: number): void {

@@ -37,10 +37,17 @@ export class MessageChanges {
     private readonly privacy: PrivacyPropagator,
   ) {}
 
+  /** Resolves once the messages of the channel that came in so far are admitted and their rows written (or given up). */
+  private async arrived(channelId: string): Promise<void> {
+    await this.parts.admitted(channelId);
+    const state = this.parts.loaded(channelId);
+    if (state && state.unsettled.size > 0) await Promise.allSettled([...state.unsettled.values()]);
+  }
+
   /** See `ChannelRuntime.attachFiles`. */
   async attachFiles(channelId: string, messageId: string, files: readonly ResolvedAttachment[]): Promise<boolean> {
     // A message still coming in, or waiting for its group commit, is written first, so it can be found.
-    await this.parts.admitted(channelId);
+    await this.arrived(channelId);
     await this.parts.writer.flush();
     const row = await this.parts.store.findByMessageId(channelId, messageId);
     if (!row || files.length === 0) return row !== undefined;
@@ -55,7 +62,7 @@ export class MessageChanges {
   async editMessage(channelId: string, messageId: string, content: string): Promise<boolean> {
     const { parts } = this;
     const state = await parts.channel(channelId);
-    await parts.admitted(channelId);
+    await this.arrived(channelId);
     const row = await state.exclusive(async () => {
       await parts.writer.flush();
       const row = await parts.store.findByMessageId(channelId, messageId);
@@ -90,7 +97,7 @@ export class MessageChanges {
     const state = await parts.channel(channelId);
     const seqs: number[] = [];
     const removed: RemovedMessage[] = [];
-    await parts.admitted(channelId);
+    await this.arrived(channelId);
     await state.exclusive(async () => {
       await parts.writer.flush();
       for (const messageId of messageIds) {

@@ -1,3 +1,5 @@
+// Over 400 lines: this is the channel runtime's whole public face (one short method per
+// operation, each handing on to a part), which callers across the app read in one place.
 import { isPostgres } from '../storage/sql-client.js';
 import { errorMessage } from '../common/errors.js';
 import { PgChannelLocks } from '../storage/postgres/pg-channel-locks.js';

@@ -1,3 +1,5 @@
+// Just over 400 lines: the decision, the worker's start and its landing stay together, so the
+// order in which a channel's compaction state changes is read in one file.
 import type { ChannelLocks } from './channel-locks.js';
 import type { ChannelState, RunningCompaction } from '../channel/channel-state.js';
 import type { HistoryStore } from '../channel/history-store.js';
