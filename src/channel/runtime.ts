@@ -1,6 +1,4 @@
-import { isPostgres } from '../storage/sql-client.js';
 import { errorMessage } from '../common/errors.js';
-import { PgChannelLocks } from '../storage/postgres/pg-channel-locks.js';
 import { systemClock, type Clock } from '../common/clock.js';
 import type { ChannelSettings } from '../config/types.js';
 import type { ModelRequest, ModelUsage, ToolDefinition } from '../llm/chat-model.js';
@@ -10,7 +8,7 @@ import type { CompactionAction } from '../compaction/compactor.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { ImmediateScheduler } from '../compaction/scheduler.js';
 import type { ResolvedAttachment } from '../attachments/resolve-attachments.js';
-import { withAttachmentNote } from '../attachments/summary-note.js';
+import { withAttachmentNote } from '../compaction/attachment-note.js';
 import { PersonaStore } from '../persona/persona-store.js';
 import { PrivacyPropagator } from '../privacy/propagator.js';
 import type { MemoryLocation } from '../memory/types.js';
@@ -99,8 +97,7 @@ export class ChannelRuntime {
     const scheduler = options.scheduler ?? new ImmediateScheduler();
     this.coordinator = new CompactionCoordinator({
       store: this.store,
-      // On a shared store, one process at a time compacts a channel.
-      ...(isPostgres(options.db) ? { locks: new PgChannelLocks(options.db) } : {}),
+      ...(options.locks ? { locks: options.locks } : {}),
       events: options.events,
       clock: this.clock,
       summarizer: withAttachmentNote(options.summarizer),
