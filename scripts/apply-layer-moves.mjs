@@ -121,13 +121,15 @@ function rewriteImports(text, writtenAt, currentPath) {
     if (!moved && writtenAt === currentPath) continue;
     const target = moved ? moved.replace(/\.ts$/, path.extname(resolved)) : resolved;
     const next = specifierFor(currentPath, target);
-    if (next !== spec) edits.push({ spec, next, pos: ref.pos, end: ref.end });
+    if (next !== spec) edits.push({ spec, next, pos: ref.pos });
   }
   let out = text;
-  // preProcessFile gives positions of the specifier text itself, without its quotes.
+  // preProcessFile's position is that of the opening quote; the specifier follows it.
   for (const edit of edits.sort((a, b) => b.pos - a.pos)) {
-    if (out.slice(edit.pos, edit.end) !== edit.spec) throw new Error(`unexpected text at ${currentPath}:${edit.pos}`);
-    out = out.slice(0, edit.pos) + edit.next + out.slice(edit.end);
+    const start = edit.pos + 1;
+    const end = start + edit.spec.length;
+    if (out.slice(start, end) !== edit.spec) throw new Error(`unexpected text at ${currentPath}:${start}`);
+    out = out.slice(0, start) + edit.next + out.slice(end);
   }
   return out;
 }
