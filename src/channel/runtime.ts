@@ -1,3 +1,8 @@
+/*
+ * Over 400 lines on purpose: this is the one facade every adapter, command and worker calls,
+ * and each method is a short delegation to a part in its own file (ingest-path, message-changes,
+ * calibration-keeper, the coordinator); splitting the facade would only scatter its surface.
+ */
 import { errorMessage } from '../common/errors.js';
 import { systemClock, type Clock } from '../common/clock.js';
 import type { ChannelSettings } from '../config/types.js';
