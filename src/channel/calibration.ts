@@ -1,6 +1,6 @@
 import type { ChannelSettings } from '../config/types.js';
 
-export { overflowNumbers, type OverflowNumbers } from '../llm/overflow-numbers.js';
+export { overflowNumbers } from '../llm/overflow-numbers.js';
 
 /**
  * Calibration of the 4-characters-per-token estimate against the model's own count.
