@@ -10,23 +10,28 @@
  *
  *   node scripts/apply-layer-moves.mjs
  *
- * Whole files only. These edits move code between files and are made by hand (a merge that
- * loses one must redo it; each is small):
+ * Whole files only. These edits move code between files and are made by hand, on the files'
+ * old paths, before this script runs (a merge that loses one must redo it; each is small):
  *   - channel/calibration.ts: the table (CALIBRATION_MIGRATIONS, CalibrationStore) went to
- *     channel/calibration-store.ts; the arithmetic stays and this script moves it to context/.
+ *     channel/calibration-store.ts (clampFactor is exported for it); the arithmetic stays, and
+ *     this script moves it to context/. Importers of the table: app/migrations.ts,
+ *     channel/calibration-keeper.ts, test/support/store-contract.ts.
  *   - channel/model-request.ts: SUMMARY_HEADER, SUMMARY_HEADER_TOKENS, renderSummary and
- *     estimateSummaryTokens went to context/summary-text.ts.
+ *     estimateSummaryTokens went to context/summary-text.ts (channel/index.ts re-exports
+ *     renderSummary from there).
  *   - channel/history-store.ts: ChannelLocation, LoadedChannel, NewSummary, SpliceChange went to
- *     context/history-store.ts with the new interface SummaryWrites (splice, truncate,
- *     extendMarker), the only store methods compaction calls; compaction takes SummaryWrites.
+ *     context/history-store.ts (history-store.ts re-exports them) with the new interface
+ *     SummaryWrites (splice, truncate, extendMarker), which HistoryStore implements; the five
+ *     compaction files that took `store: HistoryStore` take `store: SummaryWrites`.
  *   - attachments/summary-note.ts: withAttachmentNote went to compaction/attachment-note.ts.
- *   - privacy/channel-views.ts: the ChannelView / ViewRegistry types are defined there and
- *     memory/types.ts re-exports them (privacy sits below memory).
+ *   - memory/types.ts: ChannelView, ViewLookup, ViewRegistry are defined in
+ *     privacy/channel-views.ts and re-exported by memory/types.ts (privacy sits below memory).
  *   - compaction-log/: MODEL_USAGE_KIND and LogRow went to compaction-log/log-row.ts.
- *   - channel/runtime.ts takes `locks?: ChannelLocks` in its options; app/open-app.ts builds
- *     PgChannelLocks when the store is PostgreSQL.
- *   - channel/channel-dialect.ts holds the statements that differ between SQLite and
- *     PostgreSQL for channel/ and worker/ (no isPostgres test elsewhere).
+ *   - channel/runtime.ts no longer builds PgChannelLocks: ChannelRuntimeOptions has
+ *     `locks?: ChannelLocks`, which app/open-app.ts and cli/commands/replay.ts fill from
+ *     app/compaction-locks.ts (PostgreSQL only); test/postgres-locks.test.ts passes it.
+ *   - channel/channel-dialect.ts holds what channel/catch-up-points.ts, channel/history-store.ts
+ *     and worker/channel-history-tool.ts spelled with isPostgres(db).
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
