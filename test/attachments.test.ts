@@ -14,7 +14,7 @@ import {
 } from '../src/attachments/index.js';
 import { openApp, type MagpieApp } from '../src/app/index.js';
 import { filesIn } from '../src/attachments/summary-note.js';
-import { estimateSummaryTokens } from '../src/channel/model-request.js';
+import { estimateSummaryTokens } from '../src/context/summary-text.js';
 import { estimateEntryTokens } from '../src/channel/token-estimate.js';
 import type { IncomingMessage } from '../src/channel/types.js';
 import { markerFiles } from '../src/compaction/emergency.js';

@@ -1,7 +1,7 @@
 /** A compaction frees what it says it frees, never a negative figure, and never lands a summary that frees too little. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { SUMMARY_HEADER_TOKENS } from '../src/channel/model-request.js';
+import { SUMMARY_HEADER_TOKENS } from '../src/context/summary-text.js';
 import { estimateTokens } from '../src/channel/token-estimate.js';
 import type { HistoryEntry } from '../src/channel/types.js';
 import { createExtractiveSummarizer, extractiveSummary } from '../src/compaction/extractive-summarizer.js';

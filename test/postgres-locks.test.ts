@@ -54,6 +54,7 @@ test('a runtime does not compact a channel another process is compacting, and do
   stream.subscribe((event) => events.push(event));
   const runtime = new ChannelRuntime({
     db: storage.db,
+    locks: new PgChannelLocks(storage.db),
     memory: new FakeMemoryStore(),
     config: new LiveConfig(testConfig({ contextWindow: 2000, compaction: { emergencyThreshold: 0.99 } })),
     events: stream,

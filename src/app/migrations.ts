@@ -1,5 +1,5 @@
 import { ATTACHMENT_MIGRATIONS } from '../attachments/attachment-store.js';
-import { CALIBRATION_MIGRATIONS } from '../channel/calibration.js';
+import { CALIBRATION_MIGRATIONS } from '../channel/calibration-store.js';
 import { HISTORY_MIGRATIONS } from '../channel/schema.js';
 import { REPLY_MIGRATIONS } from '../channel/reply-context.js';
 import { COMPACTION_LOG_MIGRATIONS } from '../compaction-log/schema.js';

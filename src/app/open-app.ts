@@ -5,6 +5,7 @@ import { EventStream } from '../common/events.js';
 import { LiveConfig } from '../config/live-config.js';
 import type { MagpieConfig } from '../config/types.js';
 import { ChannelRuntime } from '../channel/index.js';
+import { compactionLocksFor } from './compaction-locks.js';
 import { ErasurePoller, ErasureRequests } from '../privacy/erasure-requests.js';
 import { CompactionLog } from '../compaction-log/index.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
@@ -166,9 +167,11 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
       })
     : undefined;
   compactionLog?.attach(events);
+  const locks = compactionLocksFor(db);
   const runtime: ChannelRuntime = new ChannelRuntime({
     ...(compactionLog ? { usageObserver: compactionLog } : {}),
     db,
+    ...(locks ? { locks } : {}),
     memory,
     config,
     events,

@@ -1,5 +1,6 @@
 import type { ContentBlock, ModelMessage } from '../llm/chat-model.js';
-import { buildMessages, buildSystemPrompt, estimateSummaryTokens, systemBreaksOf } from '../channel/model-request.js';
+import { buildMessages, buildSystemPrompt, systemBreaksOf } from '../channel/model-request.js';
+import { estimateSummaryTokens } from '../context/summary-text.js';
 import { estimateTokens } from '../channel/token-estimate.js';
 import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
 import { BRANCH_QUESTION_PREFIX, setAsideNote } from './branch-prompt.js';

@@ -1,7 +1,8 @@
 import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
 import type { SqlClient } from '../storage/sql-client.js';
-import { CALIBRATION, CalibrationStore, observe, observeMessages, observeOverflow, type Calibration } from './calibration.js';
+import { CALIBRATION, observe, observeMessages, observeOverflow, type Calibration } from './calibration.js';
+import { CalibrationStore } from './calibration-store.js';
 import type { ChannelState } from './channel-state.js';
 
 /**

@@ -1,4 +1,5 @@
-import { isPostgres, type SqlClient } from '../storage/sql-client.js';
+import type { SqlClient } from '../storage/sql-client.js';
+import { channelDialectFor } from './channel-dialect.js';
 
 /** A channel that was active, and the newest platform message id stored for it. */
 export interface CatchUpPoint {
@@ -22,7 +23,7 @@ export class CatchUpPoints {
         GROUP BY channel_id ORDER BY last_at DESC LIMIT ?`,
     );
     // Newest first by seq (the primary key): stops at the first platform id.
-    const digitsOnly = isPostgres(db) ? `message_id ~ '^[0-9]+$'` : `message_id <> '' AND message_id NOT GLOB '*[^0-9]*'`;
+    const digitsOnly = channelDialectFor(db).digitsOnlyMessageId;
     this.last = db.prepare(
       `SELECT message_id FROM history_entries
         WHERE channel_id = ? AND kind = 'message' AND ${digitsOnly}

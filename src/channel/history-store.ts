@@ -1,22 +1,10 @@
 import { MagpieError } from '../common/errors.js';
-import { isPostgres, type SqlClient } from '../storage/sql-client.js';
+import type { SqlClient } from '../storage/sql-client.js';
+import { channelDialectFor } from './channel-dialect.js';
 import type { EntryKind, HistoryEntry, SummaryEntry } from './types.js';
+import type { ChannelLocation, LoadedChannel, NewSummary, SpliceChange, SummaryWrites } from '../context/history-store.js';
 
-/** Where a channel's memories belong, remembered with its messages. */
-export interface ChannelLocation {
-  guildId?: string;
-  dmUserId?: string;
-}
-
-/** Everything needed to rebuild a channel's live context after a restart. */
-export interface LoadedChannel {
-  entries: HistoryEntry[];
-  summaries: SummaryEntry[];
-  nextSeq: number;
-  nextTurnId: number;
-  archivedCount: number;
-  location: ChannelLocation;
-}
+export type { ChannelLocation, LoadedChannel, NewSummary, SpliceChange } from '../context/history-store.js';
 
 /** A `history_entries` row as SQLite returns it. */
 export interface EntryRow {
@@ -43,21 +31,6 @@ export interface SummaryRow {
   content: string;
   tokens: number;
   created_at: number;
-}
-
-/** A summary row as it goes into the database (the id comes back). */
-export type NewSummary = Omit<SummaryEntry, 'id'> & { summarizer?: string };
-
-/** How a compaction changes the database, applied in one transaction. */
-export interface SpliceChange {
-  channelId: string;
-  /** The oldest live entries, up to `toSeq`, leave the context. */
-  entryRange?: { toSeq: number };
-  /** Live summaries folded into the new one. */
-  retiredSummaryIds: number[];
-  /** A truncation marker that shrinks to the part the summary does not cover. */
-  shrunkMarker?: { id: number; fromSeq: number; content: string; tokens: number };
-  summary: NewSummary;
 }
 
 /** The entry's (channel, seq) key is taken: SQLite's primary key error, or PostgreSQL's unique violation on it. */
@@ -101,7 +74,7 @@ export function toSummary(row: SummaryRow): SummaryEntry {
  * resolves once its write is done (a multi-statement change in one transaction), so a caller
  * changes its in-memory mirror after the await, and only then.
  */
-export class HistoryStore {
+export class HistoryStore implements SummaryWrites {
   private readonly statements;
 
   constructor(private readonly db: SqlClient) {
@@ -222,7 +195,7 @@ export class HistoryStore {
    * they go in one statement; SQLite inserts them one by one, which costs it nothing more.
    */
   async insertMany(rows: ReadonlyArray<{ entry: HistoryEntry; location: ChannelLocation; archived: boolean }>): Promise<number> {
-    if (!isPostgres(this.db) || rows.length === 1) {
+    if (!channelDialectFor(this.db).insertsInOneStatement || rows.length === 1) {
       let inserted = 0;
       for (const row of rows) if (await this.insert(row.entry, row.location, { archived: row.archived })) inserted += 1;
       return inserted;

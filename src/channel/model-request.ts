@@ -2,25 +2,12 @@ import type { ContentBlock, ModelMessage, ModelRequest, TextBlock, ToolDefinitio
 import { requestContent } from './oversized-message.js';
 import { estimateTokens } from './token-estimate.js';
 import type { HistoryEntry, SummaryEntry } from './types.js';
-
-/** Introduces the stacked summaries in the system prompt. */
-export const SUMMARY_HEADER =
-  '\n\nEarlier parts of this conversation, oldest first (the full text can be recalled with memory_search):\n';
-export const SUMMARY_HEADER_TOKENS = estimateTokens(SUMMARY_HEADER);
+import { renderSummary, SUMMARY_HEADER } from '../context/summary-text.js';
 
 /** Sent in place of a first message when the live history opens with the assistant. */
 const CONTINUATION_TEXT = '(the conversation continues)';
 /** Stands in for the result of a tool call that never got one. */
 const INTERRUPTED_RESULT = 'no result: the call was interrupted before it finished';
-
-export function renderSummary(summary: Pick<SummaryEntry, 'kind' | 'fromSeq' | 'toSeq' | 'content'>): string {
-  return `[${summary.kind} of messages ${summary.fromSeq}-${summary.toSeq}]\n${summary.content}`;
-}
-
-/** Counted once per summary, like entries: its rendering plus the blank line between. */
-export function estimateSummaryTokens(summary: Pick<SummaryEntry, 'kind' | 'fromSeq' | 'toSeq' | 'content'>): number {
-  return estimateTokens(renderSummary(summary)) + 1;
-}
 
 /** Tool definitions count as the JSON the model is sent. */
 export function estimateToolTokens(tools: readonly ToolDefinition[]): number {

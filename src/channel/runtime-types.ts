@@ -12,11 +12,14 @@ import type { ChannelState } from './channel-state.js';
 import type { EntryExtras } from './entry-extras.js';
 import type { HistoryStore } from './history-store.js';
 import type { IngestWriter } from './ingest-writer.js';
+import type { ChannelLocks } from '../compaction/channel-locks.js';
 import type { TranscriptArchiver } from './transcript-archiver.js';
 import type { EntryKind, HistoryEntry, SummaryEntry } from './types.js';
 
 export interface ChannelRuntimeOptions {
   db: SqlClient;
+  /** Who may compact a channel when processes share the store (the app builds them for PostgreSQL). */
+  locks?: ChannelLocks;
   memory: MemoryStore;
   config: LiveConfig;
   events: EventStream;

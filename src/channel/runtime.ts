@@ -1,8 +1,9 @@
-// Over 400 lines: this is the channel runtime's whole public face (one short method per
-// operation, each handing on to a part), which callers across the app read in one place.
-import { isPostgres } from '../storage/sql-client.js';
+/*
+ * Over 400 lines on purpose: this is the one facade every adapter, command and worker calls,
+ * and each method is a short delegation to a part in its own file (ingest-path, message-changes,
+ * calibration-keeper, the coordinator); splitting the facade would only scatter its surface.
+ */
 import { errorMessage } from '../common/errors.js';
-import { PgChannelLocks } from '../storage/postgres/pg-channel-locks.js';
 import { systemClock, type Clock } from '../common/clock.js';
 import type { ChannelSettings } from '../config/types.js';
 import type { ModelRequest, ModelUsage, ToolDefinition } from '../llm/chat-model.js';
@@ -12,7 +13,7 @@ import type { CompactionAction } from '../compaction/compactor.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
 import { ImmediateScheduler } from '../compaction/scheduler.js';
 import type { ResolvedAttachment } from '../attachments/resolve-attachments.js';
-import { withAttachmentNote } from '../attachments/summary-note.js';
+import { withAttachmentNote } from '../compaction/attachment-note.js';
 import { PersonaStore } from '../persona/persona-store.js';
 import { PrivacyPropagator } from '../privacy/propagator.js';
 import type { MemoryLocation } from '../memory/types.js';
@@ -101,8 +102,7 @@ export class ChannelRuntime {
     const scheduler = options.scheduler ?? new ImmediateScheduler();
     this.coordinator = new CompactionCoordinator({
       store: this.store,
-      // On a shared store, one process at a time compacts a channel.
-      ...(isPostgres(options.db) ? { locks: new PgChannelLocks(options.db) } : {}),
+      ...(options.locks ? { locks: options.locks } : {}),
       events: options.events,
       clock: this.clock,
       summarizer: withAttachmentNote(options.summarizer),

@@ -1,5 +1,3 @@
-import type { Writable } from 'node:stream';
-
 /**
  * The one voice of every `--json` output (docs/json-output.md): keys in snake_case at every
  * depth, times as ISO 8601 strings. Commands build their records from internal types (camelCase,
@@ -46,9 +44,4 @@ export function outputJson(value: unknown, key = ''): unknown {
 /** One JSON value on one line, in the shared convention. */
 export function jsonLine(value: unknown): string {
   return `${JSON.stringify(outputJson(value))}\n`;
-}
-
-/** Writes `jsonLine(value)` to the stream. */
-export function writeJsonLine(stream: Writable, value: unknown): void {
-  stream.write(jsonLine(value));
 }

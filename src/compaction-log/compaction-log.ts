@@ -3,7 +3,7 @@ import { errorMessage } from '../common/errors.js';
 import type { EventStream, MagpieEvent } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
 import type { SqlClient } from '../storage/sql-client.js';
-import { MODEL_USAGE_KIND } from './read-costs.js';
+import { MODEL_USAGE_KIND, type LogRow } from './log-row.js';
 
 /** The compaction events the log keeps (everything the coordinator says about compaction). */
 export const LOGGED_EVENTS: ReadonlySet<string> = new Set([
@@ -49,17 +49,6 @@ export interface CompactionLogOptions {
   batchSize?: number;
   /** Also flush buffered samples this often (an unref'd timer); default: never. */
   flushEveryMs?: number;
-}
-
-/** One row of `compaction_log` as written (the id is SQLite's). */
-export interface LogRow {
-  channel_id: string;
-  at: number;
-  kind: string;
-  tier: string | null;
-  position: number;
-  usage: number | null;
-  data: string;
 }
 
 interface ChannelMemo {

@@ -3,4 +3,5 @@ export { CompactionLog, LOGGED_EVENTS, settingsRecord, type CompactionLogOptions
 export { hasCompactionLog, readCompactionLog, type ChannelLog, type LoggedEvent, type LoggedSettings, type UsagePoint } from './read-log.js';
 export { addEvent, emptyTally, sumTallies, tallyLog, type CompactionTally } from './tally.js';
 export { COMPACTION_LOG_MIGRATIONS } from './schema.js';
-export { MODEL_USAGE_KIND, readModelUsage, type UsageRecord } from './read-costs.js';
+export { readModelUsage, type UsageRecord } from './read-costs.js';
+export { MODEL_USAGE_KIND } from './log-row.js';

@@ -1,8 +1,7 @@
 import type { SqlClient } from '../storage/sql-client.js';
+import { MODEL_USAGE_KIND } from './log-row.js';
 import { hasCompactionLog } from './read-log.js';
 
-/** The log's kind for one priced model request of a channel (a reply, or a replay's priced reply). */
-export const MODEL_USAGE_KIND = 'model_usage';
 
 /** One channel request as the model counted it. */
 export interface UsageRecord {

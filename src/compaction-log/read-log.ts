@@ -1,7 +1,6 @@
 import { hasTable } from '../storage/read-only.js';
 import type { SqlClient } from '../storage/sql-client.js';
-import type { LogRow } from './compaction-log.js';
-import { MODEL_USAGE_KIND } from './read-costs.js';
+import { MODEL_USAGE_KIND, type LogRow } from './log-row.js';
 
 /** One usage sample: where in the conversation, how full the window was. */
 export interface UsagePoint {

@@ -2,7 +2,7 @@
 // order in which a channel's compaction state changes is read in one file.
 import type { ChannelLocks } from './channel-locks.js';
 import type { ChannelState, RunningCompaction } from '../channel/channel-state.js';
-import type { HistoryStore } from '../channel/history-store.js';
+import type { SummaryWrites } from '../context/history-store.js';
 import type { HistoryEntry } from '../channel/types.js';
 import { usageOf } from '../channel/calibration.js';
 import type { Clock } from '../common/clock.js';
@@ -31,7 +31,7 @@ const IDLE = { compactionRunning: false } as const;
 const RUNNING = { compactionRunning: true } as const;
 
 export interface CompactionCoordinatorOptions {
-  store: HistoryStore;
+  store: SummaryWrites;
   events: EventStream;
   clock: Clock;
   summarizer: Summarizer;

@@ -1,9 +1,9 @@
 import { filesIn } from '../attachments/summary-note.js';
 import type { ChannelState } from '../channel/channel-state.js';
-import type { HistoryStore } from '../channel/history-store.js';
+import type { SummaryWrites } from '../context/history-store.js';
 import type { HistoryEntry } from '../channel/types.js';
 import { usageOf } from '../channel/calibration.js';
-import { estimateSummaryTokens, SUMMARY_HEADER_TOKENS } from '../channel/model-request.js';
+import { estimateSummaryTokens, SUMMARY_HEADER_TOKENS } from '../context/summary-text.js';
 import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
@@ -13,7 +13,7 @@ import { emergencyCeiling, roundUsage } from './window-figures.js';
 
 /** What an emergency truncation reads and writes besides the channel itself. */
 export interface TruncationContext {
-  store: HistoryStore;
+  store: SummaryWrites;
   events: EventStream;
   clock: Clock;
   retryFailedArchives(state: ChannelState, entries: readonly HistoryEntry[]): true | Promise<boolean>;

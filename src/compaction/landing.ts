@@ -1,6 +1,6 @@
 import type { ChannelState } from '../channel/channel-state.js';
-import type { HistoryStore } from '../channel/history-store.js';
-import { estimateSummaryTokens } from '../channel/model-request.js';
+import type { SummaryWrites } from '../context/history-store.js';
+import { estimateSummaryTokens } from '../context/summary-text.js';
 import type { Clock } from '../common/clock.js';
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
@@ -29,7 +29,7 @@ export interface FinishedJob {
 
 /** What landing a worker's result reads and writes besides the channel itself. */
 export interface LandingContext {
-  store: HistoryStore;
+  store: SummaryWrites;
   events: EventStream;
   clock: Clock;
   settingsFor(channelId: string): ChannelSettings;

@@ -1,5 +1,5 @@
 import type { ChannelState } from '../channel/channel-state.js';
-import type { HistoryStore } from '../channel/history-store.js';
+import type { SummaryWrites } from '../context/history-store.js';
 import type { SummaryEntry } from '../channel/types.js';
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
@@ -20,7 +20,7 @@ export function provisionalMarkerId(): number {
 }
 
 export interface MarkerWriteContext {
-  store: HistoryStore;
+  store: SummaryWrites;
   events: EventStream;
 }
 
@@ -59,7 +59,7 @@ export async function saveUnsavedMarkersHeld(context: MarkerWriteContext, state:
   return true;
 }
 
-async function writeMarker(store: HistoryStore, state: ChannelState, marker: SummaryEntry): Promise<void> {
+async function writeMarker(store: SummaryWrites, state: ChannelState, marker: SummaryEntry): Promise<void> {
   if (marker.id > 0) {
     await store.extendMarker(state.channelId, { id: marker.id, toSeq: marker.toSeq, content: marker.content, tokens: marker.tokens });
     return;

@@ -1,6 +1,6 @@
 import type { ChannelState } from '../channel/channel-state.js';
-import type { HistoryStore, SpliceChange } from '../channel/history-store.js';
-import { estimateSummaryTokens } from '../channel/model-request.js';
+import type { SpliceChange, SummaryWrites } from '../context/history-store.js';
+import { estimateSummaryTokens } from '../context/summary-text.js';
 import type { SummaryEntry } from '../channel/types.js';
 import { filesIn } from '../attachments/summary-note.js';
 import { markerText, NO_FILES, withFiles } from './emergency.js';
@@ -52,7 +52,7 @@ function sameStart(list: readonly unknown[], start: readonly unknown[]): boolean
  */
 export async function applySplice(options: {
   state: ChannelState;
-  store: HistoryStore;
+  store: SummaryWrites;
   plan: CompactionPlan;
   match: Exclude<SnapshotMatch, { place: 'gone' }>;
   content: string;

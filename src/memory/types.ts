@@ -3,6 +3,10 @@
  * long-term memory. The database (SQLite or PostgreSQL) is the source of truth behind it;
  * vector indexes are derived. Whatever touches the database answers with a promise.
  */
+import type { ChannelView } from '../privacy/channel-views.js';
+
+/** Who may see which channel is privacy's to say; memory is handed it. */
+export type { ChannelView, ViewLookup, ViewRegistry } from '../privacy/channel-views.js';
 
 export const MEMORY_TYPES = [
   'fact',
@@ -180,28 +184,4 @@ export interface ItemDescription {
   messageId?: string;
   indexKey: string;
   content: string;
-}
-
-/** The view key of a channel (equal keys: equal view permissions); see `src/privacy/channel-views.ts`. */
-export interface ViewLookup {
-  keyOf(channelId: string): Promise<string>;
-}
-
-/** Who can view a guild channel, as far as memory scope is concerned. */
-export interface ChannelView {
-  channelId: string;
-  guildId: string;
-  /** A thread's parent: a public thread follows its parent's key when the parent changes. */
-  parentId?: string;
-  /**
-   * Equal keys mean equal view permissions (see `src/discord/view-key.ts`). A private thread
-   * has a key of its own, so it never shares with anything.
-   */
-  viewKey: string;
-}
-
-/** The view keys a memory store is handed: read for the guild scope, written as Discord reports them. */
-export interface ViewRegistry extends ViewLookup {
-  /** Records a channel's key; resolves true when it changed. */
-  record(view: ChannelView): Promise<boolean>;
 }

@@ -1,8 +1,29 @@
-import type { ChannelView, ViewRegistry } from '../memory/types.js';
 import { hasTable } from '../storage/read-only.js';
 import type { SqlClient } from '../storage/sql-client.js';
 
-export type { ChannelView } from '../memory/types.js';
+/** The view key of a channel (equal keys: equal view permissions), as `ChannelViews` below keeps it. */
+export interface ViewLookup {
+  keyOf(channelId: string): Promise<string>;
+}
+
+/** Who can view a guild channel, as far as memory scope is concerned. */
+export interface ChannelView {
+  channelId: string;
+  guildId: string;
+  /** A thread's parent: a public thread follows its parent's key when the parent changes. */
+  parentId?: string;
+  /**
+   * Equal keys mean equal view permissions (see `src/discord/view-key.ts`). A private thread
+   * has a key of its own, so it never shares with anything.
+   */
+  viewKey: string;
+}
+
+/** The view keys a memory store is handed: read for the guild scope, written as Discord reports them. */
+export interface ViewRegistry extends ViewLookup {
+  /** Records a channel's key; resolves true when it changed. */
+  record(view: ChannelView): Promise<boolean>;
+}
 
 /** Key of a channel Magpie never saw in Discord (a replayed transcript, the terminal). */
 export const UNKNOWN_VIEW = '';

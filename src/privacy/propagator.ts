@@ -1,7 +1,7 @@
 import type { Clock } from '../common/clock.js';
 import { toEntry, toSummary, type EntryRow } from '../channel/history-store.js';
 import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
-import { estimateSummaryTokens } from '../channel/model-request.js';
+import { estimateSummaryTokens } from '../context/summary-text.js';
 import { estimateEntryTokens } from '../channel/token-estimate.js';
 import { markerText } from '../compaction/emergency.js';
 import { extractiveSummary } from '../compaction/extractive-summarizer.js';

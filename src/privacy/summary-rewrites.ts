@@ -1,5 +1,5 @@
 import { toEntry, toSummary, type EntryRow, type SummaryRow as BaseSummaryRow } from '../channel/history-store.js';
-import { estimateSummaryTokens } from '../channel/model-request.js';
+import { estimateSummaryTokens } from '../context/summary-text.js';
 import type { SummaryEntry } from '../channel/types.js';
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';

@@ -1,6 +1,6 @@
 import type { ToolContext, ToolHandler, ToolOutcome } from '../llm/tool.js';
 import type { SqlClient } from '../storage/sql-client.js';
-import { isPostgres } from '../storage/sql-client.js';
+import { channelDialectFor } from '../channel/channel-dialect.js';
 
 /** The most messages one call returns. */
 export const MAX_HISTORY_LIMIT = 50;
@@ -67,7 +67,7 @@ export function createChannelHistoryTool(db: SqlClient): ToolHandler {
         parameters.push(parsed.after);
       }
       // SQLite's LIKE ignores case (ASCII); PostgreSQL's needs ILIKE for the same match.
-      const like = isPostgres(db) ? 'ILIKE' : 'LIKE';
+      const like = channelDialectFor(db).likeIgnoringCase;
       for (const word of parsed.words) {
         conditions.push(`content ${like} ? ESCAPE '\\'`);
         parameters.push(`%${word.replace(/[\\%_]/g, (character) => `\\${character}`)}%`);

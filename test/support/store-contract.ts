@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { CalibrationStore } from '../../src/channel/calibration.js';
+import { CalibrationStore } from '../../src/channel/calibration-store.js';
 import { channelIdsWithHistory, contextCensus } from '../../src/channel/census.js';
 import { HistoryStore, type NewSummary } from '../../src/channel/history-store.js';
 import type { HistoryEntry } from '../../src/channel/types.js';

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { channelIdsWithHistory, contextCensus } from '../../channel/census.js';
-import { estimateToolTokens, SUMMARY_HEADER_TOKENS } from '../../channel/model-request.js';
+import { estimateToolTokens } from '../../channel/model-request.js';
+import { SUMMARY_HEADER_TOKENS } from '../../context/summary-text.js';
 import { usableWindow } from '../../channel/calibration.js';
 import { estimateTokens } from '../../channel/token-estimate.js';
 import { readCompactionLog, tallyLog, type CompactionTally } from '../../compaction-log/index.js';
