@@ -17,8 +17,9 @@ import { startPostgresRun } from './postgres-run.js';
  * catch-up points, shards on one schema) and the CLI paths that read and write a whole data set.
  * The files that only drive those same stores through Discord or the terminal (streaming, slash
  * commands, flood control, chat) stay on SQLite: the store calls under them are the ones listed
- * here, and the store contract (postgres-store), memory-backends, postgres-locks and migrate-cli
- * run on PostgreSQL in the main run anyway. Left out, SQLite by nature: storage-full,
+ * here, and the store contract (postgres-store), memory-backends, postgres-locks, migrate-cli and
+ * the PostgreSQL client's own files (pg-pool-client, pg-faults, pg-session, pg-round-trips) run on
+ * PostgreSQL in the main run anyway; a second copy would also contend for the same advisory locks. Left out, SQLite by nature: storage-full,
  * data-dir-lock, index-faults. Slowest first, so they overlap the rest.
  */
 export const POSTGRES_SUITE = [
@@ -56,10 +57,6 @@ export const POSTGRES_SUITE = [
   'privacy-scope',
   'memory-tools',
   'group-commit',
-  'pg-faults',
-  'pg-session',
-  'pg-pool-client',
-  'pg-round-trips',
 ];
 
 /**
