@@ -1,11 +1,12 @@
 import { errorMessage, MagpieError } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
+import { NO_CHANGE_FEED, type ChangeFeed } from '../common/change-feed.js';
 import type { SqlClient } from '../storage/sql-client.js';
 
 /**
  * Erasures asked for while the bot runs. `magpie memory forget` cannot take the writer lock the
- * bot holds, so it leaves a request in the database; the bot, polling a few times a second,
- * applies it exactly as it applies a delete in Discord and writes back the outcome, which the
+ * bot holds, so it leaves a request in the database; the bot, woken by PostgreSQL (a trigger on
+ * the table notifies on insert) or polling a few times a second on SQLite, applies it exactly as it applies a delete in Discord and writes back the outcome, which the
  * command waits for. Nothing of the erased text is stored here: an archive id or a user id.
  */
 
@@ -20,8 +21,14 @@ export interface ErasureRequest {
   result: string | null;
 }
 
-/** How often the bot looks for requests: an erasure applies within a second. */
+/** How often the bot looks for requests on SQLite: an erasure applies within a second. */
 export const ERASURE_POLL_MS = 250;
+
+/**
+ * How often it looks anyway where requests wake it (PostgreSQL): a wake-up lost between two
+ * reconnects, or a request from a writer without the trigger, still applies.
+ */
+export const ERASURE_SAFETY_POLL_MS = 30_000;
 
 export class ErasureRequests {
   private readonly statements;
@@ -64,28 +71,49 @@ export interface ErasureApplier {
 }
 
 /**
- * The bot's side: polls for pending requests and applies them one at a time. A request that
- * fails is marked failed with its error (the command reports it); the poller goes on.
+ * The bot's side: applies pending requests one at a time, when the change feed says one arrived
+ * (and after it reconnected), and on a timer. A request that fails is marked failed with its
+ * error (the command reports it); the poller goes on.
  */
 export class ErasurePoller {
   private readonly timer: NodeJS.Timeout;
   private running: Promise<void> | undefined;
+  /** A wake-up came while a pass ran: that pass may have read the table before the request. */
+  private again = false;
   private closed = false;
+  private readonly detach: (() => void)[];
 
   constructor(
     private readonly requests: ErasureRequests,
     private readonly applier: ErasureApplier,
     private readonly events: EventStream,
-    intervalMs = ERASURE_POLL_MS,
+    intervalMs?: number,
+    feed: ChangeFeed = NO_CHANGE_FEED,
   ) {
-    this.timer = setInterval(() => void this.poll(), intervalMs);
+    this.timer = setInterval(() => void this.poll(), intervalMs ?? (feed.live ? ERASURE_SAFETY_POLL_MS : ERASURE_POLL_MS));
     this.timer.unref();
+    this.detach = [
+      feed.subscribe((change) => {
+        if (change.kind === 'erasure_requested') void this.poll();
+      }),
+      feed.onResubscribed(() => void this.poll()),
+    ];
   }
 
-  /** Applies what is pending now (the timer calls it; tests may too). */
+  /** Applies what is pending now (wake-ups and the timer call it; tests may too). */
   poll(): Promise<void> {
     if (this.closed) return Promise.resolve();
-    this.running ??= this.drain().finally(() => {
+    if (this.running) {
+      this.again = true;
+      return this.running;
+    }
+    const pass = async (): Promise<void> => {
+      do {
+        this.again = false;
+        await this.drain();
+      } while (this.again && !this.closed);
+    };
+    this.running = pass().finally(() => {
       this.running = undefined;
     });
     return this.running;
@@ -94,6 +122,7 @@ export class ErasurePoller {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.timer);
+    for (const detach of this.detach) detach();
     await this.running;
   }
 

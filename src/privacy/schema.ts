@@ -107,4 +107,19 @@ export const PRIVACY_MIGRATIONS: readonly Migration[] = [
         CREATE INDEX erasure_requests_pending ON erasure_requests (id) WHERE status = 'pending';
       `,
   },
+  {
+    // Wakes the writer at once (its change feed listens): `magpie memory forget` beside a running
+    // bot is applied within a second without the bot polling the table. SQLite has one process
+    // per data dir and no LISTEN: the bot polls there.
+    name: 'privacy-003-erasure-wake',
+    async up() {},
+    postgres: `
+        CREATE FUNCTION erasure_requests_wake() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          PERFORM pg_notify(current_schema() || '.changes', json_build_object('kind', 'erasure_requested', 'ids', json_build_array(NEW.id::text))::text);
+          RETURN NEW;
+        END $$;
+        CREATE TRIGGER erasure_requests_wake AFTER INSERT ON erasure_requests FOR EACH ROW EXECUTE FUNCTION erasure_requests_wake();
+      `,
+  },
 ];
