@@ -8,10 +8,11 @@ import type { SqlClient } from '../storage/sql-client.js';
  * (several processes may serve it); on SQLite none (one process per data dir). A feed that
  * cannot open closes the store (`closeStore`) and fails the start, as the store itself would.
  */
-export async function openChangeFeed(target: StorageTarget, db: SqlClient, closeStore: () => Promise<void>): Promise<ChangeFeed> {
+/** `command` names the listening connection in `pg_stat_activity` (`<command> changes`). */
+export async function openChangeFeed(target: StorageTarget, db: SqlClient, closeStore: () => Promise<void>, command: string): Promise<ChangeFeed> {
   if (target.backend !== 'postgres') return NO_CHANGE_FEED;
   try {
-    return await PgChangeFeed.open({ url: target.url, schema: target.schema, db, applicationName: 'magpie changes' });
+    return await PgChangeFeed.open({ url: target.url, schema: target.schema, db, applicationName: `${command.slice(0, 50)} changes` });
   } catch (error) {
     await closeStore();
     throw error;

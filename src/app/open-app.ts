@@ -122,7 +122,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
   let memory: MemoryStore;
   let budget: DailyTokenBudget;
   // What other processes on the same PostgreSQL schema change, and what this one tells them.
-  const changes = await openChangeFeed(target, db, writable.close);
+  const changes = await openChangeFeed(target, db, writable.close, options.command ?? 'magpie');
   try {
     // Index loads and rebuilds reach the log like every other event.
     const views = await openChannelViews(db);

@@ -78,6 +78,7 @@ export class StoreChanges {
     const read = channelId === undefined ? this.options.personas.reloadAll() : this.options.personas.reload(channelId);
     return read.then(
       () => {
+        this.emit({ type: 'persona_reread', ...(channelId ? { channel_id: channelId } : {}) });
         if (channelId === undefined) return;
         const state = this.options.peek(channelId);
         if (state) this.options.changed(state);

@@ -30,14 +30,28 @@ export const ERASURE_POLL_MS = 250;
  */
 export const ERASURE_SAFETY_POLL_MS = 30_000;
 
+/** A claim older than this is taken as abandoned (its process died mid-way) and the request is claimed again. */
+export const ERASURE_CLAIM_STALE_MS = 120_000;
+
 export class ErasureRequests {
   private readonly statements;
+  /** Who claims requests here: unique per process and poller. */
+  private readonly claimant = `${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
 
   constructor(db: SqlClient) {
     this.statements = {
       submit: db.prepare(`INSERT INTO erasure_requests (kind, target, requested_at) VALUES (?, ?, ?) RETURNING id`),
       read: db.prepare('SELECT id, kind, target, status, result FROM erasure_requests WHERE id = ?'),
-      pending: db.prepare(`SELECT id, kind, target, status, result FROM erasure_requests WHERE status = 'pending' ORDER BY id LIMIT 16`),
+      pending: db.prepare(
+        `SELECT id, kind, target, status, result FROM erasure_requests
+         WHERE status = 'pending' AND (claimed_by IS NULL OR claimed_at < ?) ORDER BY id LIMIT 16`,
+      ),
+      // Serial by the row lock of this UPDATE: a second process's claim waits for the first to
+      // commit, then re-checks the condition and changes nothing.
+      claim: db.prepare(
+        `UPDATE erasure_requests SET claimed_by = ?, claimed_at = ?
+         WHERE id = ? AND status = 'pending' AND (claimed_by IS NULL OR claimed_at < ?)`,
+      ),
       finish: db.prepare('UPDATE erasure_requests SET status = ?, result = ?, finished_at = ? WHERE id = ?'),
     };
   }
@@ -50,8 +64,14 @@ export class ErasureRequests {
     return normalize((await this.statements.read.get(id)) as ErasureRequest | undefined);
   }
 
-  async pending(): Promise<ErasureRequest[]> {
-    return ((await this.statements.pending.all()) as ErasureRequest[]).map((row) => normalize(row)!);
+  /** Requests nobody has claimed (or whose claim went stale). */
+  async pending(now: number = Date.now()): Promise<ErasureRequest[]> {
+    return ((await this.statements.pending.all(now - ERASURE_CLAIM_STALE_MS)) as ErasureRequest[]).map((row) => normalize(row)!);
+  }
+
+  /** True when this process now owns the request (no other process applies it). */
+  async claim(id: number, now: number = Date.now()): Promise<boolean> {
+    return (await this.statements.claim.run(this.claimant, now, id, now - ERASURE_CLAIM_STALE_MS)).changes > 0;
   }
 
   async finish(id: number, status: 'done' | 'failed', result: unknown): Promise<void> {
@@ -137,6 +157,14 @@ export class ErasurePoller {
     for (const request of pending) {
       if (this.closed) return;
       const started = performance.now();
+      try {
+        // Another process serving the same store took it first.
+        if (!(await this.requests.claim(request.id))) continue;
+      } catch (error) {
+        // The database is failing: the request stays pending and is tried again.
+        this.events.emit({ type: 'erasure_request_failed', request_id: request.id, kind: request.kind, error: errorMessage(error) });
+        continue;
+      }
       try {
         const result =
           request.kind === 'user'

@@ -60,6 +60,7 @@ export const POSTGRES_SUITE = [
   'pg-session',
   'pg-pool-client',
   'pg-round-trips',
+  'processes',
 ];
 
 /**
