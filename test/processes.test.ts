@@ -4,10 +4,12 @@
  * in, the other's next model request. On SQLite one process owns the data dir: skipped there.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { openApp, type MagpieApp } from '../src/app/index.js';
 import type { ReplyTarget } from '../src/app/channel-responder.js';
@@ -116,6 +118,12 @@ async function heard(from: number, match: (event: MagpieEvent) => boolean, what:
   assert.fail(`B never logged ${what}`);
 }
 
+/** Loads (or rebuilds) the channel's vector index in that process (the SQL memory store's own call). */
+async function warm(process: Process, channelId: string): Promise<void> {
+  const store = process.app.memory as unknown as { warmIndexes(channelIds: readonly string[]): Promise<void> };
+  await store.warmIndexes([channelId]);
+}
+
 const rereadOf = (event: MagpieEvent) => event.type === 'channel_reread' && event.channel_id === CHANNEL;
 
 test('a message deleted through process A is gone from process B\'s next model request', async (t) => {
@@ -181,4 +189,61 @@ test('after B\'s listening connection is terminated, a change made meanwhile is 
     await admin.end();
   }
   assert.ok(!(await nextRequest()).text.includes('MARMALADE'), 'B no longer sends it');
+});
+
+test('the same memory saved by two processes at once is stored once', async (t) => {
+  if (!(await ready(t))) return;
+  const content = `Ana keeps her bike in shed ${RUN}`;
+  const child = path.join(path.dirname(fileURLToPath(import.meta.url)), 'support', 'memory-save-child.js');
+  const savers = [1, 2].map((n) => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), `magpie-saver-${n}-`));
+    const spawned = spawn(process.execPath, [child, JSON.stringify(a.app.target), dir, `saver-${n}-${RUN}`, content], { stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    spawned.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+    const exited = new Promise<number | null>((resolve) => spawned.on('exit', resolve));
+    return { dir, spawned, output: () => out, exited };
+  });
+  try {
+    for (const saver of savers) {
+      for (let attempt = 0; attempt < 2_000 && !saver.output().includes('ready'); attempt += 1) await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.ok(saver.output().includes('ready'), 'the saver opened the store');
+    }
+    for (const saver of savers) saver.spawned.stdin.write('go\n');
+    assert.deepEqual(await Promise.all(savers.map((saver) => saver.exited)), [0, 0]);
+    const ids = savers.map((saver) => saver.output().split('\n')[1]);
+    assert.equal(ids[0], ids[1], 'both name the one memory');
+  } finally {
+    for (const saver of savers) {
+      saver.spawned.kill();
+      rmSync(saver.dir, { recursive: true, force: true });
+    }
+  }
+  const rows = (await a.app.db.prepare(`SELECT COUNT(*) AS n FROM memory_items WHERE kind = 'memory' AND content = ?`).get(content)) as { n: number | string };
+  assert.equal(Number(rows.n), 1);
+});
+
+test('a deletion leaves a tombstone for each process\'s index files; one process\'s save clears only its own', async (t) => {
+  if (!(await ready(t))) return;
+  const channelId = `idx-${RUN}`;
+  const location = { channelId, guildId: 'g1' };
+  const kept = await a.app.memory.save({ location, content: 'The team meets on Thursdays at the harbour office', memoryType: 'fact' });
+  const doomed = await a.app.memory.save({ location, content: 'Bo owes Ana forty euros for the concert tickets', memoryType: 'fact' });
+  assert.notEqual(kept.id, doomed.id);
+  const owner = (process: Process) => readFileSync(path.join(process.dir, 'index', 'owner'), 'utf8').trim();
+  for (const process of [a, b]) {
+    await warm(process, channelId);
+    await process.app.memory.releaseChannel?.(channelId);
+  }
+  const states = (await a.app.db.prepare(`SELECT index_key FROM memory_index_state WHERE index_key LIKE ?`).all(`%|%${channelId}`)) as { index_key: string }[];
+  assert.deepEqual(states.map((row) => row.index_key.split('|')[0]).sort(), [owner(a), owner(b)].sort(), 'one state row per process');
+
+  assert.ok(await a.app.memory.forget(doomed.id));
+  const tombstones = async () =>
+    ((await a.app.db.prepare(`SELECT index_key FROM memory_index_tombstones WHERE index_key LIKE ?`).all(`%|%${channelId}`)) as { index_key: string }[]).map(
+      (row) => row.index_key.split('|')[0],
+    );
+  assert.deepEqual(await tombstones(), [owner(b)], 'A saved its file without the point; B\'s file still needs its tombstone');
+  await warm(b, channelId);
+  await b.app.memory.releaseChannel?.(channelId);
+  assert.deepEqual(await tombstones(), [], 'B applied it and saved');
 });
