@@ -118,7 +118,7 @@ export class StoreChanges {
  * process has yet (messages whose group commit is in flight, markers not yet written) stays.
  * Returns whether anything changed.
  */
-export function adoptStored(state: ChannelState, stored: LoadedChannel): boolean {
+function adoptStored(state: ChannelState, stored: LoadedChannel): boolean {
   let changed = false;
   const entries = new Map(stored.entries.map((entry) => [entry.seq, entry]));
   for (let index = state.entries.length - 1; index >= 0; index -= 1) {

@@ -4,7 +4,7 @@
  * names what changed (a kind, a channel, ids), never any text: the listener re-reads the rest
  * from the store. On SQLite one process owns the data dir, so the feed is a no-op there.
  */
-export type ChangeKind =
+type ChangeKind =
   /** Messages left history (a delete on the platform, forget-me); `ids` are their message ids. */
   | 'messages_deleted'
   /** A message's text changed (an edit, or a redaction of the deleted words it quoted). */
@@ -16,7 +16,7 @@ export type ChangeKind =
   /** An erasure request waits in `erasure_requests` (sent by the database on insert). */
   | 'erasure_requested';
 
-export const CHANGE_KINDS: readonly ChangeKind[] = ['messages_deleted', 'message_edited', 'context_changed', 'persona_changed', 'erasure_requested'];
+const CHANGE_KINDS: readonly ChangeKind[] = ['messages_deleted', 'message_edited', 'context_changed', 'persona_changed', 'erasure_requested'];
 
 export interface StoreChange {
   kind: ChangeKind;

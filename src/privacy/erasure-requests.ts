@@ -31,7 +31,7 @@ export const ERASURE_POLL_MS = 250;
 export const ERASURE_SAFETY_POLL_MS = 30_000;
 
 /** A claim older than this is taken as abandoned (its process died mid-way) and the request is claimed again. */
-export const ERASURE_CLAIM_STALE_MS = 120_000;
+const ERASURE_CLAIM_STALE_MS = 120_000;
 
 export class ErasureRequests {
   private readonly statements;

@@ -4,7 +4,7 @@ import type { SqlClient } from '../sql-client.js';
 import { MAX_PAYLOAD_BYTES, PgNotifications } from './pg-notifications.js';
 
 /** The topic every change travels on (the database's erasure trigger sends on it too). */
-export const CHANGES_TOPIC = 'changes';
+const CHANGES_TOPIC = 'changes';
 
 export interface PgChangeFeedOptions {
   url: string;
