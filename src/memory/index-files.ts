@@ -237,6 +237,8 @@ export class IndexFiles {
     const key = this.stateKey(entry.key);
     // What the file holds, read before the first await: the index may grow while this commits.
     const state = [key, entry.highWater, entry.index.pointCount, this.identity, Date.now()];
+    // Needs no lock across processes: these rows are this directory's alone (keyed by its owner),
+    // the state is one upsert, and the tombstones cleared are exactly the ones this file applied.
     await db.transaction(async () => {
       await db
         .prepare(

@@ -43,14 +43,16 @@ export class ErasureRequests {
       submit: db.prepare(`INSERT INTO erasure_requests (kind, target, requested_at) VALUES (?, ?, ?) RETURNING id`),
       read: db.prepare('SELECT id, kind, target, status, result FROM erasure_requests WHERE id = ?'),
       pending: db.prepare(
-        `SELECT id, kind, target, status, result FROM erasure_requests
-         WHERE status = 'pending' AND (claimed_by IS NULL OR claimed_at < ?) ORDER BY id LIMIT 16`,
+        `SELECT r.id, r.kind, r.target, r.status, r.result FROM erasure_requests r
+         LEFT JOIN erasure_claims c ON c.request_id = r.id
+         WHERE r.status = 'pending' AND (c.request_id IS NULL OR c.claimed_by = ? OR c.claimed_at < ?) ORDER BY r.id LIMIT 16`,
       ),
-      // Serial by the row lock of this UPDATE: a second process's claim waits for the first to
-      // commit, then re-checks the condition and changes nothing.
+      // Serial by the claim's primary key: a second process's insert waits for the first to
+      // commit, then meets the conflict, and its update applies only to its own or a stale claim.
       claim: db.prepare(
-        `UPDATE erasure_requests SET claimed_by = ?, claimed_at = ?
-         WHERE id = ? AND status = 'pending' AND (claimed_by IS NULL OR claimed_at < ?)`,
+        `INSERT INTO erasure_claims (request_id, claimed_by, claimed_at) VALUES (?, ?, ?)
+         ON CONFLICT (request_id) DO UPDATE SET claimed_by = excluded.claimed_by, claimed_at = excluded.claimed_at
+         WHERE erasure_claims.claimed_by = excluded.claimed_by OR erasure_claims.claimed_at < ?`,
       ),
       finish: db.prepare('UPDATE erasure_requests SET status = ?, result = ?, finished_at = ? WHERE id = ?'),
     };
@@ -64,14 +66,14 @@ export class ErasureRequests {
     return normalize((await this.statements.read.get(id)) as ErasureRequest | undefined);
   }
 
-  /** Requests nobody has claimed (or whose claim went stale). */
+  /** Requests nobody else has claimed (or whose claim went stale): this process's own are tried again. */
   async pending(now: number = Date.now()): Promise<ErasureRequest[]> {
-    return ((await this.statements.pending.all(now - ERASURE_CLAIM_STALE_MS)) as ErasureRequest[]).map((row) => normalize(row)!);
+    return ((await this.statements.pending.all(this.claimant, now - ERASURE_CLAIM_STALE_MS)) as ErasureRequest[]).map((row) => normalize(row)!);
   }
 
   /** True when this process now owns the request (no other process applies it). */
   async claim(id: number, now: number = Date.now()): Promise<boolean> {
-    return (await this.statements.claim.run(this.claimant, now, id, now - ERASURE_CLAIM_STALE_MS)).changes > 0;
+    return (await this.statements.claim.run(id, this.claimant, now, now - ERASURE_CLAIM_STALE_MS)).changes > 0;
   }
 
   async finish(id: number, status: 'done' | 'failed', result: unknown): Promise<void> {

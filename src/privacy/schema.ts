@@ -109,20 +109,26 @@ export const PRIVACY_MIGRATIONS: readonly Migration[] = [
   },
   {
     // Several processes may serve one PostgreSQL schema: one of them claims a request (the
-    // claim is an UPDATE of the pending row, so a second claimer finds it taken). The trigger
+    // claim is a row keyed by the request, so a second claimer finds it taken). The trigger
     // wakes them at once (their change feed listens): `magpie memory forget` beside a running
     // bot is applied within a second without polling the table. SQLite has one process per
     // data dir and no LISTEN: the bot polls there.
     name: 'privacy-003-erasure-claims',
     async up(db) {
       await db.exec(`
-        ALTER TABLE erasure_requests ADD COLUMN claimed_by TEXT;
-        ALTER TABLE erasure_requests ADD COLUMN claimed_at INTEGER;
+        CREATE TABLE erasure_claims (
+          request_id INTEGER PRIMARY KEY,
+          claimed_by TEXT NOT NULL,
+          claimed_at INTEGER NOT NULL
+        );
       `);
     },
     postgres: `
-        ALTER TABLE erasure_requests ADD COLUMN claimed_by TEXT;
-        ALTER TABLE erasure_requests ADD COLUMN claimed_at BIGINT;
+        CREATE TABLE erasure_claims (
+          request_id BIGINT PRIMARY KEY,
+          claimed_by TEXT NOT NULL,
+          claimed_at BIGINT NOT NULL
+        );
         CREATE FUNCTION erasure_requests_wake() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
           PERFORM pg_notify(current_schema() || '.changes', json_build_object('kind', 'erasure_requested', 'ids', json_build_array(NEW.id::text))::text);
