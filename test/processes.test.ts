@@ -136,6 +136,17 @@ test('a message deleted through process A is gone from process B\'s next model r
   assert.ok(!(await nextRequest()).text.includes('PINEAPPLE'), 'B no longer sends it');
 });
 
+test('a message edited through process A reaches process B\'s next model request in its new words', async (t) => {
+  if (!(await ready(t))) return;
+  const said = (await say(b, 'meet me at the OLD-QUAY gate at noon')) as { messageId: string };
+  assert.ok((await nextRequest()).text.includes('OLD-QUAY'), 'precondition');
+  const from = b.events.length;
+  assert.equal(await a.app.runtime.editMessage(CHANNEL, said.messageId, 'meet me at the NEW-PIER gate at noon'), true);
+  await heard(from, rereadOf, 'a re-read after the edit');
+  const text = (await nextRequest()).text;
+  assert.ok(text.includes('NEW-PIER') && !text.includes('OLD-QUAY'), 'B sends the edited text only');
+});
+
 test('a persona set through process A is in process B\'s next model request', async (t) => {
   if (!(await ready(t))) return;
   const from = b.events.length;
