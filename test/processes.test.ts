@@ -110,12 +110,12 @@ async function nextRequest(): Promise<{ text: string; system: string }> {
 }
 
 /** Waits (no deadline of its own beyond the test's) until B has logged a matching event after `from`. */
-async function heard(from: number, match: (event: MagpieEvent) => boolean, what: string): Promise<void> {
+async function heard(from: number, match: (event: MagpieEvent) => boolean, what: string, listener: Process = b): Promise<void> {
   for (let attempt = 0; attempt < 1_000; attempt += 1) {
-    if (b.events.slice(from).some(match)) return;
+    if (listener.events.slice(from).some(match)) return;
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
-  assert.fail(`B never logged ${what}`);
+  assert.fail(`${listener === b ? 'B' : 'A'} never logged ${what}`);
 }
 
 /** Loads (or rebuilds) the channel's vector index in that process (the SQL memory store's own call). */
@@ -145,6 +145,28 @@ test('a message edited through process A reaches process B\'s next model request
   await heard(from, rereadOf, 'a re-read after the edit');
   const text = (await nextRequest()).text;
   assert.ok(text.includes('NEW-PIER') && !text.includes('OLD-QUAY'), 'B sends the edited text only');
+});
+
+test('a compaction that lands in process B reaches process A, which has the channel loaded', async (t) => {
+  if (!(await ready(t))) return;
+  model.setDefault((request) => (isAgentRequest(request.body) ? { text: 'Noted.' } : { text: `Summary ${RUN}: they talked about gates and vaults.` }));
+  try {
+    await a.app.runtime.liveContext(CHANNEL);
+    const from = a.events.length;
+    await b.app.runtime.compactNow(CHANNEL);
+    assert.ok((await b.app.runtime.liveContext(CHANNEL)).summaries.some((summary) => summary.content.includes(`Summary ${RUN}`)), 'landed in B');
+    await heard(from, (event) => rereadOf(event) && event.changed === true, 'a re-read after the landing', a);
+    const live = await a.app.runtime.liveContext(CHANNEL);
+    const inB = await b.app.runtime.liveContext(CHANNEL);
+    assert.ok(live.summaries.some((summary) => summary.content.includes(`Summary ${RUN}`)), 'A holds the summary');
+    assert.deepEqual(
+      live.entries.map((entry) => entry.seq),
+      inB.entries.map((entry) => entry.seq),
+      'A holds the same live entries as B',
+    );
+  } finally {
+    model.setDefault((request) => (isAgentRequest(request.body) ? { text: 'Noted.' } : { status: 500 }));
+  }
 });
 
 test('a persona set through process A is in process B\'s next model request', async (t) => {

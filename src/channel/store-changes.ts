@@ -92,7 +92,11 @@ export class StoreChanges {
     if (!state) return Promise.resolve();
     // The in-memory change follows the read inside the section, as every write's mirror does.
     const run = state
-      .exclusive(async () => adoptStored(state, await this.options.read(channelId)))
+      .exclusive(async () => {
+        // Entries appended from here on may commit while the read is under way: they stay.
+        const horizon = state.nextSeq;
+        return adoptStored(state, await this.options.read(channelId), horizon);
+      })
       .then(
         (changed) => {
           this.emit({ type: 'channel_reread', channel_id: channelId, cause, changed });
@@ -114,18 +118,19 @@ export class StoreChanges {
 
 /**
  * Makes the live context match what the store holds now: entries gone from it leave, entries
- * whose text changed take the stored text, summaries follow the stored set. What only this
- * process has yet (messages whose group commit is in flight, markers not yet written) stays.
+ * whose text changed take the stored text, entries written by another process join, summaries
+ * follow the stored set. What only this process has yet (messages whose group commit is in
+ * flight, markers not yet written) stays.
  * Returns whether anything changed.
  */
-function adoptStored(state: ChannelState, stored: LoadedChannel): boolean {
+function adoptStored(state: ChannelState, stored: LoadedChannel, horizon: number): boolean {
   let changed = false;
   const entries = new Map(stored.entries.map((entry) => [entry.seq, entry]));
   for (let index = state.entries.length - 1; index >= 0; index -= 1) {
     const entry = state.entries[index]!;
     const fresh = entries.get(entry.seq);
     if (fresh === undefined) {
-      if (state.unsettled.has(entry.messageId)) continue;
+      if (entry.seq >= horizon || state.unsettled.has(entry.messageId)) continue;
       state.removeEntryAt(index);
       state.failedArchives.delete(entry.seq);
       state.forgetMarkerEntry(entry.seq);
@@ -136,6 +141,18 @@ function adoptStored(state: ChannelState, stored: LoadedChannel): boolean {
       state.replaceMarkerEntry(fresh);
       changed = true;
     }
+  }
+  // Entries another process added (its messages and turns) join in seq order, except those a
+  // marker of this process stands for whose write has not landed yet (they left on purpose).
+  const held = new Set(state.entries.map((entry) => entry.seq));
+  const localOnly = state.summaries.filter((summary) => summary.id < 0 || state.unsavedMarkers.has(summary.id));
+  const added = stored.entries.filter(
+    (entry) => !held.has(entry.seq) && !localOnly.some((summary) => entry.seq >= summary.fromSeq && entry.seq <= summary.toSeq),
+  );
+  if (added.length > 0) {
+    for (const entry of added) state.entryTokens += entry.tokens;
+    state.entries = [...state.entries, ...added].sort((left, right) => left.seq - right.seq);
+    changed = true;
   }
   const summaries = new Map(stored.summaries.map((summary) => [summary.id, summary]));
   for (const summary of [...state.summaries]) {
