@@ -58,6 +58,7 @@ function fillOtherTables(dir: string): void {
     INSERT INTO message_attachments VALUES ('chan-0', 3, 0, 'msg-6', 'image', 'cat.png', 4, 'image/png', 2, 2, 85, NULL, 0, NULL, x'89504e47');
     INSERT INTO memory_index_tombstones VALUES ('channel:chan-0', 99999);
     INSERT INTO erasure_requests VALUES (1, 'user', 'u-9', 'done', '{"messages":0}', 1735689600007, 1735689600008);
+    INSERT INTO erasure_claims VALUES (1, 'proc-1', 1735689600009);
   `);
   db.prepare(
     `INSERT INTO memory_items (kind, content, memory_type, importance, scope, index_key, channel_id, source_ids, content_hash, fts_text, fts_tags, created_at, updated_at)

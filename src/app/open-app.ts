@@ -24,6 +24,7 @@ import { createBranchTool } from '../branch/index.js';
 import { createChannelHistoryTool, createSpawnWorkerTool, WorkerManager } from '../worker/index.js';
 import { StorageHealth } from '../storage/storage-health.js';
 import { ChannelResponder } from './channel-responder.js';
+import { openChangeFeed } from './change-feed.js';
 import { DailyTokenBudget } from './cost-guards.js';
 
 export interface OpenAppOptions {
@@ -121,6 +122,8 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
   const db = writable.db;
   let memory: MemoryStore;
   let budget: DailyTokenBudget;
+  // What other processes on the same PostgreSQL schema change, and what this one tells them.
+  const changes = await openChangeFeed(target, db, writable.close, options.command ?? 'magpie');
   try {
     // Index loads and rebuilds reach the log like every other event.
     const views = await openChannelViews(db);
@@ -128,6 +131,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     // Kept in the database: a restart does not forgive the day's spending.
     budget = await DailyTokenBudget.open(clock, db, (error) => events.emit({ type: 'token_budget_write_failed', error: errorMessage(error) }));
   } catch (error) {
+    await changes.close();
     await writable.close();
     throw error;
   }
@@ -179,6 +183,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     summarizer: model ? createLlmSummarizer({ model: modelFor('compaction')!, memoryTools }) : createExtractiveSummarizer(),
     // The same array the agent turns pass: the definitions are counted once per configuration.
     toolDefinitions: definitionsOf(tools),
+    changes,
     ...(metrics
       ? {
           observer: {
@@ -207,7 +212,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
   const workerManager = workers;
   let closed = false;
   // The bot applies erasures an operator asks for beside it (`magpie memory forget`).
-  const erasures = recording ? new ErasurePoller(new ErasureRequests(db), runtime, events) : undefined;
+  const erasures = recording ? new ErasurePoller(new ErasureRequests(db), runtime, events, undefined, changes) : undefined;
   return {
     config,
     events,
@@ -234,6 +239,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
         await budget.settled();
         await memory.close();
       } finally {
+        await changes.close();
         await writable.close();
       }
     },

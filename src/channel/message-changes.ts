@@ -88,6 +88,7 @@ export class MessageChanges {
       await this.apply(changes);
       await this.redactReplies(channelId, changes.replies);
     }
+    parts.publish({ kind: 'message_edited', channelId, ids: [messageId] });
     return true;
   }
 
@@ -125,6 +126,7 @@ export class MessageChanges {
     const changes = await this.privacy.propagate(channelId, removed, 'delete');
     await this.apply(changes);
     await this.redactReplies(channelId, changes.replies);
+    parts.publish({ kind: 'messages_deleted', channelId, ids: messageIds });
     parts.options.events.emit({
       type: 'deletion_propagated',
       channel_id: channelId,
@@ -223,7 +225,10 @@ export class MessageChanges {
       else if (state.summaries.some((existing) => existing.id === entry.id)) state.replaceSummary(entry);
       touched.add(state);
     }
-    for (const state of touched) this.parts.coordinator.check(state);
+    for (const state of touched) {
+      this.parts.coordinator.check(state);
+      this.parts.publish({ kind: 'context_changed', channelId: state.channelId });
+    }
   }
 }
 

@@ -1,3 +1,4 @@
+import type { ChangeFeed, StoreChange } from '../common/change-feed.js';
 import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
 import type { LiveConfig } from '../config/live-config.js';
@@ -38,6 +39,11 @@ export interface ChannelRuntimeOptions {
   usageObserver?: EstimateObserver;
   /** How often transcript writes that failed are sent again, in ms (0: only before compaction). Default 30 s. */
   archiveRepairIntervalMs?: number;
+  /**
+   * Other processes serving the same store (PostgreSQL): what they change in a loaded channel is
+   * read back, and what this runtime changes is published. Default: none (SQLite, one process).
+   */
+  changes?: ChangeFeed;
 }
 
 /** Hooks for high-frequency facts; each must be cheap: they run on every message. */
@@ -118,4 +124,6 @@ export interface RuntimeParts {
   loaded(channelId: string): ChannelState | undefined;
   /** The channel's settings now: its config (or its parent's), its persona. */
   settings(channelId: string): ChannelSettings;
+  /** Tells other processes on the same store what changed (after the write committed); never throws. */
+  publish(change: StoreChange): void;
 }

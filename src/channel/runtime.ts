@@ -33,6 +33,8 @@ import { MessageChanges, type RedactedReply } from './message-changes.js';
 import { channelSettingsIn, windowChanged } from './reload-check.js';
 import type { ChannelRuntimeOptions, EstimateObserver, LiveContext, RequestEstimate, RuntimeParts, TurnEntryInput, UserErasure } from './runtime-types.js';
 import { SerialQueue } from './serial-queue.js';
+import { StoreChanges } from './store-changes.js';
+import { NO_CHANGE_FEED } from '../common/change-feed.js';
 import { TranscriptArchiver } from './transcript-archiver.js';
 import type { ContextStatus, HistoryEntry, IncomingMessage } from './types.js';
 
@@ -69,12 +71,14 @@ export class ChannelRuntime {
   private readonly changes: MessageChanges;
   private readonly unsubscribe: () => void;
   private readonly repairTimer: NodeJS.Timeout | undefined;
+  /** What other processes on the same store change in loaded channels, and what this one tells them. */
+  private readonly storeChanges: StoreChanges;
 
   constructor(private readonly options: ChannelRuntimeOptions) {
     this.clock = options.clock ?? systemClock;
     this.store = new HistoryStore(options.db);
     this.extras = new EntryExtras(options.db, this.store);
-    this.personas = new PersonaStore(options.db);
+    this.personas = new PersonaStore(options.db, (channelId) => this.storeChanges.publish({ kind: 'persona_changed', channelId }));
     this.calibrations = new CalibrationKeeper({ db: options.db, events: options.events, clock: this.clock });
     this.archiver = new TranscriptArchiver({ store: this.store, memory: options.memory, events: options.events });
     this.writer = new IngestWriter({ db: options.db, store: this.store, memory: options.memory });
@@ -94,6 +98,18 @@ export class ChannelRuntime {
         return { idleMs: runtime.channelIdleMs, maxLoaded: runtime.maxLoadedChannels };
       },
       now: () => this.clock.now(),
+    });
+    this.storeChanges = new StoreChanges({
+      feed: options.changes ?? NO_CHANGE_FEED,
+      events: options.events,
+      personas: this.personas,
+      peek: (channelId) => this.states.peek(channelId),
+      loaded: () => this.states.values(),
+      read: async (channelId) => {
+        await this.writer.flush();
+        return this.store.load(channelId);
+      },
+      changed: (state) => this.coordinator.check(state),
     });
     const idleMs = (options.config.current().runtime ?? DEFAULTS.runtime).channelIdleMs;
     // Idle channels are also dropped when no new channel arrives to push them out.
@@ -148,6 +164,7 @@ export class ChannelRuntime {
       admitted: (channelId) => this.ingestPath.admitted(channelId),
       loaded: (channelId) => this.states.touch(channelId),
       settings: (channelId) => this.settings(channelId),
+      publish: (change) => this.storeChanges.publish(change),
     };
     this.ingestPath = new IngestPath(parts);
     this.changes = new MessageChanges(parts, this.privacy);
@@ -224,6 +241,7 @@ export class ChannelRuntime {
   }
 
   async liveContext(channelId: string): Promise<LiveContext> {
+    await this.storeChanges.settled(channelId);
     const state = await this.channel(channelId);
     return {
       summaries: [...state.summaries],
@@ -236,6 +254,9 @@ export class ChannelRuntime {
   buildModelRequest(channelId: string, options: { tools: ToolDefinition[]; maxTokens: number }): Promise<ModelRequest> {
     // A loaded channel is read as it is at the call (what it held when asked, not after later
     // changes); only the archive lookups for reply quotes and files are awaited.
+    // A change another process made here is read back first.
+    const reread = this.storeChanges.settled(channelId);
+    if (reread) return reread.then(() => this.buildModelRequest(channelId, options));
     const loaded = this.states.touch(channelId);
     const build = (state: ChannelState): Promise<ModelRequest> => {
       this.estimator.countTools(options.tools);
@@ -291,6 +312,14 @@ export class ChannelRuntime {
    */
   forgetItem(id: string, within?: MemoryLocation): Promise<'message' | 'memory' | undefined> {
     return this.changes.forgetItem(id, within);
+  }
+
+  /**
+   * Reads every loaded channel and persona back from the store (what the runtime does after its
+   * change feed reconnected); resolves once applied.
+   */
+  rereadAll(): Promise<void> {
+    return this.storeChanges.rereadAll();
   }
 
   /** Resolves when summary rewrites started by deletes have landed (tests, the CLI). */
@@ -388,6 +417,7 @@ export class ChannelRuntime {
    */
   async close(): Promise<void> {
     clearInterval(this.sweepTimer);
+    this.storeChanges.close();
     await this.writer.flush();
     for (const state of this.states.values()) await Promise.allSettled([...state.unsettled.values()]);
     this.unsubscribe();

@@ -1,10 +1,14 @@
-import { existsSync, readdirSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { EventStream } from '../common/events.js';
 import type { SqlClient } from '../storage/sql-client.js';
 import { checkIndexFile, moveAside, prepareIndexDirectory, removeIndexFile, saveIndexFile } from './index-file.js';
 import { fnv1a } from './text.js';
 import { HnswVectorIndex, type HnswParams } from './vector-index.js';
+
+/** The file in the index directory naming its owner (see `memory_index_owners`). */
+const OWNER_FILE = 'owner';
 
 /** Points a rebuilt index has room for before its first growth. */
 const REBUILD_START_CAPACITY = 8192;
@@ -48,11 +52,22 @@ export class IndexFiles {
   private readonly readOnly: boolean;
   /** False when the index directory is unusable (read-only and not a directory): nothing is loaded or saved. */
   private directoryUsable = true;
+  /**
+   * Who these files belong to, kept in the directory: the state rows and tombstones of these
+   * files are keyed by it, apart from those of other data dirs sharing the database.
+   */
+  private owner = '';
+  private registered: Promise<void> | undefined;
 
   constructor(private readonly options: IndexFilesOptions) {
     this.identity = options.identity;
     this.readOnly = options.readOnly;
     this.prepareDirectory();
+  }
+
+  /** The key of `key`'s rows in `memory_index_state` and `memory_index_tombstones`. */
+  stateKey(key: string): string {
+    return this.owner === '' ? key : `${this.owner}|${key}`;
   }
 
   /** Whether an index file of `key` exists to be loaded. */
@@ -76,7 +91,7 @@ export class IndexFiles {
     const file = this.fileFor(key);
     const state = (await db
       .prepare('SELECT high_water, point_count, identity FROM memory_index_state WHERE index_key = ?')
-      .get(key)) as StateRow | undefined;
+      .get(this.stateKey(key))) as StateRow | undefined;
     let entry: LoadedIndex | undefined;
     let reason = 'no saved index';
     if (!this.directoryUsable) reason = 'index directory unusable';
@@ -115,7 +130,7 @@ export class IndexFiles {
     if (entry) {
       const tombstones = (await db
         .prepare('SELECT label FROM memory_index_tombstones WHERE index_key = ?')
-        .all(key)) as { label: number }[];
+        .all(this.stateKey(key))) as { label: number }[];
       for (const { label } of tombstones) entry.index.remove(label);
       if (tombstones.length > 0) entry.dirty = true;
       this.options.events?.emit({ type: 'memory_index_loaded', index_key: key, points: entry.index.pointCount });
@@ -135,7 +150,7 @@ export class IndexFiles {
         evicted: false,
         lastUsed: 0,
       };
-      if (!this.readOnly) await db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(key);
+      if (!this.readOnly) await db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(this.stateKey(key));
       this.options.events?.emit({ type: 'memory_index_rebuild', index_key: key, reason, points: total });
     }
     return entry;
@@ -148,6 +163,14 @@ export class IndexFiles {
    */
   async save(entry: LoadedIndex): Promise<void> {
     if (!entry.dirty || this.readOnly || !this.directoryUsable) return;
+    let applied: number[];
+    try {
+      // Deletions another process made (its tombstones for these files) go before the file is written.
+      applied = await this.pendingTombstones(entry);
+    } catch (error) {
+      this.reportSaveFailure(entry, error);
+      return;
+    }
     const file = this.fileFor(entry.key);
     const saved = { points: entry.index.pointCount, highWater: entry.highWater };
     try {
@@ -163,7 +186,7 @@ export class IndexFiles {
       return;
     }
     try {
-      await this.recordState(entry);
+      await this.recordState(entry, applied);
     } catch (error) {
       // The file is newer than the state row: the next load sees the mismatch and rebuilds.
       this.reportSaveFailure(entry, error);
@@ -184,10 +207,38 @@ export class IndexFiles {
     });
   }
 
-  private async recordState(entry: LoadedIndex): Promise<void> {
+  /**
+   * Registers this directory's owner (so deletions leave tombstones for its files from now on),
+   * then takes the tombstones left for `entry` out of it. Returns their labels.
+   */
+  private async pendingTombstones(entry: LoadedIndex): Promise<number[]> {
     const db = this.options.db;
+    if (this.owner !== '') {
+      this.registered ??= db
+        .prepare('INSERT OR IGNORE INTO memory_index_owners (owner, registered_at) VALUES (?, ?)')
+        .run(this.owner, Date.now())
+        .then(
+          () => undefined,
+          (error: unknown) => {
+            this.registered = undefined;
+            throw error;
+          },
+        );
+      await this.registered;
+    }
+    const rows = (await db.prepare('SELECT label FROM memory_index_tombstones WHERE index_key = ?').all(this.stateKey(entry.key))) as { label: number }[];
+    const labels = rows.map((row) => Number(row.label));
+    for (const label of labels) entry.index.remove(label);
+    return labels;
+  }
+
+  private async recordState(entry: LoadedIndex, applied: readonly number[]): Promise<void> {
+    const db = this.options.db;
+    const key = this.stateKey(entry.key);
     // What the file holds, read before the first await: the index may grow while this commits.
-    const state = [entry.key, entry.highWater, entry.index.pointCount, this.identity, Date.now()];
+    const state = [key, entry.highWater, entry.index.pointCount, this.identity, Date.now()];
+    // Needs no lock across processes: these rows are this directory's alone (keyed by its owner),
+    // the state is one upsert, and the tombstones cleared are exactly the ones this file applied.
     await db.transaction(async () => {
       await db
         .prepare(
@@ -196,7 +247,9 @@ export class IndexFiles {
              identity = excluded.identity, saved_at = excluded.saved_at`,
         )
         .run(...state);
-      await db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ?').run(entry.key);
+      // Only the tombstones this file has applied: one left meanwhile stays for the next save or load.
+      const remove = db.prepare('DELETE FROM memory_index_tombstones WHERE index_key = ? AND label = ?');
+      for (const label of applied) await remove.run(key, label);
     });
   }
 
@@ -204,6 +257,7 @@ export class IndexFiles {
   private prepareDirectory(): void {
     const prepared = prepareIndexDirectory(this.options.directory, { readOnly: this.readOnly });
     this.directoryUsable = prepared.usable;
+    this.owner = prepared.usable ? readOwner(this.options.directory, this.readOnly) : '';
     if (prepared.problem) {
       this.options.events?.emit({ type: 'memory_index_path_moved', path: this.options.directory, moved_to: prepared.movedTo ?? null, reason: prepared.problem });
     }
@@ -212,5 +266,24 @@ export class IndexFiles {
   private fileFor(key: string): string {
     const readable = key.replace(/[^A-Za-z0-9-]/g, '_').slice(0, 48);
     return join(this.options.directory, `${readable}-${fnv1a(key).toString(16)}.hnsw`);
+  }
+}
+
+/** The directory's owner id, created on first use when writable ('' when none can be had). */
+function readOwner(directory: string, readOnly: boolean): string {
+  const file = join(directory, OWNER_FILE);
+  try {
+    const owner = readFileSync(file, 'utf8').trim();
+    if (/^[A-Za-z0-9-]{8,64}$/.test(owner)) return owner;
+  } catch {
+    // None yet.
+  }
+  if (readOnly) return '';
+  const owner = randomUUID();
+  try {
+    writeFileSync(file, `${owner}\n`);
+    return owner;
+  } catch {
+    return '';
   }
 }

@@ -122,8 +122,11 @@ export class VectorIndexManager {
   async recordDeleted(key: string, labels: readonly number[]): Promise<void> {
     if (labels.length === 0) return;
     if (this.readOnly) return;
+    // One tombstone per directory whose files may hold the point (every registered owner, this
+    // one included): a process's save clears only its own. Files never saved have no owner row
+    // yet, and no stale point either.
     const insert = this.options.db.prepare(
-      'INSERT OR IGNORE INTO memory_index_tombstones (index_key, label) VALUES (?, ?)',
+      `INSERT OR IGNORE INTO memory_index_tombstones (index_key, label) SELECT owner || '|' || ?, CAST(? AS BIGINT) FROM memory_index_owners`,
     );
     for (const label of labels) await insert.run(key, label);
   }
@@ -172,7 +175,7 @@ export class VectorIndexManager {
     const keyList =
       keys ?? ((await db.prepare('SELECT DISTINCT index_key AS key FROM memory_vectors').all()) as { key: string }[]).map((row) => row.key);
     for (const key of keyList) {
-      const state = (await db.prepare('SELECT high_water FROM memory_index_state WHERE index_key = ? AND identity = ?').get(key, this.files.identity)) as
+      const state = (await db.prepare('SELECT high_water FROM memory_index_state WHERE index_key = ? AND identity = ?').get(this.files.stateKey(key), this.files.identity)) as
         | { high_water: number }
         | undefined;
       const entry = this.loaded.get(key);

@@ -1,5 +1,6 @@
 import { InputError } from '../common/errors.js';
 import { hasTable } from '../storage/read-only.js';
+import { isPostgres } from '../storage/sql-client.js';
 import { blobToVector, dot } from './embedder.js';
 import { itemId, parseSourceIds } from './search-results.js';
 import { hashContent, insertItem, insertVector, replaceVector } from './item-writes.js';
@@ -51,8 +52,12 @@ export class MemorySaver {
 
     // Checked and written in one transaction, after the (possibly slow) embedding and with
     // nothing but this database awaited inside, so two concurrent saves of the same text cannot
-    // both add it (on SQLite the transaction holds the one connection until it commits).
+    // both add it. Serial on SQLite because the transaction holds the one connection until it
+    // commits; on PostgreSQL, where several processes may save into one scope at once (READ
+    // COMMITTED would let both miss the other's row), by a transaction-level advisory lock on
+    // the scope's index key, taken first: the second saver waits, then finds the first's row.
     const result = await db.transaction(async (): Promise<SaveMemoryResult> => {
+      if (isPostgres(db)) await db.prepare(`SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':memory-save:' || ?, 0)) AS locked`).get(home.indexKey);
       // A message deleted while the memory was being drawn from it (a worker's snapshot) is no source.
       if (checkTombstones && sourceIds.length > 0) {
         const deleted = db.prepare('SELECT 1 FROM deleted_messages WHERE channel_id = ? AND message_id = ?');

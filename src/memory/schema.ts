@@ -229,6 +229,17 @@ export const MEMORY_MIGRATIONS: readonly Migration[] = [
       `,
     postgresData: fillSearchText,
   },
+  {
+    // Index files are per data dir, and several processes (each with its own data dir) may share
+    // one PostgreSQL schema: each directory's index state rows and tombstones are keyed by its
+    // owner id (`<owner>|<index key>`), and a deletion leaves a tombstone for every owner listed
+    // here, so one process's save never discards what another's files still need.
+    name: 'memory-004-index-owners',
+    async up(db) {
+      await db.exec('CREATE TABLE memory_index_owners (owner TEXT PRIMARY KEY, registered_at INTEGER NOT NULL) WITHOUT ROWID;');
+    },
+    postgres: 'CREATE TABLE memory_index_owners (owner TEXT PRIMARY KEY, registered_at BIGINT NOT NULL);',
+  },
 ];
 
 /** Rows per statement while existing rows get their search tokens. */

@@ -90,8 +90,16 @@ export class PersonaStore {
     return store;
   }
 
-  constructor(db: SqlClient) {
+  /**
+   * `changed` is told after each write committed (the runtime tells other processes serving the
+   * same store, which `reload` the channel).
+   */
+  constructor(
+    private readonly db: SqlClient,
+    private readonly changed: (channelId: string) => void = () => undefined,
+  ) {
     this.statements = {
+      one: db.prepare('SELECT * FROM channel_personas WHERE channel_id = ?'),
       upsert: db.prepare(
         `INSERT INTO channel_personas (channel_id, prompt, set_by, set_at) VALUES (?, ?, ?, ?)
          ON CONFLICT (channel_id) DO UPDATE SET prompt = excluded.prompt, set_by = excluded.set_by, set_at = excluded.set_at`,
@@ -113,6 +121,7 @@ export class PersonaStore {
     const persona: Persona = { channelId, prompt: validatePersona(prompt), setBy, setAt: now };
     await this.statements.upsert.run(channelId, persona.prompt, setBy, now);
     this.cache.set(channelId, persona);
+    this.changed(channelId);
     return persona;
   }
 
@@ -120,6 +129,21 @@ export class PersonaStore {
   async clear(channelId: string): Promise<boolean> {
     const removed = (await this.statements.remove.run(channelId)).changes > 0;
     this.cache.delete(channelId);
+    if (removed) this.changed(channelId);
     return removed;
+  }
+
+  /** Reads the channel's persona again (another process set or cleared it). */
+  async reload(channelId: string): Promise<void> {
+    const row = (await this.statements.one.get(channelId)) as PersonaRow | undefined;
+    if (row) this.cache.set(channelId, toPersona(row));
+    else this.cache.delete(channelId);
+  }
+
+  /** Reads every persona again (changes may have been missed while the feed was away). */
+  async reloadAll(): Promise<void> {
+    const personas = await listPersonas(this.db);
+    this.cache.clear();
+    for (const persona of personas) this.cache.set(persona.channelId, persona);
   }
 }

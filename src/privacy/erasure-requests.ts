@@ -1,11 +1,12 @@
 import { errorMessage, MagpieError } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
+import { NO_CHANGE_FEED, type ChangeFeed } from '../common/change-feed.js';
 import type { SqlClient } from '../storage/sql-client.js';
 
 /**
  * Erasures asked for while the bot runs. `magpie memory forget` cannot take the writer lock the
- * bot holds, so it leaves a request in the database; the bot, polling a few times a second,
- * applies it exactly as it applies a delete in Discord and writes back the outcome, which the
+ * bot holds, so it leaves a request in the database; the bot, woken by PostgreSQL (a trigger on
+ * the table notifies on insert) or polling a few times a second on SQLite, applies it exactly as it applies a delete in Discord and writes back the outcome, which the
  * command waits for. Nothing of the erased text is stored here: an archive id or a user id.
  */
 
@@ -20,17 +21,39 @@ export interface ErasureRequest {
   result: string | null;
 }
 
-/** How often the bot looks for requests: an erasure applies within a second. */
+/** How often the bot looks for requests on SQLite: an erasure applies within a second. */
 export const ERASURE_POLL_MS = 250;
+
+/**
+ * How often it looks anyway where requests wake it (PostgreSQL): a wake-up lost between two
+ * reconnects, or a request from a writer without the trigger, still applies.
+ */
+export const ERASURE_SAFETY_POLL_MS = 30_000;
+
+/** A claim older than this is taken as abandoned (its process died mid-way) and the request is claimed again. */
+const ERASURE_CLAIM_STALE_MS = 120_000;
 
 export class ErasureRequests {
   private readonly statements;
+  /** Who claims requests here: unique per process and poller. */
+  private readonly claimant = `${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
 
   constructor(db: SqlClient) {
     this.statements = {
       submit: db.prepare(`INSERT INTO erasure_requests (kind, target, requested_at) VALUES (?, ?, ?) RETURNING id`),
       read: db.prepare('SELECT id, kind, target, status, result FROM erasure_requests WHERE id = ?'),
-      pending: db.prepare(`SELECT id, kind, target, status, result FROM erasure_requests WHERE status = 'pending' ORDER BY id LIMIT 16`),
+      pending: db.prepare(
+        `SELECT r.id, r.kind, r.target, r.status, r.result FROM erasure_requests r
+         LEFT JOIN erasure_claims c ON c.request_id = r.id
+         WHERE r.status = 'pending' AND (c.request_id IS NULL OR c.claimed_by = ? OR c.claimed_at < ?) ORDER BY r.id LIMIT 16`,
+      ),
+      // Serial by the claim's primary key: a second process's insert waits for the first to
+      // commit, then meets the conflict, and its update applies only to its own or a stale claim.
+      claim: db.prepare(
+        `INSERT INTO erasure_claims (request_id, claimed_by, claimed_at) VALUES (?, ?, ?)
+         ON CONFLICT (request_id) DO UPDATE SET claimed_by = excluded.claimed_by, claimed_at = excluded.claimed_at
+         WHERE erasure_claims.claimed_by = excluded.claimed_by OR erasure_claims.claimed_at < ?`,
+      ),
       finish: db.prepare('UPDATE erasure_requests SET status = ?, result = ?, finished_at = ? WHERE id = ?'),
     };
   }
@@ -43,8 +66,14 @@ export class ErasureRequests {
     return normalize((await this.statements.read.get(id)) as ErasureRequest | undefined);
   }
 
-  async pending(): Promise<ErasureRequest[]> {
-    return ((await this.statements.pending.all()) as ErasureRequest[]).map((row) => normalize(row)!);
+  /** Requests nobody else has claimed (or whose claim went stale): this process's own are tried again. */
+  async pending(now: number = Date.now()): Promise<ErasureRequest[]> {
+    return ((await this.statements.pending.all(this.claimant, now - ERASURE_CLAIM_STALE_MS)) as ErasureRequest[]).map((row) => normalize(row)!);
+  }
+
+  /** True when this process now owns the request (no other process applies it). */
+  async claim(id: number, now: number = Date.now()): Promise<boolean> {
+    return (await this.statements.claim.run(id, this.claimant, now, now - ERASURE_CLAIM_STALE_MS)).changes > 0;
   }
 
   async finish(id: number, status: 'done' | 'failed', result: unknown): Promise<void> {
@@ -64,28 +93,49 @@ export interface ErasureApplier {
 }
 
 /**
- * The bot's side: polls for pending requests and applies them one at a time. A request that
- * fails is marked failed with its error (the command reports it); the poller goes on.
+ * The bot's side: applies pending requests one at a time, when the change feed says one arrived
+ * (and after it reconnected), and on a timer. A request that fails is marked failed with its
+ * error (the command reports it); the poller goes on.
  */
 export class ErasurePoller {
   private readonly timer: NodeJS.Timeout;
   private running: Promise<void> | undefined;
+  /** A wake-up came while a pass ran: that pass may have read the table before the request. */
+  private again = false;
   private closed = false;
+  private readonly detach: (() => void)[];
 
   constructor(
     private readonly requests: ErasureRequests,
     private readonly applier: ErasureApplier,
     private readonly events: EventStream,
-    intervalMs = ERASURE_POLL_MS,
+    intervalMs?: number,
+    feed: ChangeFeed = NO_CHANGE_FEED,
   ) {
-    this.timer = setInterval(() => void this.poll(), intervalMs);
+    this.timer = setInterval(() => void this.poll(), intervalMs ?? (feed.live ? ERASURE_SAFETY_POLL_MS : ERASURE_POLL_MS));
     this.timer.unref();
+    this.detach = [
+      feed.subscribe((change) => {
+        if (change.kind === 'erasure_requested') void this.poll();
+      }),
+      feed.onResubscribed(() => void this.poll()),
+    ];
   }
 
-  /** Applies what is pending now (the timer calls it; tests may too). */
+  /** Applies what is pending now (wake-ups and the timer call it; tests may too). */
   poll(): Promise<void> {
     if (this.closed) return Promise.resolve();
-    this.running ??= this.drain().finally(() => {
+    if (this.running) {
+      this.again = true;
+      return this.running;
+    }
+    const pass = async (): Promise<void> => {
+      do {
+        this.again = false;
+        await this.drain();
+      } while (this.again && !this.closed);
+    };
+    this.running = pass().finally(() => {
       this.running = undefined;
     });
     return this.running;
@@ -94,6 +144,7 @@ export class ErasurePoller {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.timer);
+    for (const detach of this.detach) detach();
     await this.running;
   }
 
@@ -108,6 +159,14 @@ export class ErasurePoller {
     for (const request of pending) {
       if (this.closed) return;
       const started = performance.now();
+      try {
+        // Another process serving the same store took it first.
+        if (!(await this.requests.claim(request.id))) continue;
+      } catch (error) {
+        // The database is failing: the request stays pending and is tried again.
+        this.events.emit({ type: 'erasure_request_failed', request_id: request.id, kind: request.kind, error: errorMessage(error) });
+        continue;
+      }
       try {
         const result =
           request.kind === 'user'

@@ -107,4 +107,34 @@ export const PRIVACY_MIGRATIONS: readonly Migration[] = [
         CREATE INDEX erasure_requests_pending ON erasure_requests (id) WHERE status = 'pending';
       `,
   },
+  {
+    // Several processes may serve one PostgreSQL schema: one of them claims a request (the
+    // claim is a row keyed by the request, so a second claimer finds it taken). The trigger
+    // wakes them at once (their change feed listens): `magpie memory forget` beside a running
+    // bot is applied within a second without polling the table. SQLite has one process per
+    // data dir and no LISTEN: the bot polls there.
+    name: 'privacy-003-erasure-claims',
+    async up(db) {
+      await db.exec(`
+        CREATE TABLE erasure_claims (
+          request_id INTEGER PRIMARY KEY,
+          claimed_by TEXT NOT NULL,
+          claimed_at INTEGER NOT NULL
+        );
+      `);
+    },
+    postgres: `
+        CREATE TABLE erasure_claims (
+          request_id BIGINT PRIMARY KEY,
+          claimed_by TEXT NOT NULL,
+          claimed_at BIGINT NOT NULL
+        );
+        CREATE FUNCTION erasure_requests_wake() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          PERFORM pg_notify(current_schema() || '.changes', json_build_object('kind', 'erasure_requested', 'ids', json_build_array(NEW.id::text))::text);
+          RETURN NEW;
+        END $$;
+        CREATE TRIGGER erasure_requests_wake AFTER INSERT ON erasure_requests FOR EACH ROW EXECUTE FUNCTION erasure_requests_wake();
+      `,
+  },
 ];

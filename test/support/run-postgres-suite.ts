@@ -57,6 +57,7 @@ export const POSTGRES_SUITE = [
   'privacy-scope',
   'memory-tools',
   'group-commit',
+  'processes',
 ];
 
 /**
