@@ -64,6 +64,8 @@ const TAIL_CACHE_MIN = 256;
 export class VectorIndexManager {
   /** Decoded long tails of indexes catching up (see `tailOf`). */
   private readonly tails = new Map<string, { entry: LoadedIndex; newest: number; rows: TailRow[] }>();
+  /** Moves at every deletion, so a tail read before it is not kept after it. */
+  private tailGeneration = 0;
   private readonly loaded = new Map<string, LoadedIndex>();
   /** Indexes being read from disk or the database: a second caller waits for the same load. */
   private readonly loading = new Map<string, Promise<LoadedIndex>>();
@@ -127,22 +129,31 @@ export class VectorIndexManager {
    */
   private async tailOf(entry: LoadedIndex): Promise<TailRow[]> {
     const { db } = this.options;
-    const newest = ((await db.prepare('SELECT MAX(seq) AS seq FROM memory_vectors WHERE index_key = ?').get(entry.key)) as { seq: number | null })
-      .seq ?? 0;
-    if (newest <= entry.highWater) {
-      this.tails.delete(entry.key);
-      return [];
+    let cached = this.tails.get(entry.key);
+    if (cached && entry.highWater >= cached.newest) {
+      this.tails.delete(entry.key); // Caught up: what it held is in the index now.
+      cached = undefined;
     }
-    const cached = this.tails.get(entry.key);
-    if (cached && cached.newest === newest && cached.entry === entry) return cached.rows;
+    let newest: number | undefined;
+    if (cached) {
+      // Only a kept tail pays for this lookup; an ordinary search reads its short tail at once.
+      newest =
+        ((await db.prepare('SELECT MAX(seq) AS seq FROM memory_vectors WHERE index_key = ?').get(entry.key)) as { seq: number | null }).seq ?? 0;
+      if (cached.newest === newest && cached.entry === entry && this.tails.get(entry.key) === cached) return cached.rows;
+    }
+    const generation = this.tailGeneration;
     const rows = (
       (await db
         .prepare('SELECT seq, item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND seq > ? ORDER BY seq DESC LIMIT ?')
         .all(entry.key, entry.highWater, this.maxTailScan)) as Array<{ seq: number; label: number; vector: Buffer }>
     ).map((row) => ({ seq: row.seq, label: row.label, vector: blobToVector(row.vector) }));
     // A short tail (ordinary ingest) is cheap to read again; only a long one is worth keeping.
-    if (rows.length >= TAIL_CACHE_MIN) this.tails.set(entry.key, { entry, newest, rows });
-    else this.tails.delete(entry.key);
+    // A deletion that came in while the rows were read may have removed some: not kept then.
+    if (rows.length >= TAIL_CACHE_MIN && generation === this.tailGeneration) {
+      this.tails.set(entry.key, { entry, newest: Math.max(newest ?? 0, rows[0]!.seq), rows });
+    } else {
+      this.tails.delete(entry.key);
+    }
     return rows;
   }
 
@@ -174,6 +185,7 @@ export class VectorIndexManager {
   async applyDeleted(key: string, labels: readonly number[]): Promise<void> {
     if (labels.length === 0) return;
     this.tails.delete(key); // It may hold vectors of the deleted items.
+    this.tailGeneration += 1;
     if (this.readOnly) return;
     // Deleted means gone from the index file too, not only flagged in memory: a file on disk
     // is loaded (its tombstones scrub the points), and written back at once.
