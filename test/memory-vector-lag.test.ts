@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { DEFAULTS } from '../src/config/defaults.js';
-import { openMemoryStore } from '../src/memory/index.js';
+import { HashingEmbedder, openMemoryStore, type Embedder } from '../src/memory/index.js';
 import { openTestDatabase } from './support/storage.js';
 
 test('rows whose vector is still owed are scanned exactly by search, then indexed', async () => {
@@ -43,6 +43,40 @@ test('rows whose vector is still owed are scanned exactly by search, then indexe
     assert.ok(again.some((result) => result.source_ids.includes('m1')));
   } finally {
     await reopened.close();
+    await db.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a row still owed its vector is embedded once across searches', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-lag-'));
+  const db = await openTestDatabase(dir);
+  const hashing = new HashingEmbedder({ dimension: DEFAULTS.memory.hashDimension });
+  let embedded = 0;
+  const counting: Embedder = {
+    name: hashing.name,
+    dimension: hashing.dimension,
+    embed: (texts) => {
+      embedded += texts.length;
+      return hashing.embed(texts);
+    },
+  };
+  const store = await openMemoryStore({ db, dataDir: dir, settings: DEFAULTS.memory, embedder: counting, vectorDelayMs: 60_000 });
+  try {
+    const stage = store.transcriptStager(db)!;
+    await db.transaction(async () => {
+      await stage([{ messageId: 'm1', channelId: 'c1', authorId: 'u1', authorName: 'ann', content: 'marmalade', createdAt: 1 }]);
+    });
+    const location = { channelId: 'c1' };
+    const search = async (): Promise<boolean> =>
+      (await store.search({ location, query: 'marmaladee', kind: 'transcript' })).some((result) => result.source_ids.includes('m1'));
+    const before = embedded;
+    assert.ok(await search());
+    assert.ok(await search());
+    // Two queries and one owed row: three texts embedded, not four.
+    assert.equal(embedded - before, 3);
+  } finally {
+    await store.close();
     await db.close();
     rmSync(dir, { recursive: true, force: true });
   }

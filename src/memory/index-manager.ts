@@ -44,6 +44,16 @@ export interface IndexProgress {
   total: number;
 }
 
+/** A vector not in its index yet, decoded. */
+interface TailRow {
+  seq: number;
+  label: number;
+  vector: Float32Array;
+}
+
+/** Tails at least this long are kept decoded between searches. */
+const TAIL_CACHE_MIN = 256;
+
 /**
  * Owns the HNSW index of every index key (a channel, a DM user): loads it lazily from its file,
  * trusts the file only when `memory_index_state` in SQLite agrees with it (same embedder and
@@ -52,6 +62,10 @@ export interface IndexProgress {
  * once while the index catches up in short slices between other work.
  */
 export class VectorIndexManager {
+  /** Decoded long tails of indexes catching up (see `tailOf`). */
+  private readonly tails = new Map<string, { entry: LoadedIndex; newest: number; rows: TailRow[] }>();
+  /** Moves at every deletion, so a tail read before it is not kept after it. */
+  private tailGeneration = 0;
   private readonly loaded = new Map<string, LoadedIndex>();
   /** Indexes being read from disk or the database: a second caller waits for the same load. */
   private readonly loading = new Map<string, Promise<LoadedIndex>>();
@@ -93,19 +107,54 @@ export class VectorIndexManager {
     const entry = await this.acquire(key);
     const hits = new Map<number, number>();
     for (const hit of entry.index.search(vector, k, filter)) hits.set(hit.label, hit.similarity);
-    const tail = (await this.options.db
-      .prepare('SELECT item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND seq > ? ORDER BY seq DESC LIMIT ?')
-      .all(key, entry.highWater, this.maxTailScan)) as Array<{ label: number; vector: Buffer }>;
+    const tail = await this.tailOf(entry);
     for (const row of tail) {
+      if (row.seq <= entry.highWater) continue; // Indexed since the tail was read.
       if (filter && !filter(row.label)) continue;
       // The tail holds the newest vector of a label; it wins over an older one in the graph.
-      hits.set(row.label, dot(vector, blobToVector(row.vector)));
+      hits.set(row.label, dot(vector, row.vector));
     }
     if (tail.length > 0) this.scheduleCatchUp(entry);
     return [...hits]
       .map(([label, similarity]) => ({ label, similarity }))
       .sort((left, right) => right.similarity - left.similarity)
       .slice(0, k);
+  }
+
+  /**
+   * The newest not-yet-indexed vectors of an index (at most `maxTailScan`). While an index
+   * rebuilds, its tail is long and the same newest rows would be read and decoded by every
+   * search: they are kept in memory until a vector is written under the key (the newest `seq`
+   * moves), so a search during a rebuild costs one indexed lookup plus the dot products.
+   */
+  private async tailOf(entry: LoadedIndex): Promise<TailRow[]> {
+    const { db } = this.options;
+    let cached = this.tails.get(entry.key);
+    if (cached && entry.highWater >= cached.newest) {
+      this.tails.delete(entry.key); // Caught up: what it held is in the index now.
+      cached = undefined;
+    }
+    let newest: number | undefined;
+    if (cached) {
+      // Only a kept tail pays for this lookup; an ordinary search reads its short tail at once.
+      newest =
+        ((await db.prepare('SELECT MAX(seq) AS seq FROM memory_vectors WHERE index_key = ?').get(entry.key)) as { seq: number | null }).seq ?? 0;
+      if (cached.newest === newest && cached.entry === entry && this.tails.get(entry.key) === cached) return cached.rows;
+    }
+    const generation = this.tailGeneration;
+    const rows = (
+      (await db
+        .prepare('SELECT seq, item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND seq > ? ORDER BY seq DESC LIMIT ?')
+        .all(entry.key, entry.highWater, this.maxTailScan)) as Array<{ seq: number; label: number; vector: Buffer }>
+    ).map((row) => ({ seq: row.seq, label: row.label, vector: blobToVector(row.vector) }));
+    // A short tail (ordinary ingest) is cheap to read again; only a long one is worth keeping.
+    // A deletion that came in while the rows were read may have removed some: not kept then.
+    if (rows.length >= TAIL_CACHE_MIN && generation === this.tailGeneration) {
+      this.tails.set(entry.key, { entry, newest: Math.max(newest ?? 0, rows[0]!.seq), rows });
+    } else {
+      this.tails.delete(entry.key);
+    }
+    return rows;
   }
 
   /** New vectors were written under `key`: a loaded index starts catching up. */
@@ -138,6 +187,8 @@ export class VectorIndexManager {
    */
   async applyDeleted(key: string, labels: readonly number[]): Promise<void> {
     if (labels.length === 0) return;
+    this.tails.delete(key); // It may hold vectors of the deleted items.
+    this.tailGeneration += 1;
     if (this.readOnly) return;
     // Deleted means gone from the index file too, not only flagged in memory: a file on disk
     // is loaded (its tombstones scrub the points), and written back at once.
@@ -153,6 +204,7 @@ export class VectorIndexManager {
     const entry = this.loaded.get(key);
     if (!entry) return;
     this.loaded.delete(key);
+    this.tails.delete(key);
     entry.evicted = true;
     await this.files.save(entry);
   }
@@ -198,6 +250,7 @@ export class VectorIndexManager {
   async dropAll(): Promise<void> {
     for (const entry of this.loaded.values()) entry.evicted = true;
     this.loaded.clear();
+    this.tails.clear();
     if (this.readOnly) return;
     await this.files.dropAll();
   }
@@ -209,6 +262,7 @@ export class VectorIndexManager {
    */
   async close(options: { catchUpMs?: number } = {}): Promise<void> {
     this.closed = true;
+    this.tails.clear();
     await this.whenIdle();
     await Promise.allSettled([...this.loading.values()]);
     if (this.readOnly) {
@@ -253,6 +307,7 @@ export class VectorIndexManager {
       if (oldest === entry) break;
       if (this.loaded.size <= this.maxLoaded && now - oldest.lastUsed < this.idleMs) break;
       this.loaded.delete(oldestKey);
+      this.tails.delete(oldestKey);
       oldest.evicted = true;
       evicted.push(oldest);
     }

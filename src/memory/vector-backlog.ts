@@ -23,6 +23,9 @@ export interface VectorBacklogOptions {
   delayMs?: number;
 }
 
+/** Vectors made at search time that are kept (a few times the rows one search embeds). */
+const SCANNED_MAX = 2_048;
+
 /** Waits after a failed embedding, doubling up to the maximum. */
 const RETRY_MIN_MS = 500;
 const RETRY_MAX_MS = 30_000;
@@ -39,6 +42,8 @@ export class VectorBacklog {
   private readonly maxScan: number;
   private readonly delayMs: number;
   private running: Promise<void> | undefined;
+  /** Vectors `scan` made for rows still in the backlog, by label, with the content they encode. */
+  private readonly scanned = new Map<number, { hash: string; vector: Float32Array }>();
   private retryTimer: NodeJS.Timeout | undefined;
   private retryMs = RETRY_MIN_MS;
   private closed = false;
@@ -91,24 +96,39 @@ export class VectorBacklog {
    * Empty when the backlog is empty, the usual case, at the cost of one indexed lookup per key.
    */
   async scan(keys: readonly string[], queryVector: Float32Array): Promise<VectorHit[]> {
-    const rows: Array<{ label: number; content: string }> = [];
+    const rows: Array<{ label: number; content: string; content_hash: string }> = [];
     for (const key of keys) {
       rows.push(
         ...((await this.options.db
           .prepare(
-            `SELECT b.item_rowid AS label, i.content FROM memory_vector_backlog b JOIN memory_items i ON i.rowid = b.item_rowid
+            `SELECT b.item_rowid AS label, i.content, i.content_hash FROM memory_vector_backlog b JOIN memory_items i ON i.rowid = b.item_rowid
              WHERE b.index_key = ? ORDER BY b.item_rowid DESC LIMIT ?`,
           )
-          .all(key, this.maxScan)) as Array<{ label: number; content: string }>),
+          .all(key, this.maxScan)) as Array<{ label: number; content: string; content_hash: string }>),
       );
     }
     if (rows.length === 0) return [];
-    try {
-      const vectors = await this.options.embedder.embed(rows.map((row) => row.content));
-      return rows.map((row, position) => ({ label: row.label, similarity: dot(queryVector, vectors[position]!) }));
-    } catch {
-      return []; // The embedder is down: full text still finds these rows.
+    // Successive searches see mostly the same backlog rows: each is embedded once, not per search.
+    const missing = rows.filter((row) => this.scanned.get(row.label)?.hash !== row.content_hash);
+    if (missing.length > 0) {
+      try {
+        const vectors = await this.options.embedder.embed(missing.map((row) => row.content));
+        missing.forEach((row, position) => this.scanned.set(row.label, { hash: row.content_hash, vector: vectors[position]! }));
+      } catch {
+        return []; // The embedder is down: full text still finds these rows.
+      }
+      // Oldest first in the map's order: what is beyond the bound has long left the backlog.
+      for (const label of this.scanned.keys()) {
+        if (this.scanned.size <= SCANNED_MAX) break;
+        this.scanned.delete(label);
+      }
     }
+    const hits: VectorHit[] = [];
+    for (const row of rows) {
+      const known = this.scanned.get(row.label);
+      if (known?.hash === row.content_hash) hits.push({ label: row.label, similarity: dot(queryVector, known.vector) });
+    }
+    return hits;
   }
 
   /**
@@ -170,6 +190,7 @@ export class VectorBacklog {
     const vectors = await this.options.embedder.embed(rows.map((row) => row.content));
     // One transaction per batch, each row checked against edits and deletions made meanwhile.
     const { written, keys } = await dialect.writeBacklogVectors(db, rows, vectors);
+    for (const row of rows) this.scanned.delete(row.rowid);
     for (const key of keys) this.options.indexes.noteInserted(key);
     // Rows edited meanwhile stay in the backlog: count them as progress only if something moved.
     return written > 0 ? rows.length : 0;
