@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { ChannelRuntime } from '../src/channel/index.js';
 import { EventStream } from '../src/common/events.js';
 import { createExtractiveSummarizer } from '../src/compaction/extractive-summarizer.js';
-import { replayLines, TranscriptClock } from '../src/compaction/replay.js';
+import { replayLines, TranscriptClock } from '../src/cli/replay-lines.js';
 import { LaggedScheduler } from '../src/compaction/scheduler.js';
 import { LiveConfig } from '../src/config/live-config.js';
 import { openMemoryStore } from '../src/memory/index.js';

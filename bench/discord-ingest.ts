@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { openApp, type MagpieApp } from '../src/app/index.js';
 import { EventStream } from '../src/common/events.js';
-import type { IncomingMessage } from '../src/channel/types.js';
+import type { IncomingMessage } from '../src/context/types.js';
 import type { StorageSettings } from '../src/config/types.js';
 import { createDiscordClient, DiscordAdapter, type DiscordRuntime } from '../src/discord/index.js';
 import { testConfig } from '../test/discord-helpers.js';

@@ -4,8 +4,8 @@
  * reference, measured in the same run, is that full parse of every tool row.
  */
 import { HistoryStore } from '../src/channel/history-store.js';
-import { estimateEntryTokens } from '../src/channel/token-estimate.js';
-import type { HistoryEntry } from '../src/channel/types.js';
+import { estimateEntryTokens } from '../src/context/token-estimate.js';
+import type { HistoryEntry } from '../src/context/types.js';
 import { redactionTarget, redactToolBlock, DELETED_NOTE } from '../src/privacy/redact.js';
 import { median, timeOnce, type BenchReport } from './harness.js';
 import { benchConfig, openBenchRuntime } from './compaction-support.js';

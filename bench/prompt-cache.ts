@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
 import { replay } from '../src/cli/commands/replay.js';
-import { TranscriptClock } from '../src/compaction/replay.js';
+import { TranscriptClock } from '../src/cli/replay-lines.js';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { SUGGESTED_MODEL } from '../src/llm/anthropic-model.js';
 import type { MagpieConfig, PromptCacheSetting } from '../src/config/types.js';

@@ -10,8 +10,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { countTokens } from '@anthropic-ai/tokenizer';
-import { observe, UNCALIBRATED, type Calibration } from '../src/channel/calibration.js';
-import { estimateEntryTokens } from '../src/channel/token-estimate.js';
+import { observe, UNCALIBRATED, type Calibration } from '../src/context/calibration.js';
+import { estimateEntryTokens } from '../src/context/token-estimate.js';
 import type { BenchReport } from './harness.js';
 
 /** Chinese chat lines written for this benchmark (plain everyday talk about a release). */

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { compactFork, forkRequest, forkTokens, type Fork } from '../src/branch/index.js';
-import type { HistoryEntry } from '../src/channel/types.js';
+import type { HistoryEntry } from '../src/context/types.js';
 import type { ModelMessage } from '../src/llm/chat-model.js';
 import { estimateConversation, trimWorkerHistory } from '../src/worker/index.js';
 import { toolPairingProblems } from './branch-worker-support.js';

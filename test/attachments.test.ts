@@ -15,8 +15,8 @@ import {
 import { openApp, type MagpieApp } from '../src/app/index.js';
 import { filesIn } from '../src/attachments/summary-note.js';
 import { estimateSummaryTokens } from '../src/context/summary-text.js';
-import { estimateEntryTokens } from '../src/channel/token-estimate.js';
-import type { IncomingMessage } from '../src/channel/types.js';
+import { estimateEntryTokens } from '../src/context/token-estimate.js';
+import type { IncomingMessage } from '../src/context/types.js';
 import { markerFiles } from '../src/compaction/emergency.js';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { openHarness, ScriptedSummarizer, tempDir, testConfig, userMessage } from './compaction-support.js';

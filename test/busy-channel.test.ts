@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { openApp } from '../src/app/index.js';
 import { runAgentTurn } from '../src/channel/agent-turn.js';
-import type { HistoryEntry } from '../src/channel/types.js';
+import type { HistoryEntry } from '../src/context/types.js';
 import { planCompaction } from '../src/compaction/planner.js';
 import { characterTokenCounter, startFakeAnthropic } from './fakes/fake-anthropic.js';
 import { isAgentRequest, testConfig } from './discord-helpers.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ToolDefinition } from '../src/llm/chat-model.js';
 import { openHarness, tempDir, testConfig, userMessage } from './compaction-support.js';
-import { estimateTokens } from '../src/channel/token-estimate.js';
+import { estimateTokens } from '../src/context/token-estimate.js';
 
 test('ingest appends, archives, is idempotent, and restores after a restart', async () => {
   const dir = tempDir().path;

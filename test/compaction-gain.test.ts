@@ -2,8 +2,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SUMMARY_HEADER_TOKENS } from '../src/context/summary-text.js';
-import { estimateTokens } from '../src/channel/token-estimate.js';
-import type { HistoryEntry } from '../src/channel/types.js';
+import { estimateTokens } from '../src/context/token-estimate.js';
+import type { HistoryEntry } from '../src/context/types.js';
 import { createExtractiveSummarizer, extractiveSummary } from '../src/compaction/extractive-summarizer.js';
 import { LaggedScheduler } from '../src/compaction/scheduler.js';
 import { DEFAULTS } from '../src/config/defaults.js';

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { HistoryStore } from '../src/channel/history-store.js';
-import type { HistoryEntry } from '../src/channel/types.js';
+import type { HistoryEntry } from '../src/context/types.js';
 import { createExtractiveSummarizer } from '../src/compaction/extractive-summarizer.js';
 import { LaggedScheduler } from '../src/compaction/scheduler.js';
 import {

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ChannelRuntime, HistoryStore, type ChannelRuntimeOptions } from '../src/channel/index.js';
-import type { IncomingMessage } from '../src/channel/types.js';
+import type { IncomingMessage } from '../src/context/types.js';
 import type { Clock } from '../src/common/clock.js';
 import { EventStream, type MagpieEvent } from '../src/common/events.js';
 import type { SummarizeRequest, SummarizeResult, Summarizer } from '../src/compaction/summarizer.js';

@@ -1,7 +1,7 @@
 /** The pure parts: the Compactor's decision, turn-aligned cuts, the extractive summarizer, lines. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { HistoryEntry } from '../src/channel/types.js';
+import type { HistoryEntry } from '../src/context/types.js';
 import { decide } from '../src/compaction/compactor.js';
 import { extractiveSummary } from '../src/compaction/extractive-summarizer.js';
 import { truncationCount } from '../src/compaction/emergency.js';

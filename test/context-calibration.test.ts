@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { describeContext } from '../src/app/channel-commands.js';
-import { CALIBRATION, observe, observeOverflow, overflowNumbers, usableWindow, usageOf, UNCALIBRATED } from '../src/channel/calibration.js';
+import { CALIBRATION, observe, observeOverflow, overflowNumbers, usableWindow, usageOf, UNCALIBRATED } from '../src/context/calibration.js';
 import { checkConfigText } from '../src/config/load-config.js';
 import { LiveConfig } from '../src/config/live-config.js';
 import { definitionsOf } from '../src/llm/tool.js';
@@ -139,7 +139,7 @@ test('tool definitions are built once per tool list, so they are counted once pe
 
 test('an oversized message is carried cut to its cap, with a note, never between surrogate halves', async () => {
   const { cappedEntryTokens, isCapped, messageCap, requestContent, shownLength } = await import('../src/channel/oversized-message.js');
-  const { estimateTokens } = await import('../src/channel/token-estimate.js');
+  const { estimateTokens } = await import('../src/context/token-estimate.js');
   const settings = testConfig({ contextWindow: 4000 }).defaults;
   const cap = messageCap(settings, 1);
   assert.equal(cap, Math.floor((0.95 * (4000 - 16)) / 2));

@@ -1,6 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { estimateEntryTokens } from '../src/channel/token-estimate.js';
+import { estimateEntryTokens } from '../src/context/token-estimate.js';
 import { FAKE_GUILD_ID } from './fakes/fake-discord.js';
 import { ALICE, BOB, BURST, GENERAL, isAgentRequest, LONG, MOD, QUIET, startTestBot, THREAD, waitUntil, type TestBot } from './discord-helpers.js';
 import { makePng } from './support/images.js';

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { HistoryStore } from '../src/channel/history-store.js';
 import { IngestWriter } from '../src/channel/ingest-writer.js';
-import type { HistoryEntry } from '../src/channel/types.js';
+import type { HistoryEntry } from '../src/context/types.js';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { HashingEmbedder, openMemoryStore, type Embedder } from '../src/memory/index.js';
 import { tempDir } from './compaction-support.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
-import type { HistoryEntry, SummaryEntry } from '../src/channel/types.js';
+import type { HistoryEntry, SummaryEntry } from '../src/context/types.js';
 import { createLlmSummarizer } from '../src/compaction/llm-summarizer.js';
 import type { SummarizeRequest } from '../src/compaction/summarizer.js';
 import { DEFAULTS } from '../src/config/defaults.js';

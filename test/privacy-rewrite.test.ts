@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { DELETED_NOTE, redactToolBlock, redactionTarget } from '../src/privacy/redact.js';
-import { longestVerbatimRun } from '../src/privacy/propagator.js';
+import { longestVerbatimRun } from '../src/channel/privacy-propagator.js';
 import { failWith, gate, never, openHarness, replyWith, ScriptedSummarizer, settle, userMessage } from './compaction-support.js';
 
 test('a pending rewrite survives a restart; the new summary leaves the deleted message out', async () => {

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import type { MessageCreateParamsNonStreaming, MessageParam } from '@anthropic-ai/sdk/resources/messages';
 import { placeCacheBreakpoints, type CachePlacement } from '../src/llm/cache-breakpoints.js';
 import { buildSystemPrompt, systemBreaksOf } from '../src/channel/model-request.js';
-import type { SummaryEntry } from '../src/channel/types.js';
+import type { SummaryEntry } from '../src/context/types.js';
 import { cacheMinTokensFor } from '../src/config/defaults.js';
 import { breakpointsOf, FakePromptCache, systemText } from './fakes/fake-prompt-cache.js';
 

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { describeContext } from '../src/app/channel-commands.js';
 import { checkConfigText } from '../src/config/index.js';
-import type { ContextStatus } from '../src/channel/types.js';
+import type { ContextStatus } from '../src/context/types.js';
 import { startFakeAnthropic, type FakeAnthropic, type RecordedRequest } from './fakes/fake-anthropic.js';
 import { FakePromptCache } from './fakes/fake-prompt-cache.js';
 import { runMagpie } from './support/magpie-process.js';

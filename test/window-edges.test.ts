@@ -5,8 +5,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { observe, overflowNumbers, UNCALIBRATED } from '../src/channel/calibration.js';
-import type { HistoryEntry } from '../src/channel/types.js';
+import { observe, overflowNumbers, UNCALIBRATED } from '../src/context/calibration.js';
+import type { HistoryEntry } from '../src/context/types.js';
 import { truncationCount } from '../src/compaction/emergency.js';
 import { checkConfigText } from '../src/config/load-config.js';
 import { createAnthropicModel } from '../src/llm/anthropic-model.js';

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { openApp, type MagpieApp } from '../src/app/index.js';
 import { resolveAttachments, type ResolvedAttachment } from '../src/attachments/resolve-attachments.js';
-import { estimateImageTokens } from '../src/attachments/image-tokens.js';
+import { estimateImageTokens } from '../src/context/image-tokens.js';
 import { runAgentTurn } from '../src/channel/agent-turn.js';
 import type { ChannelSettings } from '../src/config/types.js';
 import { definitionsOf } from '../src/llm/tool.js';

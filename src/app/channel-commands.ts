@@ -1,6 +1,6 @@
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
-import type { ContextStatus } from '../channel/types.js';
+import type { ContextStatus } from '../context/types.js';
 import type { MemoryLocation, MemoryStore } from '../memory/types.js';
 import type { UserErasure } from '../channel/runtime.js';
 import type { ErasureConfirmations } from './forget-me.js';

@@ -1,4 +1,4 @@
-import type { ChannelLocks } from '../compaction/channel-locks.js';
+import type { ChannelLocks } from '../storage/channel-locks.js';
 import { PgChannelLocks } from '../storage/postgres/pg-channel-locks.js';
 import type { SqlClient } from '../storage/sql-client.js';
 

@@ -1,9 +1,9 @@
 import { errorMessage } from '../common/errors.js';
 import type { ImageMediaType } from '../llm/chat-model.js';
-import { estimateTokens, MESSAGE_FRAMING_TOKENS } from '../channel/token-estimate.js';
+import { estimateTokens, MESSAGE_FRAMING_TOKENS } from '../context/token-estimate.js';
 import { classifyAttachment, decodeUtf8Text, formatSize } from './attachment-kind.js';
 import { sniffImage } from './image-info.js';
-import { estimateImageTokens } from './image-tokens.js';
+import { estimateImageTokens } from '../context/image-tokens.js';
 
 /**
  * The Messages API takes images of at most 5 MB once base64-encoded, i.e. about 3.75 MB of

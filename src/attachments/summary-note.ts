@@ -1,4 +1,4 @@
-import type { HistoryEntry } from '../channel/types.js';
+import type { HistoryEntry } from '../context/types.js';
 
 /**
  * The placeholders a file leaves in a message's text: an image or a text file the model was

@@ -6,8 +6,8 @@ import type { ChannelSettings } from '../config/types.js';
 import type { ChatModel } from '../llm/chat-model.js';
 import { budgetTokens, usageFields } from '../llm/usage.js';
 import type { ToolContext, ToolHandler, ToolOutcome } from '../llm/tool.js';
-import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
-import { estimatedRoom } from '../channel/request-room.js';
+import type { HistoryEntry, SummaryEntry } from '../context/types.js';
+import { estimatedRoom } from '../context/request-room.js';
 import { runBranch } from './run-branch.js';
 
 /** Longest question a branch takes; a longer one is a tool error, not a silent cut. */

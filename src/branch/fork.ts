@@ -1,8 +1,8 @@
 import type { ContentBlock, ModelMessage } from '../llm/chat-model.js';
 import { buildMessages, buildSystemPrompt, systemBreaksOf } from '../channel/model-request.js';
 import { estimateSummaryTokens } from '../context/summary-text.js';
-import { estimateTokens } from '../channel/token-estimate.js';
-import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
+import { estimateTokens } from '../context/token-estimate.js';
+import type { HistoryEntry, SummaryEntry } from '../context/types.js';
 import { BRANCH_QUESTION_PREFIX, setAsideNote } from './branch-prompt.js';
 
 /** The channel's live context as copied when the branch started, minus what was set aside. */

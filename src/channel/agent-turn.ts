@@ -3,12 +3,12 @@ import type { ChannelSettings } from '../config/types.js';
 import type { ChatModel, ModelMessage, ModelRequest, ModelUsage, ToolDefinition } from '../llm/chat-model.js';
 import { ModelError, runToolLoop, type ToolLoopResult } from '../llm/index.js';
 import { definitionsOf, type ToolContext, type ToolHandler } from '../llm/tool.js';
-import { CALIBRATION, overflowNumbers } from './calibration.js';
+import { CALIBRATION, overflowNumbers } from '../context/calibration.js';
 import { budgetTokens, wholeInputTokens } from '../llm/usage.js';
 import { isCapped, shownLength } from './oversized-message.js';
-import { estimateMessageTokens, estimateTokens } from './token-estimate.js';
+import { estimateMessageTokens, estimateTokens } from '../context/token-estimate.js';
 import type { RequestEstimate, TurnEntryInput } from './runtime.js';
-import type { HistoryEntry } from './types.js';
+import type { HistoryEntry } from '../context/types.js';
 
 /** One entry the agent adds to the turn it answers. */
 export type AgentEntry = TurnEntryInput;

@@ -1,9 +1,9 @@
 import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
 import type { SqlClient } from '../storage/sql-client.js';
-import { CALIBRATION, observe, observeMessages, observeOverflow, type Calibration } from './calibration.js';
+import { CALIBRATION, observe, observeMessages, observeOverflow, type Calibration } from '../context/calibration.js';
 import { CalibrationStore } from './calibration-store.js';
-import type { ChannelState } from './channel-state.js';
+import type { ChannelState } from '../context/channel-state.js';
 
 /**
  * Applies model counts to a channel's calibration: learns, saves with the channel, and reports

@@ -1,6 +1,6 @@
 import type { Migration } from '../storage/database.js';
 import type { SqlClient } from '../storage/sql-client.js';
-import { clampFactor, UNCALIBRATED, type Calibration } from './calibration.js';
+import { clampFactor, UNCALIBRATED, type Calibration } from '../context/calibration.js';
 
 export const CALIBRATION_MIGRATIONS: readonly Migration[] = [
   {

@@ -1,4 +1,4 @@
-import type { ChannelState } from './channel-state.js';
+import type { ChannelState } from '../context/channel-state.js';
 
 export interface ChannelCacheOptions {
   /** Builds a channel's state from the database. */

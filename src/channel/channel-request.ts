@@ -1,11 +1,11 @@
 import type { ChannelSettings } from '../config/types.js';
 import type { ModelRequest, ToolDefinition } from '../llm/chat-model.js';
 import { resolveReplyReferences } from '../privacy/reply-reference.js';
-import type { ChannelState } from './channel-state.js';
+import type { ChannelState } from '../context/channel-state.js';
 import type { EntryExtras } from './entry-extras.js';
 import type { HistoryStore } from './history-store.js';
 import { buildRequest } from './model-request.js';
-import type { HistoryEntry } from './types.js';
+import type { HistoryEntry } from '../context/types.js';
 
 /**
  * Exactly what the model is sent for a channel now: its prompt and summaries, its live entries

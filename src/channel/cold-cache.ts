@@ -1,4 +1,4 @@
-import type { ChannelState } from './channel-state.js';
+import type { ChannelState } from '../context/channel-state.js';
 
 /** The prompt cache's lifetime in ms for `[llm] prompt_cache`, or undefined when caching is off. */
 export function cacheLifetimeMs(setting: string | undefined): number | undefined {

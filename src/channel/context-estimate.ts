@@ -1,13 +1,13 @@
 import type { ChannelSettings } from '../config/types.js';
 import type { ToolDefinition } from '../llm/chat-model.js';
-import { usableWindow, usageOf } from './calibration.js';
-import type { ChannelState } from './channel-state.js';
+import { usableWindow, usageOf } from '../context/calibration.js';
+import type { ChannelState } from '../context/channel-state.js';
 import { estimateToolTokens } from './model-request.js';
 import { SUMMARY_HEADER_TOKENS } from '../context/summary-text.js';
 import type { RequestEstimate } from './runtime-types.js';
-import { estimateFixedTokens, estimateTokens } from './token-estimate.js';
-import { TOOL_USE_SYSTEM_TOKENS } from './request-room.js';
-import type { ContextStatus } from './types.js';
+import { estimateFixedTokens, estimateTokens } from '../context/token-estimate.js';
+import { TOOL_USE_SYSTEM_TOKENS } from '../context/request-room.js';
+import type { ContextStatus } from '../context/types.js';
 
 /**
  * What a channel's next request is estimated at: its system prompt, the tool definitions

@@ -4,7 +4,7 @@ import { placeholderOf, renderTextFile, type ResolvedAttachment } from '../attac
 import type { SqlClient } from '../storage/sql-client.js';
 import type { HistoryStore } from './history-store.js';
 import type { EntryDecorator } from './model-request.js';
-import type { HistoryEntry } from './types.js';
+import type { HistoryEntry } from '../context/types.js';
 import { ReplyContext } from './reply-context.js';
 
 /**

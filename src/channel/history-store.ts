@@ -1,7 +1,7 @@
 import { MagpieError } from '../common/errors.js';
 import type { SqlClient } from '../storage/sql-client.js';
 import { channelDialectFor } from './channel-dialect.js';
-import type { EntryKind, HistoryEntry, SummaryEntry } from './types.js';
+import type { EntryKind, HistoryEntry, SummaryEntry } from '../context/types.js';
 import type { ChannelLocation, LoadedChannel, NewSummary, SpliceChange, SummaryWrites } from '../context/history-store.js';
 
 export type { ChannelLocation, LoadedChannel, NewSummary, SpliceChange } from '../context/history-store.js';

@@ -6,4 +6,4 @@ export { renderSummary } from '../context/summary-text.js';
 export type { CompactionOutcome } from '../compaction/coordinator.js';
 export type { CompactionScheduler, WorkerHandle } from '../compaction/scheduler.js';
 export { ImmediateScheduler, LaggedScheduler } from '../compaction/scheduler.js';
-export type * from './types.js';
+export type * from '../context/types.js';

@@ -1,8 +1,8 @@
 import { errorMessage } from '../common/errors.js';
-import type { ChannelState } from './channel-state.js';
+import type { ChannelState } from '../context/channel-state.js';
 import { cappedEntryTokens, messageCap } from './oversized-message.js';
 import type { RuntimeParts, TurnEntryInput } from './runtime-types.js';
-import type { HistoryEntry, IncomingMessage } from './types.js';
+import type { HistoryEntry, IncomingMessage } from '../context/types.js';
 
 type NewEntry = TurnEntryInput & { createdAt: number; turnId: number };
 

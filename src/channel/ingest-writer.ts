@@ -3,7 +3,7 @@ import type { MemoryStore, TranscriptEntryInput } from '../memory/types.js';
 import type { SqlClient } from '../storage/sql-client.js';
 import { GroupCommit } from '../storage/group-commit.js';
 import type { ChannelLocation, HistoryStore } from './history-store.js';
-import type { HistoryEntry } from './types.js';
+import type { HistoryEntry } from '../context/types.js';
 
 export interface IngestWriterOptions {
   db: SqlClient;

@@ -3,11 +3,11 @@ import { errorMessage } from '../common/errors.js';
 import { clearErasedTraces } from '../storage/erase-traces.js';
 import type { MemoryLocation } from '../memory/types.js';
 import { findUserMessages } from '../privacy/erase-user.js';
-import type { PrivacyPropagator, PropagationChanges, RemovedMessage } from '../privacy/propagator.js';
-import type { ChannelState } from './channel-state.js';
+import type { PrivacyPropagator, PropagationChanges, RemovedMessage } from './privacy-propagator.js';
+import type { ChannelState } from '../context/channel-state.js';
 import { cappedEntryTokens, fitFiles, messageCap } from './oversized-message.js';
 import type { RuntimeParts, UserErasure } from './runtime-types.js';
-import type { HistoryEntry } from './types.js';
+import type { HistoryEntry } from '../context/types.js';
 
 /**
  * Messages that change after they came in — edited or deleted on the platform, forgotten on

@@ -1,7 +1,7 @@
 import type { ContentBlock, ModelMessage, ModelRequest, TextBlock, ToolDefinition, ToolResultBlock } from '../llm/chat-model.js';
 import { requestContent } from './oversized-message.js';
-import { estimateTokens } from './token-estimate.js';
-import type { HistoryEntry, SummaryEntry } from './types.js';
+import { estimateTokens } from '../context/token-estimate.js';
+import type { HistoryEntry, SummaryEntry } from '../context/types.js';
 import { renderSummary, SUMMARY_HEADER } from '../context/summary-text.js';
 
 /** Sent in place of a first message when the live history opens with the assistant. */

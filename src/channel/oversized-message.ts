@@ -1,8 +1,8 @@
 import { renderTextFile, type ResolvedAttachment } from '../attachments/resolve-attachments.js';
 import type { ChannelSettings } from '../config/types.js';
-import { usableWindow } from './calibration.js';
-import { CHARS_PER_TOKEN, estimateEntryTokens, estimateTokens, MESSAGE_FRAMING_TOKENS } from './token-estimate.js';
-import type { HistoryEntry } from './types.js';
+import { usableWindow } from '../context/calibration.js';
+import { CHARS_PER_TOKEN, estimateEntryTokens, estimateTokens, MESSAGE_FRAMING_TOKENS } from '../context/token-estimate.js';
+import type { HistoryEntry } from '../context/types.js';
 
 /**
  * A message too large for the window (a 50,000-character paste into a small model) is still

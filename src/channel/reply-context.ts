@@ -2,8 +2,8 @@ import type { Migration } from '../storage/database.js';
 import type { SqlClient } from '../storage/sql-client.js';
 import type { TextBlock } from '../llm/chat-model.js';
 import type { HistoryStore } from './history-store.js';
-import { estimateTokens, MESSAGE_FRAMING_TOKENS } from './token-estimate.js';
-import type { HistoryEntry } from './types.js';
+import { estimateTokens, MESSAGE_FRAMING_TOKENS } from '../context/token-estimate.js';
+import type { HistoryEntry } from '../context/types.js';
 
 /**
  * Replies as references. Every message that replies to another records which one; when the

@@ -9,13 +9,13 @@ import type { SqlClient } from '../storage/sql-client.js';
 import type { CompactionCoordinator } from '../compaction/coordinator.js';
 import type { CompactionScheduler } from '../compaction/scheduler.js';
 import type { Summarizer } from '../compaction/summarizer.js';
-import type { ChannelState } from './channel-state.js';
+import type { ChannelState } from '../context/channel-state.js';
 import type { EntryExtras } from './entry-extras.js';
 import type { HistoryStore } from './history-store.js';
 import type { IngestWriter } from './ingest-writer.js';
-import type { ChannelLocks } from '../compaction/channel-locks.js';
+import type { ChannelLocks } from '../storage/channel-locks.js';
 import type { TranscriptArchiver } from './transcript-archiver.js';
-import type { EntryKind, HistoryEntry, SummaryEntry } from './types.js';
+import type { EntryKind, HistoryEntry, SummaryEntry } from '../context/types.js';
 
 export interface ChannelRuntimeOptions {
   db: SqlClient;

@@ -15,15 +15,15 @@ import { ImmediateScheduler } from '../compaction/scheduler.js';
 import type { ResolvedAttachment } from '../attachments/resolve-attachments.js';
 import { withAttachmentNote } from '../compaction/attachment-note.js';
 import { PersonaStore } from '../persona/persona-store.js';
-import { PrivacyPropagator } from '../privacy/propagator.js';
+import { PrivacyPropagator } from './privacy-propagator.js';
 import type { MemoryLocation } from '../memory/types.js';
 import { DEFAULTS } from '../config/defaults.js';
 import { ChannelCache } from './channel-cache.js';
 import { cacheColdAt } from './cold-cache.js';
-import { messageFactorOf, usableWindow } from './calibration.js';
+import { messageFactorOf, usableWindow } from '../context/calibration.js';
 import { CalibrationKeeper } from './calibration-keeper.js';
 import { channelRequest } from './channel-request.js';
-import { ChannelState } from './channel-state.js';
+import { ChannelState } from '../context/channel-state.js';
 import { ContextEstimator } from './context-estimate.js';
 import { EntryExtras } from './entry-extras.js';
 import { HistoryStore } from './history-store.js';
@@ -36,7 +36,7 @@ import { SerialQueue } from './serial-queue.js';
 import { StoreChanges } from './store-changes.js';
 import { NO_CHANGE_FEED } from '../common/change-feed.js';
 import { TranscriptArchiver } from './transcript-archiver.js';
-import type { ContextStatus, HistoryEntry, IncomingMessage } from './types.js';
+import type { ContextStatus, HistoryEntry, IncomingMessage } from '../context/types.js';
 
 export type { ChannelRuntimeOptions, EstimateObserver, LiveContext, RequestEstimate, RuntimeObserver, TurnEntryInput, UserErasure } from './runtime-types.js';
 

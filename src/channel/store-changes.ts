@@ -2,7 +2,7 @@ import type { ChangeFeed, StoreChange } from '../common/change-feed.js';
 import { errorMessage } from '../common/errors.js';
 import type { EventStream, MagpieEvent } from '../common/events.js';
 import type { PersonaStore } from '../persona/persona-store.js';
-import type { ChannelState } from './channel-state.js';
+import type { ChannelState } from '../context/channel-state.js';
 import type { LoadedChannel } from './history-store.js';
 
 /** Events whose change reached the store and alters a channel's live context (a landing). */

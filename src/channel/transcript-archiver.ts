@@ -1,9 +1,9 @@
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 import type { MemoryStore } from '../memory/types.js';
-import type { ChannelState } from './channel-state.js';
+import type { ChannelState } from '../context/channel-state.js';
 import type { HistoryStore } from './history-store.js';
-import type { HistoryEntry } from './types.js';
+import type { HistoryEntry } from '../context/types.js';
 
 /**
  * Sends every appended message to the memory transcript (so `memory_search` finds it before

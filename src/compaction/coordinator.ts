@@ -1,10 +1,10 @@
 // Just over 400 lines: the decision, the worker's start and its landing stay together, so the
 // order in which a channel's compaction state changes is read in one file.
-import type { ChannelLocks } from './channel-locks.js';
-import type { ChannelState, RunningCompaction } from '../channel/channel-state.js';
+import type { ChannelLocks } from '../storage/channel-locks.js';
+import type { ChannelState, RunningCompaction } from '../context/channel-state.js';
 import type { SummaryWrites } from '../context/history-store.js';
-import type { HistoryEntry } from '../channel/types.js';
-import { usageOf } from '../channel/calibration.js';
+import type { HistoryEntry } from '../context/types.js';
+import { usageOf } from '../context/calibration.js';
 import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';

@@ -1,8 +1,8 @@
 import { filesIn } from '../attachments/summary-note.js';
-import type { ChannelState } from '../channel/channel-state.js';
+import type { ChannelState } from '../context/channel-state.js';
 import type { SummaryWrites } from '../context/history-store.js';
-import type { HistoryEntry } from '../channel/types.js';
-import { usageOf } from '../channel/calibration.js';
+import type { HistoryEntry } from '../context/types.js';
+import { usageOf } from '../context/calibration.js';
 import { estimateSummaryTokens, SUMMARY_HEADER_TOKENS } from '../context/summary-text.js';
 import type { Clock } from '../common/clock.js';
 import type { EventStream } from '../common/events.js';

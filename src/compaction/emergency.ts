@@ -1,5 +1,5 @@
 import { filesIn, SHARED_PREFIX } from '../attachments/summary-note.js';
-import type { HistoryEntry } from '../channel/types.js';
+import type { HistoryEntry } from '../context/types.js';
 import { alignedCut, targetCount } from './planner.js';
 
 export const MARKER_SUFFIX = 'recall them with memory_search.';

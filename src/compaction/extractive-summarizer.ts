@@ -1,4 +1,4 @@
-import { CHARS_PER_TOKEN, estimateTokens } from '../channel/token-estimate.js';
+import { CHARS_PER_TOKEN, estimateTokens } from '../context/token-estimate.js';
 import { formatTimestamp } from './render-transcript.js';
 import type { SummarizeRequest, SummarizeResult, Summarizer } from './summarizer.js';
 

@@ -1,4 +1,4 @@
-import type { ChannelState } from '../channel/channel-state.js';
+import type { ChannelState } from '../context/channel-state.js';
 import type { SummaryWrites } from '../context/history-store.js';
 import { estimateSummaryTokens } from '../context/summary-text.js';
 import type { Clock } from '../common/clock.js';

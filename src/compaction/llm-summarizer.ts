@@ -3,7 +3,7 @@ import type { ChatModel, ModelMessage, ToolResultBlock } from '../llm/chat-model
 import { abortedModelError, ModelError } from '../llm/model-error.js';
 import type { ToolContext, ToolHandler } from '../llm/tool.js';
 import { runToolLoop, type ToolLoopResult } from '../llm/tool-loop.js';
-import { estimatedRoom } from '../channel/request-room.js';
+import { estimatedRoom } from '../context/request-room.js';
 import type { SummarizeRequest, SummarizeResult, Summarizer } from './summarizer.js';
 import { buildSummaryRequestText, FINAL_SUMMARY_REQUEST, SUMMARY_SYSTEM_PROMPT } from './summary-prompt.js';
 

@@ -1,6 +1,6 @@
-import type { ChannelState } from '../channel/channel-state.js';
+import type { ChannelState } from '../context/channel-state.js';
 import type { SummaryWrites } from '../context/history-store.js';
-import type { SummaryEntry } from '../channel/types.js';
+import type { SummaryEntry } from '../context/types.js';
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 

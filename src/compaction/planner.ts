@@ -1,4 +1,4 @@
-import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
+import type { HistoryEntry, SummaryEntry } from '../context/types.js';
 
 /** A contiguous oldest range of the live context chosen for one compaction. */
 export interface CompactionPlan {

@@ -1,4 +1,4 @@
-import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
+import type { HistoryEntry, SummaryEntry } from '../context/types.js';
 
 /** `2026-11-22 14:05` in UTC: enough for the reader to place events in time. */
 export function formatTimestamp(ms: number): string {

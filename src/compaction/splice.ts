@@ -1,7 +1,7 @@
-import type { ChannelState } from '../channel/channel-state.js';
+import type { ChannelState } from '../context/channel-state.js';
 import type { SpliceChange, SummaryWrites } from '../context/history-store.js';
 import { estimateSummaryTokens } from '../context/summary-text.js';
-import type { SummaryEntry } from '../channel/types.js';
+import type { SummaryEntry } from '../context/types.js';
 import { filesIn } from '../attachments/summary-note.js';
 import { markerText, NO_FILES, withFiles } from './emergency.js';
 import type { CompactionPlan } from './planner.js';

@@ -1,4 +1,4 @@
-import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
+import type { HistoryEntry, SummaryEntry } from '../context/types.js';
 import type { CompactionSettings } from '../config/types.js';
 import type { MemoryLocation } from '../memory/types.js';
 

@@ -1,7 +1,7 @@
-import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
-import { CALIBRATION } from '../channel/calibration.js';
-import { estimateTokens } from '../channel/token-estimate.js';
-import { TOOL_USE_SYSTEM_TOKENS } from '../channel/request-room.js';
+import type { HistoryEntry, SummaryEntry } from '../context/types.js';
+import { CALIBRATION } from '../context/calibration.js';
+import { estimateTokens } from '../context/token-estimate.js';
+import { TOOL_USE_SYSTEM_TOKENS } from '../context/request-room.js';
 import { formatTimestamp, renderSummaries, renderTranscript } from './render-transcript.js';
 
 /**

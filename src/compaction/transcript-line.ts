@@ -1,4 +1,4 @@
-import type { IncomingMessage } from '../channel/types.js';
+import type { IncomingMessage } from '../context/types.js';
 import { InputError } from '../common/errors.js';
 
 /** The largest time a JavaScript Date can hold, in milliseconds either side of the epoch. */

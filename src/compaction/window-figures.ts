@@ -1,5 +1,5 @@
-import type { ChannelState } from '../channel/channel-state.js';
-import { CALIBRATION, messageFactorOf, usableWindow } from '../channel/calibration.js';
+import type { ChannelState } from '../context/channel-state.js';
+import { CALIBRATION, messageFactorOf, usableWindow } from '../context/calibration.js';
 import { SUMMARY_FIXED_TOKENS } from './summary-prompt.js';
 import type { ChannelSettings } from '../config/types.js';
 

@@ -1,4 +1,4 @@
-import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
+import type { HistoryEntry, SummaryEntry } from './types.js';
 
 /** Where a channel's memories belong, remembered with its messages. */
 export interface ChannelLocation {

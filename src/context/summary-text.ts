@@ -1,5 +1,5 @@
-import { estimateTokens } from '../channel/token-estimate.js';
-import type { SummaryEntry } from '../channel/types.js';
+import { estimateTokens } from './token-estimate.js';
+import type { SummaryEntry } from './types.js';
 
 /** Introduces the stacked summaries in the system prompt. */
 export const SUMMARY_HEADER =

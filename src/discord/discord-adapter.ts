@@ -9,7 +9,7 @@ import {
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 import type { LiveConfig } from '../config/live-config.js';
-import type { HistoryEntry, IncomingMessage } from '../channel/types.js';
+import type { HistoryEntry, IncomingMessage } from '../context/types.js';
 import type { RedactedReply } from '../channel/message-changes.js';
 import type { MemoryLocation, MemoryStore } from '../memory/types.js';
 import type { ChannelResponder, ResponderRuntime } from '../app/channel-responder.js';

@@ -1,5 +1,5 @@
 import type { Message, PartialMessage } from 'discord.js';
-import type { IncomingMessage } from '../channel/types.js';
+import type { IncomingMessage } from '../context/types.js';
 import { replyReference } from '../privacy/reply-reference.js';
 
 /** A Discord message as the runtime and the policies see it. */

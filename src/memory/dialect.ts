@@ -41,6 +41,13 @@ export interface MemoryDialect {
    * edited since it was read; returns how many were written and under which index keys.
    */
   writeBacklogVectors(db: SqlClient, rows: readonly BacklogRow[], vectors: readonly Float32Array[]): Promise<{ written: number; keys: Set<string> }>;
+  /**
+   * Makes saves into one scope serial, inside the caller's transaction, before its duplicate
+   * checks. SQLite: nothing to do, the transaction holds the one connection until it commits.
+   * PostgreSQL: a transaction-level advisory lock on the scope's index key, since several
+   * processes may save into one scope at once and READ COMMITTED would let both miss the other.
+   */
+  serializeSaves(db: SqlClient, indexKey: string): Promise<void>;
   /** Sets `fts_text` of a batch of rows (a schema step filling the column). */
   writeSearchTexts(db: SqlClient, rowids: readonly number[], texts: readonly string[]): Promise<void>;
 }

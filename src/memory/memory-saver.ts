@@ -1,6 +1,5 @@
 import { InputError } from '../common/errors.js';
 import { hasTable } from '../storage/read-only.js';
-import { isPostgres } from '../storage/sql-client.js';
 import { blobToVector, dot } from './embedder.js';
 import { itemId, parseSourceIds } from './search-results.js';
 import { hashContent, insertItem, insertVector, replaceVector } from './item-writes.js';
@@ -57,7 +56,7 @@ export class MemorySaver {
     // COMMITTED would let both miss the other's row), by a transaction-level advisory lock on
     // the scope's index key, taken first: the second saver waits, then finds the first's row.
     const result = await db.transaction(async (): Promise<SaveMemoryResult> => {
-      if (isPostgres(db)) await db.prepare(`SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':memory-save:' || ?, 0)) AS locked`).get(home.indexKey);
+      await this.context.dialect.serializeSaves(db, home.indexKey);
       // A message deleted while the memory was being drawn from it (a worker's snapshot) is no source.
       if (checkTombstones && sourceIds.length > 0) {
         const deleted = db.prepare('SELECT 1 FROM deleted_messages WHERE channel_id = ? AND message_id = ?');

@@ -63,6 +63,10 @@ export const postgresMemoryDialect: MemoryDialect = {
     return { written: added.length, keys: new Set(added.map((row) => row.index_key)) };
   },
 
+  async serializeSaves(db, indexKey) {
+    await db.prepare(`SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':memory-save:' || ?, 0)) AS locked`).get(indexKey);
+  },
+
   async writeSearchTexts(db, rowids, texts) {
     await db
       .prepare(

@@ -51,6 +51,8 @@ export const sqliteMemoryDialect: MemoryDialect = {
     return { written, keys };
   },
 
+  async serializeSaves() {},
+
   async writeSearchTexts(db, rowids, texts) {
     const update = db.prepare('UPDATE memory_items SET fts_text = ? WHERE rowid = ?');
     for (const [position, rowid] of rowids.entries()) await update.run(texts[position], rowid);

@@ -1,5 +1,5 @@
-import { estimateEntryTokens } from '../channel/token-estimate.js';
-import type { HistoryEntry } from '../channel/types.js';
+import { estimateEntryTokens } from '../context/token-estimate.js';
+import type { HistoryEntry } from '../context/types.js';
 
 /**
  * A reply names the message it answers by id instead of copying its words, so that a delete

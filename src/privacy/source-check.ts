@@ -1,4 +1,4 @@
-import type { HistoryEntry } from '../channel/types.js';
+import type { HistoryEntry } from '../context/types.js';
 import type { ToolContext } from '../llm/tool.js';
 
 /**

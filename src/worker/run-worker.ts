@@ -4,7 +4,7 @@ import { runToolLoop, type ToolLoopResult } from '../llm/tool-loop.js';
 import type { AnswerRoom } from '../llm/answer-room.js';
 import { ModelError } from '../llm/model-error.js';
 import type { ToolContext, ToolHandler } from '../llm/tool.js';
-import { estimateTokens } from '../channel/token-estimate.js';
+import { estimateTokens } from '../context/token-estimate.js';
 import { estimateToolTokens } from '../channel/model-request.js';
 import { estimateConversation, trimWorkerHistory } from './trim-history.js';
 import { taskStatement, WORKER_SYSTEM_PROMPT } from './worker-prompt.js';

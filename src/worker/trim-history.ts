@@ -1,5 +1,5 @@
 import type { ContentBlock, ModelMessage } from '../llm/chat-model.js';
-import { estimateTokens } from '../channel/token-estimate.js';
+import { estimateTokens } from '../context/token-estimate.js';
 
 /** Marks the note that says how much was dropped, so a later trim replaces it. */
 const DROPPED_NOTE_PREFIX = '(To make room, ';

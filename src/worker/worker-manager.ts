@@ -9,7 +9,7 @@ import type { ToolContext, ToolHandler } from '../llm/tool.js';
 import type { SqlClient } from '../storage/sql-client.js';
 import type { TurnEntryInput } from '../channel/runtime.js';
 import { calibratedWindow } from '../branch/branch-tool.js';
-import { estimatedRoom } from '../channel/request-room.js';
+import { estimatedRoom } from '../context/request-room.js';
 import { runWorker, type WorkerResult } from './run-worker.js';
 import { WorkerStore, type WorkerStatus } from './worker-store.js';
 import { addUsage, budgetTokens, usageFields, wholeInputTokens } from '../llm/usage.js';

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { CalibrationStore } from '../../src/channel/calibration-store.js';
 import { channelIdsWithHistory, contextCensus } from '../../src/channel/census.js';
 import { HistoryStore, type NewSummary } from '../../src/channel/history-store.js';
-import type { HistoryEntry } from '../../src/channel/types.js';
+import type { HistoryEntry } from '../../src/context/types.js';
 import { DailyTokenBudget } from '../../src/app/cost-guards.js';
 import { AttachmentStore, type StoredAttachment } from '../../src/attachments/attachment-store.js';
 import type { Clock } from '../../src/common/clock.js';

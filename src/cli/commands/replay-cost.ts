@@ -1,5 +1,5 @@
 import type { ChannelRuntime } from '../../channel/runtime.js';
-import type { IncomingMessage } from '../../channel/types.js';
+import type { IncomingMessage } from '../../context/types.js';
 import { errorMessage } from '../../common/errors.js';
 import type { EventStream } from '../../common/events.js';
 import type { LlmSettings } from '../../config/types.js';

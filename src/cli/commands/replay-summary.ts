@@ -1,6 +1,6 @@
 import { channelIdsWithHistory, contextCensus } from '../../channel/census.js';
 import type { MagpieEvent } from '../../common/events.js';
-import type { ReplayProgress } from '../../compaction/replay.js';
+import type { ReplayProgress } from '../replay-lines.js';
 import type { SqlClient } from '../../storage/sql-client.js';
 
 /** Counts what the events say, for the final summary. */

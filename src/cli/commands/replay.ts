@@ -1,14 +1,14 @@
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { HistoryStore } from '../../channel/history-store.js';
-import type { IncomingMessage } from '../../channel/types.js';
+import type { IncomingMessage } from '../../context/types.js';
 import { ChannelRuntime } from '../../channel/runtime.js';
 import { EventStream } from '../../common/events.js';
 import { CompactionLog, LOGGED_EVENTS } from '../../compaction-log/index.js';
 import { InputError } from '../../common/errors.js';
 import { createExtractiveSummarizer } from '../../compaction/extractive-summarizer.js';
 import { createLlmSummarizer } from '../../compaction/llm-summarizer.js';
-import { replayLines, TranscriptClock } from '../../compaction/replay.js';
+import { replayLines, TranscriptClock } from '../replay-lines.js';
 import { LaggedScheduler } from '../../compaction/scheduler.js';
 import { LiveConfig } from '../../config/live-config.js';
 import { loadConfig } from '../../config/load-config.js';

@@ -1,4 +1,4 @@
-import type { ChannelLocks } from '../../compaction/channel-locks.js';
+import type { ChannelLocks } from '../channel-locks.js';
 import type { SqlClient } from '../sql-client.js';
 
 /**

@@ -1,8 +1,8 @@
 import type { ChannelRuntime } from '../channel/runtime.js';
-import type { IncomingMessage } from '../channel/types.js';
+import type { IncomingMessage } from '../context/types.js';
 import type { Clock } from '../common/clock.js';
 import type { InputError } from '../common/errors.js';
-import { parseTranscriptLine } from './transcript-line.js';
+import { parseTranscriptLine } from '../compaction/transcript-line.js';
 
 /** The replay clock's time before the first line (only read if something runs before it). */
 const DEFAULT_START_TIME = Date.UTC(2020, 0, 1);

@@ -1,13 +1,13 @@
 import type { Clock } from '../common/clock.js';
-import { toEntry, toSummary, type EntryRow } from '../channel/history-store.js';
-import type { HistoryEntry, SummaryEntry } from '../channel/types.js';
+import { toEntry, toSummary, type EntryRow } from './history-store.js';
+import type { HistoryEntry, SummaryEntry } from '../context/types.js';
 import { estimateSummaryTokens } from '../context/summary-text.js';
-import { estimateEntryTokens } from '../channel/token-estimate.js';
+import { estimateEntryTokens } from '../context/token-estimate.js';
 import { markerText } from '../compaction/emergency.js';
 import { extractiveSummary } from '../compaction/extractive-summarizer.js';
 import type { MemoryStore } from '../memory/types.js';
-import { MIN_QUOTE_LENGTH, quoteIndex, redactQuotes } from './quoted-spans.js';
-import { DELETED_NOTE, EDITED_NOTE, redactionTarget, redactToolBlock, replaceTexts, type RedactionTarget } from './redact.js';
+import { MIN_QUOTE_LENGTH, quoteIndex, redactQuotes } from '../privacy/quoted-spans.js';
+import { DELETED_NOTE, EDITED_NOTE, redactionTarget, redactToolBlock, replaceTexts, type RedactionTarget } from '../privacy/redact.js';
 import { RETIRED_PLACEHOLDER, SummaryRewrites, type SummaryRewriteOptions, type SummaryRow } from './summary-rewrites.js';
 
 /** A message whose words must leave every copy: deleted, edited (its old text), erased. */

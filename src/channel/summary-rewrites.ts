@@ -1,6 +1,6 @@
-import { toEntry, toSummary, type EntryRow, type SummaryRow as BaseSummaryRow } from '../channel/history-store.js';
+import { toEntry, toSummary, type EntryRow, type SummaryRow as BaseSummaryRow } from './history-store.js';
 import { estimateSummaryTokens } from '../context/summary-text.js';
-import type { SummaryEntry } from '../channel/types.js';
+import type { SummaryEntry } from '../context/types.js';
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 import { extractiveSummary } from '../compaction/extractive-summarizer.js';

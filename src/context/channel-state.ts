@@ -1,6 +1,6 @@
 import type { ModelUsage } from '../llm/chat-model.js';
 import { UNCALIBRATED, type Calibration } from './calibration.js';
-import type { ChannelLocation, LoadedChannel } from '../context/history-store.js';
+import type { ChannelLocation, LoadedChannel } from './history-store.js';
 import type { HistoryEntry, SummaryEntry } from './types.js';
 
 /** What a running compaction holds while its worker reads the snapshot. */

@@ -1,4 +1,4 @@
-import { IMAGE_TOKEN_CAP } from '../attachments/image-tokens.js';
+import { IMAGE_TOKEN_CAP } from './image-tokens.js';
 import type { ModelMessage } from '../llm/chat-model.js';
 import type { HistoryEntry } from './types.js';
 
