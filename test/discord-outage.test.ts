@@ -273,6 +273,8 @@ describe('edits and deletes while the bot starts', { timeout: 120_000 }, () => {
     discord.rateLimitHistory(1, 1);
     bot = await startBot({ discord, model, dataDir });
     try {
+      // Sent once the catch-up is under way (its first read was answered 429), not before it began.
+      await waitUntil(() => discord.historyRateLimited >= 1, 'catch-up started');
       discord.deleteMessage({ channelId: GENERAL, messageId: doomed });
       await waitUntil(() => bot.events.some((event) => event.type === 'catch_up_completed' && event.channel_id === GENERAL), 'catch-up', 30_000);
       await bot.adapter.idle();
