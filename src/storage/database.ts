@@ -53,7 +53,7 @@ export async function openDatabase(
     // Set first: two processes opening a fresh data dir at once wait for each other's
     // journal switch and migrations instead of failing with "database is locked".
     db.pragma('busy_timeout = 5000');
-    db.pragma('journal_mode = WAL');
+    await switchToWal(db);
   } catch (error) {
     db.close();
     throw unusableDataDir(dataDir, error);
@@ -177,5 +177,25 @@ export async function applyMigrations(db: SqlClient, migrations: readonly Migrat
       await migration.up(db);
       await record.run(migration.name, Date.now());
     }, 'immediate');
+  }
+}
+
+/**
+ * Switches a connection to WAL. The switch can answer "database is locked" at once, without
+ * waiting out busy_timeout, while another process is switching or migrating the same fresh file:
+ * it is tried again for up to five seconds, waiting on a timer, never on the event loop.
+ */
+async function switchToWal(db: SqlDatabase): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      db.pragma('journal_mode = WAL');
+      return;
+    } catch (error) {
+      const code = (error as { code?: string }).code ?? '';
+      if (!code.startsWith('SQLITE_BUSY') && !code.startsWith('SQLITE_LOCKED')) throw error;
+      if (Date.now() >= deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(100, 10 * attempt)));
+    }
   }
 }
