@@ -1,6 +1,7 @@
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
-import { isPostgres, type SqlClient } from './sql-client.js';
+import type { SqlClient } from './sql-client.js';
+import { storageDialectFor } from './storage-dialect.js';
 
 /** The tables an erasure deletes from or rewrites (PostgreSQL vacuums them afterwards). */
 const ERASED_TABLES = ['history_entries', 'history_summaries', 'memory_items', 'memory_vectors', 'memory_vector_backlog', 'worker_tasks'];
@@ -16,22 +17,8 @@ const ERASED_TABLES = ['history_entries', 'history_summaries', 'memory_items', '
 export async function clearErasedTraces(db: SqlClient, events: EventStream, channelId?: string): Promise<void> {
   const started = performance.now();
   try {
-    if (isPostgres(db)) {
-      // VACUUM cannot run inside a transaction; `exec` sends it on its own.
-      await db.exec(`VACUUM ${ERASED_TABLES.join(', ')}`);
-      events.emit({ type: 'erasure_vacuumed', ...(channelId ? { channel_id: channelId } : {}), duration_ms: Math.round(performance.now() - started) });
-      return;
-    }
-    const [result] = (await db.pragma('wal_checkpoint(TRUNCATE)')) as Array<{ busy: number; log: number; checkpointed: number }>;
-    events.emit({
-      type: 'erasure_checkpointed',
-      ...(channelId ? { channel_id: channelId } : {}),
-      // busy = 1: a reader held an older snapshot, so part of the WAL could not be cleared yet
-      // (the next checkpoint does it).
-      busy: result?.busy ?? 0,
-      pages: result?.checkpointed ?? 0,
-      duration_ms: Math.round(performance.now() - started),
-    });
+    const done = await storageDialectFor(db).clearErasedTraces(db, ERASED_TABLES);
+    events.emit({ ...done, ...(channelId ? { channel_id: channelId } : {}), duration_ms: Math.round(performance.now() - started) });
   } catch (error) {
     events.emit({ type: 'erasure_checkpoint_failed', ...(channelId ? { channel_id: channelId } : {}), error: errorMessage(error) });
   }

@@ -4,7 +4,8 @@ import Database from 'better-sqlite3';
 import { MagpieError } from '../common/errors.js';
 import { DATABASE_FILE } from './database.js';
 import { SerialClient } from './serial-client.js';
-import { isPostgres, type SqlClient } from './sql-client.js';
+import type { SqlClient } from './sql-client.js';
+import { storageDialectFor } from './storage-dialect.js';
 
 /**
  * Opens a data directory's database for reading only (`magpie status`, `magpie report`): no
@@ -29,6 +30,5 @@ export function openDatabaseReadOnly(dataDir: string): SqlClient {
 
 /** Whether a table exists (a data dir written by an older version may lack newer ones). */
 export async function hasTable(db: SqlClient, name: string): Promise<boolean> {
-  if (isPostgres(db)) return ((await db.prepare('SELECT to_regclass(?) IS NOT NULL AS present').get(name)) as { present: boolean }).present;
-  return (await db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name)) !== undefined;
+  return (await db.prepare(storageDialectFor(db).tableExists).get(name)) !== undefined;
 }
