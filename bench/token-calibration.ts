@@ -14,8 +14,8 @@ import { observe, UNCALIBRATED, type Calibration } from '../src/context/calibrat
 import { estimateEntryTokens } from '../src/context/token-estimate.js';
 import type { BenchReport } from './harness.js';
 
-/** Chinese chat lines written for this benchmark (plain everyday talk about a release). */
-const CHINESE = [
+/** Chinese chat lines written for this benchmark (plain everyday talk about a release); the window tests replay them too. */
+export const CHINESE = [
   '大家好，今天下午三点我们在二号会议室讨论新版本的发布计划。',
   '我这边的接口测试已经完成了百分之八十，剩下的部分明天上午可以做完。',
   '数据库迁移脚本需要再检查一遍，上次在测试环境里出现了超时的问题。',

@@ -18,17 +18,8 @@ import { characterTokenCounter, startFakeAnthropic, type RecordedRequest } from 
 import { isCompactionRequest } from './branch-worker-support.js';
 import { isAgentRequest, lastUserText, testConfig } from './discord-helpers.js';
 import { appEnv } from './support/storage.js';
+import { CHINESE } from '../bench/token-calibration.js';
 
-const CHINESE = [
-  '大家好，今天下午三点我们在二号会议室讨论新版本的发布计划。',
-  '我这边的接口测试已经完成了百分之八十，剩下的部分明天上午可以做完。',
-  '数据库迁移脚本需要再检查一遍，上次在测试环境里出现了超时的问题。',
-  '请把用户反馈整理成表格，按照严重程度排序，周五之前发给我。',
-  '前端页面的加载速度还是太慢了，首页要三秒多才能显示出来。',
-  '我建议先把缓存加上，再看看图片能不能压缩得更小一些。',
-  '客户那边说希望下个月初就能用上新的报表功能，时间有点紧。',
-  '昨天晚上的服务器告警是因为磁盘快满了，我已经清理过日志了。',
-];
 
 const ENGLISH = [
   'Morning all, the release review moved to three this afternoon in room two, bring your notes.',
