@@ -6,6 +6,7 @@
  * beside the raw SQLite + FTS5 batch-insert rate measured in the same run, and the same figures
  * on PostgreSQL when it answers.
  */
+import { DEFAULTS } from '../src/config/defaults.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,6 +21,8 @@ import { mainThreadCpuMs } from './thread-cpu.js';
 import { median, type BenchMetric, type BenchReport } from './harness.js';
 import { measureSqliteInsertRate } from './sqlite-ingest-floor.js';
 import { measurePostgresInsertRate, postgresForBench, type BenchPostgres } from './postgres-bench.js';
+
+const DEFAULT_STORAGE = DEFAULTS.storage;
 
 const CHANNELS = 1_000;
 const MESSAGES = 20_000;
@@ -223,7 +226,7 @@ export async function run(): Promise<BenchReport> {
   const sqliteRaw: number[] = [];
   // Interleaved, so that a busy moment of the machine spreads over both figures.
   for (let round = 0; round < ROUNDS; round += 1) {
-    sqlite.push(await measureIngest({ backend: 'sqlite', urlEnv: 'MAGPIE_DATABASE_URL', schema: 'public' }));
+    sqlite.push(await measureIngest({ ...DEFAULT_STORAGE, backend: 'sqlite' }));
     sqliteRaw.push(await measureSqliteInsertRate({ rows: MESSAGES, channels: CHANNELS, batch: 500 }));
   }
   const metrics = backendMetrics('SQLite', sqlite, sqliteRaw);

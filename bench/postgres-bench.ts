@@ -3,6 +3,7 @@
  * and the raw insert rate of ingest's rows with no Magpie code in between, as the SQLite floor
  * measures it.
  */
+import { DEFAULTS } from '../src/config/defaults.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -10,7 +11,9 @@ import pg from 'pg';
 import type { StorageSettings } from '../src/config/types.js';
 import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { openStorageForWriting } from '../src/storage/open-storage.js';
-import { redactUrl } from '../src/storage/postgres/pg-database.js';
+import { redactUrl } from '../src/storage/postgres/pg-error.js';
+
+const DEFAULT_STORAGE = DEFAULTS.storage;
 
 const URL_ENV = 'MAGPIE_DATABASE_URL';
 
@@ -38,7 +41,7 @@ export async function postgresForBench(env: NodeJS.ProcessEnv = process.env): Pr
     async withSchema(work) {
       const schema = `bench_${process.pid}_${Math.random().toString(36).slice(2, 10)}`;
       try {
-        return await work({ backend: 'postgres', urlEnv: URL_ENV, schema }, { [URL_ENV]: url });
+        return await work({ ...DEFAULT_STORAGE, backend: 'postgres', urlEnv: URL_ENV, schema }, { [URL_ENV]: url });
       } finally {
         const client = new pg.Client({ connectionString: url });
         await client.connect();

@@ -6,7 +6,7 @@ import { UsageError } from '../src/cli/parse-flags.js';
 import { reportError } from '../src/cli/run-cli.js';
 import { InputError, MagpieError } from '../src/common/errors.js';
 import { ConfigError } from '../src/config/problems.js';
-import { PgError } from '../src/storage/postgres/pg-database.js';
+import { PgError } from '../src/storage/postgres/pg-error.js';
 
 function fakeIo(): { io: CliIo; stderr: () => string } {
   let written = '';

@@ -13,6 +13,7 @@ import {
   replyWith,
   ScriptedSummarizer,
   settle,
+  until,
   tempDir,
   testConfig,
   userMessage,
@@ -55,7 +56,7 @@ test('2. one compaction per channel at a time; emergency pre-empts and the worke
   assert.equal((await runtime.status('c1')).compactionRunning, true);
 
   pending.open();
-  await settle();
+  await harness.runtime.compactionsIdle();
   const completed = harness.ofType('compaction_completed');
   assert.equal(completed.length, 1);
   assert.equal(completed[0]!.replaced_marker, true);
@@ -79,7 +80,7 @@ test('3. atomic splice: messages that arrive meanwhile stay after the summary, i
   const before = (await runtime.liveContext('c1')).entries;
   const taken = summarizer.requests[0]!.entries.length;
   pending.open();
-  await settle();
+  await harness.runtime.compactionsIdle();
   const after = await runtime.liveContext('c1');
   assert.deepEqual(after.entries, before.slice(taken));
   assert.equal(after.summaries.length, 1);
@@ -99,7 +100,7 @@ test('3. re-plan: a message deleted inside the snapshot means nothing is spliced
   await runtime.deleteMessages('c1', [victim]);
   const before = await runtime.liveContext('c1');
   pending.open();
-  await settle();
+  await harness.runtime.compactionsIdle();
   assert.equal(harness.ofType('compaction_replanned').length, 1);
   assert.equal(harness.ofType('compaction_replanned')[0]!.reason, 'range_changed');
   assert.deepEqual(await runtime.liveContext('c1'), before);
@@ -157,7 +158,8 @@ test('5. nothing is lost: archive and transcript hold every message after compac
   const ingested: Promise<unknown>[] = [];
   for (let index = 0; started(harness) === 0 && index < 200; index += 1) {
     ingested.push(harness.runtime.ingest(userMessage('c1', index)));
-    await settle();
+    const id = `m${index}`;
+    await until(harness, async () => started(harness) > 0 || (await harness.runtime.liveContext('c1')).entries.some((entry) => entry.messageId === id), `${id} in the context`);
   }
   assert.equal(started(harness), 1);
   await settle();
@@ -165,7 +167,7 @@ test('5. nothing is lost: archive and transcript hold every message after compac
   assert.equal(summarizer.requests.length, 0);
   harness.memory.releaseArchives();
   await Promise.all(ingested);
-  await settle();
+  await until(harness, () => summarizer.requests.length === 1, 'the worker to read the archived messages');
   assert.equal(summarizer.requests.length, 1);
   await harness.close();
 
@@ -200,7 +202,7 @@ test('6. failure is safe: throw, timeout and empty summary leave history unchang
     await runtime.ingest(userMessage('c1', next++));
   }
   assert.deepEqual(reasons, ['summarizer_error: HTTP 500', 'timeout', 'empty_summary']);
-  await settle();
+  await until(harness, () => harness.ofType('compaction_completed').length === 1, 'the fallback summary to land');
   const completed = harness.ofType('compaction_completed');
   assert.equal(completed.length, 1);
   assert.equal(completed[0]!.summarizer, 'extractive', 'the fallback stood in after 3 failures');
@@ -307,7 +309,7 @@ test('4. a worker started during a turn leaves the message being answered with i
   const taken = summarizer.requests[0]!.entries;
   assert.ok(taken.every((entry) => entry.seq < question.seq), 'the question stays live with its reply');
   pending.open();
-  await settle();
+  await harness.runtime.compactionsIdle();
   const live = (await runtime.liveContext('c1')).entries;
   assert.equal(live[0]!.seq, question.seq);
   await harness.close();

@@ -11,7 +11,7 @@ import { PgNotifications } from '../src/storage/postgres/pg-notifications.js';
 import { PgPoolClient } from '../src/storage/postgres/pg-pool-client.js';
 import { PgSession } from '../src/storage/postgres/pg-session.js';
 import { SessionChannelLocks, takeWriterLock } from '../src/storage/postgres/pg-session-locks.js';
-import { STORAGE_WRITERS_TABLE } from '../src/storage/postgres/pg-writer-lock.js';
+import { STORAGE_WRITERS_TABLE } from '../src/storage/postgres/pg-session-locks.js';
 import { freshSchema, requirePostgres } from './support/postgres-available.js';
 import { TEST_DATABASE_URL } from './support/storage.js';
 
@@ -199,7 +199,7 @@ test('the writer lock on the session refuses a second writer by name, and exclud
     await assert.rejects(takeWriterLock(second, sql, 'shard-0', 'magpie start'), (error: { code?: string; message: string }) =>
       error.code === 'data_dir_locked' && error.message.includes(`magpie start (pid ${process.pid}`),
     );
-    // The id pg-writer-lock.ts takes for the same key.
+    // The id pg-session-locks.ts takes for the same key.
     const old = await other.query(`SELECT pg_try_advisory_lock(hashtextextended(current_schema() || ':writer:' || 'shard-0', 0)) AS locked`);
     assert.equal((old.rows[0] as { locked: boolean }).locked, false);
     await held.release();

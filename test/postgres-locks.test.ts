@@ -7,7 +7,6 @@ import { LiveConfig } from '../src/config/live-config.js';
 import { createExtractiveSummarizer } from '../src/compaction/extractive-summarizer.js';
 import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { openStorageForWriting, type OpenedStorage } from '../src/storage/open-storage.js';
-import { PgChannelLocks } from '../src/storage/postgres/pg-channel-locks.js';
 import { FakeMemoryStore, testConfig, TickingClock, userMessage } from './compaction-support.js';
 import { freshSchema, requirePostgres } from './support/postgres-available.js';
 import { TEST_DATABASE_URL } from './support/storage.js';
@@ -25,8 +24,8 @@ test('a channel compaction lock is held by one connection at a time and freed wh
   const first = await openSchema(schema, 'one');
   const second = await openSchema(schema, 'two');
   try {
-    const mine = new PgChannelLocks(first.db);
-    const theirs = new PgChannelLocks(second.db);
+    const mine = first.channelLocks!;
+    const theirs = second.channelLocks!;
     assert.equal(await mine.tryAcquire('c1'), true);
     assert.equal(await mine.tryAcquire('c1'), true, 'the holder may ask again');
     assert.equal(await theirs.tryAcquire('c1'), false, 'another process is refused');
@@ -54,14 +53,14 @@ test('a runtime does not compact a channel another process is compacting, and do
   stream.subscribe((event) => events.push(event));
   const runtime = new ChannelRuntime({
     db: storage.db,
-    locks: new PgChannelLocks(storage.db),
+    locks: storage.channelLocks!,
     memory: new FakeMemoryStore(),
     config: new LiveConfig(testConfig({ contextWindow: 2000, compaction: { emergencyThreshold: 0.99 } })),
     events: stream,
     summarizer: createExtractiveSummarizer(),
     clock: new TickingClock(),
   });
-  const elsewhere = new PgChannelLocks(other.db);
+  const elsewhere = other.channelLocks!;
   try {
     assert.equal(await elsewhere.tryAcquire('busy'), true);
     let index = 0;

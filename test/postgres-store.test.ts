@@ -10,7 +10,7 @@ import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
-import { PgError } from '../src/storage/postgres/pg-database.js';
+import { PgError } from '../src/storage/postgres/pg-error.js';
 import { storageError } from '../src/storage/storage-error.js';
 import type { StorageTarget } from '../src/storage/open-storage.js';
 import { POSTGRES_ONLY_CONTRACT, STORE_CONTRACT, type ContractBackend, type ContractCase } from './support/store-contract.js';

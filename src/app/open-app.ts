@@ -5,7 +5,6 @@ import { EventStream } from '../common/events.js';
 import { LiveConfig } from '../config/live-config.js';
 import type { MagpieConfig } from '../config/types.js';
 import { ChannelRuntime } from '../channel/index.js';
-import { compactionLocksFor } from './compaction-locks.js';
 import { ErasurePoller, ErasureRequests } from '../privacy/erasure-requests.js';
 import { CompactionLog } from '../compaction-log/index.js';
 import { createExtractiveSummarizer } from '../compaction/extractive-summarizer.js';
@@ -18,7 +17,7 @@ import { openChannelViews } from '../privacy/channel-views.js';
 import type { MemoryStore } from '../memory/types.js';
 import { timeMemorySearch, type MagpieMetrics } from '../metrics/index.js';
 import type { SqlClient } from '../storage/sql-client.js';
-import { openStorageForWriting, storageTarget, type StorageTarget } from '../storage/open-storage.js';
+import { openStorageForWriting, storageTarget, type OpenedStorage, type StorageConnection, type StorageTarget } from '../storage/open-storage.js';
 import { ALL_MIGRATIONS } from './migrations.js';
 import { createBranchTool } from '../branch/index.js';
 import { createChannelHistoryTool, createSpawnWorkerTool, WorkerManager } from '../worker/index.js';
@@ -75,6 +74,8 @@ export interface MagpieApp {
   workers: WorkerManager;
   /** Whether the data dir takes writes now (readiness): false after a failed write until one succeeds. */
   storage: StorageHealth;
+  /** On PostgreSQL, the connection's state and the writer lock (`/readyz`, `/healthz`). */
+  connection: StorageConnection | undefined;
   /** Stops the runtime (in-flight compactions are not applied), then memory, then the database. */
   close(): Promise<void>;
 }
@@ -171,7 +172,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
       })
     : undefined;
   compactionLog?.attach(events);
-  const locks = compactionLocksFor(db);
+  const locks = writable.channelLocks;
   const runtime: ChannelRuntime = new ChannelRuntime({
     ...(compactionLog ? { usageObserver: compactionLog } : {}),
     db,
@@ -211,6 +212,9 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
   await workers.recoverInterrupted();
   const workerManager = workers;
   let closed = false;
+  const storage = new StorageHealth({ dataDir, events });
+  // The connection's ups and downs, and a writer lock lost for good, reach the log and readiness.
+  const unwatch = watchConnection(writable, storage, events);
   // The bot applies erasures an operator asks for beside it (`magpie memory forget`).
   const erasures = recording ? new ErasurePoller(new ErasureRequests(db), runtime, events, undefined, changes) : undefined;
   return {
@@ -227,7 +231,8 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     runtime,
     responder,
     workers: workerManager,
-    storage: new StorageHealth({ dataDir, events }),
+    storage,
+    connection: writable.connection,
     async close() {
       if (closed) return;
       closed = true;
@@ -239,10 +244,43 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
         await budget.settled();
         await memory.close();
       } finally {
+        unwatch();
         await changes.close();
         await writable.close();
       }
     },
+  };
+}
+
+/**
+ * Emits `storage_connection_lost` when the PostgreSQL pool is reconnecting or down,
+ * `storage_connection_restored` when it answers again, and
+ * `storage_writer_lost` (an error: this process stops writing) when another process took the
+ * writer lock while the connection was lost; the latter also makes storage unhealthy for good.
+ */
+function watchConnection(writable: OpenedStorage, storage: StorageHealth, events: EventStream): () => void {
+  const connection = writable.connection;
+  if (!connection) return () => undefined;
+  const offHealth = connection.onHealthChange((health) => {
+    events.emit({
+      type: health.state === 'up' ? 'storage_connection_restored' : 'storage_connection_lost',
+      state: health.state,
+      consecutive_failures: health.consecutiveFailures,
+      ...(health.lastErrorCode ? { code: health.lastErrorCode } : {}),
+      ...(health.lastError ? { error: health.lastError } : {}),
+    });
+  });
+  const offLost = writable.onWriterLost?.((key) => {
+    const error = new MagpieError('writer_lock_lost', `another process took the writer lock ${key} while this one was reconnecting: this process no longer writes`, {
+      context: { key },
+      hint: 'stop one of the two processes; restart this one once it may write again',
+    });
+    events.emit({ type: 'storage_writer_lost', key, error: error.message });
+    storage.reportFailure(error);
+  });
+  return () => {
+    offHealth();
+    offLost?.();
   };
 }
 

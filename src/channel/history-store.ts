@@ -228,6 +228,30 @@ export class HistoryStore implements SummaryWrites {
     return result.changes;
   }
 
+  /**
+   * Which of these entries are stored as given (channel, sequence number and message id), after
+   * a commit whose outcome is unknown: one statement on PostgreSQL, one lookup each on SQLite.
+   */
+  async heldEntries(entries: ReadonlyArray<Pick<HistoryEntry, 'channelId' | 'seq' | 'messageId'>>): Promise<boolean[]> {
+    const key = (channelId: string, seq: number, messageId: string) => `${channelId}\u0000${seq}\u0000${messageId}`;
+    const held = new Set<string>();
+    if (channelDialectFor(this.db).insertsInOneStatement) {
+      const rows = (await this.db
+        .prepare(
+          `SELECT h.channel_id, h.seq, h.message_id FROM history_entries h
+             JOIN unnest(@channelIds::text[], @seqs::bigint[]) AS asked(channel_id, seq) ON h.channel_id = asked.channel_id AND h.seq = asked.seq`,
+        )
+        .all({ channelIds: entries.map((entry) => entry.channelId), seqs: entries.map((entry) => entry.seq) })) as Array<{ channel_id: string; seq: number; message_id: string }>;
+      for (const row of rows) held.add(key(row.channel_id, row.seq, row.message_id));
+    } else {
+      for (const entry of entries) {
+        const row = (await this.statements.bySeq.get(entry.channelId, entry.seq)) as EntryRow | undefined;
+        if (row) held.add(key(row.channel_id, row.seq, row.message_id));
+      }
+    }
+    return entries.map((entry) => held.has(key(entry.channelId, entry.seq, entry.messageId)));
+  }
+
   /** The time of the channel's newest stored message, or undefined when it has none. */
   async lastMessageTime(channelId: string): Promise<number | undefined> {
     const row = (await this.db.prepare('SELECT MAX(created_at) AS at FROM history_entries WHERE channel_id = ?').get(channelId)) as { at: number | null };

@@ -28,6 +28,8 @@ export class IngestWriter {
     this.group = new GroupCommit({
       db: options.db,
       write: (payloads) => this.insertGroup(payloads),
+      // A COMMIT with no answer: the rows are looked for before the mirror is decided.
+      stored: (payloads) => options.store.heldEntries(payloads.map(({ entry }) => entry)),
       ...(options.maxBatch ? { maxBatch: options.maxBatch } : {}),
     });
     this.stage = options.memory.transcriptStager?.(options.db);

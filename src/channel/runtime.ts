@@ -406,6 +406,20 @@ export class ChannelRuntime {
     return { ...this.writer.stats };
   }
 
+  /**
+   * Resolves once no compaction is running or landing: every worker started so far has landed,
+   * failed or was abandoned (a worker that never answers keeps it waiting, up to its timeout).
+   */
+  async compactionsIdle(): Promise<void> {
+    await this.coordinator.idle();
+    // A landing may have set off a truncation: its write (and any write in flight) ends too.
+    for (const state of this.states.values()) {
+      if (state.busy) await state.exclusive(async () => {});
+      await state.truncationWritten?.catch(() => undefined);
+    }
+    await this.coordinator.idle();
+  }
+
   /** Lands every finished-but-held worker result (end of a replay). */
   async flushCompactions(): Promise<void> {
     await this.coordinator.drain();

@@ -4,7 +4,7 @@ import { ConfigError } from '../config/problems.js';
 import { scrubSecrets, secretValuesFrom } from '../logging/scrub-secrets.js';
 import { EXIT, type CliCommand, type CliIo } from './command.js';
 import { UsageError } from './parse-flags.js';
-import { PgError } from '../storage/postgres/pg-database.js';
+import { PgError } from '../storage/postgres/pg-error.js';
 import { storageError } from '../storage/storage-error.js';
 import { readPackageVersion } from './package-version.js';
 

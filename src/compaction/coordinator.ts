@@ -72,6 +72,8 @@ export class CompactionCoordinator {
   private sequence = 0;
   private closed = false;
   private readonly running = new Map<string, Promise<void>>();
+  /** Landings under way (a scheduler that holds results starts them later, or never). */
+  private readonly landing = new Set<Promise<void>>();
 
   constructor(private readonly options: CompactionCoordinatorOptions) {}
 
@@ -174,6 +176,14 @@ export class CompactionCoordinator {
   /** Lands everything held by the scheduler. */
   drain(): Promise<void> {
     return this.options.scheduler.drain();
+  }
+
+  /**
+   * Resolves once no worker is running and no result is landing (including any started
+   * meanwhile). Results a scheduler holds back (a replay's lag) are not waited for: `drain` them.
+   */
+  async idle(): Promise<void> {
+    while (this.running.size > 0 || this.landing.size > 0) await Promise.allSettled([...this.running.values(), ...this.landing]);
   }
 
   /** Abandons running workers (their results will not land) and waits for them to stop. */
@@ -331,8 +341,14 @@ export class CompactionCoordinator {
       compactionId,
       settled,
       land: async () => {
-        const landed = await this.land(state, { compactionId, tier, plan, outcome, summarizer: summarizer.name, startedAt });
-        onLanded?.(landed);
+        const landing = this.land(state, { compactionId, tier, plan, outcome, summarizer: summarizer.name, startedAt }).then(onLanded);
+        const tracked = landing.then(
+          () => undefined,
+          () => undefined,
+        );
+        this.landing.add(tracked);
+        void tracked.then(() => this.landing.delete(tracked));
+        await landing;
       },
     });
   }

@@ -125,6 +125,9 @@ export const DEFAULTS: MagpieConfig = {
     backend: 'sqlite',
     urlEnv: 'MAGPIE_DATABASE_URL',
     schema: 'public',
+    statementTimeoutMs: 5_000,
+    connectTimeoutMs: 3_000,
+    poolSize: 10,
   },
   privacy: {
     editOwnReplies: true,

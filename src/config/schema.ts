@@ -155,6 +155,9 @@ export const CONFIG_SPEC: TableSpec = {
       backend: { kind: 'enum', values: ['sqlite', 'postgres'] },
       url_env: { kind: 'envName', allowEmpty: false },
       schema: { kind: 'string', nonEmpty: true },
+      statement_timeout_ms: { kind: 'integer', min: 100, max: 60_000, meaning: 'milliseconds' },
+      connect_timeout_ms: { kind: 'integer', min: 100, max: 60_000, meaning: 'milliseconds' },
+      pool_size: { kind: 'integer', min: 2, max: 100, meaning: 'connections' },
     },
   },
   metrics: {

@@ -211,6 +211,12 @@ export interface StorageSettings {
   urlEnv: string;
   /** PostgreSQL schema holding Magpie's tables (created if missing). */
   schema: string;
+  /** PostgreSQL: the server's limit on one statement; the client gives up 1 s later and reconnects. */
+  statementTimeoutMs: number;
+  /** PostgreSQL: the limit on opening a connection or waiting for a free one. */
+  connectTimeoutMs: number;
+  /** PostgreSQL: connections in the pool (at least 2: writes outside transactions hold one). */
+  poolSize: number;
 }
 
 /** `[metrics]` */

@@ -55,7 +55,7 @@ export class ChannelCatchUp {
   }
 
   /** Catches up every active channel, one at a time; `reason` goes into the events. */
-  async run(reason: 'start' | 'new_session'): Promise<void> {
+  async run(reason: 'start' | 'new_session' | 'storage_recovered'): Promise<void> {
     const { channels, messagesPerChannel } = this.options.limits();
     const points = (await this.options.source.active(channels)).filter((point) => !this.running.has(point.channelId));
     // Registered as soon as the list is read, so that live messages of every channel in it wait from now on.

@@ -91,6 +91,8 @@ export class DiscordAdapter {
   private readonly catchUp: ChannelCatchUp | undefined;
   /** Gateway sessions that turned ready: the first is the start, later ones could not resume. */
   private sessions = 0;
+  /** A message could not be stored: once storage takes writes again, a catch-up fetches it. */
+  private lostWhileUnhealthy = false;
 
   constructor(private readonly options: DiscordAdapterOptions) {
     this.debouncer = new Debouncer((channelId, burst) => this.fireTurn(channelId, burst), MAX_BURST_TRIGGERS);
@@ -107,6 +109,12 @@ export class DiscordAdapter {
           const discord = options.config.current().discord;
           return { channels: discord.catchUpChannels, messagesPerChannel: discord.catchUpMessages };
         },
+      });
+      const catchUp = this.catchUp;
+      this.storage.onChange((healthy) => {
+        if (!healthy || !this.lostWhileUnhealthy || this.stopped || !this.accepting) return;
+        this.lostWhileUnhealthy = false;
+        this.track('catch_up', () => catchUp.run('storage_recovered'));
       });
     }
   }
@@ -218,6 +226,7 @@ export class DiscordAdapter {
       });
     } catch (error) {
       this.options.events.emit({ type: 'message_store_failed', channel_id: incoming.channelId, error: errorMessage(error) });
+      this.lostWhileUnhealthy = true;
       return undefined;
     }
   }

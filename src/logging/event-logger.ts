@@ -6,6 +6,9 @@ export const WARN_EVENTS: ReadonlySet<string> = new Set([
   'emergency_truncation',
   // The data dir refuses writes, or held something that had to be moved aside.
   'storage_unhealthy',
+  // PostgreSQL stopped answering, or another process took this one's writer lock meanwhile.
+  'storage_connection_lost',
+  'storage_writer_lost',
   'message_store_retry',
   'memory_index_path_moved',
 ]);

@@ -6,5 +6,5 @@ export { openOperatorEndpoint, type OperatorEndpoint, type OperatorEndpointOptio
 export { Readiness, type ReadinessCheck } from './readiness.js';
 export { timeMemorySearch } from './timed-memory.js';
 export { announceOperatorEndpoint } from './announce.js';
-export { databaseProblem } from './app-readiness.js';
+export { databaseProblem, storageState } from './app-readiness.js';
 export { shardListen } from './shard-listen.js';

@@ -20,7 +20,7 @@ export interface MetricsServer {
 
 /**
  * The operator's endpoint: `GET /metrics` (Prometheus text), `GET /healthz` (200 while the
- * process runs: the event loop answers) and `GET /readyz` (200 when every readiness condition
+ * process runs: the event loop answers; the body names each part's state, such as storage) and `GET /readyz` (200 when every readiness condition
  * holds, else 503 with the reasons, one a line). Nothing else; no request body is read.
  */
 export async function startMetricsServer(options: MetricsServerOptions): Promise<MetricsServer> {
@@ -67,7 +67,8 @@ async function handle(request: IncomingMessage, response: ServerResponse, option
       case '/metrics':
         return send(200, await options.metrics.text(), options.metrics.contentType);
       case '/healthz':
-        return send(200, 'ok\n');
+        // Alive while the loop answers; the parts' states ride along for whoever looks.
+        return send(200, ['ok', ...options.readiness.stateLines()].join('\n') + '\n');
       case '/readyz': {
         const problems = options.readiness.problems();
         return problems.length === 0 ? send(200, 'ready\n') : send(503, `not ready: ${problems.join('; ')}\n`);

@@ -7,6 +7,30 @@ export type ReadinessCheck = () => string | undefined;
 
 export class Readiness {
   private readonly checks = new Map<string, ReadinessCheck>();
+  private readonly states = new Map<string, () => string>();
+
+  /**
+   * Adds (or replaces) a line `/healthz` shows (`storage: reconnecting (ECONNREFUSED)`): a
+   * part's state, whether or not it makes the process unready.
+   */
+  describe(name: string, state: () => string): void {
+    this.states.set(name, state);
+  }
+
+  /** `name: state` for every described part, in the order they were added. */
+  stateLines(): string[] {
+    const lines: string[] = [];
+    for (const [name, state] of this.states) {
+      let text: string;
+      try {
+        text = state();
+      } catch (error) {
+        text = `unknown (${error instanceof Error ? error.message : String(error)})`;
+      }
+      lines.push(`${name}: ${text}`);
+    }
+    return lines;
+  }
 
   /** Adds (or replaces) a named condition. */
   require(name: string, check: ReadinessCheck): void {

@@ -2,8 +2,7 @@ import pg from 'pg';
 import { MagpieError } from '../common/errors.js';
 import { ALL_MIGRATIONS } from '../app/migrations.js';
 import { openStorageForWriting, type StorageTarget } from '../storage/open-storage.js';
-import { redactUrl } from '../storage/postgres/pg-database.js';
-import { acquirePgWriterLock } from '../storage/postgres/pg-writer-lock.js';
+import { redactUrl } from '../storage/postgres/pg-error.js';
 import { copyTable, quote } from './copy-table.js';
 import { setSequences } from './sequences.js';
 import { checkDisjointChannels, openSources, type SqliteSource } from './sqlite-sources.js';
@@ -67,7 +66,7 @@ export async function migrateToPostgres(options: MigrateOptions): Promise<Migrat
     const db = storage.db;
     const keys = (await db.prepare(`SELECT lock_key FROM storage_writers WHERE lock_key <> 'all'`).pluck().all()) as string[];
     for (const key of keys) {
-      const lock = await acquirePgWriterLock(db, { key, command: 'magpie migrate', schema: options.target.schema });
+      const lock = await storage.lockWriterKey!(key);
       releases.unshift(() => lock.release());
     }
     const client = new pg.Client({ connectionString: options.target.url, application_name: 'magpie migrate' });

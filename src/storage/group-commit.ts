@@ -10,7 +10,18 @@ export interface GroupCommitOptions<P> {
   write: (payloads: P[]) => Promise<void>;
   /** Writes in one transaction at most (a burst is cut into several commits beyond it). */
   maxBatch?: number;
+  /**
+   * Which payloads are stored, read back after a COMMIT whose outcome is unknown (the connection
+   * dropped before its answer). Without it such a group is treated as failed.
+   */
+  stored?: (payloads: P[]) => Promise<boolean[]>;
+  /** Waits between read-back attempts while the store is unreachable (default 0.1 s to 2 s, ~6 s in all). */
+  readBackDelaysMs?: readonly number[];
 }
+
+/** The code `PgPoolClient` gives a COMMIT that got no answer (pg-error.ts). */
+const COMMIT_UNKNOWN = 'storage_commit_unknown';
+const READ_BACK_DELAYS_MS: readonly number[] = [100, 250, 500, 1_000, 2_000, 2_000];
 
 interface QueuedWrite<P> {
   payload: P;
@@ -39,18 +50,22 @@ export class GroupCommit<P> {
   private scheduled: NodeJS.Immediate | undefined;
   private readonly maxBatch: number;
   private readonly commitGroup: (payloads: P[]) => Promise<void>;
+  private readonly stored: ((payloads: P[]) => Promise<boolean[]>) | undefined;
+  private readonly readBackDelaysMs: readonly number[];
   /** The flush in progress (or the last one), so the next starts only once it ended. */
   private flushing: Promise<void> = Promise.resolve();
   /** Flushes started and not yet ended. */
   private committing = 0;
-  /** Commits done and writes carried (for benchmarks and status). */
-  readonly stats = { commits: 0, writes: 0, largestGroup: 0 };
+  /** Commits done and writes carried (for benchmarks and status); `readBacks`: commits whose outcome had to be read back. */
+  readonly stats = { commits: 0, writes: 0, largestGroup: 0, readBacks: 0 };
 
   constructor(options: GroupCommitOptions<P>) {
     this.maxBatch = options.maxBatch ?? DEFAULT_GROUP_COMMIT_BATCH;
     // No savepoint per write: FTS5 flushes its pending terms to a new segment at every
     // savepoint, which would cost as much as a commit per message.
     this.commitGroup = (payloads) => options.db.transaction(() => options.write(payloads));
+    this.stored = options.stored;
+    this.readBackDelaysMs = options.readBackDelaysMs ?? READ_BACK_DELAYS_MS;
   }
 
   /** Writes queued and not yet committed. */
@@ -94,18 +109,26 @@ export class GroupCommit<P> {
     while (this.queue.length > 0) {
       const batch = this.queue.length <= this.maxBatch ? this.queue : this.queue.slice(0, this.maxBatch);
       this.queue = this.queue.length <= this.maxBatch ? [] : this.queue.slice(this.maxBatch);
+      let left: QueuedWrite<P>[] | undefined = batch;
       try {
         await this.commitGroup(batch.map((item) => item.payload));
-      } catch {
-        // One write (or the commit) failed and the whole group rolled back: each write is now
-        // tried in a transaction of its own, so only the bad one (or all, if the disk is full) fails.
-        await this.commitOneByOne(batch);
+        left = [];
+      } catch (error) {
+        // The COMMIT got no answer: what it stored is read back before anyone is told anything.
+        if (isCommitUnknown(error)) left = await this.readBack(batch, error);
+      }
+      // Undefined: not even the read-back answered, and every write was told so.
+      if (left === undefined) continue;
+      if (left.length === 0) {
+        this.stats.commits += 1;
+        this.stats.writes += batch.length;
+        this.stats.largestGroup = Math.max(this.stats.largestGroup, batch.length);
+        for (const item of batch) item.resolve();
         continue;
       }
-      this.stats.commits += 1;
-      this.stats.writes += batch.length;
-      this.stats.largestGroup = Math.max(this.stats.largestGroup, batch.length);
-      for (const item of batch) item.resolve();
+      // One write (or the commit) failed and the whole group rolled back: each write is now
+      // tried in a transaction of its own, so only the bad one (or all, if the disk is full) fails.
+      await this.commitOneByOne(left);
     }
   }
 
@@ -117,8 +140,43 @@ export class GroupCommit<P> {
         this.stats.writes += 1;
         item.resolve();
       } catch (error) {
+        if (isCommitUnknown(error)) {
+          const left = await this.readBack([item], error);
+          if (left?.length === 0) this.stats.writes += 1;
+          if (left?.length !== 1) continue;
+        }
         item.reject(error);
       }
     }
   }
+
+  /**
+   * After a COMMIT with no answer: resolves the writes that are stored and returns the rest (the
+   * transaction was all or nothing, so that is all of them or none). When the store cannot be
+   * read back either, every write rejects with the unknown outcome (and undefined is returned):
+   * its caller must not assume the write failed, and the next catch-up (idempotent per message
+   * id) settles it.
+   */
+  private async readBack(batch: QueuedWrite<P>[], unknown: unknown): Promise<QueuedWrite<P>[] | undefined> {
+    if (!this.stored) return batch;
+    this.stats.readBacks += 1;
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        const held = await this.stored(batch.map((item) => item.payload));
+        const left: QueuedWrite<P>[] = [];
+        batch.forEach((item, index) => (held[index] ? item.resolve() : left.push(item)));
+        return left;
+      } catch (error) {
+        if (attempt >= this.readBackDelaysMs.length) {
+          for (const item of batch) item.reject(unknown);
+          return undefined;
+        }
+        await new Promise((resolve) => setTimeout(resolve, this.readBackDelaysMs[attempt]));
+      }
+    }
+  }
+}
+
+function isCommitUnknown(error: unknown): boolean {
+  return (error as { code?: unknown } | undefined)?.code === COMMIT_UNKNOWN;
 }

@@ -3,10 +3,15 @@ import type { MagpieConfig } from '../config/types.js';
 import { openDataDirForWriting } from './data-dir.js';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import type { ChannelLocks } from './channel-locks.js';
 import { closeDatabase, DATABASE_FILE, ensureDataDir, openDatabase, type Migration } from './database.js';
-import { PgDatabase, redactUrl } from './postgres/pg-database.js';
+import { redactUrl } from './postgres/pg-error.js';
+import type { PgHealth } from './postgres/pg-health.js';
 import { applyPgMigrations, missingPgMigrations } from './postgres/pg-migrations.js';
-import { acquirePgWriterLock, STORAGE_WRITERS_TABLE } from './postgres/pg-writer-lock.js';
+import { PgPoolClient } from './postgres/pg-pool-client.js';
+import { PgSession } from './postgres/pg-session.js';
+import { SessionChannelLocks, STORAGE_WRITERS_TABLE, takeWriterLock, type HeldWriterLock } from './postgres/pg-session-locks.js';
+import type { PgConnectionSettings } from './postgres/pg-settings.js';
 import { openDatabaseReadOnly } from './read-only.js';
 import { SerialClient } from './serial-client.js';
 import type { SqlClient } from './sql-client.js';
@@ -15,13 +20,41 @@ import { listDataDirs } from './shard-dirs.js';
 /** Where a process keeps its data: the data dir alone (SQLite), or PostgreSQL plus the data dir for index files. */
 export type StorageTarget =
   | { backend: 'sqlite'; dataDir: string }
-  | { backend: 'postgres'; dataDir: string; url: string; schema: string };
+  | { backend: 'postgres'; dataDir: string; url: string; schema: string; limits?: PostgresLimits };
+
+/** `[storage]`'s deadlines and pool size (defaults in pg-settings.ts when absent). */
+export interface PostgresLimits {
+  statementTimeoutMs: number;
+  connectTimeoutMs: number;
+  poolSize: number;
+}
+
+/** The connection to a shared store, as an operator sees it (`/healthz`, `/readyz`). */
+export interface StorageConnection {
+  /** The pool: `up`, `reconnecting` or `down`, with the newest failure. */
+  health(): PgHealth;
+  /** The lock session: whether this process holds its writer lock now. */
+  locksHeld(): boolean;
+  /** Hears when the pool's state changes; returns a function that removes the listener. */
+  onHealthChange(listener: (health: PgHealth) => void): () => void;
+}
 
 /** An open store and what closes it (the database, then the writer lock). */
 export interface OpenedStorage {
   target: StorageTarget;
   dataDir: string;
   db: SqlClient;
+  /** On a shared store, which process compacts a channel; none on SQLite (one writer per file). */
+  channelLocks?: ChannelLocks;
+  /** On a shared store, the connection's state; none on SQLite. */
+  connection?: StorageConnection;
+  /** PostgreSQL: takes the writer lock of another key too (migrate holds every shard's). */
+  lockWriterKey?(key: string): Promise<HeldWriterLock>;
+  /**
+   * PostgreSQL: hears when the writer lock was lost for good (after a reconnect another process
+   * held it). From then on this process must not write: the store refuses writes already.
+   */
+  onWriterLost?(listener: (key: string) => void): () => void;
   close(): Promise<void>;
 }
 
@@ -36,7 +69,13 @@ export function storageTarget(config: Pick<MagpieConfig, 'storage'>, dataDir: st
       hint: `export ${storage.urlEnv}=postgres://user@host:5432/database (or name another variable in [storage] url_env)`,
     });
   }
-  return { backend: 'postgres', dataDir, url, schema: storage.schema };
+  return {
+    backend: 'postgres',
+    dataDir,
+    url,
+    schema: storage.schema,
+    limits: { statementTimeoutMs: storage.statementTimeoutMs, connectTimeoutMs: storage.connectTimeoutMs, poolSize: storage.poolSize },
+  };
 }
 
 /** Where the data is, for messages and logs (no password). */
@@ -59,25 +98,57 @@ export async function openStorageForWriting(
     return { target, dataDir: target.dataDir, db: writable.db, close: () => writable.close() };
   }
   ensureDataDir(target.dataDir);
-  const db = connect(target, options.command);
+  const key = options.writerKey ?? 'all';
+  const db = await connect(target, options.command);
+  // Bound now: a caller may wrap `db.close` to close the whole store.
+  const closePool = db.close.bind(db);
+  let session: PgSession | undefined;
   try {
     await db.exec(STORAGE_WRITERS_TABLE);
     await applyPgMigrations(db, migrations);
-    const lock = await acquirePgWriterLock(db, { key: options.writerKey ?? 'all', command: options.command, schema: target.schema });
+    // Locks live on a connection of their own that reconnects and takes them back.
+    session = await PgSession.open({ settings: pgSettings(target, `${options.command.slice(0, 50)} locks`) });
+    const opened = session;
+    const writer = await takeWriterLock(opened, db, key, options.command);
+    const lost = new Set<(key: string) => void>();
+    const extra: HeldWriterLock[] = [];
+    opened.onLost((lockKey) => {
+      if (!lockKey.startsWith('writer:')) return;
+      // Another process writes these channels now: this one stops writing at once.
+      db.refuseWrites(`the writer lock ${lockKey.slice('writer:'.length)} was taken by another process while the connection was lost`);
+      for (const listener of lost) listener(lockKey.slice('writer:'.length));
+    });
     return {
       target,
       dataDir: target.dataDir,
       db,
+      channelLocks: new SessionChannelLocks(opened),
+      connection: {
+        health: () => db.health,
+        locksHeld: () => opened.state === 'up' && opened.keys.includes(`writer:${key}`),
+        onHealthChange: (listener) => db.onHealthChange(listener),
+      },
+      async lockWriterKey(other: string) {
+        const held = await takeWriterLock(opened, db, other, options.command);
+        extra.push(held);
+        return held;
+      },
+      onWriterLost(listener) {
+        lost.add(listener);
+        return () => lost.delete(listener);
+      },
       async close() {
         try {
-          await lock.release();
+          for (const held of [...extra, writer]) await held.release();
+          await opened.close();
         } finally {
-          await db.close();
+          await closePool();
         }
       },
     };
   } catch (error) {
-    await db.close();
+    await session?.close();
+    await closePool();
     throw error;
   }
 }
@@ -96,7 +167,7 @@ export async function openStorageForReading(
     const db = options.anyVersion ? openDatabaseReadOnly(target.dataDir) : await openDatabase(target.dataDir, migrations, { readOnly: true });
     return { target, dataDir: target.dataDir, db, close: () => closeDatabase(db) };
   }
-  const db = connect(target, options.command ?? 'magpie reader');
+  const db = await connect(target, options.command ?? 'magpie reader', { readOnly: true });
   let missing: string[];
   try {
     missing = await missingPgMigrations(db, migrations);
@@ -113,7 +184,6 @@ export async function openStorageForReading(
       hint: 'run a writing command (magpie start, chat or replay) against this database first',
     });
   }
-  await db.exec('SET default_transaction_read_only = on');
   return { target, dataDir: target.dataDir, db, close: () => db.close() };
 }
 
@@ -123,7 +193,7 @@ export async function openStorageForReading(
  */
 export async function openStorageBesideWriter(target: StorageTarget, command: string): Promise<OpenedStorage> {
   if (target.backend === 'postgres') {
-    const db = connect(target, command);
+    const db = await connect(target, command);
     return { target, dataDir: target.dataDir, db, close: () => db.close() };
   }
   const connection = new Database(join(target.dataDir, DATABASE_FILE), { fileMustExist: true });
@@ -132,12 +202,20 @@ export async function openStorageBesideWriter(target: StorageTarget, command: st
   return { target, dataDir: target.dataDir, db, close: () => db.close() };
 }
 
-/** A client on the schema of `target` (for now over the connection-thread bridge). */
-function connect(target: Extract<StorageTarget, { backend: 'postgres' }>, command: string): SqlClient {
-  return new SerialClient(
-    new PgDatabase({ url: target.url, schema: target.schema, applicationName: command.slice(0, 60), statementTimeoutMs: 60_000 }),
-    'postgres',
-  );
+/** The connection settings of `target`, named `applicationName` in `pg_stat_activity`. */
+function pgSettings(target: Extract<StorageTarget, { backend: 'postgres' }>, applicationName: string): PgConnectionSettings {
+  const limits = target.limits;
+  return {
+    url: target.url,
+    schema: target.schema,
+    applicationName: applicationName.slice(0, 60),
+    ...(limits ? { statementTimeoutMs: limits.statementTimeoutMs, connectTimeoutMs: limits.connectTimeoutMs, maxConnections: limits.poolSize } : {}),
+  };
+}
+
+/** A pool on the schema of `target`; a reader's sessions refuse writes on the server. */
+function connect(target: Extract<StorageTarget, { backend: 'postgres' }>, command: string, options: { readOnly?: boolean } = {}): Promise<PgPoolClient> {
+  return PgPoolClient.connect({ ...pgSettings(target, command), ...(options.readOnly ? { readOnly: true } : {}) });
 }
 
 /** One store of a deployment: the data dir (or a shard's) on SQLite; the one schema on PostgreSQL. */

@@ -5,8 +5,8 @@ export type { SqlDialect, SqlRunResult } from './sql-client.js';
 export { isPostgres } from './sql-client.js';
 
 /**
- * One synchronous connection, as `SerialClient` drives it: better-sqlite3 itself, or the
- * PostgreSQL bridge (`postgres/pg-database.ts`). Stores never see it; they use `SqlClient`.
+ * One synchronous connection, as `SerialClient` drives it: better-sqlite3 (local and bounded, so
+ * it may run on the event loop). Stores never see it; they use `SqlClient`.
  */
 export interface SqlStatement {
   run(...params: unknown[]): SqlRunResult;

@@ -1,5 +1,5 @@
 import { errorMessage, MagpieError } from '../common/errors.js';
-import { PgError } from './postgres/pg-database.js';
+import { PgError } from './postgres/pg-error.js';
 
 /** What went wrong with the disk or the database, as far as an operator needs to know. */
 export type StorageProblemKind = 'full' | 'io' | 'busy' | 'read_only' | 'corrupt' | 'connection';

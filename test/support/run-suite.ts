@@ -6,6 +6,7 @@
  *
  *   node dist/test/support/run-suite.js [NAME...]   # only these files (by name, on both backends)
  *
+ * MAGPIE_TEST_FILE_TIMEOUT_S stops a file that runs longer (default 300) and fails the run.
  * MAGPIE_TEST_JOBS sets the number of slots (default: cores + 1, since most files spend their
  * time waiting on child processes, sockets and timers). Durations of the last run are kept in
  * node_modules/.cache/magpie-test-times.json to order the next one. Without a reachable
@@ -40,6 +41,9 @@ interface Outcome {
 const testDir = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const timesFile = path.join(projectRoot(), 'node_modules', '.cache', 'magpie-test-times.json');
 
+/** A file that runs longer than this is stopped and fails the run (a hang must not stall CI). */
+const FILE_TIMEOUT_S = Number(process.env.MAGPIE_TEST_FILE_TIMEOUT_S ?? 300);
+
 function jobKey(job: Job): string {
   return `${job.backend}:${job.name}`;
 }
@@ -67,11 +71,21 @@ function runJob(job: Job, env: NodeJS.ProcessEnv): Promise<Outcome> {
   const started = performance.now();
   return new Promise((resolve) => {
     const only = job.namePattern === undefined ? [] : [`--test-name-pattern=${job.namePattern}`];
-    const child = spawn(process.execPath, ['--test', '--test-reporter=tap', ...only, job.file], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // Its own process group, so that a file that hangs goes with every process it started.
+    const child = spawn(process.execPath, ['--test', '--test-reporter=tap', ...only, job.file], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const timer = setTimeout(() => {
+      output += `\n# ${job.file} still running after ${FILE_TIMEOUT_S} s (MAGPIE_TEST_FILE_TIMEOUT_S): stopped, counted as failed\n`;
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        child.kill('SIGKILL');
+      }
+    }, FILE_TIMEOUT_S * 1000);
     child.on('close', (code) => {
+      clearTimeout(timer);
       const count = (name: string): number => Number(new RegExp(`^# ${name} (\\d+)$`, 'm').exec(output)?.[1] ?? 0);
       resolve({
         job,

@@ -34,6 +34,8 @@ export function testTarget(dir: string): StorageTarget {
 export async function openTestDatabase(dir: string): Promise<SqlClient> {
   if (TEST_STORAGE === 'sqlite') return openDatabase(dir, ALL_MIGRATIONS);
   const opened = await openStorageForWriting(testTarget(dir), ALL_MIGRATIONS, { command: 'magpie test', writerKey: `test-${process.pid}-${Math.random()}` });
+  // Closing the client closes the whole store: its lock session too, or the process would not end.
+  opened.db.close = () => opened.close();
   return opened.db;
 }
 
@@ -49,7 +51,7 @@ export function storageEnv(dir: string): NodeJS.ProcessEnv {
  */
 export function withTestStorage<T extends Pick<MagpieConfig, 'storage' | 'memory'>>(config: T, dataDir: string = config.memory.dataDir): T {
   if (TEST_STORAGE === 'sqlite') return config;
-  return { ...config, storage: { backend: 'postgres', urlEnv: 'MAGPIE_DATABASE_URL', schema: schemaForDir(dataDir) } };
+  return { ...config, storage: { ...config.storage, backend: 'postgres', urlEnv: 'MAGPIE_DATABASE_URL', schema: schemaForDir(dataDir) } };
 }
 
 /** The environment `openApp` needs on the tested backend (the URL `withTestStorage` points at). */

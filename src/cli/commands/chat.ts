@@ -2,7 +2,7 @@ import os from 'node:os';
 import { openApp } from '../../app/index.js';
 import { EventStream } from '../../common/events.js';
 import { loadConfig, watchConfigFile } from '../../config/index.js';
-import { databaseProblem, openOperatorEndpoint } from '../../metrics/index.js';
+import { databaseProblem, openOperatorEndpoint, storageState } from '../../metrics/index.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { ConsoleAdapter } from '../console-adapter.js';
 import { noticeLogger } from '../notice-logger.js';
@@ -66,6 +66,7 @@ export const chatCommand: CliCommand = {
     }
     const opened = app;
     operator.readiness.require('database', () => databaseProblem(opened));
+    operator.readiness.describe('storage', () => storageState(opened));
     const notices = noticeLogger(io.stderr);
     if (operator.problem) notices.warn({ hint: operator.problem.hint }, `metrics are off: ${operator.problem.message}`);
     // Tuning in the terminal gives feedback at once: a saved edit applies from the next check.

@@ -3,7 +3,7 @@ import { closestMatch } from '../../config/edit-distance.js';
 import { loadConfig } from '../../config/load-config.js';
 import { migrateToPostgres, type MigratePhase, type MigrateResult } from '../../migrate/index.js';
 import { storageTarget } from '../../storage/open-storage.js';
-import { redactUrl } from '../../storage/postgres/pg-database.js';
+import { redactUrl } from '../../storage/postgres/pg-error.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { parseFlags, requireFlag, UsageError } from '../parse-flags.js';
 import { createProgress, formatCount, progressEnabled, type Progress } from '../progress.js';

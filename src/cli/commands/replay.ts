@@ -21,7 +21,6 @@ import { createMemoryTools, openMemoryStore } from '../../memory/index.js';
 import { openChannelViews } from '../../privacy/channel-views.js';
 import type { SqlMemoryStore } from '../../memory/sql-memory-store.js';
 import { openStorageForWriting, storageTarget } from '../../storage/open-storage.js';
-import { compactionLocksFor } from '../../app/compaction-locks.js';
 import { ALL_MIGRATIONS } from '../../app/migrations.js';
 import { storageError } from '../../storage/storage-error.js';
 import { utf8Lines } from '../utf8-lines.js';
@@ -194,7 +193,7 @@ export async function replay(options: {
       tally.count(event);
       if (options.json && PRINTED_EVENTS.has(event.type)) io.stdout.write(jsonLine(event));
     });
-    const locks = compactionLocksFor(db);
+    const locks = writable.channelLocks;
     runtime = new ChannelRuntime({
       db,
       ...(locks ? { locks } : {}),

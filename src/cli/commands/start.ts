@@ -17,7 +17,7 @@ import {
 import { shardDataDir } from '../../storage/shard-dirs.js';
 import { attachEventLogger, createLogger, followConfigLevel } from '../../logging/index.js';
 import { CatchUpPoints } from '../../channel/catch-up-points.js';
-import { announceOperatorEndpoint, databaseProblem, openOperatorEndpoint, shardListen } from '../../metrics/index.js';
+import { announceOperatorEndpoint, databaseProblem, openOperatorEndpoint, shardListen, storageState } from '../../metrics/index.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { parseFlags, UsageError } from '../parse-flags.js';
 import type { Logger } from 'pino';
@@ -177,6 +177,7 @@ export const startCommand: CliCommand = {
     }
     const app = opened.app;
     operator.readiness.require('database', () => databaseProblem(app));
+    operator.readiness.describe('storage', () => storageState(app));
     if (app.modelProblem && config.llm.model.trim() !== '') {
       // A model was asked for but cannot be used: refuse now rather than at the first message.
       await app.close();

@@ -59,6 +59,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
   private readonly lane: PgLane;
   private cursors = 0;
   private isOpen = true;
+  private writesRefused: MagpieError | undefined;
 
   constructor(settings: PgConnectionSettings) {
     this.settings = resolvePgSettings(settings);
@@ -70,10 +71,13 @@ export class PgPoolClient implements SqlClient, PgRunner {
   static async connect(settings: PgConnectionSettings): Promise<PgPoolClient> {
     const client = new PgPoolClient(settings);
     try {
-      await client.exec(`CREATE SCHEMA IF NOT EXISTS "${client.settings.schema}"`).catch((error: { code?: string }) => {
-        // Two processes creating the schema at once: the loser sees a unique violation.
-        if (error.code !== '23505' && error.code !== '42P06') throw error;
-      });
+      if (client.settings.readOnly) await client.prepare('SELECT 1 AS up').get();
+      else {
+        await client.exec(`CREATE SCHEMA IF NOT EXISTS "${client.settings.schema}"`).catch((error: { code?: string }) => {
+          // Two processes creating the schema at once: the loser sees a unique violation.
+          if (error.code !== '23505' && error.code !== '42P06') throw error;
+        });
+      }
     } catch (error) {
       await client.close();
       throw new MagpieError('postgres_unreachable', `cannot use PostgreSQL at ${redactUrl(client.settings.url)}: ${(error as Error).message}`, {
@@ -97,6 +101,17 @@ export class PgPoolClient implements SqlClient, PgRunner {
     return this.connections.health;
   }
 
+  /**
+   * From now on every write (and every transaction) fails with `writer_lock_lost`: another
+   * process writes these channels, so this one must not. Reads go on.
+   */
+  refuseWrites(reason: string): void {
+    this.writesRefused ??= new MagpieError('writer_lock_lost', `this process no longer writes to PostgreSQL: ${reason}`, {
+      context: { schema: this.settings.schema },
+      hint: 'restart it once the other writer has stopped (or give it other shards with --shard-ids)',
+    });
+  }
+
   /** Returns a function that removes the listener. */
   onHealthChange(listener: (health: PgHealth) => void): () => void {
     return this.connections.onHealthChange(listener);
@@ -113,6 +128,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
   }
 
   async exec(sql: string): Promise<void> {
+    this.assertWritable();
     const frame = this.frame();
     if (frame) {
       await frame.transaction.run((client, prefix) => client.query([...prefix, sql].join(';\n')), { merged: true });
@@ -127,6 +143,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
 
   async transaction<T>(fn: () => Promise<T> | T, _mode: TransactionMode = 'deferred'): Promise<T> {
     this.assertOpen();
+    this.assertWritable();
     const outer = this.frame();
     if (outer) return this.savepoint(outer, fn);
     // Writes issued before the transaction are visible inside it.
@@ -161,6 +178,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
   /** Runs one prepared statement where the caller's context says; used by `PgPoolQuery`. */
   async execute(prepared: PgPrepared, values: unknown[]): Promise<PgResult> {
     this.assertOpen();
+    if (prepared.write) this.assertWritable();
     const frame = this.frame();
     if (frame) {
       const text = await this.completedText(prepared, frame.transaction);
@@ -223,6 +241,10 @@ export class PgPoolClient implements SqlClient, PgRunner {
 
   private assertOpen(): void {
     if (!this.isOpen) throw new Error('the PostgreSQL client is closed');
+  }
+
+  private assertWritable(): void {
+    if (this.writesRefused) throw this.writesRefused;
   }
 
   /** The statement's final text, asking the catalog on the caller's connection the first time. */

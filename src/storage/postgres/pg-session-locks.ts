@@ -54,3 +54,13 @@ export class SessionChannelLocks {
     return this.session.unlock(`compaction:${channelId}`);
   }
 }
+
+/** Who holds each writer lock, for the refusal message (created before the migrations run). */
+export const STORAGE_WRITERS_TABLE = `
+  CREATE TABLE IF NOT EXISTS storage_writers (
+    lock_key TEXT PRIMARY KEY,
+    pid INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    command TEXT NOT NULL,
+    started_at TEXT NOT NULL
+  )`;

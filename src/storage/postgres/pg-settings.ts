@@ -35,6 +35,8 @@ export interface PgConnectionSettings {
   idleTimeoutMs?: number;
   /** Rows per FETCH when `iterate` streams a result (default 500). */
   iterateBatch?: number;
+  /** Every session refuses writes on the server (`default_transaction_read_only`): a reader's pool. */
+  readOnly?: boolean;
 }
 
 export type ResolvedPgSettings = Readonly<Required<PgConnectionSettings>>;
@@ -49,6 +51,7 @@ export const PG_DEFAULTS = Object.freeze({
   maxConnections: 10,
   idleTimeoutMs: 30_000,
   iterateBatch: 500,
+  readOnly: false,
 });
 
 /** Margin of the client's reply deadline over the server's statement deadline. */
@@ -106,7 +109,7 @@ export function pgClientConfig(settings: ResolvedPgSettings, options: { pipeline
     connectionTimeoutMillis: settings.connectTimeoutMs,
     ...(settings.idleInTransactionTimeoutMs > 0 ? { idle_in_transaction_session_timeout: settings.idleInTransactionTimeoutMs } : {}),
     // The schema is a plain identifier (checked above); quoted so its case is kept.
-    options: `-c search_path="${settings.schema}"`,
+    options: `-c search_path="${settings.schema}"${settings.readOnly ? ' -c default_transaction_read_only=on' : ''}`,
     keepAlive: true,
     keepAliveInitialDelayMillis: settings.keepAliveInitialDelayMs,
     max: settings.maxConnections,
