@@ -21,6 +21,8 @@ import { mainThreadCpuMs } from './thread-cpu.js';
 import { median, type BenchMetric, type BenchReport } from './harness.js';
 import { measureSqliteInsertRate } from './sqlite-ingest-floor.js';
 import { measurePostgresInsertRate, postgresForBench, type BenchPostgres } from './postgres-bench.js';
+import { startDelayedPostgres } from '../test/support/tcp-delay-proxy.js';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 
 const DEFAULT_STORAGE = DEFAULTS.storage;
 
@@ -47,6 +49,11 @@ export interface IngestFigures {
   mainCpuUs: number | undefined;
   /** The same until every vector is written too. */
   mainCpuWithVectorsUs: number | undefined;
+  /** Event-loop stalls during the gateway phase (until every vector is written), p99 and max, in ms. */
+  loopP99Ms: number;
+  loopMaxMs: number;
+  /** Round trips to the database per message over the same phase, when a proxy counts them. */
+  roundTripsPerMessage: number | undefined;
 }
 
 interface Rig {
@@ -111,10 +118,18 @@ async function startRig(storage: StorageSettings, env: NodeJS.ProcessEnv): Promi
 }
 
 /** One round: a fresh process state (data dir or schema), gateway path then direct path. */
-export async function measureIngest(storage: StorageSettings, env: NodeJS.ProcessEnv = {}, messages = MESSAGES): Promise<IngestFigures> {
+export async function measureIngest(
+  storage: StorageSettings,
+  env: NodeJS.ProcessEnv = {},
+  messages = MESSAGES,
+  roundTrips?: () => number,
+): Promise<IngestFigures> {
   const rig = await startRig(storage, env);
   try {
     const before = rig.app.runtime.ingestStats();
+    const loop = monitorEventLoopDelay({ resolution: 1 });
+    loop.enable();
+    const tripsBefore = roundTrips?.();
     const cpuBefore = mainThreadCpuMs();
     const started = process.hrtime.bigint();
     const sent = rig.gateway.sendBurst({ count: messages, authorId: USER, content: TEXT });
@@ -131,6 +146,8 @@ export async function measureIngest(storage: StorageSettings, env: NodeJS.Proces
     await memory.whenIndexed();
     const vectorSeconds = Number(process.hrtime.bigint() - started) / 1e9;
     const cpuVectors = mainThreadCpuMs();
+    loop.disable();
+    const tripsAfter = roundTrips?.();
     const after = rig.app.runtime.ingestStats();
 
     // Straight into the runtime, as many at once as the gateway delivers (each awaited for
@@ -164,10 +181,44 @@ export async function measureIngest(storage: StorageSettings, env: NodeJS.Proces
       perCommit: messages / Math.max(1, after.commits - before.commits),
       mainCpuUs: cpuBefore === undefined || cpuAfter === undefined ? undefined : ((cpuAfter - cpuBefore) * 1000) / messages,
       mainCpuWithVectorsUs: cpuBefore === undefined || cpuVectors === undefined ? undefined : ((cpuVectors - cpuBefore) * 1000) / messages,
+      loopP99Ms: loop.percentile(99) / 1e6,
+      loopMaxMs: loop.max / 1e6,
+      roundTripsPerMessage: tripsBefore === undefined || tripsAfter === undefined ? undefined : (tripsAfter - tripsBefore) / messages,
     };
   } finally {
     await rig.close();
   }
+}
+
+const PROXY_DELAYS_MS = [0, 1, 5];
+const PROXY_MESSAGES = 5_000;
+
+function rawRate(raw: number[]): number {
+  return median(raw);
+}
+
+/** Ingest on PostgreSQL through the delaying proxy: rate, round trips per message, loop stalls. */
+async function throughDelay(postgres: BenchPostgres, loopbackRaw: number): Promise<BenchMetric[]> {
+  const metrics: BenchMetric[] = [];
+  for (const delayMs of PROXY_DELAYS_MS) {
+    const figures = await postgres.withSchema(async (storage, env) => {
+      const delayed = await startDelayedPostgres(env[storage.urlEnv]!, delayMs);
+      try {
+        return await measureIngest(storage, { ...env, [storage.urlEnv]: delayed.url }, PROXY_MESSAGES, () => delayed.roundTrips());
+      } finally {
+        await delayed.close();
+      }
+    });
+    const label = `PostgreSQL +${delayMs} ms each way`;
+    metrics.push(
+      { name: `${label}: ingest via gateway + adapter`, value: Math.round(figures.viaGateway), unit: 'messages/s', ...(delayMs === 5 ? { target: '≥ 2,000' } : {}) },
+      { name: `${label}: round trips per message (vectors included)`, value: Math.round((figures.roundTripsPerMessage ?? NaN) * 100) / 100, unit: '', target: '≤ 2' },
+      { name: `${label}: event-loop stall p99`, value: Math.round(figures.loopP99Ms * 10) / 10, unit: 'ms', ...(delayMs === 5 ? { target: '≤ 20' } : {}) },
+      { name: `${label}: event-loop stall max`, value: Math.round(figures.loopMaxMs), unit: 'ms' },
+    );
+    if (delayMs === 0) metrics.push({ name: `${label}: gateway path / raw insert (loopback)`, value: figures.viaGateway / loopbackRaw, unit: 'ratio', target: '≥ 0.5' });
+  }
+  return metrics;
 }
 
 function spread(values: number[]): string {
@@ -248,6 +299,10 @@ export async function run(): Promise<BenchReport> {
       }
       metrics.push(...backendMetrics('PostgreSQL', rounds, raw));
       notes.push(`PostgreSQL: ${postgres.describe}, a fresh schema per round, dropped after`);
+      metrics.push(...(await throughDelay(postgres, rawRate(raw))));
+      notes.push(
+        `PostgreSQL through a TCP proxy adding 0, ${PROXY_DELAYS_MS.slice(1).join(' and ')} ms each way (a database on another host): ${PROXY_MESSAGES} messages per delay; the proxy runs on the bot's event loop, so its own work is in the loop figures; a round trip is one client write answered by the server`,
+      );
     } catch (error) {
       // The SQLite figures are printed all the same.
       notes.push(`PostgreSQL figures failed: ${error instanceof Error ? error.message : String(error)}`);

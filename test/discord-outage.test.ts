@@ -115,7 +115,10 @@ describe('nothing missed across an outage', { timeout: 120_000 }, () => {
       );
       assert.ok(discord.handshakes.filter((handshake) => handshake.op === 2).length >= 2, 'the client identified again (no resume)');
       const done = bot.events.find((event) => event.type === 'catch_up_completed' && event.channel_id === GENERAL && event.reason === 'new_session');
-      assert.equal(done?.messages, 130);
+      // At least the 130 missed; on a network store the page may also repeat the newest message
+      // stored before the drop (its row still in flight when the point was read), which is
+      // stored once all the same: "each once" is checked on the rows below.
+      assert.ok((done?.messages as number) >= 130 && (done?.messages as number) <= 131, `fetched ${String(done?.messages)}`);
       assert.ok(discord.historyRequests.filter((request) => request.channelId === GENERAL).length >= 2, 'paged with after=');
 
       // The next mention is answered with the missed messages in its context, before it.
