@@ -57,14 +57,16 @@ test('the factor is persisted with the channel, shown by /context, and in compac
   await first.runtime.recordUsage('c1', estimate, estimate * 3);
   assert.equal((await first.runtime.status('c1')).calibration.factor, 3);
   assert.equal(first.ofType('calibration_updated').length, 1);
+  const learnt = await first.runtime.status('c1');
+  assert.ok(learnt.calibration.messageFactor !== undefined, 'the messages factor is learnt from the same count');
   await first.close({ keepDir: true });
 
   const second = await openHarness({ dir, summarizer: new ScriptedSummarizer() });
   const status = await second.runtime.status('c1');
-  assert.deepEqual(status.calibration, { factor: 3, observations: 1 }, 'back after a restart');
-  assert.equal(status.calibratedTokens, Math.round(status.estimatedTokens * 3));
-  assert.ok(Math.abs(status.usage - (3 * status.estimatedTokens) / status.usableWindow) < 1e-9);
-  assert.match(describeContext(status), /calibrated × 3\.00 from 1 model count/);
+  assert.deepEqual(status.calibration, learnt.calibration, 'back after a restart, the messages factor included');
+  assert.equal(status.calibratedTokens, learnt.calibratedTokens, 'counted as before the restart');
+  assert.ok(Math.abs(status.usage - learnt.usage) < 1e-9);
+  assert.match(describeContext(status), /calibrated × 3\.00 from 1 model count \(messages × 3\.\d\d, tool calls and results × 3\.\d\d, as the messages until learnt\)/);
   // Thresholds apply to the corrected figure: the channel compacts at a third of the raw estimate.
   await fill(second, 'c1', 10, () => second.ofType('compaction_triggered').length > 0);
   const triggered = second.ofType('compaction_triggered')[0]!;

@@ -63,7 +63,8 @@ test('tool results as large JSON: /context ends near the real count and stays th
   });
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-tools-'));
   const defaults = { contextWindow: 100_000, maxResponseTokens: 512 };
-  const app = await openApp({ config: testConfig({ baseUrl: fake.baseUrl, dataDir, defaults }), env: appEnv() });
+  const config = testConfig({ baseUrl: fake.baseUrl, dataDir, defaults });
+  let app = await openApp({ config, env: appEnv() });
   const tools = [...app.tools, LOOKUP];
   const channelId = 'orders';
   let index = 0;
@@ -108,6 +109,14 @@ test('tool results as large JSON: /context ends near the real count and stays th
     assert.match(describeContext(await app.runtime.status(channelId)), /tool calls and results × \d\.\d\d\)/);
     assert.ok(fake.requests.every((request) => request.refusal === undefined), 'nothing refused');
 
+    // A restart on the same data finds both factors where they were, before any model answers.
+    const before = await app.runtime.status(channelId);
+    await app.close();
+    app = await openApp({ config, env: appEnv() });
+    const restarted = await app.runtime.status(channelId);
+    assert.deepEqual(restarted.calibration, before.calibration);
+    const factors = (status: typeof before) => /calibrated × .*$/m.exec(describeContext(status))![0];
+    assert.equal(factors(restarted), factors(before), '/context shows the same factors');
   } finally {
     await app.close();
     await fake.close();
