@@ -201,6 +201,34 @@ test('a text file far larger than the window is cut to fit, with a note, and the
   }
 });
 
+test('a message within half the window is cut when the prompt and tools leave it less, and answered', async () => {
+  const count = characterTokenCounter();
+  const window = 3000;
+  const fake = await startFakeAnthropic({ countTokens: count, contextWindow: window });
+  fake.setDefault({ text: 'Read it.' });
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-edges-'));
+  const app = await openApp({ config: testConfig({ baseUrl: fake.baseUrl, dataDir, defaults: SMALL }), env: appEnv() });
+  const channelId = 'long-paste';
+  try {
+    // About 1,250 tokens: under half the emergency room, over what the system prompt and the
+    // tool definitions (some 1,500 tokens here) leave beside it and the answer.
+    const content = ENGLISH.join(' ').repeat(10).slice(0, 5000);
+    await app.runtime.ingest({ messageId: 'm1', channelId, guildId: 'g1', authorId: 'u1', authorName: 'Ana', role: 'user', content, createdAt: Date.UTC(2026, 0, 1) });
+    const result = await app.runtime.runSerial(channelId, () =>
+      runAgentTurn({ runtime: app.runtime, channelId, model: app.model!, tools: app.tools, settings: app.config.settingsFor(channelId), context: { channelId, guildId: 'g1' } }),
+    );
+    assert.match(result.reply, /^\(Your message was too long for me to read whole/);
+    assert.match(result.reply, /Read it\.$/);
+    assert.ok(fake.requests.length > 0 && fake.requests.every((request) => request.refusal === undefined), 'nothing refused');
+    for (const request of fake.requests) assert.ok(request.inputTokens! + Number(request.body.max_tokens) <= window, 'the request fits with its answer');
+    assert.match(lastUserText(fake.requests.at(-1)!.body), /too long to read whole/);
+  } finally {
+    await app.close();
+    await fake.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
 test('a server that charges images three times their pixel rule does not move the factor text messages are corrected by', async () => {
   const fake = await startFakeAnthropic({ countTokens: characterTokenCounter({ imageScale: 3 }), contextWindow: 20_000 });
   fake.setDefault({ text: 'Noted.' });

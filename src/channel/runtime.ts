@@ -20,10 +20,11 @@ import type { MemoryLocation } from '../memory/types.js';
 import { DEFAULTS } from '../config/defaults.js';
 import { ChannelCache } from './channel-cache.js';
 import { cacheColdAt } from './cold-cache.js';
-import { requestFactorsOf, UNCORRECTED, usableWindow, type RequestFactors } from '../context/calibration.js';
+import { messageFactorOf, requestFactorsOf, UNCORRECTED, usableWindow, type RequestFactors } from '../context/calibration.js';
 import { CalibrationKeeper } from './calibration-keeper.js';
 import { channelRequest } from './channel-request.js';
 import { ChannelState } from '../context/channel-state.js';
+import { messageCap } from './oversized-message.js';
 import { ContextEstimator } from './context-estimate.js';
 import { EntryExtras } from './entry-extras.js';
 import { HistoryStore } from './history-store.js';
@@ -164,6 +165,10 @@ export class ChannelRuntime {
       admitted: (channelId) => this.ingestPath.admitted(channelId),
       loaded: (channelId) => this.states.touch(channelId),
       settings: (channelId) => this.settings(channelId),
+      messageCap: (state) => {
+        const settings = this.settings(state.channelId);
+        return messageCap(settings, messageFactorOf(state.calibration), this.estimator.fixedPart(state, settings).real);
+      },
       publish: (change) => this.storeChanges.publish(change),
     };
     this.ingestPath = new IngestPath(parts);
