@@ -18,7 +18,7 @@ import { characterTokenCounter, startFakeAnthropic, type RecordedRequest } from 
 import { isCompactionRequest } from './branch-worker-support.js';
 import { isAgentRequest, lastUserText, testConfig } from './discord-helpers.js';
 import { appEnv } from './support/storage.js';
-import { CHINESE } from '../bench/token-calibration.js';
+import { CHINESE, codeMessages } from '../bench/token-calibration.js';
 
 
 const ENGLISH = [
@@ -147,6 +147,28 @@ test('an English channel on a 3,000-token window holds the same edges', async ()
     defaults: SMALL,
     turnEvery: 2,
     check: (replay) => assertEdgesHeld(replay, 'en'),
+  });
+});
+
+test('a channel pasting code on a 3,000-token window holds the same edges, and no request is refused', async () => {
+  // The benchmark's code corpus: this repository's own sources, 40 lines a message.
+  const code = codeMessages();
+  assert.ok(code.length >= 40, `a corpus of ${code.length} sections`);
+  await replay({
+    channelId: 'code',
+    messages: 80,
+    text: (index) => code[index % code.length]!,
+    defaults: SMALL,
+    turnEvery: 2,
+    summary: 'Summary: the team pasted the channel runtime, its request builders and its stores, and went over how they fit.',
+    check: (replay) => {
+      assertEdgesHeld(replay, 'code');
+      assert.deepEqual(
+        replay.requests.filter((request) => request.refusal !== undefined).map((request) => `${request.inputTokens}+${request.body.max_tokens}`),
+        [],
+        'no request refused',
+      );
+    },
   });
 });
 
