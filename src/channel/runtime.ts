@@ -167,7 +167,9 @@ export class ChannelRuntime {
       settings: (channelId) => this.settings(channelId),
       messageCap: (state) => {
         const settings = this.settings(state.channelId);
-        return messageCap(settings, messageFactorOf(state.calibration), this.estimator.fixedPart(state, settings).real);
+        // The fixed part as the usage counts it: in real tokens once the messages' factor is known.
+        const fixed = this.estimator.calibrated(state, settings, this.estimator.fixedPart(state, settings).estimated);
+        return messageCap(settings, messageFactorOf(state.calibration), fixed);
       },
       publish: (change) => this.storeChanges.publish(change),
     };
