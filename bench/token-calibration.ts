@@ -49,8 +49,8 @@ function latinMessages(): string[] {
   return lines;
 }
 
-/** Code: this repository's own TypeScript sources, one file section of ~40 lines per message. */
-function codeMessages(): string[] {
+/** Code: this repository's own TypeScript sources, one file section of ~40 lines per message; the window tests replay them too. */
+export function codeMessages(): string[] {
   const directory = path.join(repoRoot(), 'src', 'channel');
   const messages: string[] = [];
   for (const file of readdirSync(directory).sort()) {

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { describeContext } from '../src/app/channel-commands.js';
-import { CALIBRATION, observe, observeOverflow, overflowNumbers, usableWindow, usageOf, UNCALIBRATED } from '../src/context/calibration.js';
+import { CALIBRATION, observe, observeMessages, observeOverflow, observeTools, overflowNumbers, toolFactorOf, usableWindow, usageOf, UNCALIBRATED } from '../src/context/calibration.js';
 import { checkConfigText } from '../src/config/load-config.js';
 import { LiveConfig } from '../src/config/live-config.js';
 import { definitionsOf } from '../src/llm/tool.js';
@@ -15,6 +15,22 @@ test('the first model count sets the factor, later ones are smoothed and bounded
   assert.ok(second.factor > 3.9 && second.factor < 4.2, `smoothed: ${second.factor}`);
   assert.equal(observe(UNCALIBRATED, 1000, 1_000_000)!.factor, CALIBRATION.max);
   assert.equal(observe(UNCALIBRATED, 1000, 1)!.factor, CALIBRATION.min);
+});
+
+test('the tools correction is learnt from requests heavy in tool traffic, first whole, then smoothed and bounded', () => {
+  const known = { factor: 1, observations: 4, messageFactor: 0.9 };
+  // 600 estimated tokens of text at 0.9 and 400 of tools, which the server counted at 1.5 × 0.9 each.
+  const first = observeTools(known, { estimated: 400, messagesEstimated: 1000, residual: 1.5 * 0.9 * 400 })!;
+  assert.equal(first, 1.5);
+  assert.equal(toolFactorOf({ ...known, toolFactor: first }), 1.35);
+  assert.equal(toolFactorOf(known), 0.9, 'until learnt, tools are corrected as the messages are');
+  const later = observeTools({ ...known, toolFactor: 1.5 }, { estimated: 400, messagesEstimated: 1000, residual: 400 * 0.9 * 3 })!;
+  assert.equal(later, Math.round(1.5 * CALIBRATION.maxStep * 10_000) / 10_000, 'one response moves it one bounded step');
+  assert.equal(observeTools(known, { estimated: 200, messagesEstimated: 1000, residual: 400 }), undefined, 'a small share teaches nothing');
+  assert.equal(observeTools({ factor: 1, observations: 1 }, { estimated: 400, messagesEstimated: 1000, residual: 400 }), undefined, 'not before the messages factor');
+  // The messages factor then learns with the tools taken at their correction.
+  const text = observeMessages({ ...known, toolFactor: 1.5 }, 1100, 100 + 0.9 * 900 + 1.35 * 100, { estimated: 100, real: 100 }, 100)!;
+  assert.ok(Math.abs(text - 0.9) < 1e-3, `the messages factor stays where the text puts it: ${text}`);
 });
 
 test('counts that say nothing leave the factor alone', () => {
@@ -57,14 +73,16 @@ test('the factor is persisted with the channel, shown by /context, and in compac
   await first.runtime.recordUsage('c1', estimate, estimate * 3);
   assert.equal((await first.runtime.status('c1')).calibration.factor, 3);
   assert.equal(first.ofType('calibration_updated').length, 1);
+  const learnt = await first.runtime.status('c1');
+  assert.ok(learnt.calibration.messageFactor !== undefined, 'the messages factor is learnt from the same count');
   await first.close({ keepDir: true });
 
   const second = await openHarness({ dir, summarizer: new ScriptedSummarizer() });
   const status = await second.runtime.status('c1');
-  assert.deepEqual(status.calibration, { factor: 3, observations: 1 }, 'back after a restart');
-  assert.equal(status.calibratedTokens, Math.round(status.estimatedTokens * 3));
-  assert.ok(Math.abs(status.usage - (3 * status.estimatedTokens) / status.usableWindow) < 1e-9);
-  assert.match(describeContext(status), /calibrated × 3\.00 from 1 model count/);
+  assert.deepEqual(status.calibration, learnt.calibration, 'back after a restart, the messages factor included');
+  assert.equal(status.calibratedTokens, learnt.calibratedTokens, 'counted as before the restart');
+  assert.ok(Math.abs(status.usage - learnt.usage) < 1e-9);
+  assert.match(describeContext(status), /calibrated × 3\.00 from 1 model count \(messages × 3\.\d\d, tool calls and results × 3\.\d\d, as the messages until learnt\)/);
   // Thresholds apply to the corrected figure: the channel compacts at a third of the raw estimate.
   await fill(second, 'c1', 10, () => second.ofType('compaction_triggered').length > 0);
   const triggered = second.ofType('compaction_triggered')[0]!;

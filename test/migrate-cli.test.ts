@@ -53,7 +53,7 @@ function fillOtherTables(dir: string): void {
     INSERT INTO token_budget VALUES ('chan-0', 20089, 123456);
     INSERT INTO deleted_messages VALUES ('chan-1', 'msg-gone', 1735689600002);
     INSERT INTO worker_tasks VALUES ('task-1', 'chan-0', 'count the votes', 'done', 'ann', 2, 321, 1735689600003, NULL);
-    INSERT INTO history_calibration VALUES ('chan-0', 1.0734, 17, 1735689600004);
+    INSERT INTO history_calibration VALUES ('chan-0', 1.0734, 17, 1735689600004, 0.9871, 1.2345);
     INSERT INTO message_replies VALUES ('chan-0', 3, 'msg-6', 'msg-0', 12);
     INSERT INTO message_attachments VALUES ('chan-0', 3, 0, 'msg-6', 'image', 'cat.png', 4, 'image/png', 2, 2, 85, NULL, 0, NULL, x'89504e47');
     INSERT INTO memory_index_tombstones VALUES ('channel:chan-0', 99999);

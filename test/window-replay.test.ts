@@ -18,7 +18,7 @@ import { characterTokenCounter, startFakeAnthropic, type RecordedRequest } from 
 import { isCompactionRequest } from './branch-worker-support.js';
 import { isAgentRequest, lastUserText, testConfig } from './discord-helpers.js';
 import { appEnv } from './support/storage.js';
-import { CHINESE } from '../bench/token-calibration.js';
+import { CHINESE, codeMessages } from '../bench/token-calibration.js';
 
 
 const ENGLISH = [
@@ -150,6 +150,28 @@ test('an English channel on a 3,000-token window holds the same edges', async ()
   });
 });
 
+test('a channel pasting code on a 3,000-token window holds the same edges, and no request is refused', async () => {
+  // The benchmark's code corpus: this repository's own sources, 40 lines a message.
+  const code = codeMessages();
+  assert.ok(code.length >= 40, `a corpus of ${code.length} sections`);
+  await replay({
+    channelId: 'code',
+    messages: 80,
+    text: (index) => code[index % code.length]!,
+    defaults: SMALL,
+    turnEvery: 2,
+    summary: 'Summary: the team pasted the channel runtime, its request builders and its stores, and went over how they fit.',
+    check: (replay) => {
+      assertEdgesHeld(replay, 'code');
+      assert.deepEqual(
+        replay.requests.filter((request) => request.refusal !== undefined).map((request) => `${request.inputTokens}+${request.body.max_tokens}`),
+        [],
+        'no request refused',
+      );
+    },
+  });
+});
+
 test('a channel with images, counted by their pixels, holds the same edges', async () => {
   await replay({
     channelId: 'img',
@@ -194,6 +216,34 @@ test('a text file far larger than the window is cut to fit, with a note, and the
     const shown = Number(note[2]!.replace(/,/g, ''));
     assert.equal(note[1]!.length, shown, 'the note gives how much of it is shown');
     assert.ok(shown > 1000 && shown < 10_000, `a useful beginning within the window: ${shown}`);
+  } finally {
+    await app.close();
+    await fake.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('a message within half the window is cut when the prompt and tools leave it less, and answered', async () => {
+  const count = characterTokenCounter();
+  const window = 3000;
+  const fake = await startFakeAnthropic({ countTokens: count, contextWindow: window });
+  fake.setDefault({ text: 'Read it.' });
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-edges-'));
+  const app = await openApp({ config: testConfig({ baseUrl: fake.baseUrl, dataDir, defaults: SMALL }), env: appEnv() });
+  const channelId = 'long-paste';
+  try {
+    // About 1,250 tokens: under half the emergency room, over what the system prompt and the
+    // tool definitions (some 1,500 tokens here) leave beside it and the answer.
+    const content = ENGLISH.join(' ').repeat(10).slice(0, 5000);
+    await app.runtime.ingest({ messageId: 'm1', channelId, guildId: 'g1', authorId: 'u1', authorName: 'Ana', role: 'user', content, createdAt: Date.UTC(2026, 0, 1) });
+    const result = await app.runtime.runSerial(channelId, () =>
+      runAgentTurn({ runtime: app.runtime, channelId, model: app.model!, tools: app.tools, settings: app.config.settingsFor(channelId), context: { channelId, guildId: 'g1' } }),
+    );
+    assert.match(result.reply, /^\(Your message was too long for me to read whole/);
+    assert.match(result.reply, /Read it\.$/);
+    assert.ok(fake.requests.length > 0 && fake.requests.every((request) => request.refusal === undefined), 'nothing refused');
+    for (const request of fake.requests) assert.ok(request.inputTokens! + Number(request.body.max_tokens) <= window, 'the request fits with its answer');
+    assert.match(lastUserText(fake.requests.at(-1)!.body), /too long to read whole/);
   } finally {
     await app.close();
     await fake.close();

@@ -62,7 +62,7 @@ export function describeContext(status: ContextStatus, now: number = Date.now())
     : 'none yet';
   const calibration = status.calibration.observations === 0
     ? 'not calibrated yet (factor 1)'
-    : `calibrated × ${status.calibration.factor.toFixed(2)} from ${count(status.calibration.observations)} model count${status.calibration.observations === 1 ? '' : 's'}`;
+    : `calibrated × ${status.calibration.factor.toFixed(2)} from ${count(status.calibration.observations)} model count${status.calibration.observations === 1 ? '' : 's'}${describeParts(status.calibration)}`;
   return [
     `Context: ${percent(status.usage)} of ${count(status.contextWindow)} tokens less ${count(status.contextWindow - status.usableWindow)} kept for the answer (${count(status.calibratedTokens)} counted)`,
     `Estimate: ${count(status.estimatedTokens)} tokens at 4 characters per token, ${calibration}`,
@@ -71,6 +71,16 @@ export function describeContext(status: ContextStatus, now: number = Date.now())
     `Last compaction: ${last}${status.compactionRunning ? ' · a compaction is running now' : ''}`,
     ...(status.lastRequest ? [describeLastRequest(status.lastRequest.usage)] : []),
   ].join('\n');
+}
+
+/**
+ * The factors the count is made of, once learnt: the messages' own, and the one tool calls and
+ * results are counted by (the messages' factor times their correction).
+ */
+function describeParts(calibration: ContextStatus['calibration']): string {
+  if (calibration.messageFactor === undefined) return '';
+  const tools = calibration.messageFactor * (calibration.toolFactor ?? 1);
+  return ` (messages × ${calibration.messageFactor.toFixed(2)}, tool calls and results × ${tools.toFixed(2)}${calibration.toolFactor === undefined ? ', as the messages until learnt' : ''})`;
 }
 
 /** The prompt cache's part in the last request: what was read, written, and what it was billed as. */

@@ -153,7 +153,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
         tools: [memoryTools.memorySearch, memoryTools.memorySave],
         budget,
         events,
-        calibration: (channelId) => runtime.messageFactor(channelId),
+        calibration: (channelId) => runtime.requestFactors(channelId),
       }),
       createSpawnWorkerTool({ spawn: (request) => workers!.spawn(request) }),
     );
@@ -205,7 +205,7 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     budget,
     events,
     identity: () => responder.identity,
-    calibration: (channelId) => runtime.messageFactor(channelId),
+    calibration: (channelId) => runtime.requestFactors(channelId),
     clock,
   });
   // Workers that were running when the process stopped are reported as interrupted, once.

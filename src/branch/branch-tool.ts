@@ -8,6 +8,7 @@ import { budgetTokens, usageFields } from '../llm/usage.js';
 import type { ToolContext, ToolHandler, ToolOutcome } from '../llm/tool.js';
 import type { HistoryEntry, SummaryEntry } from '../context/types.js';
 import { estimatedRoom } from '../context/request-room.js';
+import { UNCORRECTED, type RequestFactors } from '../context/calibration.js';
 import { runBranch } from './run-branch.js';
 
 /** Longest question a branch takes; a longer one is a tool error, not a silent cut. */
@@ -39,10 +40,11 @@ export interface BranchToolOptions {
   budget: TokenAccount;
   events: EventStream;
   /**
-   * The channel's calibration (real tokens per estimated token, 1 until the model has answered):
-   * thresholds compare the real count, as the Compactor's do.
+   * The channel's calibration (real tokens per estimated token, 1 until the model has answered),
+   * for its messages and for tool calls and results: thresholds compare the real count, as the
+   * Compactor's do.
    */
-  calibration?: (channelId: string) => number;
+  calibration?: (channelId: string) => RequestFactors;
 }
 
 /**
@@ -82,12 +84,13 @@ export function createBranchTool(options: BranchToolOptions): ToolHandler {
           tools: options.tools,
           context: { ...context, signal, agent: 'branch', seenSourceIds: new Set(context.seenSourceIds ?? []), seenSources: new Map<string, string>() },
           settings: settings.branch,
-          windowTokens: calibratedWindow(settings, options.calibration?.(channelId)),
+          windowTokens: calibratedWindow(settings, options.calibration?.(channelId).messages),
           maxTokens: settings.maxResponseTokens,
           room: estimatedRoom({
             contextWindow: settings.contextWindow,
             minTokens: settings.branch.minResponseTokens,
-            factor: () => options.calibration?.(channelId) ?? 1,
+            factor: () => (options.calibration?.(channelId) ?? UNCORRECTED).messages,
+          toolFactor: () => (options.calibration?.(channelId) ?? UNCORRECTED).tools,
           }),
           signal,
           onStart: (info) =>

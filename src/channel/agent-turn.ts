@@ -6,7 +6,7 @@ import { definitionsOf, type ToolContext, type ToolHandler } from '../llm/tool.j
 import { CALIBRATION, overflowNumbers } from '../context/calibration.js';
 import { budgetTokens, wholeInputTokens } from '../llm/usage.js';
 import { isCapped, shownLength } from './oversized-message.js';
-import { estimateMessageTokens, estimateTokens } from '../context/token-estimate.js';
+import { estimateMessageTokens, estimateTokens, estimateToolBlockTokens } from '../context/token-estimate.js';
 import type { RequestEstimate, TurnEntryInput } from './runtime.js';
 import type { HistoryEntry } from '../context/types.js';
 
@@ -20,12 +20,15 @@ export interface AgentRuntime {
   liveContext(channelId: string): Promise<{ entries: HistoryEntry[] }>;
   /** The estimate of the request `buildModelRequest` builds, its calibration and window (keeps tool loops inside it). */
   requestEstimate?(channelId: string): Promise<RequestEstimate>;
-  /** The real count expected for a request of this channel estimated at `estimatedTokens` (calibrated). */
-  calibratedTokens?(channelId: string, estimatedTokens: number): number;
+  /**
+   * The real count expected for a request of this channel estimated at `estimatedTokens`
+   * (calibrated), of which `addedToolTokens` are tool calls and results the turn added so far.
+   */
+  calibratedTokens?(channelId: string, estimatedTokens: number, addedToolTokens?: number): number;
   /** The estimate a request may reach for its real count to be `realTokens`. */
-  estimateFor?(channelId: string, realTokens: number): number;
+  estimateFor?(channelId: string, realTokens: number, addedToolTokens?: number): number;
   /** A response's real input count for a request of that estimate (calibration). */
-  recordUsage?(channelId: string, estimatedTokens: number, inputTokens: number): Promise<void>;
+  recordUsage?(channelId: string, estimatedTokens: number, inputTokens: number, addedToolTokens?: number): Promise<void>;
   /** What a request cost, as the model counted it (`/context`, status, the report). */
   recordCost?(channelId: string, usage: ModelUsage): Promise<void>;
   /** The model refused a request as too long: calibrate and truncate so that a retry fits. */
@@ -105,13 +108,17 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
   // Built once per tool list: the estimate counts them once per configuration.
   const definitions = definitionsOf(tools);
   let failedEstimate = 0;
+  // The tool calls and results the loop has added by the request being built or answered.
+  let addedTools = 0;
   const attempt = async (): Promise<{ request: ModelRequest; result: ToolLoopResult }> => {
     const request = await runtime.buildModelRequest(channelId, { tools: definitions, maxTokens: settings.maxResponseTokens });
     const estimate = await runtime.requestEstimate?.(channelId);
     // The calibration as it is now: responses earlier in the loop may have moved it.
+    addedTools = 0;
     const calibrated = (estimatedTokens: number): number =>
-      runtime.calibratedTokens ? runtime.calibratedTokens(channelId, estimatedTokens) : estimatedTokens * (estimate?.factor ?? 1);
-    const ceiling = (realTokens: number): number => (runtime.estimateFor ? runtime.estimateFor(channelId, realTokens) : realTokens / (estimate?.factor ?? 1));
+      runtime.calibratedTokens ? runtime.calibratedTokens(channelId, estimatedTokens, addedTools) : estimatedTokens * (estimate?.factor ?? 1);
+    const ceiling = (realTokens: number, toolTokens: number): number =>
+      runtime.estimateFor ? runtime.estimateFor(channelId, realTokens, toolTokens) : realTokens / (estimate?.factor ?? 1);
     const result = await runToolLoop({
       model: options.model,
       system: request.system,
@@ -129,18 +136,18 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
             // The Compactor's own line: an estimate is an estimate, the window's edge is not where to aim.
             budget: {
               startTokens: estimate.estimatedTokens,
-              get maxTokens() {
-                return ceiling(settings.compaction.emergencyThreshold * estimate.usableWindow);
-              },
+              maxTokens: (toolTokens) => ceiling(settings.compaction.emergencyThreshold * estimate.usableWindow, toolTokens),
               estimate: estimateMessageTokens,
+              toolEstimate: estimateToolBlockTokens,
             },
-            onRequest: ({ estimatedTokens }) => {
+            onRequest: ({ estimatedTokens, toolTokens }) => {
               failedEstimate = estimatedTokens;
+              addedTools = toolTokens;
             },
-            onResponse: (response, { estimatedTokens }) => {
+            onResponse: (response, { estimatedTokens, toolTokens }) => {
               // Learnt before the next request is built (the loop awaits the model in between); a
               // failure only loses one observation, the next response teaches the factor again.
-              void runtime.recordUsage?.(channelId, estimatedTokens, wholeInputTokens(response.usage)).catch(() => {});
+              void runtime.recordUsage?.(channelId, estimatedTokens, wholeInputTokens(response.usage), toolTokens).catch(() => {});
               void runtime.recordCost?.(channelId, response.usage).catch(() => {});
             },
             room: {
@@ -149,7 +156,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
               // The factor as it is now: responses earlier in the loop may have moved it.
               inputTokens: (_request, estimatedTokens) => Math.ceil(calibrated(estimatedTokens) * (1 + CALIBRATION.margin)),
               onRefusal: (error, estimatedTokens) => {
-                if (error.overflow?.tokens !== undefined) void runtime.recordUsage?.(channelId, estimatedTokens, error.overflow.tokens).catch(() => {});
+                if (error.overflow?.tokens !== undefined) void runtime.recordUsage?.(channelId, estimatedTokens, error.overflow.tokens, addedTools).catch(() => {});
               },
             },
           }

@@ -24,6 +24,21 @@ export const CALIBRATION_MIGRATIONS: readonly Migration[] = [
         );
       `,
   },
+  {
+    // The factors of the channel's text and of its tool traffic, so that both come back after a
+    // restart instead of the whole-request factor standing in for them (NULL: not learnt yet).
+    name: 'history-calibration-002-parts',
+    async up(db) {
+      await db.exec(`
+        ALTER TABLE history_calibration ADD COLUMN message_factor REAL;
+        ALTER TABLE history_calibration ADD COLUMN tool_factor REAL;
+      `);
+    },
+    postgres: `
+        ALTER TABLE history_calibration ADD COLUMN message_factor DOUBLE PRECISION;
+        ALTER TABLE history_calibration ADD COLUMN tool_factor DOUBLE PRECISION;
+      `,
+  },
 ];
 
 /** The calibration of each channel, kept with its history (one small row per channel). */
@@ -32,21 +47,39 @@ export class CalibrationStore {
 
   constructor(db: SqlClient) {
     this.statements = {
-      get: db.prepare('SELECT factor, observations FROM history_calibration WHERE channel_id = ?'),
+      get: db.prepare('SELECT factor, observations, message_factor, tool_factor FROM history_calibration WHERE channel_id = ?'),
       put: db.prepare(
-        `INSERT INTO history_calibration (channel_id, factor, observations, updated_at) VALUES (?, ?, ?, ?)
-         ON CONFLICT (channel_id) DO UPDATE SET factor = excluded.factor, observations = excluded.observations, updated_at = excluded.updated_at`,
+        `INSERT INTO history_calibration (channel_id, factor, observations, message_factor, tool_factor, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT (channel_id) DO UPDATE SET factor = excluded.factor, observations = excluded.observations,
+           message_factor = excluded.message_factor, tool_factor = excluded.tool_factor, updated_at = excluded.updated_at`,
       ),
     };
   }
 
   async load(channelId: string): Promise<Calibration> {
-    const row = (await this.statements.get.get(channelId)) as { factor: number; observations: number } | undefined;
+    const row = (await this.statements.get.get(channelId)) as CalibrationRow | undefined;
     if (!row || !Number.isFinite(row.factor)) return { ...UNCALIBRATED };
-    return { factor: clampFactor(row.factor), observations: row.observations };
+    const calibration: Calibration = { factor: clampFactor(row.factor), observations: Number(row.observations) };
+    // A row an older build wrote has no parts: the whole factor stands in until the next response.
+    const messageFactor = storedFactor(row.message_factor);
+    const toolFactor = storedFactor(row.tool_factor);
+    if (messageFactor !== undefined) calibration.messageFactor = messageFactor;
+    if (toolFactor !== undefined) calibration.toolFactor = toolFactor;
+    return calibration;
   }
 
   async save(channelId: string, calibration: Calibration, now: number): Promise<void> {
-    await this.statements.put.run(channelId, calibration.factor, calibration.observations, now);
+    await this.statements.put.run(channelId, calibration.factor, calibration.observations, calibration.messageFactor ?? null, calibration.toolFactor ?? null, now);
   }
+}
+
+interface CalibrationRow {
+  factor: number;
+  observations: number;
+  message_factor: number | null;
+  tool_factor: number | null;
+}
+
+function storedFactor(value: number | null): number | undefined {
+  return value === null || !Number.isFinite(Number(value)) ? undefined : clampFactor(Number(value));
 }

@@ -1,6 +1,6 @@
 import type { ChannelSettings } from '../config/types.js';
 import type { ToolDefinition } from '../llm/chat-model.js';
-import { usableWindow, usageOf } from '../context/calibration.js';
+import { toolFactorOf, usableWindow, usageOf } from '../context/calibration.js';
 import type { ChannelState } from '../context/channel-state.js';
 import { estimateToolTokens } from './model-request.js';
 import { SUMMARY_HEADER_TOKENS } from '../context/summary-text.js';
@@ -42,23 +42,32 @@ export class ContextEstimator {
 
   /**
    * The real count expected for a request of this channel estimated at `estimatedTokens`: once
-   * the messages' own factor is known, the fixed part as the server counts it plus the messages
-   * corrected by their factor, so that the figure does not drift as compactions change the
-   * share of each; before, the whole-request factor. O(1), allocation-free (the check runs it).
+   * the messages' own factor is known, the fixed part as the server counts it, plus the messages
+   * corrected by their factor and their tool calls and results by theirs, so that the figure does
+   * not drift as compactions or a turn's tool traffic change the share of each; before, the
+   * whole-request factor. `addedToolTokens` is the tool traffic a running turn added beyond the
+   * live entries. O(1), allocation-free (the check runs it).
    */
-  calibrated(state: ChannelState, settings: ChannelSettings, estimatedTokens: number): number {
+  calibrated(state: ChannelState, settings: ChannelSettings, estimatedTokens: number, addedToolTokens = 0): number {
     const messageFactor = state.calibration.messageFactor;
     if (messageFactor === undefined) return estimatedTokens * state.calibration.factor;
     const fixedEstimate = state.promptTokens + this.countedToolTokens;
-    return this.fixedReal(state) + messageFactor * Math.max(0, estimatedTokens - fixedEstimate);
+    const messages = Math.max(0, estimatedTokens - fixedEstimate);
+    const tools = Math.min(messages, Math.max(0, state.toolTokens + addedToolTokens));
+    return this.fixedReal(state) + messageFactor * (messages - tools) + toolFactorOf(state.calibration) * tools;
   }
 
   /** The estimate at which `calibrated` reaches `realTokens` (a ceiling in estimated tokens). */
-  estimateFor(state: ChannelState, settings: ChannelSettings, realTokens: number): number {
+  estimateFor(state: ChannelState, settings: ChannelSettings, realTokens: number, addedToolTokens = 0): number {
     const messageFactor = state.calibration.messageFactor;
     if (messageFactor === undefined) return realTokens / state.calibration.factor;
     const fixedEstimate = state.promptTokens + this.countedToolTokens;
-    return fixedEstimate + Math.max(0, realTokens - this.fixedReal(state)) / messageFactor;
+    const toolFactor = toolFactorOf(state.calibration);
+    const tools = Math.max(0, state.toolTokens + addedToolTokens);
+    const left = Math.max(0, realTokens - this.fixedReal(state));
+    // Below the tools' own real count, the ceiling falls inside them.
+    const messages = left >= toolFactor * tools ? tools + (left - toolFactor * tools) / messageFactor : left / toolFactor;
+    return fixedEstimate + messages;
   }
 
   /** `calibrated` as a factor on the estimate (what ceilings in estimated tokens divide by). */
@@ -104,7 +113,7 @@ export class ContextEstimator {
       estimatedTokens,
       contextWindow: settings.contextWindow,
       usableWindow: usableWindow(settings),
-      calibration: { factor: state.calibration.factor, observations: state.calibration.observations },
+      calibration: calibrationShown(state),
       calibratedTokens: Math.round(estimatedTokens * factor),
       usage: usageOf(estimatedTokens, factor, settings),
       thresholds: {
@@ -120,4 +129,15 @@ export class ContextEstimator {
     if (state.lastCompaction) status.lastCompaction = { ...state.lastCompaction };
     return status;
   }
+}
+
+/** The factors `/context` shows: the whole request's, and its parts' once learnt. */
+function calibrationShown(state: ChannelState): ContextStatus['calibration'] {
+  const { factor, observations, messageFactor, toolFactor } = state.calibration;
+  return {
+    factor,
+    observations,
+    ...(messageFactor !== undefined ? { messageFactor } : {}),
+    ...(toolFactor !== undefined ? { toolFactor } : {}),
+  };
 }

@@ -1,6 +1,6 @@
 import { errorMessage } from '../common/errors.js';
 import type { ChannelState } from '../context/channel-state.js';
-import { cappedEntryTokens, messageCap } from './oversized-message.js';
+import { cappedEntryTokens } from './oversized-message.js';
 import type { RuntimeParts, TurnEntryInput } from './runtime-types.js';
 import type { HistoryEntry, IncomingMessage } from '../context/types.js';
 
@@ -224,7 +224,7 @@ export class IngestPath {
 
   private newEntry(state: ChannelState, input: NewEntry): HistoryEntry {
     const seq = state.nextSeq;
-    const cap = messageCap(this.parts.settings(state.channelId), state.calibration.factor);
+    const cap = this.parts.messageCap(state);
     return {
       seq,
       channelId: state.channelId,

@@ -5,7 +5,7 @@ import type { MemoryLocation } from '../memory/types.js';
 import { findUserMessages } from '../privacy/erase-user.js';
 import type { PrivacyPropagator, PropagationChanges, RemovedMessage } from './privacy-propagator.js';
 import type { ChannelState } from '../context/channel-state.js';
-import { cappedEntryTokens, fitFiles, messageCap } from './oversized-message.js';
+import { cappedEntryTokens, fitFiles } from './oversized-message.js';
 import type { RuntimeParts, UserErasure } from './runtime-types.js';
 import type { HistoryEntry } from '../context/types.js';
 
@@ -53,7 +53,7 @@ export class MessageChanges {
     if (!row || files.length === 0) return row !== undefined;
     // The files are fitted to the message's cap once, here, as its text is on append.
     const state = await this.parts.channel(channelId);
-    const cap = messageCap(this.parts.settings(channelId), state.calibration.factor);
+    const cap = this.parts.messageCap(state);
     const fitted = fitFiles(files, cappedEntryTokens(row, cap), cap);
     return this.editMessage(channelId, messageId, await this.parts.extras.attach(channelId, row, fitted));
   }
@@ -67,7 +67,7 @@ export class MessageChanges {
       await parts.writer.flush();
       const row = await parts.store.findByMessageId(channelId, messageId);
       if (!row || row.content === content) return row;
-      const cap = messageCap(parts.settings(channelId), state.calibration.factor);
+      const cap = parts.messageCap(state);
       const tokens = cappedEntryTokens({ ...row, content }, cap) + (await parts.extras.tokensOf(channelId, row.seq));
       const edited: HistoryEntry = { ...row, content, tokens };
       await parts.store.updateContent(channelId, row.seq, content, edited.tokens);

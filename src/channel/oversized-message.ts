@@ -27,9 +27,14 @@ export function oversizeNote(shown: number, total: number): string {
 /** The note is sized for the largest numbers it can hold. */
 const NOTE_TOKENS = estimateTokens(oversizeNote(9_999_999_999, 9_999_999_999));
 
-/** The most tokens (uncalibrated) one message may cost in a request of this channel. */
-export function messageCap(settings: Pick<ChannelSettings, 'contextWindow' | 'maxResponseTokens' | 'compaction'>, factor: number): number {
-  const room = (settings.compaction.emergencyThreshold * usableWindow(settings)) / factor;
+/**
+ * The most tokens (uncalibrated) one message may cost in a request of this channel: a share of
+ * the emergency room left beside the request's fixed part (`fixedTokens`, in real tokens: the
+ * system prompt and tool definitions, which on a small window can take half of it), at the
+ * messages' `factor`.
+ */
+export function messageCap(settings: Pick<ChannelSettings, 'contextWindow' | 'maxResponseTokens' | 'compaction'>, factor: number, fixedTokens = 0): number {
+  const room = (settings.compaction.emergencyThreshold * usableWindow(settings) - Math.max(0, fixedTokens)) / factor;
   return Math.max(MIN_CAP_TOKENS, Math.floor(room * MESSAGE_SHARE));
 }
 

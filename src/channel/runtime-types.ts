@@ -124,6 +124,8 @@ export interface RuntimeParts {
   loaded(channelId: string): ChannelState | undefined;
   /** The channel's settings now: its config (or its parent's), its persona. */
   settings(channelId: string): ChannelSettings;
+  /** The most estimated tokens one message of the channel may cost in a request (see `messageCap`). */
+  messageCap(state: ChannelState): number;
   /** Tells other processes on the same store what changed (after the write committed); never throws. */
   publish(change: StoreChange): void;
 }

@@ -20,10 +20,11 @@ import type { MemoryLocation } from '../memory/types.js';
 import { DEFAULTS } from '../config/defaults.js';
 import { ChannelCache } from './channel-cache.js';
 import { cacheColdAt } from './cold-cache.js';
-import { messageFactorOf, usableWindow } from '../context/calibration.js';
+import { messageFactorOf, requestFactorsOf, UNCORRECTED, usableWindow, type RequestFactors } from '../context/calibration.js';
 import { CalibrationKeeper } from './calibration-keeper.js';
 import { channelRequest } from './channel-request.js';
 import { ChannelState } from '../context/channel-state.js';
+import { messageCap } from './oversized-message.js';
 import { ContextEstimator } from './context-estimate.js';
 import { EntryExtras } from './entry-extras.js';
 import { HistoryStore } from './history-store.js';
@@ -164,6 +165,12 @@ export class ChannelRuntime {
       admitted: (channelId) => this.ingestPath.admitted(channelId),
       loaded: (channelId) => this.states.touch(channelId),
       settings: (channelId) => this.settings(channelId),
+      messageCap: (state) => {
+        const settings = this.settings(state.channelId);
+        // The fixed part as the usage counts it: in real tokens once the messages' factor is known.
+        const fixed = this.estimator.calibrated(state, settings, this.estimator.fixedPart(state, settings).estimated);
+        return messageCap(settings, messageFactorOf(state.calibration), fixed);
+      },
       publish: (change) => this.storeChanges.publish(change),
     };
     this.ingestPath = new IngestPath(parts);
@@ -454,23 +461,31 @@ export class ChannelRuntime {
     return this.settings(channelId).systemPrompt;
   }
 
-  /** The real count expected for a request of this channel estimated at `estimatedTokens`. */
-  calibratedTokens(channelId: string, estimatedTokens: number): number {
+  /**
+   * The real count expected for a request of this channel estimated at `estimatedTokens`, of
+   * which `addedToolTokens` are tool calls and results a running turn added to the live context.
+   */
+  calibratedTokens(channelId: string, estimatedTokens: number, addedToolTokens = 0): number {
     const state = this.loadedChannel(channelId);
-    return this.estimator.calibrated(state, this.settings(channelId), estimatedTokens);
+    return this.estimator.calibrated(state, this.settings(channelId), estimatedTokens, addedToolTokens);
   }
 
   /** The estimate a request of this channel may reach for its real count to be `realTokens`. */
-  estimateFor(channelId: string, realTokens: number): number {
+  estimateFor(channelId: string, realTokens: number, addedToolTokens = 0): number {
     const state = this.loadedChannel(channelId);
-    return this.estimator.estimateFor(state, this.settings(channelId), realTokens);
+    return this.estimator.estimateFor(state, this.settings(channelId), realTokens, addedToolTokens);
   }
 
   /** The factor of the channel's messages alone (see `Calibration.messageFactor`). */
   messageFactor(channelId: string): number {
+    return this.requestFactors(channelId).messages;
+  }
+
+  /** What a branch's or a worker's request is corrected by: the messages' factor and the tools'. */
+  requestFactors(channelId: string): RequestFactors {
     // A worker may outlive its channel's stay in memory: uncorrected then, until it comes back.
     const state = this.states.touch(channelId);
-    return state ? messageFactorOf(state.calibration) : 1;
+    return state ? requestFactorsOf(state.calibration) : { ...UNCORRECTED };
   }
 
   /** What a request of this channel is estimated at now, and the correction that applies. */
@@ -482,12 +497,16 @@ export class ChannelRuntime {
    * A model response counted `inputTokens` for a request estimated at `estimatedTokens`: the
    * channel's factor learns from it (smoothed, bounded) and is saved with the channel.
    */
-  async recordUsage(channelId: string, estimatedTokens: number, inputTokens: number): Promise<void> {
+  async recordUsage(channelId: string, estimatedTokens: number, inputTokens: number, addedToolTokens = 0): Promise<void> {
     const state = await this.channel(channelId);
     const settings = this.settings(channelId);
     // Images are only sent (and charged) with vision on.
-    const images = settings.vision ? await this.extras.attachments.imageTokensFrom(channelId, state.entries[0]?.seq ?? state.nextSeq) : 0;
-    await this.calibrations.record(state, estimatedTokens, inputTokens, this.estimator.fixedPart(state, settings), images);
+    const imageTokens = settings.vision ? await this.extras.attachments.imageTokensFrom(channelId, state.entries[0]?.seq ?? state.nextSeq) : 0;
+    await this.calibrations.record(state, estimatedTokens, inputTokens, {
+      fixed: this.estimator.fixedPart(state, settings),
+      imageTokens,
+      toolTokens: state.toolTokens + addedToolTokens,
+    });
   }
 
   /**

@@ -150,8 +150,7 @@ function adoptStored(state: ChannelState, stored: LoadedChannel, horizon: number
     (entry) => !held.has(entry.seq) && !localOnly.some((summary) => entry.seq >= summary.fromSeq && entry.seq <= summary.toSeq),
   );
   if (added.length > 0) {
-    for (const entry of added) state.entryTokens += entry.tokens;
-    state.entries = [...state.entries, ...added].sort((left, right) => left.seq - right.seq);
+    state.addEntries(added);
     changed = true;
   }
   const summaries = new Map(stored.summaries.map((summary) => [summary.id, summary]));

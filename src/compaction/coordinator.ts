@@ -237,6 +237,13 @@ export class CompactionCoordinator {
 
   private plan(state: ChannelState, tier: Exclude<CompactionTier, 'emergency'>, settings: ChannelSettings): CompactionPlan | undefined {
     const compaction = settings.compaction;
+    const bounded = this.summarizerFor(state, settings).boundedByWindow;
+    // Summaries over the roll-up threshold but too large to fold in beside messages (a small
+    // window) are rolled up on their own; otherwise they would stack until no turn fits.
+    if (bounded && state.summaryTokens * 2 >= summaryInputTokens(state, settings)) {
+      const rollUp = planRollUp({ summaries: state.summaries, summaryTokens: state.summaryTokens, rollupTokens: rollupTokens(state, settings) });
+      if (rollUp && rollUp.tokens <= summaryInputTokens(state, settings)) return rollUp;
+    }
     return planCompaction({
       entries: state.entries,
       summaries: state.summaries,

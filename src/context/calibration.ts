@@ -31,12 +31,12 @@ export const CALIBRATION = Object.freeze({
    * channel's text, the factor trails the real count by a few percent.
    */
   margin: 0.04,
+  /**
+   * The share of a request's messages that tool calls and results must reach for its count to
+   * teach their correction (below it, what the server counted is mostly the channel's text).
+   */
+  toolShare: 0.25,
 });
-
-/** Real tokens to plan for, for a request estimated at `estimatedTokens`: calibrated, with the margin. */
-export function plannedInputTokens(estimatedTokens: number, factor: number): number {
-  return Math.ceil(estimatedTokens * factor * (1 + CALIBRATION.margin));
-}
 
 /** A channel's correction factor; `observations` 0 means no model has answered yet (factor 1). */
 export interface Calibration {
@@ -46,9 +46,15 @@ export interface Calibration {
    * The factor of the channel's messages alone: the request's real count less its fixed part
    * (system prompt, tool definitions, the API's tool-use prompt), over the messages' estimate.
    * What a request made of the channel's text and other instructions (a summary, a branch, a
-   * worker) is corrected by. Learnt in memory; the whole-request factor stands in until then.
+   * worker) is corrected by. The whole-request factor stands in until it is learnt.
    */
   messageFactor?: number;
+  /**
+   * Tool calls and results (their JSON: search results, code, logs) tokenize otherwise than
+   * prose: this is their correction, a multiple of the messages' factor, learnt from requests in
+   * which they are a large share. Until then 1: they are corrected as the messages are.
+   */
+  toolFactor?: number;
 }
 
 export const UNCALIBRATED: Readonly<Calibration> = Object.freeze({ factor: 1, observations: 0 });
@@ -78,19 +84,64 @@ function smoothed(current: number, ratio: number): number {
 
 /**
  * The messages' own factor after a response: `fixed` is the request's fixed part, estimated and
- * in real tokens. Undefined when the messages are too small a share to say anything.
+ * in real tokens; `toolTokens` is the estimate of the tool calls and results among the messages,
+ * which count at the tools' correction. Undefined when the messages are too small a share to say
+ * anything.
  */
-export function observeMessages(current: Calibration, estimatedTokens: number, realTokens: number, fixed: { estimated: number; real: number }): number | undefined {
+export function observeMessages(
+  current: Calibration,
+  estimatedTokens: number,
+  realTokens: number,
+  fixed: { estimated: number; real: number },
+  toolTokens = 0,
+): number | undefined {
   const messages = estimatedTokens - fixed.estimated;
   const real = realTokens - fixed.real;
   if (!(messages >= CALIBRATION.minEstimate) || !(real > 0) || !Number.isFinite(real)) return undefined;
-  const ratio = clampFactor(real / messages);
+  const tools = Math.min(Math.max(0, toolTokens), messages);
+  const weighted = messages - tools + (current.toolFactor ?? 1) * tools;
+  const ratio = clampFactor(real / weighted);
   return round(current.messageFactor === undefined ? ratio : smoothed(current.messageFactor, ratio));
 }
 
 /** The factor a request of the channel's messages and other instructions is corrected by. */
 export function messageFactorOf(calibration: Calibration): number {
   return calibration.messageFactor ?? calibration.factor;
+}
+
+/** What the estimate of tool calls and results is multiplied by: the messages' factor, corrected for tools. */
+export function toolFactorOf(calibration: Calibration): number {
+  return messageFactorOf(calibration) * (calibration.toolFactor ?? 1);
+}
+
+/** The real-token factors a caller without a running estimate (a branch, a worker) corrects its request by. */
+export interface RequestFactors {
+  /** For the channel's text (see `messageFactorOf`). */
+  messages: number;
+  /** For tool calls and results (see `toolFactorOf`). */
+  tools: number;
+}
+
+export const UNCORRECTED: Readonly<RequestFactors> = Object.freeze({ messages: 1, tools: 1 });
+
+/** The factors of a channel's calibration, as branches and workers use them. */
+export function requestFactorsOf(calibration: Calibration): RequestFactors {
+  return { messages: messageFactorOf(calibration), tools: toolFactorOf(calibration) };
+}
+
+/**
+ * The tools' correction after a response, from the real tokens left for them once the fixed part
+ * and the text (at the messages' factor) are taken out: `residual` over the tools' estimate at
+ * the messages' factor. Taken whole the first time, later smoothed and bounded like the other
+ * factors. Undefined when the tools are too small a part of the request to say anything.
+ */
+export function observeTools(current: Calibration, tools: { estimated: number; messagesEstimated: number; residual: number }): number | undefined {
+  const messageFactor = current.messageFactor;
+  if (messageFactor === undefined) return undefined;
+  if (!(tools.estimated >= CALIBRATION.minEstimate) || tools.estimated < CALIBRATION.toolShare * tools.messagesEstimated) return undefined;
+  if (!(tools.residual > 0) || !Number.isFinite(tools.residual)) return undefined;
+  const ratio = clampFactor(tools.residual / (messageFactor * tools.estimated));
+  return round(current.toolFactor === undefined ? ratio : smoothed(current.toolFactor, ratio));
 }
 
 /**

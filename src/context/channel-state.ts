@@ -28,6 +28,8 @@ export class ChannelState {
   /** Live summaries and markers, ascending fromSeq. */
   summaries: SummaryEntry[];
   entryTokens = 0;
+  /** The part of `entryTokens` that is tool calls and results (corrected by their own factor). */
+  toolTokens = 0;
   summaryTokens = 0;
   nextSeq: number;
   nextTurnId: number;
@@ -82,7 +84,7 @@ export class ChannelState {
     this.nextTurnId = loaded.nextTurnId;
     this.archivedCount = loaded.archivedCount;
     this.location = loaded.location;
-    for (const entry of this.entries) this.entryTokens += entry.tokens;
+    for (const entry of this.entries) this.count(entry, 1);
     for (const summary of this.summaries) this.summaryTokens += summary.tokens;
   }
 
@@ -131,23 +133,30 @@ export class ChannelState {
 
   appendEntry(entry: HistoryEntry): void {
     this.entries.push(entry);
-    this.entryTokens += entry.tokens;
+    this.count(entry, 1);
+  }
+
+  /** Entries another process added, joined in seq order. */
+  addEntries(added: readonly HistoryEntry[]): void {
+    for (const entry of added) this.count(entry, 1);
+    this.entries = [...this.entries, ...added].sort((left, right) => left.seq - right.seq);
   }
 
   replaceEntry(index: number, entry: HistoryEntry): void {
-    this.entryTokens += entry.tokens - this.entries[index]!.tokens;
+    this.count(this.entries[index]!, -1);
+    this.count(entry, 1);
     this.entries[index] = entry;
   }
 
   removeEntryAt(index: number): void {
-    this.entryTokens -= this.entries[index]!.tokens;
+    this.count(this.entries[index]!, -1);
     this.entries.splice(index, 1);
   }
 
   /** Removes the first `count` live entries and returns them. */
   removeHead(count: number): HistoryEntry[] {
     const removed = this.entries.splice(0, count);
-    for (const entry of removed) this.entryTokens -= entry.tokens;
+    for (const entry of removed) this.count(entry, -1);
     return removed;
   }
 
@@ -162,8 +171,14 @@ export class ChannelState {
     const stay: HistoryEntry[] = [];
     for (const entry of head) (kept.has(entry) ? stay : removed).push(entry);
     this.entries.unshift(...stay);
-    for (const entry of removed) this.entryTokens -= entry.tokens;
+    for (const entry of removed) this.count(entry, -1);
     return removed;
+  }
+
+  /** Adds (`sign` 1) or takes away (-1) an entry's tokens from the running totals. */
+  private count(entry: HistoryEntry, sign: 1 | -1): void {
+    this.entryTokens += sign * entry.tokens;
+    if (entry.kind !== 'message') this.toolTokens += sign * entry.tokens;
   }
 
   /** No marker stands for this entry any more (deleted, or its write failed). */

@@ -1,7 +1,7 @@
 import type { AnswerRoom } from '../llm/answer-room.js';
 import type { ToolDefinition } from '../llm/chat-model.js';
-import { CALIBRATION, plannedInputTokens } from './calibration.js';
-import { estimateMessageTokens, estimateTokens } from './token-estimate.js';
+import { CALIBRATION } from './calibration.js';
+import { estimateMessageTokens, estimateTokens, estimateToolBlockTokens } from './token-estimate.js';
 
 /**
  * What the Messages API puts in front of a request that offers tools (its tool-use system
@@ -12,20 +12,31 @@ export const TOOL_USE_SYSTEM_TOKENS = 346;
 /**
  * The window of a caller that keeps no running estimate (a branch, a worker, the summarizer):
  * each request is estimated whole before it is sent. The messages carry the channel's kind of
- * text and are corrected by its factor (read at each request, so a calibration learnt meanwhile
- * applies at once); the system prompt and tool definitions are corrected by `fixedFactor` when
- * they are the caller's own words (the summarizer's English instructions), by the channel's
- * factor otherwise.
+ * text and are corrected by its factor, their tool calls and results by `toolFactor` when given
+ * (both read at each request, so a calibration learnt meanwhile applies at once); the system
+ * prompt and tool definitions are corrected by `fixedFactor` when they are the caller's own words
+ * (the summarizer's English instructions), by the channel's factor otherwise.
  */
-export function estimatedRoom(options: { contextWindow: number; minTokens: number; factor: () => number; fixedFactor?: number }): AnswerRoom {
+export function estimatedRoom(options: {
+  contextWindow: number;
+  minTokens: number;
+  factor: () => number;
+  toolFactor?: () => number;
+  fixedFactor?: number;
+}): AnswerRoom {
   return {
     contextWindow: options.contextWindow,
     minTokens: options.minTokens,
     inputTokens: (request) => {
       const factor = options.factor();
       let messages = 0;
-      for (const message of request.messages) messages += estimateMessageTokens(message);
-      return plannedInputTokens(messages, factor) + fixedTokens(request, options.fixedFactor ?? factor);
+      let tools = 0;
+      for (const message of request.messages) {
+        messages += estimateMessageTokens(message);
+        if (options.toolFactor) tools += estimateToolBlockTokens(message);
+      }
+      const corrected = (messages - tools) * factor + (tools > 0 ? tools * options.toolFactor!() : 0);
+      return Math.ceil(corrected * (1 + CALIBRATION.margin)) + fixedTokens(request, options.fixedFactor ?? factor);
     },
   };
 }

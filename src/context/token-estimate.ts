@@ -56,3 +56,16 @@ export function estimateMessageTokens(message: ModelMessage): number {
   }
   return total;
 }
+
+/**
+ * The part of `estimateMessageTokens` that is tool calls and results (their blocks' JSON): what
+ * the tools' own correction applies to.
+ */
+export function estimateToolBlockTokens(message: ModelMessage): number {
+  if (typeof message.content === 'string') return 0;
+  let total = 0;
+  for (const block of message.content) {
+    if (block.type === 'tool_use' || block.type === 'tool_result') total += estimateTokens(JSON.stringify(block)) + TOOL_BLOCK_TOKENS;
+  }
+  return total;
+}

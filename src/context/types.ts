@@ -69,9 +69,13 @@ export interface ContextStatus {
   contextWindow: number;
   /** `contextWindow − maxResponseTokens`: the answer's room is reserved. */
   usableWindow: number;
-  /** The channel's correction factor, learnt from the model's counts (1 with no observation yet). */
-  calibration: { factor: number; observations: number };
-  /** `factor × estimatedTokens`. */
+  /**
+   * The channel's correction factor, learnt from the model's counts (1 with no observation yet),
+   * and its parts once learnt: the messages' factor and the tool calls' and results' correction
+   * (a multiple of the messages' factor; see `Calibration`).
+   */
+  calibration: { factor: number; observations: number; messageFactor?: number; toolFactor?: number };
+  /** The estimate corrected by the calibration (its parts, once learnt). */
   calibratedTokens: number;
   /** calibratedTokens / usableWindow, in [0, ∞). */
   usage: number;

@@ -22,10 +22,19 @@ import { definitionsOf, type ToolContext, type ToolHandler, type ToolOutcome } f
 export interface ToolLoopBudget {
   /** Estimate of the first request (system prompt, tools, conversation). */
   startTokens: number;
-  /** The most a request may be estimated at (the window less the answer's room, corrected). */
-  maxTokens: number;
+  /**
+   * The most a request may be estimated at (the window less the answer's room, corrected); a
+   * function of the tool calls and results appended so far when the caller corrects them apart.
+   */
+  maxTokens: number | ((toolTokens: number) => number);
   /** Estimate of one message the loop appends. */
   estimate(message: ModelMessage): number;
+  /**
+   * The part of `estimate(message)` that is tool calls and results, when the caller corrects
+   * them apart (they tokenize otherwise than prose); the loop's running total of it is passed
+   * with each request's estimate as `toolTokens`.
+   */
+  toolEstimate?(message: ModelMessage): number;
 }
 
 /** Put in place of a tool result dropped to keep the request inside the window. */
@@ -74,10 +83,21 @@ export interface ToolLoopOptions {
    * when a later call fails (a worker that must trim its history and go on).
    */
   progress?: ModelMessage[];
-  /** Called before every model call with the estimate of its request (0 without a budget). */
-  onRequest?: (request: { estimatedTokens: number; step: number }) => void;
+  /**
+   * Called before every model call with the estimate of its request (0 without a budget) and the
+   * tool calls and results the loop appended so far (see `ToolLoopBudget.toolEstimate`).
+   */
+  onRequest?: (request: LoopRequestEstimate) => void;
   /** Called after every model response with the estimate of the request it answered (calibration). */
-  onResponse?: (response: ModelResponse, request: { estimatedTokens: number; step: number }) => void;
+  onResponse?: (response: ModelResponse, request: LoopRequestEstimate) => void;
+}
+
+/** A request of the loop, as its budget estimated it. */
+interface LoopRequestEstimate {
+  estimatedTokens: number;
+  /** Of those, the tool calls and results the loop appended (0 without `toolEstimate`). */
+  toolTokens: number;
+  step: number;
 }
 
 export interface ToolLoopResult {
@@ -112,20 +132,25 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
   const usage: ModelUsage = { inputTokens: 0, outputTokens: 0 };
   const budget = options.budget;
   let estimatedTokens = budget?.startTokens ?? 0;
+  let toolTokens = 0;
   let droppedResults = 0;
   let answerNow = false;
+  const toolPart = (message: ModelMessage): number => budget?.toolEstimate?.(message) ?? 0;
+  const ceiling = (): number => (budget === undefined ? Infinity : typeof budget.maxTokens === 'function' ? budget.maxTokens(toolTokens) : budget.maxTokens);
   const appended = (message: ModelMessage): void => {
     if (budget) estimatedTokens += budget.estimate(message);
+    toolTokens += toolPart(message);
   };
 
   for (let step = 1; ; step += 1) {
     if (signal?.aborted) throw abortedModelError(signal);
-    if (budget && step > 1 && estimatedTokens > budget.maxTokens) {
+    if (budget && step > 1 && estimatedTokens > ceiling()) {
       // Oldest results first: the latest ones are what the model asked for last.
       for (const message of newMessages) {
-        if (estimatedTokens <= budget.maxTokens) break;
+        if (estimatedTokens <= ceiling()) break;
         if (message.role !== 'user' || typeof message.content === 'string') continue;
         const before = budget.estimate(message);
+        const toolsBefore = toolPart(message);
         let changed = false;
         message.content = message.content.map((block) => {
           if (block.type !== 'tool_result' || block.content === DROPPED_RESULT) return block;
@@ -133,7 +158,10 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
           droppedResults += 1;
           return { ...block, content: DROPPED_RESULT, is_error: true };
         });
-        if (changed) estimatedTokens += budget.estimate(message) - before;
+        if (changed) {
+          estimatedTokens += budget.estimate(message) - before;
+          toolTokens += toolPart(message) - toolsBefore;
+        }
       }
       answerNow = true;
     }
@@ -146,7 +174,7 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
         if (budget) estimatedTokens += budget.estimate(last) - before;
       }
     }
-    options.onRequest?.({ estimatedTokens, step });
+    options.onRequest?.({ estimatedTokens, toolTokens, step });
     const request = {
       system,
       ...(options.systemBreaks ? { systemBreaks: options.systemBreaks } : {}),
@@ -173,7 +201,7 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
       request.maxTokens = left;
       response = await send();
     }
-    options.onResponse?.(response, { estimatedTokens, step });
+    options.onResponse?.(response, { estimatedTokens, toolTokens, step });
     addUsage(usage, response.usage);
 
     const text = response.content

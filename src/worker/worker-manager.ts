@@ -10,6 +10,7 @@ import type { SqlClient } from '../storage/sql-client.js';
 import type { TurnEntryInput } from '../channel/runtime.js';
 import { calibratedWindow } from '../branch/branch-tool.js';
 import { estimatedRoom } from '../context/request-room.js';
+import { UNCORRECTED, type RequestFactors } from '../context/calibration.js';
 import { runWorker, type WorkerResult } from './run-worker.js';
 import { WorkerStore, type WorkerStatus } from './worker-store.js';
 import { addUsage, budgetTokens, usageFields, wholeInputTokens } from '../llm/usage.js';
@@ -31,8 +32,8 @@ export interface WorkerManagerOptions {
   settingsFor: (channelId: string, parentId?: string) => ChannelSettings;
   budget: TokenAccount;
   events: EventStream;
-  /** The channel's calibration factor (see `calibratedWindow`). */
-  calibration?: (channelId: string) => number;
+  /** The channel's calibration: its messages' factor (see `calibratedWindow`) and its tools'. */
+  calibration?: (channelId: string) => RequestFactors;
   /** Who the bot is, for the report's entry in history. */
   identity?: () => { id: string; name: string } | undefined;
   clock?: Clock;
@@ -216,12 +217,13 @@ export class WorkerManager {
         tools: this.options.tools,
         context,
         settings: settings.worker,
-        windowTokens: calibratedWindow(settings, this.options.calibration?.(channelId)),
+        windowTokens: calibratedWindow(settings, this.options.calibration?.(channelId).messages),
         maxTokens: settings.maxResponseTokens,
         room: estimatedRoom({
           contextWindow: settings.contextWindow,
           minTokens: settings.worker.minResponseTokens,
-          factor: () => this.options.calibration?.(channelId) ?? 1,
+          factor: () => (this.options.calibration?.(channelId) ?? UNCORRECTED).messages,
+          toolFactor: () => (this.options.calibration?.(channelId) ?? UNCORRECTED).tools,
         }),
         signal,
         mayContinue: () => !budget.exhausted(channelId, settings.dailyTokenBudget),

@@ -251,7 +251,7 @@ export const STORE_CONTRACT: readonly ContractCase[] = [
       }),
   },
   {
-    name: 'calibration: saved per channel, overwritten, unknown channels uncalibrated',
+    name: 'calibration: saved per channel with its parts, overwritten, unknown channels uncalibrated',
     run: (backend) =>
       withStore(backend, async ({ db }) => {
         const calibration = new CalibrationStore(db);
@@ -264,6 +264,11 @@ export const STORE_CONTRACT: readonly ContractCase[] = [
         // Out of range (an older build's value) is clamped on load.
         await calibration.save('c3', { factor: 40, observations: 2 }, 30);
         assert.deepEqual(await calibration.load('c3'), { factor: 8, observations: 2 });
+        // The messages' factor and the tools' correction come back with it, and go when unset.
+        await calibration.save('c4', { factor: 1.05, observations: 7, messageFactor: 0.9123, toolFactor: 1.3456 }, 40);
+        assert.deepEqual(await new CalibrationStore(db).load('c4'), { factor: 1.05, observations: 7, messageFactor: 0.9123, toolFactor: 1.3456 });
+        await calibration.save('c4', { factor: 1.1, observations: 8, messageFactor: 0.95 }, 50);
+        assert.deepEqual(await calibration.load('c4'), { factor: 1.1, observations: 8, messageFactor: 0.95 });
       }),
   },
   {
