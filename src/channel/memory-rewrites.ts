@@ -114,6 +114,8 @@ export class MemoryRewrites {
       (error: unknown) => {
         this.running.delete(id);
         const job = this.held.get(id)?.job;
+        // No longer held: the next load of its channel deletes it (`resume`).
+        this.held.delete(id);
         this.options.events.emit({ type: 'memory_rewrite_failed', channel_id: job?.channelId, memory_id: id, error: errorMessage(error) });
       },
     );
