@@ -4,11 +4,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { openApp, type MagpieApp } from '../src/app/index.js';
 import { EventStream, type MagpieEvent } from '../src/common/events.js';
+import { MEMORY_RESTATE_SYSTEM_PROMPT } from '../src/compaction/memory-restatement.js';
 import { DEFAULTS } from '../src/config/defaults.js';
 import type { ChannelSettings, DiscordSettings, MagpieConfig, MemorySettings } from '../src/config/types.js';
 import { createDiscordClient, DiscordAdapter } from '../src/discord/index.js';
 import { startFakeAnthropic, type FakeAnthropic } from './fakes/fake-anthropic.js';
 import { startFakeDiscord, type FakeChannel, type FakeDiscord } from './fakes/fake-discord.js';
+import { systemText } from './fakes/fake-prompt-cache.js';
 import { appEnv, withTestStorage } from './support/storage.js';
 
 export const ALICE = '100000000000000001';
@@ -68,6 +70,11 @@ export function testConfig(options: TestBotOptions & { baseUrl: string; dataDir:
 /** Agent turns offer memory_search; compaction workers only memory_save. */
 export function isAgentRequest(body: { tools?: Array<{ name: string }> }): boolean {
   return (body.tools ?? []).some((tool) => tool.name === 'memory_search');
+}
+
+/** A request to restate a memory that lost a source message (sent with its own system prompt). */
+export function isMemoryRestateRequest(body: { system?: unknown }): boolean {
+  return systemText(body) === MEMORY_RESTATE_SYSTEM_PROMPT;
 }
 
 /** The text of the last user message of a Messages API request body. */

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -64,6 +64,24 @@ async function startBot(options: { discord: FakeDiscord; model: FakeAnthropic; d
       await app.close();
     },
   };
+}
+
+const OLD_LOCKER = 'my gym locker code is otter marmalade nine four';
+/** Stretches of the old text that a copy would carry (the full-text index keeps single words). */
+const OLD_FRAGMENTS = ['gym locker code is otter', 'otter marmalade nine'];
+
+/** Every file under `dir` (the database, its WAL, index files): none may hold a fragment. */
+function assertNoBytes(dir: string, fragments: readonly string[], when: string): void {
+  const files = (function walk(at: string): string[] {
+    return readdirSync(at).flatMap((name) => {
+      const file = path.join(at, name);
+      return statSync(file).isDirectory() ? walk(file) : [file];
+    });
+  })(dir);
+  for (const file of files) {
+    const bytes = readFileSync(file);
+    for (const fragment of fragments) assert.ok(!bytes.includes(Buffer.from(fragment)), `${when}: ${path.basename(file)} holds "${fragment}"`);
+  }
 }
 
 async function messageIds(app: MagpieApp, channelId: string): Promise<string[]> {
@@ -220,6 +238,66 @@ describe('deletes made while the bot was away', { timeout: 120_000 }, () => {
       await model.close();
       await discord.close();
     }
+  });
+});
+
+describe('edits made while the bot was away', { timeout: 120_000 }, () => {
+  test('a message edited during the outage: its old text leaves the files, the new text is searchable', async () => {
+    const { discord, model } = await fakes();
+    const dataDir = path.join(root, 'edits-away');
+    let bot = await startBot({ discord, model, dataDir });
+    const kept = discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: 'the ferry leaves at noon' });
+    const changed = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: OLD_LOCKER });
+    const retouched = discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: 'see you on the pier' });
+    await waitUntil(async () => (await messageIds(bot.app, GENERAL)).length === 3, 'messages stored');
+    await waitUntil(
+      async () => (await bot.app.memory.search({ location: { channelId: GENERAL }, query: 'gym locker otter marmalade' })).length > 0,
+      'the old text searchable',
+      20_000,
+    );
+    await bot.stop();
+
+    // Edited on Discord while no gateway connection was there to tell the bot; the second edit
+    // leaves the text as it was (Discord still stamps it edited).
+    discord.editMessage({ messageId: changed, content: 'never mind, the locker moved to the east hall' });
+    discord.editMessage({ messageId: retouched, content: 'see you on the pier' });
+
+    bot = await startBot({ discord, model, dataDir });
+    try {
+      await waitUntil(() => bot.events.some((event) => event.type === 'catch_up_completed' && event.channel_id === GENERAL), 'catch-up', 30_000);
+      const reconciled = bot.events.find((event) => event.type === 'catch_up_deletes_reconciled' && event.channel_id === GENERAL);
+      assert.equal(reconciled?.messages_checked, 3);
+      assert.equal(reconciled?.edits_applied, 1, 'only the message whose text changed');
+      assert.equal(reconciled?.deletes_applied, 0);
+      assert.equal(JSON.stringify(reconciled).includes('marmalade'), false, 'no message content in the line');
+      await bot.adapter.idle();
+      await bot.app.runtime.privacySettled();
+
+      const stored = (await bot.app.runtime.liveContext(GENERAL)).entries.find((entry) => entry.messageId === changed);
+      assert.equal(stored?.content, 'never mind, the locker moved to the east hall');
+      assert.deepEqual(await messageIds(bot.app, GENERAL), [kept, changed, retouched]);
+      await waitUntil(
+        async () => ((await bot.app.db.prepare('SELECT COUNT(*) AS owed FROM memory_vector_backlog').get()) as { owed: number }).owed === 0,
+        'the edited message embedded again',
+        20_000,
+      );
+      const found = await bot.app.memory.search({ location: { channelId: GENERAL }, query: 'locker moved east hall' });
+      assert.ok(found.some((result) => result.message_id === changed), 'the new text is searchable');
+      const old = await bot.app.memory.search({ location: { channelId: GENERAL }, query: 'gym locker otter marmalade' });
+      assert.equal(JSON.stringify(old).includes('marmalade'), false, 'search no longer finds the old text');
+      for (const table of ['history_entries', 'memory_items']) {
+        const rows = await bot.app.db.prepare(`SELECT content FROM ${table} WHERE lower(content) LIKE ?`).all('%otter marmalade%');
+        assert.deepEqual(rows, [], `${table} holds the old text`);
+      }
+      const cleared = TEST_STORAGE === 'sqlite' ? 'erasure_checkpointed' : 'erasure_vacuumed';
+      assert.ok(bot.events.some((event) => event.type === cleared && event.channel_id === GENERAL), `${cleared} after the edit`);
+      assertNoBytes(dataDir, OLD_FRAGMENTS, 'running');
+    } finally {
+      await bot.stop();
+      await model.close();
+      await discord.close();
+    }
+    assertNoBytes(dataDir, OLD_FRAGMENTS, 'closed');
   });
 });
 

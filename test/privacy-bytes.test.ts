@@ -10,7 +10,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import type { RecordedRequest } from './fakes/fake-anthropic.js';
-import { ALICE, BOB, GENERAL, isAgentRequest, startTestBot, waitUntil, type TestBot } from './discord-helpers.js';
+import { ALICE, BOB, GENERAL, isAgentRequest, isMemoryRestateRequest, startTestBot, waitUntil, type TestBot } from './discord-helpers.js';
 import { TEST_STORAGE } from './support/storage.js';
 
 const SECRET = 'the boathouse key hides under the loose blue brick near gate nine';
@@ -109,7 +109,9 @@ test('a deleted message leaves no byte of its text or vector on disk, in the dat
     async () => (await bot.app.memory.search({ location: { channelId: GENERAL }, query: 'boathouse key loose blue brick' })).length > 0,
     'the secret is searchable',
   );
+  const restated = 'The boathouse opens at seven on weekdays and closes at dusk.';
   bot.model.setDefault((request) => {
+    if (isMemoryRestateRequest(request.body)) return { text: restated };
     if (!isAgentRequest(request.body)) return { status: 500 };
     if (hasToolResult(request)) return { text: `Alice told us: "${SECRET}". And it opens at seven.` };
     return {
@@ -142,6 +144,7 @@ test('a deleted message leaves no byte of its text or vector on disk, in the dat
   const since = bot.events.length;
   bot.discord.deleteMessage({ channelId: GENERAL, messageId: secret });
   await waitUntil(() => bot.events.slice(since).some((event) => event.type === 'own_reply_edited'), 'the reply edited in Discord');
+  await waitUntil(() => bot.events.slice(since).some((event) => event.type === 'memory_rewritten'), 'the memory restated by the model');
   await waitUntil(
     async () => ((await bot.app.db.prepare('SELECT COUNT(*) AS owed FROM memory_vector_backlog').get()) as { owed: number }).owed === 0,
     'the rewritten memory embedded again',
@@ -167,7 +170,11 @@ test('a deleted message leaves no byte of its text or vector on disk, in the dat
   const vectors = (await bot.app.db.prepare('SELECT vector FROM memory_vectors').all()) as Array<{ vector: Buffer }>;
   assert.ok(!vectors.some((row) => Buffer.from(row.vector).equals(blob)), 'the vector left the database');
   const kept = (await bot.app.memory.list({ location: { channelId: GENERAL }, kind: 'memory' })).find((item) => item.content.includes('opens at seven'));
+  assert.equal(kept?.content, restated, 'the memory is restated from the other message');
   assert.deepEqual(kept?.sourceIds, [other], 'the memory stays, drawn from the other message only');
+  const restate = bot.model.requests.find((request) => isMemoryRestateRequest(request.body));
+  assert.ok(restate && JSON.stringify(restate.body).includes(OTHER), 'the model was given the remaining message');
+  assert.ok(!JSON.stringify(restate.body).includes('loose blue brick'), 'and never the deleted one, nor the memory\'s quote of it');
 
   // The raw files: while the bot runs, and after it closed.
   const checkFiles = (when: string) => {

@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import { resolveSources } from '../src/memory/provenance.js';
 import { quoteIndex, quotedSpans, redactQuotes } from '../src/privacy/quoted-spans.js';
 import { DELETED_NOTE, redactionTarget, redactToolBlock, replaceTexts } from '../src/privacy/redact.js';
+import { replyReference, sameMessageText } from '../src/privacy/reply-reference.js';
 
 const SECRET = 'The boathouse key hides under the loose blue brick near gate nine.';
 
@@ -48,4 +49,12 @@ test('memory_save refuses a named source nobody showed the model; branches and w
   assert.deepEqual(resolveSources(undefined, 'Ana travels to Lisbon by ferry on Friday', worker), ['10']);
   // A channel turn that names none keeps the messages it answers.
   assert.deepEqual(resolveSources(undefined, 'Ana travels to Lisbon', { channelId: 'c1', sourceMessageIds: ['99'] }), ['99']);
+});
+
+test('a reply stored with its author label says the same as one fetched without it; other words differ', () => {
+  const stored = `${replyReference('Alice', '42')}\nsounds good`;
+  assert.equal(sameMessageText(stored, `${replyReference('an earlier message', '42')}\nsounds good`), true);
+  assert.equal(sameMessageText(stored, `${replyReference('Alice', '43')}\nsounds good`), false, 'another answered message');
+  assert.equal(sameMessageText(stored, `${replyReference('Alice', '42')}\nsounds bad`), false);
+  assert.equal(sameMessageText('plain words', 'plain words'), true);
 });

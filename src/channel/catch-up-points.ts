@@ -7,6 +7,12 @@ export interface CatchUpPoint {
   lastMessageId: string;
 }
 
+/** A person's message as stored: what the catch-up compares with what Discord lists now. */
+export interface StoredMessage {
+  messageId: string;
+  content: string;
+}
+
 /**
  * Where each active channel's history ends, read from SQLite, so that after a restart or a
  * gateway session that could not be resumed the adapter fetches exactly what came after.
@@ -32,16 +38,17 @@ export class CatchUpPoints {
     // People's messages only: the bot's own replies (chunked, streamed, edited) need not be
     // stored under the ids Discord lists for them, and must never look deleted by mistake.
     this.recent = db.prepare(
-      `SELECT message_id FROM history_entries
+      `SELECT message_id, content FROM history_entries
         WHERE channel_id = ? AND kind = 'message' AND role = 'user' AND ${digitsOnly}
         ORDER BY seq DESC LIMIT ?`,
     );
   }
 
-  /** The newest `limit` platform ids of people's messages stored for the channel (history and archive), newest first. */
-  async recentMessageIds(channelId: string, limit: number): Promise<string[]> {
+  /** The newest `limit` of people's messages stored for the channel (history and archive), newest first. */
+  async recentMessages(channelId: string, limit: number): Promise<StoredMessage[]> {
     if (limit <= 0) return [];
-    return ((await this.recent.all(channelId, limit)) as Array<{ message_id: string }>).map((row) => row.message_id);
+    const rows = (await this.recent.all(channelId, limit)) as Array<{ message_id: string; content: string }>;
+    return rows.map((row) => ({ messageId: row.message_id, content: row.content }));
   }
 
   /** The `limit` most recently active channels with a platform message stored. */

@@ -87,6 +87,8 @@ export class MessageChanges {
       const changes = await this.privacy.propagate(channelId, [removedOf(row)], 'edit');
       await this.apply(changes);
       await this.redactReplies(channelId, changes.replies);
+      // The earlier text also leaves what the database keeps beside its rows, as after a delete.
+      await clearErasedTraces(parts.options.db, parts.options.events, channelId);
     }
     parts.publish({ kind: 'message_edited', channelId, ids: [messageId] });
     return true;

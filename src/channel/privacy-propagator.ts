@@ -8,6 +8,7 @@ import { extractiveSummary } from '../compaction/extractive-summarizer.js';
 import type { MemoryStore } from '../memory/types.js';
 import { MIN_QUOTE_LENGTH, quoteIndex, redactQuotes } from '../privacy/quoted-spans.js';
 import { DELETED_NOTE, EDITED_NOTE, redactionTarget, redactToolBlock, replaceTexts, type RedactionTarget } from '../privacy/redact.js';
+import { MemoryRewrites } from './memory-rewrites.js';
 import { RETIRED_PLACEHOLDER, SummaryRewrites, type SummaryRewriteOptions, type SummaryRow } from './summary-rewrites.js';
 
 /** A message whose words must leave every copy: deleted, edited (its old text), erased. */
@@ -45,10 +46,12 @@ export interface PrivacyPropagatorOptions extends SummaryRewriteOptions {
 export class PrivacyPropagator {
   private readonly statements;
   private readonly rewrites: SummaryRewrites;
+  private readonly memoryRewrites: MemoryRewrites;
 
   constructor(private readonly options: PrivacyPropagatorOptions) {
     const { db } = options;
     this.rewrites = new SummaryRewrites(options);
+    this.memoryRewrites = new MemoryRewrites(options);
     this.statements = {
       toolRows: db.prepare(`SELECT * FROM history_entries WHERE kind IN ('tool_call', 'tool_result')`),
       updateEntry: db.prepare('UPDATE history_entries SET content = ?, tokens = ? WHERE channel_id = ? AND seq = ?'),
@@ -92,18 +95,30 @@ export class PrivacyPropagator {
       });
     }
     const quotes = quoteIndex(removed.map((message) => message.content).filter((content) => content !== ''));
-    const dropped = (await this.options.memory.dropSources?.(
-      channelId,
-      removed.map((message) => message.messageId),
-      (content) => redactQuotes(content, quotes, DELETED_NOTE),
-    )) ?? { deleted: [], updated: 0 };
+    const rewrite = this.memoryRewrites.available;
+    const dropped = await this.memoryRewrites.during(channelId, async () => {
+      const result = (await this.options.memory.dropSources?.(channelId, removed.map((message) => message.messageId), { rewrite })) ?? {
+        deleted: [],
+        rewriting: [],
+      };
+      // What a memory quoted of the removed messages never reaches the model that restates it.
+      this.memoryRewrites.start(result.rewriting, (text) => redactQuotes(text, quotes, DELETED_NOTE));
+      return result;
+    });
     changes.counts.memoriesDeleted = dropped.deleted.length;
-    changes.counts.memoriesUpdated = dropped.updated;
+    changes.counts.memoriesUpdated = dropped.rewriting.length;
+    const unrestated = dropped.deleted.filter((memory) => memory.sourcesLeft > 0).length;
+    if (unrestated > 0) {
+      // No model to restate them: deleted rather than kept with what they drew from the message.
+      this.options.events.emit({ type: 'memory_rewrite_dropped', channel_id: channelId, reason: 'no_model', memories: unrestated });
+    }
     const target = redactionTarget({
       messageIds: removed.map((message) => message.messageId),
       texts: [
         ...removed.flatMap((message) => (message.content === '' ? [] : [message.content, `${message.authorName}: ${message.content}`])),
+        // A memory drawn from the message, deleted or waiting for its rewrite: its old words go too.
         ...dropped.deleted.map((memory) => memory.content),
+        ...dropped.rewriting.flatMap((memory) => (memory.content === undefined ? [] : [memory.content])),
       ],
       note: mode === 'delete' ? DELETED_NOTE : EDITED_NOTE,
     });
@@ -132,19 +147,26 @@ export class PrivacyPropagator {
     });
   }
 
-  /** Rewrites every summary of the channel still waiting for one (after a restart, too). */
+  /**
+   * Rewrites every summary of the channel still waiting for one (after a restart, too); deletes
+   * its memories left waiting by an earlier run (their old text, needed to restate them, is gone).
+   */
   async resume(channelId: string): Promise<void> {
     for (const row of (await this.statements.pending.all(channelId)) as Array<{ id: number }>) this.rewrites.start(row.id);
+    await this.memoryRewrites.resume(channelId);
   }
 
-  /** Resolves when no rewrite is running (tests, the CLI before it exits). */
-  settled(): Promise<void> {
-    return this.rewrites.settled();
+  /** Resolves when no rewrite (of a summary or a memory) is running (tests, the CLI before it exits). */
+  async settled(): Promise<void> {
+    await Promise.all([this.rewrites.settled(), this.memoryRewrites.settled()]);
   }
 
-  /** Stops model rewrites; the summaries stay markers and are rewritten at the next start. */
-  close(): Promise<void> {
-    return this.rewrites.close();
+  /**
+   * Stops model rewrites: summaries stay markers and are rewritten at the next start; memories
+   * being restated are deleted.
+   */
+  async close(): Promise<void> {
+    await Promise.all([this.rewrites.close(), this.memoryRewrites.close()]);
   }
 
   private async redactToolRows(target: RedactionTarget, channelId?: string): Promise<HistoryEntry[]> {

@@ -329,7 +329,7 @@ export class ChannelRuntime {
     return this.storeChanges.rereadAll();
   }
 
-  /** Resolves when summary rewrites started by deletes have landed (tests, the CLI). */
+  /** Resolves when the rewrites of summaries and memories started by deletes and edits have landed (tests, the CLI). */
   async privacySettled(): Promise<void> {
     await this.privacy.settled();
   }

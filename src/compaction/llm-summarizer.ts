@@ -4,6 +4,7 @@ import { abortedModelError, ModelError } from '../llm/model-error.js';
 import type { ToolContext, ToolHandler } from '../llm/tool.js';
 import { runToolLoop, type ToolLoopResult } from '../llm/tool-loop.js';
 import { estimatedRoom } from '../context/request-room.js';
+import { restateMemory } from './memory-restatement.js';
 import type { SummarizeRequest, SummarizeResult, Summarizer } from './summarizer.js';
 import { buildSummaryRequestText, FINAL_SUMMARY_REQUEST, SUMMARY_SYSTEM_PROMPT } from './summary-prompt.js';
 
@@ -100,7 +101,7 @@ export function createLlmSummarizer(options: LlmSummarizerOptions): Summarizer {
     return { summary, memoriesSaved: countSaved(produced, memoryToolName) };
   }
 
-  return { name: 'llm', boundedByWindow: true, summarize };
+  return { name: 'llm', boundedByWindow: true, summarize, restateMemory: (request) => restateMemory(model, request) };
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { HistoryEntry, SummaryEntry } from '../context/types.js';
 import type { CompactionSettings } from '../config/types.js';
 import type { MemoryLocation } from '../memory/types.js';
+import type { RestateMemoryRequest } from './memory-restatement.js';
 
 export interface SummarizeRequest {
   channelId: string;
@@ -40,4 +41,10 @@ export interface Summarizer {
   /** Its requests go to a model whose window bounds the range it can take (the model summarizer). */
   readonly boundedByWindow?: boolean;
   summarize(request: SummarizeRequest): Promise<SummarizeResult>;
+  /**
+   * Restates a memory from the messages it still rests on, after one it was drawn from was
+   * removed; undefined when they support none of it. Only a model can: a summarizer without
+   * this method (the extractive one) has memories that lost a source deleted instead.
+   */
+  restateMemory?(request: RestateMemoryRequest): Promise<string | undefined>;
 }

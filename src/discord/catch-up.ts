@@ -1,13 +1,13 @@
 import type { Client, Message } from 'discord.js';
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
-import type { CatchUpPoint } from '../channel/catch-up-points.js';
+import type { CatchUpPoint, StoredMessage } from '../channel/catch-up-points.js';
 
 /** Where active channels' stored history ends (`CatchUpPoints` over SQLite satisfies it). */
 export interface CatchUpSource {
   active(limit: number): Promise<CatchUpPoint[]>;
-  /** Newest platform ids of people's messages stored for a channel, newest first (absent: no delete reconciliation). */
-  recentMessageIds?(channelId: string, limit: number): Promise<string[]>;
+  /** Newest of people's messages stored for a channel, newest first (absent: no reconciliation of deletes and edits). */
+  recentMessages?(channelId: string, limit: number): Promise<StoredMessage[]>;
 }
 
 export interface CatchUpOptions {
@@ -18,6 +18,11 @@ export interface CatchUpOptions {
   record(message: Message): Promise<void>;
   /** Applies deletes through the same path as a live MESSAGE_DELETE (every copy goes). */
   remove?(channelId: string, messageIds: string[]): Promise<void>;
+  /**
+   * Applies an edit through the same path as a live MESSAGE_UPDATE when the message's text
+   * differs from `stored` (the old text leaves every copy); true when it was applied.
+   */
+  edit?(message: Message, stored: string): Promise<boolean>;
   limits: () => { channels: number; messagesPerChannel: number };
 }
 
@@ -25,8 +30,8 @@ export interface CatchUpOptions {
 const PAGE = 100;
 
 /**
- * Delete reconciliation looks at most this many of a channel's newest stored messages, and only
- * those of the last day, whichever is fewer: enough to cover the deletes of a typical outage,
+ * Reconciliation looks at most this many of a channel's newest stored messages, and only
+ * those of the last day, whichever is fewer: enough to cover the deletes and edits of a typical outage,
  * while a catch-up over many channels costs at most a few REST pages each.
  */
 const RECONCILE_MESSAGES = 100;
@@ -40,7 +45,7 @@ const DISCORD_EPOCH = 1_420_070_400_000n;
  * Fills the gap an outage left: for each recently active channel, fetches through REST the
  * messages after the last one stored, oldest first, page by page (bounded per channel), and
  * records them in order; ingest is idempotent per message id, so nothing is stored twice. First
- * it reconciles the deletes made meanwhile over a bounded recent window (`reconcileDeletes`). While
+ * it reconciles the deletes and edits made meanwhile over a bounded recent window (`reconcile`). While
  * a channel catches up, its live messages wait (`before`), so history stays in order and the bot
  * answers only once it has read what it missed.
  */
@@ -84,7 +89,7 @@ export class ChannelCatchUp {
       if (!channel || !('messages' in channel) || !channel.isTextBased()) return;
       // A failed reconciliation must not keep the channel from fetching what it missed.
       try {
-        await this.reconcileDeletes(point.channelId, channel.messages);
+        await this.reconcile(point.channelId, channel.messages);
       } catch (error) {
         events.emit({ type: 'catch_up_deletes_failed', channel_id: point.channelId, reason, error: errorMessage(error) });
       }
@@ -106,20 +111,21 @@ export class ChannelCatchUp {
   }
 
   /**
-   * Deletes made while the bot was away sent no event: the messages stored for the channel's
-   * recent window that Discord no longer lists are deleted through the live delete path. Only
-   * ids inside the exact range Discord's pages covered are compared: a message merely older
-   * than what was fetched is never taken for deleted.
+   * Deletes and edits made while the bot was away sent no event. Over the channel's recent
+   * window, a stored message that Discord no longer lists is deleted through the live delete
+   * path, and one Discord lists as edited, with other text than stored, goes through the live
+   * edit path. Only ids inside the exact range Discord's pages covered are compared: a message
+   * merely older than what was fetched is never taken for deleted.
    */
-  private async reconcileDeletes(channelId: string, messages: HistoryReader): Promise<void> {
-    const { source, remove, events } = this.options;
-    if (!source.recentMessageIds || !remove) return;
+  private async reconcile(channelId: string, messages: HistoryReader): Promise<void> {
+    const { source, remove, edit, events } = this.options;
+    if (!source.recentMessages || (!remove && !edit)) return;
     const since = Date.now() - RECONCILE_MS;
-    const stored = (await source.recentMessageIds(channelId, RECONCILE_MESSAGES)).filter((id) => snowflakeTime(id) >= since);
+    const stored = (await source.recentMessages(channelId, RECONCILE_MESSAGES)).filter((message) => snowflakeTime(message.messageId) >= since);
     if (stored.length === 0) return;
-    const newest = stored[0]!;
-    const oldest = stored.at(-1)!;
-    const listed = new Set<string>();
+    const newest = stored[0]!.messageId;
+    const oldest = stored.at(-1)!.messageId;
+    const listed = new Map<string, Message>();
     // Pages newest first, starting just above the newest stored id so that it is included.
     let before = (BigInt(newest) + 1n).toString();
     // The lowest id the pages vouch for: below it Discord was not asked.
@@ -127,8 +133,8 @@ export class ChannelCatchUp {
     for (let page = 0; page < RECONCILE_PAGES; page += 1) {
       const result = await messages.fetch({ before, limit: PAGE, cache: false });
       let lowest: string | undefined;
-      for (const id of result.keys()) {
-        listed.add(id);
+      for (const [id, message] of result) {
+        listed.set(id, message);
         if (lowest === undefined || compareSnowflakes(id, lowest) < 0) lowest = id;
       }
       if (result.size < PAGE || lowest === undefined) {
@@ -139,24 +145,34 @@ export class ChannelCatchUp {
       if (compareSnowflakes(lowest, oldest) <= 0) break;
       before = lowest;
     }
-    const compared = stored.filter((id) => coveredFrom !== undefined && BigInt(id) >= coveredFrom);
-    const gone = compared.filter((id) => !listed.has(id));
-    if (gone.length > 0) await remove(channelId, gone);
-    const windowStart = compared.at(-1) ?? newest;
+    const compared = stored.filter((message) => coveredFrom !== undefined && BigInt(message.messageId) >= coveredFrom);
+    const gone = compared.filter((message) => !listed.has(message.messageId)).map((message) => message.messageId);
+    if (gone.length > 0 && remove) await remove(channelId, gone);
+    let edited = 0;
+    if (edit) {
+      for (const message of compared) {
+        const now = listed.get(message.messageId);
+        // Never edited on Discord: whatever differs is ours (resolved files, a reply's label), not an edit.
+        if (!now || now.editedTimestamp === null) continue;
+        if (await edit(now, message.content)) edited += 1;
+      }
+    }
+    const windowStart = compared.at(-1)?.messageId ?? newest;
     events.emit({
       type: 'catch_up_deletes_reconciled',
       channel_id: channelId,
       window_start: new Date(snowflakeTime(windowStart)).toISOString(),
       window_start_id: windowStart,
       messages_checked: compared.length,
-      deletes_applied: gone.length,
+      deletes_applied: remove ? gone.length : 0,
+      edits_applied: edited,
     });
   }
 }
 
 /** The part of a channel's message manager that reconciliation reads. */
 interface HistoryReader {
-  fetch(options: { before: string; limit: number; cache: false }): Promise<{ size: number; keys(): IterableIterator<string> }>;
+  fetch(options: { before: string; limit: number; cache: false }): Promise<{ size: number } & Iterable<[string, Message]>>;
 }
 
 function snowflakeTime(id: string): number {

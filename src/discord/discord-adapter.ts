@@ -30,6 +30,7 @@ import { replyTarget } from './reply-target.js';
 import { handleSlashCommand, registerCommands } from './slash-commands.js';
 import { knownViews, viewOf } from './view-key.js';
 import type { ChannelView } from '../privacy/channel-views.js';
+import { sameMessageText } from '../privacy/reply-reference.js';
 
 /** Everything the adapter asks of the channel runtime (`ChannelRuntime` satisfies it). */
 export interface DiscordRuntime extends ResponderRuntime, CommandRuntime {
@@ -103,8 +104,9 @@ export class DiscordAdapter {
         source: options.catchUp,
         events: options.events,
         record: (message) => this.recordMissed(message),
-        // Not `onDelete`: that waits for the channel's catch-up, which is the caller here.
+        // Not `onDelete` / `onEdit`: those wait for the channel's catch-up, which is the caller here.
         remove: (channelId, messageIds) => this.applyDelete(channelId, messageIds),
+        edit: (message, stored) => this.applyEdit(message, stored),
         limits: () => {
           const discord = options.config.current().discord;
           return { channels: discord.catchUpChannels, messagesPerChannel: discord.catchUpMessages };
@@ -318,7 +320,7 @@ export class DiscordAdapter {
    * catch-up already read could otherwise be recorded after the change and bring the old text
    * back. During shutdown `stop` waits for every handler started before the disconnect, so the
    * change lands before the store closes; one made after the disconnect sends the bot nothing,
-   * and a delete is then reconciled by the next start's catch-up (an edit is not).
+   * and is then reconciled by the next start's catch-up (within its recent window).
    */
   private async afterCatchUp(channelId: string): Promise<void> {
     const catchingUp = this.catchUp?.before(channelId);
@@ -335,10 +337,23 @@ export class DiscordAdapter {
     if (next.partial) next = await next.fetch();
     const message = next as Message;
     if (!previous.partial && previous.content === message.content) return; // embeds unfurled, pins...
-    if (message.author?.id === this.selfId) return;
+    await this.applyEdit(message);
+  }
+
+  /**
+   * The one edit path: live events and the catch-up's reconciliation both end here. With
+   * `stored` (the catch-up), only text that differs from it is an edit; a reply's label, which
+   * names the answered message's author only when discord.js has that message cached, does not
+   * count. True when the edit was handed to the runtime.
+   */
+  private async applyEdit(message: Message, stored?: string): Promise<boolean> {
+    if (message.author?.id === this.selfId) return false;
     const normalized = normalizeMessage(message, this.selfId);
-    await this.options.runtime.editMessage(normalized.incoming.channelId, message.id, normalized.incoming.content);
-    this.options.events.emit({ type: 'message_edited', channel_id: normalized.incoming.channelId });
+    const { channelId, content } = normalized.incoming;
+    if (stored !== undefined && sameMessageText(stored, content)) return false;
+    await this.options.runtime.editMessage(channelId, message.id, content);
+    this.options.events.emit({ type: 'message_edited', channel_id: channelId });
+    return true;
   }
 
   private async onDelete(channelId: string, messageIds: string[]): Promise<void> {

@@ -3,6 +3,7 @@ export { openMemoryStore, createEmbedder, type OpenMemoryStoreOptions } from './
 export { createMemoryTools } from './tools.js';
 export { SqlMemoryStore } from './sql-memory-store.js';
 export { transcriptText } from './item-writes.js';
+export { MEMORY_REWRITE_MARKER } from './memory-deletion.js';
 export { HashingEmbedder, type HashingEmbedderOptions } from './hashing-embedder.js';
 export { HttpEmbedder, EmbeddingError, type HttpEmbedderOptions } from './http-embedder.js';
 export { embedderIdentity, type Embedder } from './embedder.js';

@@ -1,9 +1,10 @@
 import { itemId, parseItemId, parseSourceIds } from './search-results.js';
-import { hashContent, oweVector } from './item-writes.js';
 import { visibility } from './scope.js';
-import { searchText } from './search-text.js';
 import { checkLocation, type StoreContext } from './store-context.js';
-import type { ItemDescription, MemoryKind, MemoryLocation, QuoteRedactor, SourceDropResult } from './types.js';
+import type { ItemDescription, MemoryKind, MemoryLocation, MemoryType, SourceDropOptions, SourceDropResult } from './types.js';
+
+/** What a memory says while it waits for the model to restate it without a removed message. */
+export const MEMORY_REWRITE_MARKER = '(being rewritten: a message this memory was drawn from was removed)';
 
 /**
  * What leaves memory: an item forgotten by id, and memories drawn from messages that are gone
@@ -35,51 +36,69 @@ export class MemoryDeletion {
   }
 
   /**
-   * Memories of a channel drawn from `messageIds`: deleted when no source remains, otherwise
-   * they lose those ids and what `redact` takes out of their text (their vector is owed again).
+   * Memories of a channel drawn from `messageIds`: deleted when no source remains. The others
+   * lose those ids and, with `rewrite`, their text: a marker stands in for it (no vector, no
+   * search words) until `finishRewrite`; without `rewrite` they are deleted as well, since what
+   * they say may come from the removed message.
    */
-  async dropSources(channelId: string, messageIds: readonly string[], redact: QuoteRedactor = (content) => content): Promise<SourceDropResult> {
-    const { db, dialect, indexes, clock, backlog } = this.context;
-    const result: SourceDropResult = { deleted: [], updated: 0 };
+  async dropSources(channelId: string, messageIds: readonly string[], options: SourceDropOptions = {}): Promise<SourceDropResult> {
+    const { db, dialect, indexes, clock } = this.context;
+    const result: SourceDropResult = { deleted: [], rewriting: [] };
     if (messageIds.length === 0) return result;
     const gone = new Set(messageIds);
-    let rescheduled = false;
     const rows = (await db
-      .prepare(`SELECT rowid, index_key, content, source_ids FROM memory_items WHERE kind = 'memory' AND channel_id = ? AND ${dialect.sharesSourceId}`)
-      .all(channelId, JSON.stringify([...gone]))) as Array<{ rowid: number; index_key: string; content: string; source_ids: string }>;
+      .prepare(
+        `SELECT rowid, index_key, content, memory_type, source_ids, needs_rewrite FROM memory_items
+          WHERE kind = 'memory' AND channel_id = ? AND ${dialect.sharesSourceId}`,
+      )
+      .all(channelId, JSON.stringify([...gone]))) as Array<{
+      rowid: number;
+      index_key: string;
+      content: string;
+      memory_type: MemoryType | null;
+      source_ids: string;
+      needs_rewrite: number;
+    }>;
     const remove = db.prepare('DELETE FROM memory_items WHERE rowid = ?');
-    const update = db.prepare('UPDATE memory_items SET source_ids = ? WHERE rowid = ?');
-    const rewrite = db.prepare('UPDATE memory_items SET content = ?, content_hash = ?, fts_text = ?, updated_at = ? WHERE rowid = ?');
+    // The hash is the row's own, so that no saved memory is ever taken for a duplicate of a marker.
+    const mark = db.prepare(
+      `UPDATE memory_items SET source_ids = ?, content = ?, content_hash = ?, fts_text = '', needs_rewrite = 1, updated_at = ? WHERE rowid = ?`,
+    );
     const dropVector = db.prepare('DELETE FROM memory_vectors WHERE item_rowid = ?');
+    const dropOwed = db.prepare('DELETE FROM memory_vector_backlog WHERE item_rowid = ?');
     // Labels that leave their index once the transaction has committed.
     const leaving: Array<{ key: string; label: number }> = [];
     await db.transaction(async () => {
       for (const row of rows) {
         const kept = parseSourceIds(row.source_ids).filter((id) => !gone.has(id));
-        if (kept.length === 0) {
+        const waiting = row.needs_rewrite === 1;
+        const id = itemId({ rowid: row.rowid, kind: 'memory' });
+        if (kept.length === 0 || !options.rewrite) {
           await remove.run(row.rowid);
           await indexes.recordDeleted(row.index_key, [row.rowid]);
           leaving.push({ key: row.index_key, label: row.rowid });
-          result.deleted.push({ id: itemId({ rowid: row.rowid, kind: 'memory' }), content: row.content });
-        } else {
-          await update.run(JSON.stringify(kept), row.rowid);
-          // What it quotes of the removed message goes; its vector (which encodes that text)
-          // goes too and is owed again, embedded from what remains.
-          const content = redact(row.content);
-          if (content !== row.content) {
-            await rewrite.run(content, hashContent(content), searchText(content), clock.now(), row.rowid);
-            await dropVector.run(row.rowid);
-            await indexes.recordDeleted(row.index_key, [row.rowid]);
-            leaving.push({ key: row.index_key, label: row.rowid });
-            await oweVector(db, row.rowid, row.index_key);
-            rescheduled = true;
-          }
-          result.updated += 1;
+          // A marker quotes nothing: only real text needs taking out of where it was quoted.
+          if (!waiting) result.deleted.push({ id, content: row.content, sourcesLeft: kept.length });
+          continue;
         }
+        await mark.run(JSON.stringify(kept), MEMORY_REWRITE_MARKER, `rewrite:${row.rowid}`, clock.now(), row.rowid);
+        if (!waiting) {
+          // Its vector encodes the old text: it leaves the index; the rewrite owes a new one.
+          await dropVector.run(row.rowid);
+          await dropOwed.run(row.rowid);
+          await indexes.recordDeleted(row.index_key, [row.rowid]);
+          leaving.push({ key: row.index_key, label: row.rowid });
+        }
+        result.rewriting.push({
+          id,
+          channelId,
+          ...(row.memory_type ? { memoryType: row.memory_type } : {}),
+          sourceIds: kept,
+          ...(waiting ? {} : { content: row.content }),
+        });
       }
     });
     for (const { key, label } of leaving) await indexes.applyDeleted(key, [label]);
-    if (rescheduled) backlog.schedule();
     return result;
   }
 

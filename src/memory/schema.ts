@@ -22,6 +22,8 @@ import { searchText } from './search-text.js';
  *   is trusted only when it agrees with this row.
  * - `memory_index_tombstones` remembers deletions that reach an index not loaded in memory, so they
  *   can be applied when it is.
+ * - `memory_items.needs_rewrite` flags a memory whose text is a marker until the model restates it
+ *   without a removed message it was drawn from.
  * - `memory_vector_backlog` lists items written without their vector yet (a message is made
  *   searchable by full text in the same transaction as its history row; its vector follows in a
  *   batch). Search scans these rows exactly, so the lag is invisible to `memory_search`.
@@ -239,6 +241,22 @@ export const MEMORY_MIGRATIONS: readonly Migration[] = [
       await db.exec('CREATE TABLE memory_index_owners (owner TEXT PRIMARY KEY, registered_at INTEGER NOT NULL) WITHOUT ROWID;');
     },
     postgres: 'CREATE TABLE memory_index_owners (owner TEXT PRIMARY KEY, registered_at BIGINT NOT NULL);',
+  },
+  {
+    // A memory drawn from a message that was deleted (or edited) and from others: its text is
+    // replaced by a marker at once and it waits, flagged, for the model to restate it from the
+    // messages that remain.
+    name: 'memory-005-rewrites',
+    async up(db) {
+      await db.exec(`
+        ALTER TABLE memory_items ADD COLUMN needs_rewrite INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX memory_items_rewrite ON memory_items (channel_id) WHERE needs_rewrite = 1;
+      `);
+    },
+    postgres: `
+        ALTER TABLE memory_items ADD COLUMN needs_rewrite BIGINT NOT NULL DEFAULT 0;
+        CREATE INDEX memory_items_rewrite ON memory_items (channel_id) WHERE needs_rewrite = 1;
+      `,
   },
 ];
 

@@ -7,6 +7,7 @@ import type { Embedder } from './embedder.js';
 import { HybridSearch, type SearchTuning } from './hybrid-search.js';
 import type { VectorIndexManager } from './index-manager.js';
 import { MemoryDeletion } from './memory-deletion.js';
+import { MemoryRewriteRows } from './memory-rewrite-rows.js';
 import { MemorySaver } from './memory-saver.js';
 import { MemoryStatistics } from './memory-statistics.js';
 import { memoryDialectFor } from './pick-dialect.js';
@@ -20,7 +21,9 @@ import type {
   MemoryRecord,
   MemoryStats,
   MemoryStore,
-  QuoteRedactor,
+  PendingRewrite,
+  RewriteOutcome,
+  SourceDropOptions,
   SaveMemoryInput,
   SaveMemoryResult,
   SearchQuery,
@@ -67,6 +70,7 @@ export class SqlMemoryStore implements MemoryStore {
   private readonly archive: TranscriptArchive;
   private readonly backfill: VectorBackfill;
   private readonly deletion: MemoryDeletion;
+  private readonly rewriteRows: MemoryRewriteRows;
   private readonly statistics: MemoryStatistics;
   private closed = false;
 
@@ -98,6 +102,7 @@ export class SqlMemoryStore implements MemoryStore {
     this.backfill = new VectorBackfill(this.context, options.backfillIntervalMs ?? 30_000);
     this.archive = new TranscriptArchive(this.context, () => this.backfill.schedule());
     this.deletion = new MemoryDeletion(this.context);
+    this.rewriteRows = new MemoryRewriteRows(this.context);
     this.statistics = new MemoryStatistics(this.context);
   }
 
@@ -191,8 +196,16 @@ export class SqlMemoryStore implements MemoryStore {
     return (await this.options.views?.record(view)) ?? false;
   }
 
-  dropSources(channelId: string, messageIds: readonly string[], redact?: QuoteRedactor): Promise<SourceDropResult> {
-    return this.deletion.dropSources(channelId, messageIds, redact);
+  dropSources(channelId: string, messageIds: readonly string[], options?: SourceDropOptions): Promise<SourceDropResult> {
+    return this.deletion.dropSources(channelId, messageIds, options);
+  }
+
+  finishRewrite(id: string, outcome: RewriteOutcome): Promise<'rewritten' | 'deleted' | 'superseded' | 'gone'> {
+    return this.rewriteRows.finish(id, outcome);
+  }
+
+  pendingRewrites(channelId: string): Promise<PendingRewrite[]> {
+    return this.rewriteRows.pending(channelId);
   }
 
   describeItem(id: string): Promise<ItemDescription | undefined> {

@@ -155,25 +155,48 @@ export interface MemoryStore {
   releaseChannel?(channelId: string): Promise<void>;
   /**
    * Messages of a channel are gone (deleted, edited, erased): memories drawn only from them are
-   * deleted, the others lose those ids. Returns what was deleted, so its text can be removed
-   * from wherever it was quoted.
+   * deleted; the others lose those ids and, with `rewrite`, wait as a marker for the model to
+   * restate them from what remains (without it they are deleted too). Returns what was deleted
+   * and what waits, with the text each had, so that text can be removed from wherever it was
+   * quoted.
    */
-  dropSources?(channelId: string, messageIds: readonly string[], redact?: QuoteRedactor): Promise<SourceDropResult>;
+  dropSources?(channelId: string, messageIds: readonly string[], options?: SourceDropOptions): Promise<SourceDropResult>;
+  /**
+   * Ends the wait of a memory flagged by `dropSources`: its new text lands (only while its
+   * sources are still `sourceIds`; otherwise `superseded`), or with `delete` it goes.
+   */
+  finishRewrite?(id: string, outcome: RewriteOutcome): Promise<'rewritten' | 'deleted' | 'superseded' | 'gone'>;
+  /** Memories of a channel still waiting for a rewrite (after a restart, too). */
+  pendingRewrites?(channelId: string): Promise<PendingRewrite[]>;
   /** What an item id (`mem-12`, `msg-40`) stands for, without its neighbours; undefined if unknown. */
   describeItem?(id: string): Promise<ItemDescription | undefined>;
   /** Who can view a guild channel (guild scope shares memories only between equal views); true if it changed. */
   recordChannelView?(view: ChannelView): Promise<boolean>;
 }
 
-/**
- * Takes out of a memory's text what it quotes of removed messages (returns it unchanged when
- * it quotes nothing); the privacy layer, which knows the removed texts and the note, makes it.
- */
-export type QuoteRedactor = (content: string) => string;
+export interface SourceDropOptions {
+  /** A model can restate memories: those that keep a source wait for it instead of being deleted. */
+  rewrite?: boolean;
+}
+
+/** A memory that lost a source, kept a marker in place of its text and waits for its rewrite. */
+export interface PendingRewrite {
+  id: string;
+  channelId: string;
+  memoryType?: MemoryType;
+  /** The messages it is still drawn from. */
+  sourceIds: string[];
+  /** The text it had (absent when it was already waiting: that text left the store then). */
+  content?: string;
+}
+
+export type RewriteOutcome = { content: string; sourceIds: readonly string[] } | 'delete';
 
 export interface SourceDropResult {
-  deleted: Array<{ id: string; content: string }>;
-  updated: number;
+  /** `sourcesLeft`: how many messages it still rested on (more than 0 only without `rewrite`). */
+  deleted: Array<{ id: string; content: string; sourcesLeft: number }>;
+  /** Memories that kept a source and now wait for their rewrite (without `rewrite`: none, they are deleted). */
+  rewriting: PendingRewrite[];
 }
 
 export interface ItemDescription {

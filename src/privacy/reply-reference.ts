@@ -44,6 +44,19 @@ export function resolveReplyReferences(
   return resolved ?? entries;
 }
 
+/**
+ * Whether two stored forms of a message say the same: a reply's reference counts by the id it
+ * names, not by the author label it was stored with (which depends on what was cached).
+ */
+export function sameMessageText(left: string, right: string): boolean {
+  return unlabelled(left) === unlabelled(right);
+}
+
+function unlabelled(content: string): string {
+  const match = REFERENCE.exec(content);
+  return match ? `[msg ${match[2]}]${content.slice(match[0].length)}` : content;
+}
+
 /** A reply to a reply quotes the words, not the nested reference. */
 function stripReference(content: string): string {
   const match = REFERENCE.exec(content);

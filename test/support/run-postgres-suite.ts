@@ -41,6 +41,7 @@ export const POSTGRES_SUITE = [
   'channel-unload',
   'memory-edges',
   'privacy-rewrite',
+  'privacy-memory-rewrite',
   'archive-outage',
   'ingest-durability',
   'memory-store',
