@@ -1,7 +1,8 @@
 /**
  * Every script is searchable, and SQLite and PostgreSQL agree: messages in Chinese, Japanese,
  * Korean, Thai, Arabic, Russian, German and emoji-laden English are each found by a word or two
- * of theirs, identifiers match however they are written, and both backends return the same top 5.
+ * of theirs, a closed compound by its words written apart, identifiers match however they are
+ * written, and both backends return the same top 5.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -25,7 +26,8 @@ const PLANTED: Array<[string, string, string, string[]]> = [
   ['th', 'Somchai', 'พรุ่งนี้ประชุมที่กรุงเทพตอนเก้าโมง', ['ประชุม', 'กรุงเทพ']],
   ['ar', 'Layla', 'سنلتقي في المكتبة يوم الخميس بعد الظهر', ['المكتبة', 'الخميس']],
   ['ru', 'Ivan', 'Встреча перенесена на пятницу из-за отпуска Ольги', ['пятницу', 'встреча отпуска']],
-  ['de', 'Jonas', 'Die Kaffeemaschine im Büro ist kaputt, der Donaudampfschifffahrtskapitän lacht', ['Kaffeemaschine', 'Donaudampfschifffahrtskapitän', 'buro kaputt']],
+  ['de', 'Jonas', 'Die Kaffeemaschine im Büro ist kaputt, der Donaudampfschifffahrtskapitän lacht', ['Kaffeemaschine', 'Donaudampfschifffahrtskapitän', 'buro kaputt', 'Kaffee Maschine']],
+  ['compound', 'Rui', 'Bring the icecream maker to the picnic on Sunday', ['ice cream', 'icecream maker']],
   ['emoji', 'Sam', '🎉🎉 PIZZA party tonight at 8!!! 🍕🍕 bring drinks 🥤🥤', ['pizza party', 'drinks']],
   ['bill', 'Ops', 'I filed BILL-4821 for the broken invoice export', ['BILL-4821', 'BILL 4821', '4821', 'bill-4821']],
   ['version', 'Dev', 'Release v2.3.1 fixes the login redirect', ['v2.3.1', 'login redirect']],

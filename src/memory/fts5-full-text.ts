@@ -14,7 +14,12 @@ export class Fts5FullText implements FullText {
     return counts;
   }
 
-  async candidates(terms: readonly string[], filter: FullTextFilter, count: number): Promise<Array<{ label: number; strength: number }>> {
+  async candidates(
+    terms: readonly string[],
+    filter: FullTextFilter,
+    count: number,
+    scan: number,
+  ): Promise<Array<{ label: number; strength: number }>> {
     const anyTerm = ftsAnyOf(terms);
     if (!anyTerm) return [];
     // Scope, kind and type are FTS tokens, so the whole filter runs inside the full-text match:
@@ -25,14 +30,16 @@ export class Fts5FullText implements FullText {
     const contentMatch = `fts_text : (${anyTerm})`;
     // bm25() computes statistics for every phrase of its MATCH, the scope tag included, and a
     // tag's doclist is as long as the whole channel. So bm25 ranks the content terms alone and
-    // the scoped match (cheap without bm25) restricts the rows before the top is taken.
+    // the scoped match (cheap without bm25) restricts the rows before the top is taken. The
+    // scoped match walks its doclists newest first and stops after `scan` rows, so bm25() runs
+    // on at most that many rows (its IDF still reads whole doclists, as before).
     const rows = (await this.db
       .prepare(
         `SELECT rowid AS label, bm25(memory_fts, 1.0, 0.0) AS rank FROM memory_fts
-         WHERE memory_fts MATCH ? AND +rowid IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?)
-         ORDER BY rank LIMIT ?`,
+         WHERE memory_fts MATCH ? AND +rowid IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY rowid DESC LIMIT ?)
+         ORDER BY rank, label LIMIT ?`,
       )
-      .all(contentMatch, `${filters.join(' AND ')} AND ${contentMatch}`, count)) as Array<{ label: number; rank: number }>;
+      .all(contentMatch, `${filters.join(' AND ')} AND ${contentMatch}`, scan, count)) as Array<{ label: number; rank: number }>;
     return rows.map((row) => ({ label: row.label, strength: Math.max(0, -row.rank) }));
   }
 }

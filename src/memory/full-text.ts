@@ -16,6 +16,10 @@ export interface FullTextFilter {
 export interface FullText {
   /** Rows of the whole store matching each term (for choosing affordable terms), in order. */
   termCounts(terms: readonly string[]): Promise<number[]>;
-  /** The `count` best rows matching any term within the filter; strength is BM25 (higher is better). */
-  candidates(terms: readonly string[], filter: FullTextFilter, count: number): Promise<Array<{ label: number; strength: number }>>;
+  /**
+   * The `count` best rows matching any term within the filter; strength is BM25 (higher is
+   * better). Only the `scan` newest such rows (by rowid) are ranked, so a query on a word said
+   * in many thousand messages costs what a rarer one does; IDF still counts the whole store.
+   */
+  candidates(terms: readonly string[], filter: FullTextFilter, count: number, scan: number): Promise<Array<{ label: number; strength: number }>>;
 }

@@ -29,7 +29,8 @@ export interface SearchTuning {
   /**
    * Most postings the full-text query may walk: BM25 costs time per matching row, so the rarest
    * query terms are kept until their document counts reach this, and commoner ones are left to
-   * the vector side. The rarest term is always kept.
+   * the vector side. The rarest term is always kept; when even it matches more rows than this
+   * in the caller's scope, only the newest this many of them are ranked.
    */
   textPostingBudget: number;
   /** Vector neighbours less similar than this do not enter the fusion (noise of a hashed space). */
@@ -243,6 +244,7 @@ export class HybridSearch {
         ...(request.memoryType ? { memoryType: request.memoryType } : {}),
       },
       count,
+      this.tuning.textPostingBudget,
     );
   }
 

@@ -46,7 +46,12 @@ export class PgFullText implements FullText {
     return rows.map((row) => row.count);
   }
 
-  async candidates(terms: readonly string[], filter: FullTextFilter, count: number): Promise<Array<{ label: number; strength: number }>> {
+  async candidates(
+    terms: readonly string[],
+    filter: FullTextFilter,
+    count: number,
+    scan: number,
+  ): Promise<Array<{ label: number; strength: number }>> {
     if (terms.length === 0) return [];
     const stats = await this.corpusStats();
     const clauses = [filter.visibility.sql];
@@ -61,7 +66,8 @@ export class PgFullText implements FullText {
     }
     // Each distinct lexeme of the query is one BM25 term. Every row matching any of them is read
     // once: its scope decides whether it is a candidate, and all of them count towards each
-    // lexeme's document frequency, store-wide as FTS5 counts a phrase's rows for its IDF.
+    // lexeme's document frequency, store-wide as FTS5 counts a phrase's rows for its IDF. Only
+    // the `scan` newest visible ones are ranked, the rows FTS5 ranks.
     // (`materialized` in lower case: the dialect translation quotes capitalized words after AS.)
     const rows = (await this.db
       .prepare(
@@ -79,18 +85,20 @@ export class PgFullText implements FullText {
            SELECT l.lexeme, greatest(1e-6, ln((c.rows - h.hits + 0.5) / (h.hits + 0.5))) AS idf
              FROM lexemes l CROSS JOIN corpus c
              CROSS JOIN LATERAL (SELECT count(*) AS hits FROM anywhere a WHERE a.fts @@ quote_literal(l.lexeme)::tsquery) h
+         ),
+         ranked AS (
+           SELECT rowid, fts, fts_length FROM anywhere WHERE visible ORDER BY rowid DESC LIMIT ?
          )
          SELECT m.rowid AS label,
                 sum(w.idf * f.tf * ${K1 + 1} / (f.tf + ${K1} * (${1 - B} + ${B} * m.fts_length / ?::float8))) AS strength
-           FROM anywhere m
+           FROM ranked m
            CROSS JOIN LATERAL (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf FROM unnest(m.fts) AS u) f
            JOIN weights w ON w.lexeme = f.lexeme
-          WHERE m.visible
           GROUP BY m.rowid
           ORDER BY strength DESC, label
           LIMIT ?`,
       )
-      .all(JSON.stringify(terms), ...params, stats.rows, stats.top, stats.averageLength, count)) as Array<{ label: number; strength: number }>;
+      .all(JSON.stringify(terms), ...params, stats.rows, stats.top, scan, stats.averageLength, count)) as Array<{ label: number; strength: number }>;
     return rows;
   }
 

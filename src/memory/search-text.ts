@@ -37,6 +37,8 @@ const CONNECTED = /^[\p{L}\p{N}\p{M}]+(?:[-_.@/:+#][\p{L}\p{N}\p{M}]+)+$/u;
 const ENGLISH_WORD = /^[a-z]+$/;
 const HAS_LETTER = /\p{L}/u;
 const HAS_DIGIT = /\p{N}/u;
+/** A word that may be half of a closed compound: letters of a spaced script, two or more. */
+const JOINABLE = /^\p{L}[\p{L}\p{M}]+$/u;
 
 /** Tokens longer than this (hashes, base64, runs of one key) are not words anyone searches for. */
 const MAX_TOKEN_LENGTH = 64;
@@ -87,11 +89,36 @@ const QUESTION_WORDS: ReadonlySet<string> = new Set(
     .map((word) => stemmer(word)),
 );
 
-/** The distinct tokens of a query, at most `maxTerms` of them, in order of appearance. */
+/**
+ * The distinct tokens of a query, at most `maxTerms` of them, in order of appearance, then the
+ * query's neighbouring words written as one ("ice cream" → `icecream`, "Kaffee Maschine" →
+ * `kaffeemaschin`), so a closed compound in a message is found by its words apart. A joined
+ * word no message contains is dropped by the search before it costs anything.
+ */
 export function searchTerms(text: string, options: { maxTerms?: number } = {}): string[] {
   const terms = [...new Set(searchTokens(text))];
   const meaningful = terms.filter((term) => !QUESTION_WORDS.has(term));
-  return (meaningful.length > 0 ? meaningful : terms).slice(0, options.maxTerms ?? 32);
+  const chosen = meaningful.length > 0 ? meaningful : terms;
+  const joined = joinedNeighbours(text).filter((term) => !chosen.includes(term));
+  return [...chosen, ...new Set(joined)].slice(0, options.maxTerms ?? 32);
+}
+
+function joinable(word: string): boolean {
+  return JOINABLE.test(word) && !UNSPACED.test(word) && !STOP_WORDS.has(word);
+}
+
+/** Two neighbouring words of spaced scripts, neither a function word, as the one token they would make. */
+function joinedNeighbours(text: string): string[] {
+  const words = normalize(text).match(PART) ?? [];
+  const joined: string[] = [];
+  for (let index = 0; index + 1 < words.length; index += 1) {
+    const [left, right] = [words[index]!, words[index + 1]!];
+    if (!joinable(left) || !joinable(right)) continue;
+    const tokens: string[] = [];
+    addWord(left + right, tokens);
+    joined.push(...tokens);
+  }
+  return joined;
 }
 
 function addPart(part: string, tokens: string[]): void {

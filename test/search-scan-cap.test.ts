@@ -1,0 +1,107 @@
+/**
+ * A word said in more messages than the full-text posting budget: only the newest of them in
+ * the caller's scope are ranked, the same rows with the same BM25 on SQLite and PostgreSQL,
+ * and the IDF still counts the whole store.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { DEFAULTS } from '../src/config/defaults.js';
+import { openMemoryStore, type TranscriptEntryInput } from '../src/memory/index.js';
+import { Fts5FullText } from '../src/memory/fts5-full-text.js';
+import { PgFullText } from '../src/memory/pg-full-text.js';
+import type { FullText } from '../src/memory/full-text.js';
+import { visibility } from '../src/memory/scope.js';
+import { searchTerms } from '../src/memory/search-text.js';
+import { openDatabase } from '../src/storage/database.js';
+import type { SqlClient } from '../src/storage/sql-client.js';
+import { ALL_MIGRATIONS } from '../src/app/migrations.js';
+import { openStorageForWriting } from '../src/storage/open-storage.js';
+import { freshSchema, requirePostgres } from './support/postgres-available.js';
+import { TEST_DATABASE_URL } from './support/storage.js';
+
+const SCAN = 40;
+
+/** 240 lines in the searched channel and 80 elsewhere, every one saying "budget", lengths varied. */
+function corpus(): TranscriptEntryInput[] {
+  const fillers = ['', ' for the trip', ' and the venue and the catering', ' again, see the sheet with every line item in it'];
+  return Array.from({ length: 320 }, (_, index) => ({
+    channelId: index % 4 === 3 ? 'elsewhere' : 'busy',
+    messageId: `m${index}`,
+    authorId: 'ana',
+    authorName: 'Ana',
+    content: `budget${index % 7 === 0 ? ' budget' : ''}${fillers[index % fillers.length]!}`,
+    createdAt: 1_700_000_000_000 + index * 60_000,
+  }));
+}
+
+async function rank(db: SqlClient, dataDir: string, fullText: (db: SqlClient) => FullText): Promise<Array<{ id: string; strength: number }>> {
+  const store = await openMemoryStore({ db, dataDir, settings: DEFAULTS.memory });
+  try {
+    await store.archiveTranscript(corpus());
+    await store.whenIndexed();
+  } finally {
+    await store.close();
+  }
+  const view = await visibility({ channelId: 'busy' }, 'channel');
+  const hits = await fullText(db).candidates(searchTerms('budget'), { visibility: view }, 20, SCAN);
+  const ids = (await db.prepare('SELECT rowid, message_id FROM memory_items').all()) as Array<{ rowid: number; message_id: string }>;
+  const byRowid = new Map(ids.map((row) => [Number(row.rowid), row.message_id]));
+  return hits.map((hit) => ({ id: byRowid.get(Number(hit.label))!, strength: hit.strength }));
+}
+
+/** The messages of the searched channel a capped scan may rank: its newest `SCAN`. */
+function newestInScope(): Set<string> {
+  const busy = corpus().filter((entry) => entry.channelId === 'busy');
+  return new Set(busy.slice(-SCAN).map((entry) => entry.messageId));
+}
+
+function withDirs<T>(run: (sqliteDir: string, pgDir: string) => Promise<T>): Promise<T> {
+  const sqliteDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
+  const pgDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
+  return run(sqliteDir, pgDir).finally(() => {
+    rmSync(sqliteDir, { recursive: true, force: true });
+    rmSync(pgDir, { recursive: true, force: true });
+  });
+}
+
+test('a word in more messages than the budget is ranked among the newest of them in scope, on SQLite', async () => {
+  await withDirs(async (sqliteDir) => {
+    const db = await openDatabase(sqliteDir, ALL_MIGRATIONS);
+    try {
+      const hits = await rank(db, sqliteDir, (client) => new Fts5FullText(client));
+      assert.equal(hits.length, 20);
+      const allowed = newestInScope();
+      for (const hit of hits) assert.ok(allowed.has(hit.id), `${hit.id} is not among the newest ${SCAN} of the channel`);
+      // Repeated and short lines first, as BM25 has it.
+      assert.ok(hits[0]!.strength > hits.at(-1)!.strength);
+    } finally {
+      await db.close();
+    }
+  });
+});
+
+test('PostgreSQL ranks the same newest rows with the same BM25 as SQLite when the budget is exceeded', async (t) => {
+  if (!(await requirePostgres(t))) return;
+  await withDirs(async (sqliteDir, pgDir) => {
+    const sqlite = await openDatabase(sqliteDir, ALL_MIGRATIONS);
+    const postgres = await openStorageForWriting({ backend: 'postgres', dataDir: pgDir, url: TEST_DATABASE_URL, schema: freshSchema() }, ALL_MIGRATIONS, {
+      command: 'search-scan-cap test',
+      writerKey: 'search-scan-cap',
+    });
+    try {
+      const expected = await rank(sqlite, sqliteDir, (client) => new Fts5FullText(client));
+      const actual = await rank(postgres.db, pgDir, (client) => new PgFullText(client));
+      assert.deepEqual(
+        actual.map((hit) => hit.id),
+        expected.map((hit) => hit.id),
+      );
+      actual.forEach((hit, position) => assert.ok(Math.abs(hit.strength - expected[position]!.strength) < 1e-9, `strength of ${hit.id}`));
+    } finally {
+      await sqlite.close();
+      await postgres.close();
+    }
+  });
+});
