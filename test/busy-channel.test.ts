@@ -136,10 +136,12 @@ test('a busy channel, the bot asked every third message and each reply streaming
       if (event.type === 'compaction_started' && event.tier === 'background') triggeredBefore.set(event, lastTriggered);
     }
     for (const [index, event] of background.entries()) {
-      // The range is about the fraction; the questions still waiting for their replies stay live.
+      // The range is about the fraction (of tokens: a streamed reply weighs several messages, so
+      // a cut may take a little under 30% of the entries); the questions still waiting for their
+      // replies stay live. The failure this guards against took 2 to 4 of about 80.
       const live = Number(triggeredBefore.get(event)?.live_messages);
       const range = Number(event.messages) + Number(event.messages_held);
-      assert.ok(range >= 0.25 * live && Number(event.messages) >= 0.1 * live, `background compaction ${index} took ${event.messages} (and held ${event.messages_held}) of ${live} live entries`);
+      assert.ok(range >= 0.2 * live && Number(event.messages) >= 0.1 * live, `background compaction ${index} took ${event.messages} (and held ${event.messages_held}) of ${live} live entries`);
     }
     assert.deepEqual(events.filter((event) => event.type === 'emergency_truncation'), [], 'emergency truncation never fired');
     assert.equal(fake.requests.filter((request) => request.refusal !== undefined).length, 0, 'no request refused');

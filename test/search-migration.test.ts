@@ -34,9 +34,9 @@ test('rows written before the search tokens existed are found by them after the 
        VALUES ('transcript', ?, 'channel', ?, 'c1', ?, 'a', 'Lin', ?, ?, ?, ?)`,
     );
     const lines = ['Lin: 我们下周三在上海办公室开会', 'Lin: I filed BILL-4821 for the invoice', 'Lin: lunch at noon?'];
-    lines.forEach((content, index) =>
-      insert.run(content, channelKey('c1'), `m${index}`, `hash-${index}`, ftsTags({ indexKey: channelKey('c1'), kind: 'transcript' }), index, index),
-    );
+    for (const [index, content] of lines.entries()) {
+      await insert.run(content, channelKey('c1'), `m${index}`, `hash-${index}`, ftsTags({ indexKey: channelKey('c1'), kind: 'transcript' }), index, index);
+    }
     await old.close();
 
     const upgraded = await open(dir, ALL_MIGRATIONS);

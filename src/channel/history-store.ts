@@ -131,16 +131,22 @@ export class HistoryStore implements SummaryWrites {
          VALUES (@channelId, @kind, @fromSeq, @toSeq, @content, @tokens, @createdAt, @summarizer)`,
       ),
       allEntries: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? ORDER BY seq'),
+      // Longest first, then greatest: numeric order for digit strings without leading zeros.
+      newestPlatformId: db.prepare(
+        `SELECT message_id FROM history_entries WHERE channel_id = ? AND kind = 'message' AND ${channelDialectFor(db).digitsOnlyMessageId}
+          ORDER BY length(message_id) DESC, message_id DESC LIMIT 1`,
+      ),
       allSummaries: db.prepare('SELECT * FROM history_summaries WHERE channel_id = ? ORDER BY id'),
     };
   }
 
   async load(channelId: string): Promise<LoadedChannel> {
-    const [entryRows, summaryRows, counterRow, locationRow] = await Promise.all([
+    const [entryRows, summaryRows, counterRow, locationRow, newestRow] = await Promise.all([
       this.statements.liveEntries.all({ channelId }),
       this.statements.liveSummaries.all(channelId),
       this.statements.counters.get({ channelId }),
       this.statements.location.get(channelId),
+      this.statements.newestPlatformId.get(channelId),
     ]);
     const entries = (entryRows as EntryRow[]).map(toEntry);
     const summaries = (summaryRows as SummaryRow[]).map(toSummary);
@@ -161,6 +167,7 @@ export class HistoryStore implements SummaryWrites {
       nextTurnId: (counters.max_turn ?? 0) + 1,
       archivedCount: counters.total,
       location,
+      newestPlatformId: (newestRow as { message_id: string } | undefined)?.message_id,
     };
   }
 

@@ -3,6 +3,7 @@ import type { ChannelState } from '../context/channel-state.js';
 import { cappedEntryTokens } from './oversized-message.js';
 import type { RuntimeParts, TurnEntryInput } from './runtime-types.js';
 import type { HistoryEntry, IncomingMessage } from '../context/types.js';
+import { isPlatformIdAfter } from '../context/history-store.js';
 
 type NewEntry = TurnEntryInput & { createdAt: number; turnId: number };
 
@@ -60,7 +61,9 @@ export class IngestPath {
     const state = parts.loaded(message.channelId) ?? (await parts.channel(message.channelId));
     const unsettled = state.unsettled.get(message.messageId);
     if (unsettled) return { done: unsettled };
-    const stored = await parts.store.findByMessageId(message.channelId, message.messageId);
+    // A platform id past every stored one is new: no round trip to ask the database.
+    const fresh = isPlatformIdAfter(message.messageId, state.newestPlatformId);
+    const stored = fresh ? undefined : await parts.store.findByMessageId(message.channelId, message.messageId);
     if (stored) return { done: Promise.resolve(stored) };
     const liveFrom = state.entries[0]?.seq ?? state.nextSeq;
     const replyTokens = message.replyToMessageId ? await parts.extras.replies.estimate(state.channelId, message.replyToMessageId, liveFrom) : 0;
@@ -68,6 +71,8 @@ export class IngestPath {
     // one that gets here takes it. From here until the write is queued nothing awaits.
     const raced = state.unsettled.get(message.messageId);
     if (raced) return { done: raced };
+    // Kept as an upper bound even if the write fails: a redelivery then asks the database.
+    if (isPlatformIdAfter(message.messageId, state.newestPlatformId)) state.newestPlatformId = message.messageId;
     if (message.parentChannelId !== undefined) parts.parents.set(message.channelId, message.parentChannelId);
     if (message.guildId !== undefined || message.dmUserId !== undefined) {
       state.location = { ...(message.guildId ? { guildId: message.guildId } : {}), ...(message.dmUserId ? { dmUserId: message.dmUserId } : {}) };

@@ -36,6 +36,8 @@ export class ChannelState {
   /** Rows in the archive (live or not). */
   archivedCount: number;
   location: ChannelLocation;
+  /** At least the greatest platform message id stored or being stored (see `LoadedChannel`). */
+  newestPlatformId: string | undefined;
   /** Entries a truncation marker stands for, by marker id (this process only). */
   readonly markerEntries = new Map<number, HistoryEntry[]>();
   /** Transcript writes not yet confirmed by the memory store. */
@@ -84,6 +86,7 @@ export class ChannelState {
     this.nextTurnId = loaded.nextTurnId;
     this.archivedCount = loaded.archivedCount;
     this.location = loaded.location;
+    this.newestPlatformId = loaded.newestPlatformId;
     for (const entry of this.entries) this.count(entry, 1);
     for (const summary of this.summaries) this.summaryTokens += summary.tokens;
   }

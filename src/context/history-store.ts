@@ -14,6 +14,19 @@ export interface LoadedChannel {
   nextTurnId: number;
   archivedCount: number;
   location: ChannelLocation;
+  /**
+   * The greatest platform (Discord snowflake) message id the channel holds, or undefined: a
+   * message whose id is greater cannot be stored yet (snowflakes grow with time), so its ingest
+   * needs no look in the database.
+   */
+  newestPlatformId?: string | undefined;
+}
+
+/** Whether `id` is a platform id (digits only) greater than `newest` (any id is, when there is none). */
+export function isPlatformIdAfter(id: string, newest: string | undefined): boolean {
+  if (!/^[0-9]+$/.test(id)) return false;
+  if (newest === undefined) return true;
+  return id.length !== newest.length ? id.length > newest.length : id > newest;
 }
 
 /** A summary row as it goes into the database (the id comes back). */

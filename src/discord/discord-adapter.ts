@@ -92,6 +92,8 @@ export class DiscordAdapter {
   private readonly catchUp: ChannelCatchUp | undefined;
   /** Gateway sessions that turned ready: the first is the start, later ones could not resume. */
   private sessions = 0;
+  /** Per channel, the newest message's turn to reach the store (see `arrivalOrder`). */
+  private readonly arrivals = new Map<string, Promise<void>>();
   /** A message could not be stored: once storage takes writes again, a catch-up fetches it. */
   private lostWhileUnhealthy = false;
 
@@ -249,6 +251,30 @@ export class DiscordAdapter {
     void promise.finally(() => this.inFlight.delete(promise));
   }
 
+  /**
+   * A message's place in its channel's arrival order: `ready` resolves once every earlier
+   * message of the channel has reached the store (or was dropped); `done` hands the turn on.
+   */
+  private arrivalOrder(channelId: string): { ready: Promise<void>; done(): void } {
+    const previous = this.arrivals.get(channelId) ?? Promise.resolve();
+    let handOn!: () => void;
+    const mine = new Promise<void>((resolve) => (handOn = resolve));
+    this.arrivals.set(channelId, mine);
+    let handed = false;
+    return {
+      ready: previous,
+      done: () => {
+        if (handed) return;
+        handed = true;
+        // Never before the earlier ones: a message dropped early still waits its turn to hand on.
+        void previous.then(() => {
+          handOn();
+          if (this.arrivals.get(channelId) === mine) this.arrivals.delete(channelId);
+        });
+      },
+    };
+  }
+
   private admit(normalized: NormalizedMessage): boolean {
     const decision = decideAccess(messageSubject(normalized, this.selfId), this.options.config.current().discord);
     if (!decision.allowed && decision.reason !== 'self') {
@@ -259,16 +285,29 @@ export class DiscordAdapter {
 
   private async onMessage(message: Message): Promise<void> {
     if (!this.accepting || message.system) return;
-    if (message.partial) message = await message.fetch();
-    const normalized = normalizeMessage(message, this.selfId);
-    if (!this.admit(normalized)) return;
-    // Before the message can become a memory, its channel's view permissions are on record.
-    const view = viewOf(message.channel);
-    if (view) await this.recordView(view);
-    // Messages missed during an outage go first, in order; this one is answered after them.
-    const catchingUp = this.catchUp?.before(normalized.incoming.channelId);
-    if (catchingUp) await catchingUp;
-    const entry = await this.store(normalized.incoming);
+    // Taken in arrival order: the awaits below (a partial's fetch, the view's write, a network
+    // store) may answer a later message first, and a channel's sequence must not swap them.
+    const turnToStore = this.arrivalOrder(message.channelId);
+    let entry: HistoryEntry | undefined;
+    let normalized: NormalizedMessage;
+    try {
+      if (message.partial) message = await message.fetch();
+      normalized = normalizeMessage(message, this.selfId);
+      if (!this.admit(normalized)) return;
+      // Before the message can become a memory, its channel's view permissions are on record.
+      const view = viewOf(message.channel);
+      if (view) await this.recordView(view);
+      // Messages missed during an outage go first, in order; this one is answered after them.
+      const catchingUp = this.catchUp?.before(normalized.incoming.channelId);
+      if (catchingUp) await catchingUp;
+      await turnToStore.ready;
+      // The runtime takes the message's place in the channel as soon as `store` is called.
+      const storing = this.store(normalized.incoming);
+      turnToStore.done();
+      entry = await storing;
+    } finally {
+      turnToStore.done();
+    }
     if (!entry) return;
     const policy = this.options.config.settingsFor(normalized.incoming.channelId, normalized.parentId).replyPolicy;
     const trigger = {

@@ -101,8 +101,9 @@ const POSTGRES_DESCRIPTIONS: Readonly<Record<StorageProblemKind, Description>> =
 /**
  * A clear error for a storage failure that names the data dir (or PostgreSQL) and what to do,
  * or undefined when `error` is not a storage failure. Full disks, I/O errors and a busy database
- * are retryable (the bot retries them with backoff); a damaged or read-only database is not,
- * and neither is a dropped PostgreSQL connection (the writer lock went with it).
+ * are retryable (the bot retries them with backoff); a damaged or read-only database is not.
+ * `PgPoolClient` classes a lost connection or a passed deadline itself (`storage_connection`,
+ * `storage_timeout`, both retryable: it opens a new connection), and those pass through.
  */
 export function storageError(dataDir: string, error: unknown): MagpieError | undefined {
   if (error instanceof MagpieError && error.code.startsWith('storage_')) return error;
