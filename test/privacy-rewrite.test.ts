@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { DELETED_NOTE, redactToolBlock, redactionTarget } from '../src/privacy/redact.js';
 import { longestVerbatimRun } from '../src/channel/privacy-propagator.js';
-import { failWith, gate, never, openHarness, replyWith, ScriptedSummarizer, settle, userMessage } from './compaction-support.js';
+import { failWith, gate, never, openHarness, replyWith, ScriptedSummarizer, until, userMessage } from './compaction-support.js';
 
 test('a pending rewrite survives a restart; the new summary leaves the deleted message out', async () => {
   const first = new ScriptedSummarizer().enqueue(replyWith('Summary quoting Message 0 and the rest.'), never);
@@ -20,7 +20,7 @@ test('a pending rewrite survives a restart; the new summary leaves the deleted m
   assert.ok(covered.includes('m0'));
 
   await harness.runtime.deleteMessages('c1', ['m0']);
-  await settle();
+  await until(harness, () => first.requests.length === 2, 'a rewrite worker to start');
   const marker = (await harness.runtime.liveContext('c1')).summaries[0]!;
   assert.equal(marker.kind, 'marker');
   assert.ok(!marker.content.includes('Message 0'));
@@ -72,7 +72,8 @@ test('a new delete while a rewrite runs wins: the older rewrite does not land', 
     for (let index = 0; index < 8; index += 1) await harness.runtime.ingest(userMessage('c3', index, { words: 30 }));
     assert.equal((await harness.runtime.compactNow('c3')).status, 'completed');
     await harness.runtime.deleteMessages('c3', ['m2']);
-    await settle();
+    // The first rewrite is running (held) when the second delete comes.
+    await until(harness, () => summarizer.requests.length === 2, 'the first rewrite to start');
     await harness.runtime.deleteMessages('c3', ['m3']);
     held.open();
     await harness.runtime.privacySettled();

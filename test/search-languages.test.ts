@@ -75,6 +75,9 @@ async function searchAll(db: SqlClient, dataDir: string): Promise<SearchResult[]
   try {
     await store.archiveTranscript(entries('langs'));
     await store.whenIndexed();
+    // The channel's vector index loaded and caught up, as a running bot's would be.
+    await store.warmIndexes(['langs']);
+    await store.whenIndexed();
     const results: SearchResult[][] = [];
     for (const { query } of QUERIES) results.push(await store.search({ location: { channelId: 'langs' }, query, limit: 5 }));
     return results;
@@ -195,6 +198,8 @@ test('a generated corpus gives the same top 5 on SQLite and PostgreSQL for ident
     const store = await openMemoryStore({ db, dataDir, settings: DEFAULTS.memory });
     try {
       await store.archiveTranscript(corpus);
+      await store.whenIndexed();
+      await store.warmIndexes(['generated']);
       await store.whenIndexed();
       const lists: Array<Array<[string, number]>> = [];
       for (const query of queries) {

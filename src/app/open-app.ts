@@ -194,6 +194,17 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
         }
       : {}),
   });
+  try {
+    // Stored personas are in memory before the first request is built (on a network store the
+    // read takes a round trip).
+    await runtime.personas.ready;
+  } catch (error) {
+    await runtime.close();
+    await memory.close();
+    await changes.close();
+    await writable.close();
+    throw error;
+  }
   metrics?.attachSources({ channelsLoaded: () => runtime.loadedChannels, memoryStats: () => store.stats() });
   const responder = new ChannelResponder({ runtime, model, tools, config, events, clock, budget });
   workers = new WorkerManager({

@@ -65,6 +65,8 @@ export class ChannelRuntime {
   private readonly extras: EntryExtras;
   /** Per-channel personas set with `/persona`; they replace the configured system prompt. */
   readonly personas: PersonaStore;
+  /** Rewrites being looked up for resuming after a channel load (see `load`). */
+  private readonly resuming = new Set<Promise<void>>();
   /** Takes a removed message's words out of every copy (tool results, summaries, memories). */
   private readonly privacy: PrivacyPropagator;
   private readonly calibrations: CalibrationKeeper;
@@ -331,6 +333,8 @@ export class ChannelRuntime {
 
   /** Resolves when the rewrites of summaries and memories started by deletes and edits have landed (tests, the CLI). */
   async privacySettled(): Promise<void> {
+    // Rewrites a channel load resumes start after a read of their own.
+    while (this.resuming.size > 0) await Promise.all([...this.resuming]);
     await this.privacy.settled();
   }
 
@@ -580,9 +584,11 @@ export class ChannelRuntime {
     // Repairs a crash between the history write and the transcript index write.
     if (missing.length > 0) void this.archiver.archive(state, missing);
     // Summaries that covered a deleted message and still wait for their rewrite.
-    void Promise.resolve()
+    const resuming = Promise.resolve()
       .then(() => this.privacy.resume(channelId))
       .catch((error: unknown) => this.options.events.emit({ type: 'privacy_resume_failed', channel_id: channelId, error: errorMessage(error) }));
+    this.resuming.add(resuming);
+    void resuming.then(() => this.resuming.delete(resuming));
     return state;
   }
 }
