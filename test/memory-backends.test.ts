@@ -65,6 +65,9 @@ async function searchAll(db: SqlClient, dataDir: string): Promise<SearchResult[]
     await store.save({ location: { channelId: 'trip' }, content: 'Ana is afraid of deep water but loves kayaking', memoryType: 'fact' });
     await store.save({ location: { channelId: 'trip' }, content: 'Pack the tent and the dry bag on Friday', memoryType: 'todo' });
     await store.whenIndexed();
+    // The channel's vector index loaded and caught up, as a running bot's would be.
+    await store.warmIndexes(['trip']);
+    await store.whenIndexed();
     const results: SearchResult[][] = [];
     for (const query of QUERIES) {
       results.push(await store.search({ location: { channelId: 'trip' }, query, limit: 5 }));

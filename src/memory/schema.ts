@@ -258,6 +258,26 @@ export const MEMORY_MIGRATIONS: readonly Migration[] = [
         CREATE INDEX memory_items_rewrite ON memory_items (channel_id) WHERE needs_rewrite = 1;
       `,
   },
+  {
+    // Index catch-up reads vectors by \`seq\` and remembers the highest it took. On PostgreSQL a
+    // sequence number is drawn when a row is inserted, not when it commits: two transactions
+    // writing vectors at once (a save beside the backlog drain, or two processes) could commit
+    // out of order, and a reader that already moved past the later one's seq would never index
+    // the earlier one. Transactions that write vectors take turns (a transaction-level advisory
+    // lock, taken before any row of the statement), so seq order is commit order. SQLite has one
+    // writer: nothing to do.
+    name: 'memory-006-vector-order',
+    async up() {},
+    postgres: `
+        CREATE FUNCTION memory_vectors_in_order() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          PERFORM pg_advisory_xact_lock(hashtextextended(current_schema() || ':memory-vectors', 0));
+          RETURN NULL;
+        END $$;
+        CREATE TRIGGER memory_vectors_in_order BEFORE INSERT ON memory_vectors
+          FOR EACH STATEMENT EXECUTE FUNCTION memory_vectors_in_order();
+      `,
+  },
 ];
 
 /** Rows per statement while existing rows get their search tokens. */
