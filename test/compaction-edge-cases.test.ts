@@ -11,13 +11,13 @@ import {
   gate,
   openHarness,
   ScriptedSummarizer,
-  until,
   tempDir,
   testConfig,
   userMessage,
   fill,
   started,
 } from './compaction-support.js';
+import { waitUntil } from './support/wait-until.js';
 
 
 test('a message edited inside a running worker snapshot makes it re-plan instead of splicing stale text', async () => {
@@ -261,7 +261,7 @@ test('messages whose archive write failed are not compacted until they are searc
   memory.failArchives = true;
   let next = await fill(harness, 'c1', 0, () => started(harness) === 1);
   const before = await runtime.liveContext('c1');
-  await until(harness, () => harness.ofType('compaction_failed').length === 1, 'the archive failure');
+  await waitUntil(() => harness.ofType('compaction_failed').length === 1, 'the archive failure', 20_000);
   const failed = harness.ofType('compaction_failed');
   assert.equal(failed.length, 1);
   assert.equal(failed[0]!.reason, 'archive_failed');
@@ -270,7 +270,7 @@ test('messages whose archive write failed are not compacted until they are searc
   // The embedder is back: the next worker sends the failed writes again, then compacts.
   memory.failArchives = false;
   await runtime.ingest(userMessage('c1', next++));
-  await until(harness, () => summarizer.requests.length === 1, 'the next worker to read');
+  await waitUntil(() => summarizer.requests.length === 1, 'the next worker to read', 20_000);
   assert.equal(summarizer.requests.length, 1);
   for (const entry of summarizer.requests[0]!.entries) assert.ok(memory.transcript.has(`c1|${entry.messageId}`), entry.messageId);
   pending.open();

@@ -13,13 +13,13 @@ import {
   replyWith,
   ScriptedSummarizer,
   settle,
-  until,
   tempDir,
   testConfig,
   userMessage,
   fill,
   started,
 } from './compaction-support.js';
+import { waitUntil } from './support/wait-until.js';
 import { LiveConfig } from '../src/config/live-config.js';
 
 
@@ -159,7 +159,7 @@ test('5. nothing is lost: archive and transcript hold every message after compac
   for (let index = 0; started(harness) === 0 && index < 200; index += 1) {
     ingested.push(harness.runtime.ingest(userMessage('c1', index)));
     const id = `m${index}`;
-    await until(harness, async () => started(harness) > 0 || (await harness.runtime.liveContext('c1')).entries.some((entry) => entry.messageId === id), `${id} in the context`);
+    await waitUntil(async () => started(harness) > 0 || (await harness.runtime.liveContext('c1')).entries.some((entry) => entry.messageId === id), `${id} in the context`, 20_000);
   }
   assert.equal(started(harness), 1);
   await settle();
@@ -167,7 +167,7 @@ test('5. nothing is lost: archive and transcript hold every message after compac
   assert.equal(summarizer.requests.length, 0);
   harness.memory.releaseArchives();
   await Promise.all(ingested);
-  await until(harness, () => summarizer.requests.length === 1, 'the worker to read the archived messages');
+  await waitUntil(() => summarizer.requests.length === 1, 'the worker to read the archived messages', 20_000);
   assert.equal(summarizer.requests.length, 1);
   await harness.close();
 
@@ -202,7 +202,7 @@ test('6. failure is safe: throw, timeout and empty summary leave history unchang
     await runtime.ingest(userMessage('c1', next++));
   }
   assert.deepEqual(reasons, ['summarizer_error: HTTP 500', 'timeout', 'empty_summary']);
-  await until(harness, () => harness.ofType('compaction_completed').length === 1, 'the fallback summary to land');
+  await waitUntil(() => harness.ofType('compaction_completed').length === 1, 'the fallback summary to land', 20_000);
   const completed = harness.ofType('compaction_completed');
   assert.equal(completed.length, 1);
   assert.equal(completed[0]!.summarizer, 'extractive', 'the fallback stood in after 3 failures');

@@ -207,32 +207,12 @@ export function userMessage(channelId: string, index: number, options: { words?:
 /**
  * Waits for queued promise callbacks (and one macrotask) to run: enough only for work that never
  * leaves the process. Whatever waits on the database (a worker landing, a write) is awaited with
- * `runtime.compactionsIdle()` or `until`.
+ * `runtime.compactionsIdle()` or `waitUntil` (test/support/wait-until.ts).
  */
 export function settle(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
 
-/**
- * Resolves once `condition` holds: checked now, after each event the harness sees, and every
- * 20 ms besides (a condition may turn on a database write that emits nothing). Rejects naming
- * `what` after `timeoutMs`.
- */
-export async function until(harness: Pick<Harness, 'stream'>, condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(done, 20);
-      const off = harness.stream.subscribe(() => done());
-      function done(): void {
-        clearTimeout(timer);
-        off();
-        resolve();
-      }
-    });
-  }
-}
 
 /**
  * A deterministic transcript of `count` lines over `channels` channels with varied lengths

@@ -5,7 +5,8 @@ import { CALIBRATION, observe, observeMessages, observeOverflow, observeTools, o
 import { checkConfigText } from '../src/config/load-config.js';
 import { LiveConfig } from '../src/config/live-config.js';
 import { definitionsOf } from '../src/llm/tool.js';
-import { fill, openHarness, ScriptedSummarizer, tempDir, testConfig, until, userMessage } from './compaction-support.js';
+import { fill, openHarness, ScriptedSummarizer, tempDir, testConfig, userMessage } from './compaction-support.js';
+import { waitUntil } from './support/wait-until.js';
 
 test('the first model count sets the factor, later ones are smoothed and bounded', () => {
   const first = observe(UNCALIBRATED, 1000, 3900)!;
@@ -105,7 +106,7 @@ test('a reload that halves the window truncates loaded channels at once, before 
   config.replace({ ...current, defaults: { ...current.defaults, contextWindow: 2000 } });
   // No message arrived: the reload itself re-checked every loaded channel (each truncation is
   // reported once its marker is written).
-  await until(harness, () => harness.ofType('emergency_truncation').length >= 1, 'the reload to truncate c1');
+  await waitUntil(() => harness.ofType('emergency_truncation').length >= 1, 'the reload to truncate c1', 20_000);
   const truncated = harness.ofType('emergency_truncation').map((event) => event.channel_id);
   assert.deepEqual(truncated, ['c1']);
   assert.ok((await harness.runtime.status('c1')).usage < 0.95);

@@ -19,6 +19,7 @@ import { userMessage } from './compaction-support.js';
 import { freshSchema, requirePostgres } from './support/postgres-available.js';
 import { TEST_DATABASE_URL } from './support/storage.js';
 import { startDelayedPostgres, type DelayedPostgres } from './support/tcp-delay-proxy.js';
+import { waitUntil } from './support/wait-until.js';
 
 const RUN_PREFIX = `t${process.env.MAGPIE_TEST_RUN ?? ''}`;
 
@@ -96,14 +97,7 @@ test('a server that stops answering: the loop stays free, the app is unready and
     const timer = setInterval(() => (ticks += 1), 100);
     const started = Date.now();
     const pending = ingestRetrying(rig.app, 5);
-    await new Promise<void>((resolve) => {
-      const check = setInterval(() => {
-        if (databaseProblem(rig.app) !== undefined) {
-          clearInterval(check);
-          resolve();
-        }
-      }, 50);
-    });
+    await waitUntil(() => databaseProblem(rig.app) !== undefined, 'the app to report the store unready', 10_000);
     const waited = Date.now() - started;
     clearInterval(timer);
     assert.ok(ticks >= Math.floor(waited / 100) - 3, `the loop kept its timers: ${ticks} ticks in ${waited} ms`);
@@ -133,9 +127,7 @@ test('connections the server terminates are replaced and the writer lock is take
     assert.ok(ended.rows.length >= 2, 'the pool and the lock session were both ended');
     for (let index = 5; index < 10; index += 1) await ingestRetrying(rig.app, index);
     // The lock session reconnects with backoff and takes the writer lock back.
-    const deadline = Date.now() + 15_000;
-    while (rig.app.connection?.locksHeld() !== true && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
-    assert.equal(rig.app.connection?.locksHeld(), true);
+    await waitUntil(() => rig.app.connection?.locksHeld() === true, 'the writer lock to be held again', 15_000);
     const held = await admin.query(
       `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
         WHERE l.locktype = 'advisory' AND a.application_name LIKE 'magpie app-fault terminate%'`,

@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { DELETED_NOTE, redactToolBlock, redactionTarget } from '../src/privacy/redact.js';
 import { longestVerbatimRun } from '../src/channel/privacy-propagator.js';
-import { failWith, gate, never, openHarness, replyWith, ScriptedSummarizer, until, userMessage } from './compaction-support.js';
+import { failWith, gate, never, openHarness, replyWith, ScriptedSummarizer, userMessage } from './compaction-support.js';
+import { waitUntil } from './support/wait-until.js';
 
 test('a pending rewrite survives a restart; the new summary leaves the deleted message out', async () => {
   const first = new ScriptedSummarizer().enqueue(replyWith('Summary quoting Message 0 and the rest.'), never);
@@ -20,7 +21,7 @@ test('a pending rewrite survives a restart; the new summary leaves the deleted m
   assert.ok(covered.includes('m0'));
 
   await harness.runtime.deleteMessages('c1', ['m0']);
-  await until(harness, () => first.requests.length === 2, 'a rewrite worker to start');
+  await waitUntil(() => first.requests.length === 2, 'a rewrite worker to start', 20_000);
   const marker = (await harness.runtime.liveContext('c1')).summaries[0]!;
   assert.equal(marker.kind, 'marker');
   assert.ok(!marker.content.includes('Message 0'));
@@ -73,7 +74,7 @@ test('a new delete while a rewrite runs wins: the older rewrite does not land', 
     assert.equal((await harness.runtime.compactNow('c3')).status, 'completed');
     await harness.runtime.deleteMessages('c3', ['m2']);
     // The first rewrite is running (held) when the second delete comes.
-    await until(harness, () => summarizer.requests.length === 2, 'the first rewrite to start');
+    await waitUntil(() => summarizer.requests.length === 2, 'the first rewrite to start', 20_000);
     await harness.runtime.deleteMessages('c3', ['m3']);
     held.open();
     await harness.runtime.privacySettled();
