@@ -5,18 +5,14 @@
  * written, and both backends return the same top 5.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { openMemoryStore, type SearchResult, type TranscriptEntryInput } from '../src/memory/index.js';
 import { openDatabase } from '../src/storage/database.js';
 import type { SqlClient } from '../src/storage/sql-client.js';
 import { ALL_MIGRATIONS } from '../src/app/migrations.js';
-import { openStorageForWriting } from '../src/storage/open-storage.js';
-import { freshSchema, requirePostgres } from './support/postgres-available.js';
-import { TEST_DATABASE_URL } from './support/storage.js';
+import { withBothBackends, withTempDir } from './support/both-backends.js';
+import { requirePostgres } from './support/postgres-available.js';
 
 /** [id, author, text, queries that must find it first]. */
 const PLANTED: Array<[string, string, string, string[]]> = [
@@ -86,15 +82,6 @@ async function searchAll(db: SqlClient, dataDir: string): Promise<SearchResult[]
   }
 }
 
-function withDirs<T>(run: (sqliteDir: string, pgDir: string) => Promise<T>): Promise<T> {
-  const sqliteDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
-  const pgDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
-  return run(sqliteDir, pgDir).finally(() => {
-    rmSync(sqliteDir, { recursive: true, force: true });
-    rmSync(pgDir, { recursive: true, force: true });
-  });
-}
-
 function checkFound(results: SearchResult[][], backend: string): void {
   QUERIES.forEach(({ id, query }, position) => {
     const top = results[position]![0];
@@ -103,7 +90,7 @@ function checkFound(results: SearchResult[][], backend: string): void {
 }
 
 test('a word or two finds its message in every script, on SQLite', async () => {
-  await withDirs(async (sqliteDir) => {
+  await withTempDir(async (sqliteDir) => {
     const db = await openDatabase(sqliteDir, ALL_MIGRATIONS);
     try {
       checkFound(await searchAll(db, sqliteDir), 'SQLite');
@@ -115,22 +102,12 @@ test('a word or two finds its message in every script, on SQLite', async () => {
 
 test('a word or two finds its message in every script on PostgreSQL, with the same top 5 as SQLite', async (t) => {
   if (!(await requirePostgres(t))) return;
-  await withDirs(async (sqliteDir, pgDir) => {
-    const sqlite = await openDatabase(sqliteDir, ALL_MIGRATIONS);
-    const postgres = await openStorageForWriting({ backend: 'postgres', dataDir: pgDir, url: TEST_DATABASE_URL, schema: freshSchema() }, ALL_MIGRATIONS, {
-      command: 'search-languages test',
-      writerKey: 'search-languages',
-    });
-    try {
-      const expected = await searchAll(sqlite, sqliteDir);
-      const actual = await searchAll(postgres.db, pgDir);
-      checkFound(actual, 'PostgreSQL');
-      const hits = (results: SearchResult[][]) => results.map((list) => list.map((result) => [result.message_id, result.score]));
-      assert.deepEqual(hits(actual), hits(expected));
-    } finally {
-      await sqlite.close();
-      await postgres.close();
-    }
+  await withBothBackends('search-languages test', async (sqlite, postgres) => {
+    const expected = await searchAll(sqlite.db, sqlite.dir);
+    const actual = await searchAll(postgres.db, postgres.dir);
+    checkFound(actual, 'PostgreSQL');
+    const hits = (results: SearchResult[][]) => results.map((list) => list.map((result) => [result.message_id, result.score]));
+    assert.deepEqual(hits(actual), hits(expected));
   });
 });
 
@@ -211,28 +188,18 @@ test('a generated corpus gives the same top 5 on SQLite and PostgreSQL for ident
       await store.close();
     }
   };
-  await withDirs(async (sqliteDir, pgDir) => {
-    const sqlite = await openDatabase(sqliteDir, ALL_MIGRATIONS);
-    const postgres = await openStorageForWriting({ backend: 'postgres', dataDir: pgDir, url: TEST_DATABASE_URL, schema: freshSchema() }, ALL_MIGRATIONS, {
-      command: 'search-languages test',
-      writerKey: 'search-languages',
-    });
-    try {
-      const expected = await search(sqlite, sqliteDir);
-      const actual = await search(postgres.db, pgDir);
-      assert.ok(expected.filter((list) => list.length > 0).length >= queries.length - 2, 'nearly every query finds something');
-      // Same tokens, same BM25 statistics, same vectors: the same ids in the same order, and the
-      // same scores (both backends compute BM25 in double precision from the same counts).
-      assert.deepEqual(
-        actual.map((list) => list.map(([id]) => id)),
-        expected.map((list) => list.map(([id]) => id)),
-      );
-      actual.forEach((list, position) =>
-        list.forEach(([, score], rank) => assert.ok(Math.abs(score - expected[position]![rank]![1]) < 1e-3, `score of "${queries[position]}" #${rank}`)),
-      );
-    } finally {
-      await sqlite.close();
-      await postgres.close();
-    }
+  await withBothBackends('search-languages test', async (sqlite, postgres) => {
+    const expected = await search(sqlite.db, sqlite.dir);
+    const actual = await search(postgres.db, postgres.dir);
+    assert.ok(expected.filter((list) => list.length > 0).length >= queries.length - 2, 'nearly every query finds something');
+    // Same tokens, same BM25 statistics, same vectors: the same ids in the same order, and the
+    // same scores (both backends compute BM25 in double precision from the same counts).
+    assert.deepEqual(
+      actual.map((list) => list.map(([id]) => id)),
+      expected.map((list) => list.map(([id]) => id)),
+    );
+    actual.forEach((list, position) =>
+      list.forEach(([, score], rank) => assert.ok(Math.abs(score - expected[position]![rank]![1]) < 1e-3, `score of "${queries[position]}" #${rank}`)),
+    );
   });
 });

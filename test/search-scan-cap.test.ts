@@ -4,9 +4,6 @@
  * and the IDF still counts the whole store.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { openMemoryStore, type TranscriptEntryInput } from '../src/memory/index.js';
@@ -18,9 +15,8 @@ import { searchTerms } from '../src/memory/search-text.js';
 import { openDatabase } from '../src/storage/database.js';
 import type { SqlClient } from '../src/storage/sql-client.js';
 import { ALL_MIGRATIONS } from '../src/app/migrations.js';
-import { openStorageForWriting } from '../src/storage/open-storage.js';
-import { freshSchema, requirePostgres } from './support/postgres-available.js';
-import { TEST_DATABASE_URL } from './support/storage.js';
+import { withBothBackends, withTempDir } from './support/both-backends.js';
+import { requirePostgres } from './support/postgres-available.js';
 
 const SCAN = 40;
 
@@ -58,17 +54,8 @@ function newestInScope(): Set<string> {
   return new Set(busy.slice(-SCAN).map((entry) => entry.messageId));
 }
 
-function withDirs<T>(run: (sqliteDir: string, pgDir: string) => Promise<T>): Promise<T> {
-  const sqliteDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
-  const pgDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
-  return run(sqliteDir, pgDir).finally(() => {
-    rmSync(sqliteDir, { recursive: true, force: true });
-    rmSync(pgDir, { recursive: true, force: true });
-  });
-}
-
 test('a word in more messages than the budget is ranked among the newest of them in scope, on SQLite', async () => {
-  await withDirs(async (sqliteDir) => {
+  await withTempDir(async (sqliteDir) => {
     const db = await openDatabase(sqliteDir, ALL_MIGRATIONS);
     try {
       const hits = await rank(db, sqliteDir, (client) => new Fts5FullText(client));
@@ -85,23 +72,13 @@ test('a word in more messages than the budget is ranked among the newest of them
 
 test('PostgreSQL ranks the same newest rows with the same BM25 as SQLite when the budget is exceeded', async (t) => {
   if (!(await requirePostgres(t))) return;
-  await withDirs(async (sqliteDir, pgDir) => {
-    const sqlite = await openDatabase(sqliteDir, ALL_MIGRATIONS);
-    const postgres = await openStorageForWriting({ backend: 'postgres', dataDir: pgDir, url: TEST_DATABASE_URL, schema: freshSchema() }, ALL_MIGRATIONS, {
-      command: 'search-scan-cap test',
-      writerKey: 'search-scan-cap',
-    });
-    try {
-      const expected = await rank(sqlite, sqliteDir, (client) => new Fts5FullText(client));
-      const actual = await rank(postgres.db, pgDir, (client) => new PgFullText(client));
-      assert.deepEqual(
-        actual.map((hit) => hit.id),
-        expected.map((hit) => hit.id),
-      );
-      actual.forEach((hit, position) => assert.ok(Math.abs(hit.strength - expected[position]!.strength) < 1e-9, `strength of ${hit.id}`));
-    } finally {
-      await sqlite.close();
-      await postgres.close();
-    }
+  await withBothBackends('search-scan-cap test', async (sqlite, postgres) => {
+    const expected = await rank(sqlite.db, sqlite.dir, (client) => new Fts5FullText(client));
+    const actual = await rank(postgres.db, postgres.dir, (client) => new PgFullText(client));
+    assert.deepEqual(
+      actual.map((hit) => hit.id),
+      expected.map((hit) => hit.id),
+    );
+    actual.forEach((hit, position) => assert.ok(Math.abs(hit.strength - expected[position]!.strength) < 1e-9, `strength of ${hit.id}`));
   });
 });
