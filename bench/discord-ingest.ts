@@ -21,7 +21,7 @@ import { mainThreadCpuMs } from './thread-cpu.js';
 import { median, type BenchMetric, type BenchReport } from './harness.js';
 import { measureSqliteInsertRate } from './sqlite-ingest-floor.js';
 import { measurePostgresInsertRate, postgresForBench, type BenchPostgres } from './postgres-bench.js';
-import { startDelayedPostgres } from '../test/support/tcp-delay-proxy.js';
+import { startProxyThread } from './proxy-thread.js';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 
 const DEFAULT_STORAGE = DEFAULTS.storage;
@@ -52,7 +52,9 @@ export interface IngestFigures {
   /** Event-loop stalls during the gateway phase (until every vector is written), p99 and max, in ms. */
   loopP99Ms: number;
   loopMaxMs: number;
-  /** Round trips to the database per message over the same phase, when a proxy counts them. */
+  /** Statements answered per message over the same phase (each Sync or simple query), when a proxy counts them. */
+  statementsPerMessage: number | undefined;
+  /** Round trips waited for per message over the same phase (pipelined statements share one). */
   roundTripsPerMessage: number | undefined;
 }
 
@@ -122,14 +124,14 @@ export async function measureIngest(
   storage: StorageSettings,
   env: NodeJS.ProcessEnv = {},
   messages = MESSAGES,
-  roundTrips?: () => number,
+  counts?: () => Promise<{ statements: number; exchanges: number }>,
 ): Promise<IngestFigures> {
   const rig = await startRig(storage, env);
   try {
     const before = rig.app.runtime.ingestStats();
     const loop = monitorEventLoopDelay({ resolution: 1 });
     loop.enable();
-    const tripsBefore = roundTrips?.();
+    const tripsBefore = await counts?.();
     const cpuBefore = mainThreadCpuMs();
     const started = process.hrtime.bigint();
     const sent = rig.gateway.sendBurst({ count: messages, authorId: USER, content: TEXT });
@@ -147,7 +149,7 @@ export async function measureIngest(
     const vectorSeconds = Number(process.hrtime.bigint() - started) / 1e9;
     const cpuVectors = mainThreadCpuMs();
     loop.disable();
-    const tripsAfter = roundTrips?.();
+    const tripsAfter = await counts?.();
     const after = rig.app.runtime.ingestStats();
 
     // Straight into the runtime, as many at once as the gateway delivers (each awaited for
@@ -183,7 +185,8 @@ export async function measureIngest(
       mainCpuWithVectorsUs: cpuBefore === undefined || cpuVectors === undefined ? undefined : ((cpuVectors - cpuBefore) * 1000) / messages,
       loopP99Ms: loop.percentile(99) / 1e6,
       loopMaxMs: loop.max / 1e6,
-      roundTripsPerMessage: tripsBefore === undefined || tripsAfter === undefined ? undefined : (tripsAfter - tripsBefore) / messages,
+      statementsPerMessage: tripsBefore === undefined || tripsAfter === undefined ? undefined : (tripsAfter.statements - tripsBefore.statements) / messages,
+      roundTripsPerMessage: tripsBefore === undefined || tripsAfter === undefined ? undefined : (tripsAfter.exchanges - tripsBefore.exchanges) / messages,
     };
   } finally {
     await rig.close();
@@ -191,7 +194,7 @@ export async function measureIngest(
 }
 
 const PROXY_DELAYS_MS = [0, 1, 5];
-const PROXY_MESSAGES = 5_000;
+const PROXY_MESSAGES = MESSAGES;
 
 function rawRate(raw: number[]): number {
   return median(raw);
@@ -202,9 +205,9 @@ async function throughDelay(postgres: BenchPostgres, loopbackRaw: number): Promi
   const metrics: BenchMetric[] = [];
   for (const delayMs of PROXY_DELAYS_MS) {
     const figures = await postgres.withSchema(async (storage, env) => {
-      const delayed = await startDelayedPostgres(env[storage.urlEnv]!, delayMs);
+      const delayed = await startProxyThread(env[storage.urlEnv]!, delayMs);
       try {
-        return await measureIngest(storage, { ...env, [storage.urlEnv]: delayed.url }, PROXY_MESSAGES, () => delayed.roundTrips());
+        return await measureIngest(storage, { ...env, [storage.urlEnv]: delayed.url }, PROXY_MESSAGES, () => delayed.counts());
       } finally {
         await delayed.close();
       }
@@ -212,7 +215,8 @@ async function throughDelay(postgres: BenchPostgres, loopbackRaw: number): Promi
     const label = `PostgreSQL +${delayMs} ms each way`;
     metrics.push(
       { name: `${label}: ingest via gateway + adapter`, value: Math.round(figures.viaGateway), unit: 'messages/s', ...(delayMs === 5 ? { target: '≥ 2,000' } : {}) },
-      { name: `${label}: round trips per message (vectors included)`, value: Math.round((figures.roundTripsPerMessage ?? NaN) * 100) / 100, unit: '', target: '≤ 2' },
+      { name: `${label}: round trips waited for per message (vectors included)`, value: Math.round((figures.roundTripsPerMessage ?? NaN) * 100) / 100, unit: '', target: '≤ 2' },
+      { name: `${label}: statements per message (pipelined ones counted each)`, value: Math.round((figures.statementsPerMessage ?? NaN) * 100) / 100, unit: '' },
       { name: `${label}: event-loop stall p99`, value: Math.round(figures.loopP99Ms * 10) / 10, unit: 'ms', ...(delayMs === 5 ? { target: '≤ 20' } : {}) },
       { name: `${label}: event-loop stall max`, value: Math.round(figures.loopMaxMs), unit: 'ms' },
     );
@@ -301,7 +305,7 @@ export async function run(): Promise<BenchReport> {
       notes.push(`PostgreSQL: ${postgres.describe}, a fresh schema per round, dropped after`);
       metrics.push(...(await throughDelay(postgres, rawRate(raw))));
       notes.push(
-        `PostgreSQL through a TCP proxy adding 0, ${PROXY_DELAYS_MS.slice(1).join(' and ')} ms each way (a database on another host): ${PROXY_MESSAGES} messages per delay; the proxy runs on the bot's event loop, so its own work is in the loop figures; a round trip is one client write answered by the server`,
+        `PostgreSQL through a TCP proxy adding 0, ${PROXY_DELAYS_MS.slice(1).join(' and ')} ms each way (a database on another host): ${PROXY_MESSAGES} messages per delay; the proxy runs in a thread of its own, as the distance it stands for costs the bot nothing; a round trip is the client waiting for the server's answer (statements sent together in one write share one); statements count every answer asked for`,
       );
     } catch (error) {
       // The SQLite figures are printed all the same.

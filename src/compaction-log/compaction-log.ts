@@ -177,11 +177,17 @@ export class CompactionLog {
   private async write(rows: readonly QueuedRow[], pruneAfter: boolean): Promise<void> {
     try {
       await this.options.db.transaction(async () => {
-        for (const { unlessStored, ...row } of rows) {
-          // The settings already on record for this channel (after a restart) need no new row.
-          if (unlessStored && ((await this.lastSettings.get(row.channel_id)) as { data: string } | undefined)?.data === row.data) continue;
-          await this.insert.run(row);
-        }
+        // Every lookup, then every insert, issued at once: pipelined on PostgreSQL, a round trip
+        // each batch rather than one per row. The settings already on record for a channel
+        // (after a restart) need no new row.
+        const stored = await Promise.all(
+          rows.map((row) => (row.unlessStored ? (this.lastSettings.get(row.channel_id) as Promise<{ data: string } | undefined>) : undefined)),
+        );
+        const inserts: Array<Promise<unknown>> = [];
+        rows.forEach(({ unlessStored, ...row }, index) => {
+          if (!unlessStored || stored[index]?.data !== row.data) inserts.push(this.insert.run(row));
+        });
+        await Promise.all(inserts);
       });
       this.failing = false;
     } catch (error) {

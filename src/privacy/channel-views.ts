@@ -37,29 +37,82 @@ const PRIVATE_THREAD_PREFIX = 'private-thread:';
  */
 export class ChannelViews implements ViewRegistry {
   private readonly cache = new Map<string, string>();
+  private readonly recording = new Map<string, Promise<void>>();
+  private batch: Array<{ view: ChannelView; resolve(followers: string[]): void; reject(error: unknown): void }> = [];
+  private readonly statements;
 
-  constructor(private readonly db: SqlClient) {}
-
-  /** Records a channel's key; resolves true when it changed. Public threads of it follow. */
-  async record(view: ChannelView): Promise<boolean> {
-    if ((await this.keyOf(view.channelId)) === view.viewKey && this.cache.has(view.channelId)) return false;
-    const now = Date.now();
-    await this.db
-      .prepare(
+  constructor(private readonly db: SqlClient) {
+    this.statements = {
+      upsert: db.prepare(
         `INSERT INTO channel_views (channel_id, guild_id, parent_id, view_key, updated_at) VALUES (?, ?, ?, ?, ?)
          ON CONFLICT (channel_id) DO UPDATE SET guild_id = excluded.guild_id, parent_id = excluded.parent_id,
            view_key = excluded.view_key, updated_at = excluded.updated_at`,
-      )
-      .run(view.channelId, view.guildId, view.parentId ?? null, view.viewKey, now);
+      ),
+      follow: db.prepare(
+        `UPDATE channel_views SET view_key = ?, updated_at = ? WHERE parent_id = ? AND view_key NOT LIKE '${PRIVATE_THREAD_PREFIX}%'
+         RETURNING channel_id`,
+      ),
+    };
+  }
+
+  /** Records a channel's key; resolves true when it changed. Public threads of it follow. */
+  record(view: ChannelView): Promise<boolean> {
+    // One at a time per channel: every message of a channel records its view, and the ones that
+    // arrive while the first write is in flight find it done instead of writing it again.
+    const before = this.recording.get(view.channelId);
+    const recorded = before ? before.then(() => this.recordNow(view), () => this.recordNow(view)) : this.recordNow(view);
+    const settled = recorded.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.recording.set(view.channelId, settled);
+    void settled.then(() => {
+      if (this.recording.get(view.channelId) === settled) this.recording.delete(view.channelId);
+    });
+    return recorded;
+  }
+
+  private async recordNow(view: ChannelView): Promise<boolean> {
+    const known = await this.keyOf(view.channelId);
+    if (known === view.viewKey && known !== UNKNOWN_VIEW) return false;
+    const followers = await this.write(view);
     this.cache.set(view.channelId, view.viewKey);
-    await this.db
-      .prepare(`UPDATE channel_views SET view_key = ?, updated_at = ? WHERE parent_id = ? AND view_key NOT LIKE '${PRIVATE_THREAD_PREFIX}%'`)
-      .run(view.viewKey, now, view.channelId);
-    const children = (await this.db.prepare('SELECT channel_id FROM channel_views WHERE parent_id = ?').all(view.channelId)) as Array<{
-      channel_id: string;
-    }>;
-    for (const row of children) this.cache.delete(row.channel_id);
+    for (const follower of followers) this.cache.set(follower, view.viewKey);
     return true;
+  }
+
+  /**
+   * Writes go in batches, one transaction per turn of the event loop: a thousand channels
+   * recorded at start (or their first messages) cost one commit, not a thousand, and on
+   * PostgreSQL their statements leave pipelined. Resolves with the public threads that follow.
+   */
+  private write(view: ChannelView): Promise<string[]> {
+    return new Promise((resolve, reject) => {
+      this.batch.push({ view, resolve, reject });
+      if (this.batch.length === 1) setImmediate(() => void this.flush());
+    });
+  }
+
+  private async flush(): Promise<void> {
+    const batch = this.batch;
+    this.batch = [];
+    const now = Date.now();
+    try {
+      const followers = await this.db.transaction(() =>
+        Promise.all(
+          batch.map(async ({ view }) => {
+            const [, rows] = await Promise.all([
+              this.statements.upsert.run(view.channelId, view.guildId, view.parentId ?? null, view.viewKey, now),
+              this.statements.follow.all(view.viewKey, now, view.channelId) as Promise<Array<{ channel_id: string }>>,
+            ]);
+            return rows.map((row) => row.channel_id);
+          }),
+        ),
+      );
+      batch.forEach((item, index) => item.resolve(followers[index]!));
+    } catch (error) {
+      for (const item of batch) item.reject(error);
+    }
   }
 
   async keyOf(channelId: string): Promise<string> {
@@ -67,7 +120,9 @@ export class ChannelViews implements ViewRegistry {
     if (cached !== undefined) return cached;
     const row = (await this.db.prepare('SELECT view_key FROM channel_views WHERE channel_id = ?').get(channelId)) as { view_key: string } | undefined;
     const key = row?.view_key ?? UNKNOWN_VIEW;
-    if (row) this.cache.set(channelId, key);
+    // Unknown is remembered too (every message of an unrecorded channel asked again otherwise):
+    // `record` replaces it, and a row another process writes is read at the next start.
+    this.cache.set(channelId, key);
     return key;
   }
 }

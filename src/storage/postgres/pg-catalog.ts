@@ -12,6 +12,7 @@ export type CatalogQuery = (text: string, values: unknown[]) => Promise<Array<Re
 export class PgCatalog {
   private readonly keys = new Map<string, string[]>();
   private readonly identities = new Map<string, string | null>();
+  private readonly askingIdentity = new Map<string, Promise<string | null | undefined>>();
 
   async complete(statement: TranslatedStatement, query: CatalogQuery): Promise<{ text: string; final: boolean }> {
     let text = statement.text;
@@ -44,12 +45,25 @@ export class PgCatalog {
   /** The identity column, null when the table has none, undefined when the table does not exist yet. */
   private async identityColumn(table: string, query: CatalogQuery): Promise<string | null | undefined> {
     if (this.identities.has(table)) return this.identities.get(table)!;
+    // Statements prepared at once (a thousand channels' first writes) share one question.
+    let asking = this.askingIdentity.get(table);
+    if (!asking) {
+      asking = this.askIdentity(table, query).finally(() => this.askingIdentity.delete(table));
+      this.askingIdentity.set(table, asking);
+    }
+    return asking;
+  }
+
+  private async askIdentity(table: string, query: CatalogQuery): Promise<string | null | undefined> {
+    // pg_attribute rather than information_schema.columns: the same answer, without the view's
+    // privilege checks over every column of the database (tens of milliseconds a question).
     const rows = await query(
       `SELECT to_regclass($1) IS NOT NULL AS present,
-              (SELECT column_name FROM information_schema.columns
-                WHERE table_schema = current_schema() AND table_name = $1
-                  AND (is_identity = 'YES' OR column_default LIKE 'nextval(%')
-                ORDER BY ordinal_position LIMIT 1) AS name`,
+              (SELECT a.attname FROM pg_attribute a
+                 LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+                WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+                  AND (a.attidentity <> '' OR pg_get_expr(d.adbin, d.adrelid) LIKE 'nextval(%')
+                ORDER BY a.attnum LIMIT 1) AS name`,
       [table],
     );
     const row = rows[0];

@@ -26,6 +26,7 @@ export class PgLane {
   private opening = false;
   private readonly queue: LaneEntry[] = [];
   private inFlight = 0;
+  private pumpScheduled = false;
   /** Settles once everything submitted so far has (answers come back in order). */
   private tail: Promise<void> = Promise.resolve();
 
@@ -34,6 +35,11 @@ export class PgLane {
   /** True while statements are queued or unanswered on the lane. */
   get busy(): boolean {
     return this.inFlight > 0;
+  }
+
+  /** Statements queued or unanswered on the lane. */
+  get pending(): number {
+    return this.inFlight;
   }
 
   /** Resolves once every statement submitted so far has settled (at once when none is in flight). */
@@ -74,8 +80,27 @@ export class PgLane {
     client?.release();
   }
 
-  /** Sends every ready statement at the head of the queue, in order. */
+  /**
+   * Sends at the end of this turn of the event loop, so that every statement submitted in it
+   * leaves in one socket write (one system call, one packet) instead of one write each.
+   */
   private pump(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    setImmediate(() => {
+      this.pumpScheduled = false;
+      const stream = (this.client as unknown as { connection?: { stream?: { cork?(): void; uncork?(): void } } } | undefined)?.connection?.stream;
+      stream?.cork?.();
+      try {
+        this.send();
+      } finally {
+        stream?.uncork?.();
+      }
+    });
+  }
+
+  /** Sends every ready statement at the head of the queue, in order. */
+  private send(): void {
     while (this.queue.length > 0) {
       const head = this.queue[0]!;
       if (head.failed !== undefined) {

@@ -28,7 +28,9 @@ interface Frame {
  * - Outside a transaction, writes share one pipelined connection (`pg-lane.ts`): they take
  *   effect in the order they were issued, as on SQLite, without waiting a round trip each. A read
  *   issued while writes are in flight queues behind them there (so it sees them); otherwise it
- *   runs on any pooled connection, beside other reads. A read may see a write issued after it.
+ *   goes to the least busy of a few pipelined read lanes, so a burst of reads (a thousand
+ *   channels loading at once) costs round trips per lane, not per statement, and is not held to
+ *   one statement per pooled connection. A read may see a write issued after it.
  * - `transaction(fn)` binds to the async context: its statements go to one connection, checked
  *   out at the first statement (`pg-transaction.ts`). BEGIN (and SAVEPOINT, RELEASE) are sent
  *   pipelined with the next statement, so they cost no round trip of their own.
@@ -57,6 +59,10 @@ export class PgPoolClient implements SqlClient, PgRunner {
   private readonly queries = new Map<string, PgPoolQuery>();
   private readonly catalog = new PgCatalog();
   private readonly lane: PgLane;
+  /** Pipelined connections for reads while no write is in flight (none on a pool too small to spare them). */
+  private readonly readLanes: PgLane[];
+  private turnLane: PgLane | undefined;
+  private turnReads = 0;
   private cursors = 0;
   private isOpen = true;
   private writesRefused: MagpieError | undefined;
@@ -65,6 +71,8 @@ export class PgPoolClient implements SqlClient, PgRunner {
     this.settings = resolvePgSettings(settings);
     this.connections = new PgConnections(this.settings, () => this.outside(() => (client) => client.query('SELECT 1'), { write: false, pool: true }));
     this.lane = new PgLane(this.connections);
+    const readLanes = Math.min(MAX_READ_LANES, Math.floor((this.settings.maxConnections - 2) / 2));
+    this.readLanes = Array.from({ length: Math.max(0, readLanes) }, () => new PgLane(this.connections));
   }
 
   /** A client whose server answered and whose schema exists; a server that cannot be reached is a clear error. */
@@ -172,6 +180,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
     if (!this.isOpen) return;
     this.isOpen = false;
     this.lane.release();
+    for (const lane of this.readLanes) lane.release();
     await this.connections.close();
   }
 
@@ -272,8 +281,8 @@ export class PgPoolClient implements SqlClient, PgRunner {
   private async outside(prepare: () => LaneSend | Promise<LaneSend>, options: { write: boolean; pool?: boolean }): Promise<pg.QueryResult> {
     for (let attempt = 0; ; attempt += 1) {
       try {
-        const onLane = !options.pool && (options.write || this.lane.busy);
-        const result = onLane ? await this.lane.submit(prepare) : await this.onPool(await prepare());
+        const lane = options.pool ? undefined : options.write || this.lane.busy ? this.lane : this.readLane();
+        const result = lane ? await lane.submit(prepare) : await this.onPool(await prepare());
         this.connections.succeeded();
         return last(result);
       } catch (error) {
@@ -288,6 +297,30 @@ export class PgPoolClient implements SqlClient, PgRunner {
         throw pgFailure(error, this.failureContext(options.write ? 'commit' : 'statement'));
       }
     }
+  }
+
+  /**
+   * The read lane for this turn of the event loop: the least busy one, kept for up to
+   * `READS_PER_WRITE` reads, so that reads issued together (a channel's load: history,
+   * summaries, counters...) leave in one socket write and come back as one round trip, while a
+   * burst of a thousand channel loads still spreads over every lane (one server process each).
+   */
+  private readLane(): PgLane | undefined {
+    if (this.turnLane && this.turnReads < READS_PER_WRITE) {
+      this.turnReads += 1;
+      return this.turnLane;
+    }
+    let best: PgLane | undefined;
+    for (const lane of this.readLanes) {
+      if (lane !== this.turnLane && (!best || lane.pending < best.pending)) best = lane;
+    }
+    best ??= this.turnLane;
+    if (best) {
+      if (!this.turnLane) setImmediate(() => (this.turnLane = undefined));
+      this.turnLane = best;
+      this.turnReads = 1;
+    }
+    return best;
   }
 
   private async onPool(send: LaneSend): Promise<pg.QueryResult | pg.QueryResult[]> {
@@ -324,6 +357,11 @@ export class PgPoolClient implements SqlClient, PgRunner {
     return { during, deadlineMs: this.settings.queryTimeoutMs, schema: this.settings.schema };
   }
 }
+
+/** Read lanes at most: the rest of the pool is for transactions and cursors. */
+const MAX_READ_LANES = 4;
+/** Reads sent together on one lane before the next lane takes over (within one turn of the loop). */
+const READS_PER_WRITE = 32;
 
 /** Named (parsed once per connection) only once its text is final: a name must keep one text. */
 function statementQuery(prepared: PgPrepared, text: string, values: unknown[]): pg.QueryConfig {
