@@ -112,6 +112,22 @@ export async function openStorageForWriting(
     const writer = await takeWriterLock(opened, db, key, options.command);
     const lost = new Set<(key: string) => void>();
     const extra: HeldWriterLock[] = [];
+    // While the lock session reconnects, this process does not know whether it still holds the
+    // writer lock: writes wait until it has taken its locks back (or heard it lost one).
+    let fence: { promise: Promise<void>; release(): void } | undefined;
+    opened.onStateChange((state) => {
+      if (state === 'reconnecting' || state === 'connecting') {
+        if (!fence) {
+          let release!: () => void;
+          const promise = new Promise<void>((resolve) => (release = resolve));
+          fence = { promise, release };
+        }
+      } else {
+        fence?.release();
+        fence = undefined;
+      }
+    });
+    db.fenceWrites(() => fence?.promise);
     opened.onLost((lockKey) => {
       if (!lockKey.startsWith('writer:')) return;
       // Another process writes these channels now: this one stops writing at once.

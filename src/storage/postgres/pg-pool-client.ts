@@ -7,6 +7,7 @@ import { failureKind, neverRan, pgFailure, redactUrl } from './pg-error.js';
 import { PgConnections } from './pg-connections.js';
 import type { PgHealth } from './pg-health.js';
 import { PgLane, type LaneSend } from './pg-lane.js';
+import { passWriteFence } from './pg-write-fence.js';
 import { isWrite, PgPoolQuery, type PgPrepared, type PgResult, type PgRunner } from './pg-pool-query.js';
 import { resolvePgSettings, type PgConnectionSettings, type ResolvedPgSettings } from './pg-settings.js';
 import { last, PgTransaction } from './pg-transaction.js';
@@ -66,6 +67,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
   private cursors = 0;
   private isOpen = true;
   private writesRefused: MagpieError | undefined;
+  private writeFence: (() => Promise<void> | undefined) | undefined;
 
   constructor(settings: PgConnectionSettings) {
     this.settings = resolvePgSettings(settings);
@@ -120,6 +122,16 @@ export class PgPoolClient implements SqlClient, PgRunner {
     });
   }
 
+  /**
+   * Writes (and transactions) started while `fence` returns a promise wait for it first, up to
+   * the statement deadline: while the lock session reconnects, this process does not know
+   * whether it still holds its writer lock, and must not write until it does (or hears it lost
+   * it: then `refuseWrites` has been called and the write fails with `writer_lock_lost`).
+   */
+  fenceWrites(fence: () => Promise<void> | undefined): void {
+    this.writeFence = fence;
+  }
+
   /** Returns a function that removes the listener. */
   onHealthChange(listener: (health: PgHealth) => void): () => void {
     return this.connections.onHealthChange(listener);
@@ -138,6 +150,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
   async exec(sql: string): Promise<void> {
     this.assertWritable();
     const frame = this.frame();
+    if (!frame && this.writeFence?.()) await this.passFence();
     if (frame) {
       await frame.transaction.run((client, prefix) => client.query([...prefix, sql].join(';\n')), { merged: true });
       return;
@@ -154,6 +167,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
     this.assertWritable();
     const outer = this.frame();
     if (outer) return this.savepoint(outer, fn);
+    if (this.writeFence?.()) await this.passFence();
     // Writes issued before the transaction are visible inside it.
     await this.lane.settled();
     const transaction = new PgTransaction(this.connections, this.settings);
@@ -189,6 +203,8 @@ export class PgPoolClient implements SqlClient, PgRunner {
     this.assertOpen();
     if (prepared.write) this.assertWritable();
     const frame = this.frame();
+    // Only a fenced write awaits here: the others keep their order on the lane without a turn.
+    if (prepared.write && !frame && this.writeFence?.()) await this.passFence();
     if (frame) {
       const text = await this.completedText(prepared, frame.transaction);
       return shape(await frame.transaction.run((client) => client.query(statementQuery(prepared, text, values)), { merged: false }));
@@ -254,6 +270,12 @@ export class PgPoolClient implements SqlClient, PgRunner {
 
   private assertWritable(): void {
     if (this.writesRefused) throw this.writesRefused;
+  }
+
+  /** Waits while the write fence is up (at most the statement deadline), then writes or refuses. */
+  private async passFence(): Promise<void> {
+    if (this.writeFence) await passWriteFence(this.writeFence, this.settings.queryTimeoutMs, this.settings.schema);
+    this.assertWritable();
   }
 
   /** The statement's final text, asking the catalog on the caller's connection the first time. */
