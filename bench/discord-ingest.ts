@@ -253,7 +253,7 @@ function backendMetrics(label: string, rounds: IngestFigures[], raw: number[]): 
       name: `${label}: ingest across ${CHANNELS} channels via gateway + adapter, median of ${rounds.length} (range ${spread(rounds.map((round) => round.viaGateway))})`,
       value: Math.round(gateway),
       unit: 'messages/s',
-      target: '≥ 10,000',
+      ...(label === 'SQLite' ? { target: '≥ 10,000' } : {}),
     },
     {
       name: `${label}: the same, counted until every vector is written too`,
@@ -270,7 +270,7 @@ function backendMetrics(label: string, rounds: IngestFigures[], raw: number[]): 
       value: Math.round(rawRate),
       unit: 'rows/s',
     },
-    { name: `${label}: gateway path / raw insert`, value: gateway / rawRate, unit: 'ratio' },
+    { name: `${label}: gateway path / raw insert`, value: gateway / rawRate, unit: 'ratio', ...(label === 'SQLite' ? { target: '≥ 0.7' } : { target: '≥ 0.5' }) },
     { name: `${label}: messages per group commit (gateway path)`, value: median(rounds.map((round) => round.perCommit)), unit: 'messages' },
     ...cpuMetric(label, rounds),
   ];
