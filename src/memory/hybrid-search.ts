@@ -234,7 +234,7 @@ export class HybridSearch {
   }
 
   private async textCandidates(request: HybridSearchRequest, count: number): Promise<Array<{ label: number; strength: number }>> {
-    const terms = await this.affordableTerms(searchTerms(request.queryText));
+    const { terms, postings } = await this.affordableTerms(searchTerms(request.queryText));
     if (terms.length === 0) return [];
     return this.fullText.candidates(
       terms,
@@ -245,11 +245,12 @@ export class HybridSearch {
       },
       count,
       this.tuning.textPostingBudget,
+      postings,
     );
   }
 
   /** The rarest terms whose postings fit the budget; terms found nowhere are dropped. */
-  private async affordableTerms(terms: string[]): Promise<string[]> {
+  private async affordableTerms(terms: string[]): Promise<{ terms: string[]; postings: number }> {
     const counts = await this.termCounts(terms);
     const counted = terms
       .map((term, position) => ({ term, count: counts[position]! }))
@@ -262,7 +263,7 @@ export class HybridSearch {
       chosen.push(entry.term);
       postings += entry.count;
     }
-    return chosen;
+    return { terms: chosen, postings };
   }
 
   /** Document counts of the terms, from the cache where it is fresh, the rest in one go. */
@@ -322,25 +323,38 @@ export class HybridSearch {
       const admitted: ItemRow[] = [];
       for (const row of rows.values()) if (await this.admits(row, request)) admitted.push(row);
       const admittedIds = new Set(admitted.map((row) => row.rowid));
-      const windows =
-        radius > 0 ? await this.rows.neighbourhoods(admitted.filter((row) => row.kind === 'transcript'), radius) : new Map<number, Neighbourhood>();
-      for (const { entry, score: evidence } of chunk) {
-        if (results.length >= limit) break;
-        if (covered.has(entry.label)) continue;
-        const row = rows.get(entry.label);
-        if (!row) continue; // Deleted after the index saw it.
-        if (!admittedIds.has(row.rowid)) continue;
-        const score = Math.min(evidence, ceiling);
-        ceiling = score;
-        const around = windows.get(row.rowid);
-        if (row.kind === 'transcript' && around) {
-          const window = [...around.before, row, ...around.after].filter((item) => !covered.has(item.rowid));
-          for (const item of window) covered.add(item.rowid);
-          results.push(transcriptResult(row, window, score));
-          continue;
+      const windows = new Map<number, Neighbourhood>();
+      // Neighbours are read only for the hits about to be shown: a hit inside an earlier hit's
+      // window is skipped, so a next round reads those of the hits that take its place.
+      for (let position = 0; position < chunk.length && results.length < limit; ) {
+        const anchors: ItemRow[] = [];
+        let end = position;
+        for (let shown = 0; end < chunk.length && shown < limit - results.length; end += 1) {
+          const row = rows.get(chunk[end]!.entry.label);
+          if (!row || covered.has(row.rowid) || !admittedIds.has(row.rowid)) continue;
+          shown += 1;
+          if (row.kind === 'transcript' && radius > 0) anchors.push(row);
         }
-        covered.add(row.rowid);
-        results.push(toResult(row, score));
+        for (const [label, around] of await this.rows.neighbourhoods(anchors, radius)) windows.set(label, around);
+        for (const { entry, score: evidence } of chunk.slice(position, end)) {
+          if (results.length >= limit) break;
+          if (covered.has(entry.label)) continue;
+          const row = rows.get(entry.label);
+          if (!row) continue; // Deleted after the index saw it.
+          if (!admittedIds.has(row.rowid)) continue;
+          const score = Math.min(evidence, ceiling);
+          ceiling = score;
+          const around = windows.get(row.rowid);
+          if (row.kind === 'transcript' && around) {
+            const window = [...around.before, row, ...around.after].filter((item) => !covered.has(item.rowid));
+            for (const item of window) covered.add(item.rowid);
+            results.push(transcriptResult(row, window, score));
+            continue;
+          }
+          covered.add(row.rowid);
+          results.push(toResult(row, score));
+        }
+        position = end;
       }
     }
     return results;
