@@ -33,16 +33,21 @@ function corpus(): TranscriptEntryInput[] {
   }));
 }
 
-async function rank(db: SqlClient, dataDir: string, fullText: (db: SqlClient) => FullText): Promise<Array<{ id: string; strength: number }>> {
+async function rank(
+  db: SqlClient,
+  dataDir: string,
+  fullText: (db: SqlClient) => FullText,
+  options: { query?: string; postings?: number; extra?: TranscriptEntryInput[] } = {},
+): Promise<Array<{ id: string; strength: number }>> {
   const store = await openMemoryStore({ db, dataDir, settings: DEFAULTS.memory });
   try {
-    await store.archiveTranscript(corpus());
+    await store.archiveTranscript([...corpus(), ...(options.extra ?? [])]);
     await store.whenIndexed();
   } finally {
     await store.close();
   }
   const view = await visibility({ channelId: 'busy' }, 'channel');
-  const hits = await fullText(db).candidates(searchTerms('budget'), { visibility: view }, 20, SCAN);
+  const hits = await fullText(db).candidates(searchTerms(options.query ?? 'budget'), { visibility: view }, 20, SCAN, options.postings);
   const ids = (await db.prepare('SELECT rowid, message_id FROM memory_items').all()) as Array<{ rowid: number; message_id: string }>;
   const byRowid = new Map(ids.map((row) => [Number(row.rowid), row.message_id]));
   return hits.map((hit) => ({ id: byRowid.get(Number(hit.label))!, strength: hit.strength }));
@@ -75,6 +80,58 @@ test('PostgreSQL ranks the same newest rows with the same BM25 as SQLite when th
   await withBothBackends('search-scan-cap test', async (sqlite, postgres) => {
     const expected = await rank(sqlite.db, sqlite.dir, (client) => new Fts5FullText(client));
     const actual = await rank(postgres.db, postgres.dir, (client) => new PgFullText(client));
+    assert.deepEqual(
+      actual.map((hit) => hit.id),
+      expected.map((hit) => hit.id),
+    );
+    actual.forEach((hit, position) => assert.ok(Math.abs(hit.strength - expected[position]!.strength) < 1e-9, `strength of ${hit.id}`));
+  });
+});
+
+test('a stale count of postings below the budget still ranks only the newest rows in scope', async () => {
+  await withTempDir(async (sqliteDir) => {
+    const db = await openDatabase(sqliteDir, ALL_MIGRATIONS);
+    try {
+      // The hint says one row matches: 320 do, so the capped scan must still be used.
+      const hits = await rank(db, sqliteDir, (client) => new Fts5FullText(client), { postings: 1 });
+      const allowed = newestInScope();
+      assert.equal(hits.length, 20);
+      for (const hit of hits) assert.ok(allowed.has(hit.id), `${hit.id} is not among the newest ${SCAN} of the channel`);
+    } finally {
+      await db.close();
+    }
+  });
+});
+
+test('words in fewer messages than the budget rank every match in scope, none from elsewhere, as PostgreSQL does', async (t) => {
+  // Twelve lines about a ferry, alternating between the channel and another one: far under the
+  // budget, so every match is ranked and the scope is read from each row.
+  const extra: TranscriptEntryInput[] = Array.from({ length: 12 }, (_, index) => ({
+    channelId: index % 2 === 0 ? 'busy' : 'elsewhere',
+    messageId: `ferry${index}`,
+    authorId: 'ben',
+    authorName: 'Ben',
+    content: `the ferry${index % 3 === 0 ? ' ferry' : ''} leaves at noon${' from the old pier'.repeat(index % 4)}`,
+    createdAt: 1_800_000_000_000 + index * 60_000,
+  }));
+  const options = { query: 'when does the ferry leave', extra };
+  const inScope = new Set(extra.filter((entry) => entry.channelId === 'busy').map((entry) => entry.messageId));
+  await withTempDir(async (sqliteDir) => {
+    const db = await openDatabase(sqliteDir, ALL_MIGRATIONS);
+    try {
+      const hits = await rank(db, sqliteDir, (client) => new Fts5FullText(client), options);
+      assert.deepEqual(new Set(hits.map((hit) => hit.id)), inScope);
+      // The same rows and order whether or not the caller passes its (here exact) count.
+      const hinted = await rank(db, sqliteDir, (client) => new Fts5FullText(client), { ...options, postings: 12 });
+      assert.deepEqual(hinted, hits);
+    } finally {
+      await db.close();
+    }
+  });
+  if (!(await requirePostgres(t))) return;
+  await withBothBackends('search-scan-cap few test', async (sqlite, postgres) => {
+    const expected = await rank(sqlite.db, sqlite.dir, (client) => new Fts5FullText(client), options);
+    const actual = await rank(postgres.db, postgres.dir, (client) => new PgFullText(client), options);
     assert.deepEqual(
       actual.map((hit) => hit.id),
       expected.map((hit) => hit.id),

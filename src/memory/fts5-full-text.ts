@@ -19,27 +19,65 @@ export class Fts5FullText implements FullText {
     filter: FullTextFilter,
     count: number,
     scan: number,
+    postings?: number,
   ): Promise<Array<{ label: number; strength: number }>> {
     const anyTerm = ftsAnyOf(terms);
     if (!anyTerm) return [];
-    // Scope, kind and type are FTS tokens, so the whole filter runs inside the full-text match:
-    // no join per matching row, and nothing outside the scope competes for the top candidates.
+    const contentMatch = `fts_text : (${anyTerm})`;
+    // bm25() computes statistics for every phrase of its MATCH, so it ranks the content terms
+    // alone, and the scope is applied beside it.
+    const rows =
+      (postings === undefined || postings <= scan) && (await this.matchingRows(contentMatch)) <= scan
+        ? await this.rankAll(contentMatch, filter, count)
+        : await this.rankNewest(contentMatch, filter, count, scan);
+    return rows.map((row) => ({ label: row.label, strength: Math.max(0, -row.rank) }));
+  }
+
+  /** Rows matching the terms store-wide: when no more than the scan, all of them are ranked. */
+  private async matchingRows(contentMatch: string): Promise<number> {
+    return ((await this.db.prepare('SELECT count(*) AS count FROM memory_fts WHERE memory_fts MATCH ?').get(contentMatch)) as { count: number }).count;
+  }
+
+  /**
+   * Few rows match anywhere: each is ranked and its scope read from its row (a primary-key
+   * lookup), which costs less than intersecting the terms with the scope tag, whose doclist is
+   * as long as the whole channel.
+   */
+  private async rankAll(contentMatch: string, filter: FullTextFilter, count: number): Promise<Array<{ label: number; rank: number }>> {
+    const clauses = [filter.visibility.sql];
+    const params: unknown[] = [...filter.visibility.params];
+    if (filter.kind) {
+      clauses.push('i.kind = ?');
+      params.push(filter.kind);
+    }
+    if (filter.memoryType) {
+      clauses.push('i.memory_type = ?');
+      params.push(filter.memoryType);
+    }
+    return (await this.db
+      .prepare(
+        `SELECT f.rowid AS label, bm25(memory_fts, 1.0, 0.0) AS rank FROM memory_fts f JOIN memory_items i ON i.rowid = f.rowid
+         WHERE memory_fts MATCH ? AND ${clauses.join(' AND ')}
+         ORDER BY rank, label LIMIT ?`,
+      )
+      .all(contentMatch, ...params, count)) as Array<{ label: number; rank: number }>;
+  }
+
+  /**
+   * Many rows match: scope, kind and type are FTS tokens, so the scoped match walks its
+   * doclists newest first and stops after `scan` rows in scope, and bm25() runs on those only
+   * (its IDF still reads whole doclists).
+   */
+  private async rankNewest(contentMatch: string, filter: FullTextFilter, count: number, scan: number): Promise<Array<{ label: number; rank: number }>> {
     const filters = [`fts_tags : (${filter.visibility.ftsTags})`];
     if (filter.kind) filters.push(`fts_tags : ${filter.kind === 'memory' ? KIND_MEMORY_TAG : KIND_TRANSCRIPT_TAG}`);
     if (filter.memoryType) filters.push(`fts_tags : ${typeTag(filter.memoryType)}`);
-    const contentMatch = `fts_text : (${anyTerm})`;
-    // bm25() computes statistics for every phrase of its MATCH, the scope tag included, and a
-    // tag's doclist is as long as the whole channel. So bm25 ranks the content terms alone and
-    // the scoped match (cheap without bm25) restricts the rows before the top is taken. The
-    // scoped match walks its doclists newest first and stops after `scan` rows, so bm25() runs
-    // on at most that many rows (its IDF still reads whole doclists, as before).
-    const rows = (await this.db
+    return (await this.db
       .prepare(
         `SELECT rowid AS label, bm25(memory_fts, 1.0, 0.0) AS rank FROM memory_fts
          WHERE memory_fts MATCH ? AND +rowid IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY rowid DESC LIMIT ?)
          ORDER BY rank, label LIMIT ?`,
       )
       .all(contentMatch, `${filters.join(' AND ')} AND ${contentMatch}`, scan, count)) as Array<{ label: number; rank: number }>;
-    return rows.map((row) => ({ label: row.label, strength: Math.max(0, -row.rank) }));
   }
 }

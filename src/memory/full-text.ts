@@ -20,6 +20,14 @@ export interface FullText {
    * The `count` best rows matching any term within the filter; strength is BM25 (higher is
    * better). Only the `scan` newest such rows (by rowid) are ranked, so a query on a word said
    * in many thousand messages costs what a rarer one does; IDF still counts the whole store.
+   * `postings`, the terms' store-wide row counts as last counted, is a hint of the cost (it may
+   * be stale): it never changes which rows are ranked.
    */
-  candidates(terms: readonly string[], filter: FullTextFilter, count: number, scan: number): Promise<Array<{ label: number; strength: number }>>;
+  candidates(
+    terms: readonly string[],
+    filter: FullTextFilter,
+    count: number,
+    scan: number,
+    postings?: number,
+  ): Promise<Array<{ label: number; strength: number }>>;
 }

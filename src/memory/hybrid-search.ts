@@ -146,18 +146,34 @@ export class HybridSearch {
       entry.rrf += tuning.textWeight / (tuning.rrfK + rank + 1);
       entry.lexical = hit.strength;
     });
-    if (request.queryVector) await this.fillSimilarities(candidates, request.queryVector);
     if (time) await this.applySignals(candidates, time);
+    return this.materialize(this.inOrder(candidates, request), request);
+  }
 
+  /**
+   * The candidates in the order shown, a slice at a time. Ordered by fused rank, a slice needs
+   * the exact cosines of its own full-text-only candidates alone (a tie in fused rank is never
+   * cut, since the score breaks it), so the cosines of candidates never reached are not read.
+   */
+  private async *inOrder(candidates: Map<number, Candidate>, request: HybridSearchRequest): AsyncGenerator<Array<{ entry: Candidate; score: number }>> {
+    const tuning = this.tuning;
     const bestRrf = (tuning.vectorWeight + tuning.textWeight) / (tuning.rrfK + 1);
-    const ranked = [...candidates.values()]
-      .map((entry) => ({ entry, score: this.score(entry, bestRrf) }))
-      .sort((left, right) =>
-        tuning.order === 'rrf'
-          ? right.entry.rrf - left.entry.rrf || right.score - left.score
-          : right.score - left.score || right.entry.rrf - left.entry.rrf,
-      );
-    return this.materialize(ranked, request);
+    const byRrf = [...candidates.values()].sort((left, right) => right.rrf - left.rrf);
+    const slice = tuning.order === 'rrf' ? Math.max(16, request.limit * 2) : byRrf.length;
+    for (let start = 0; start < byRrf.length; ) {
+      let end = Math.min(byRrf.length, start + slice);
+      while (end < byRrf.length && byRrf[end]!.rrf === byRrf[end - 1]!.rrf) end += 1;
+      const entries = byRrf.slice(start, end);
+      if (request.queryVector) await this.fillSimilarities(entries, request.queryVector);
+      yield entries
+        .map((entry) => ({ entry, score: this.score(entry, bestRrf) }))
+        .sort((left, right) =>
+          tuning.order === 'rrf'
+            ? right.entry.rrf - left.entry.rrf || right.score - left.score
+            : right.score - left.score || right.entry.rrf - left.entry.rrf,
+        );
+      start = end;
+    }
   }
 
   private score(entry: Candidate, bestRrf: number): number {
@@ -234,7 +250,7 @@ export class HybridSearch {
   }
 
   private async textCandidates(request: HybridSearchRequest, count: number): Promise<Array<{ label: number; strength: number }>> {
-    const terms = await this.affordableTerms(searchTerms(request.queryText));
+    const { terms, postings } = await this.affordableTerms(searchTerms(request.queryText));
     if (terms.length === 0) return [];
     return this.fullText.candidates(
       terms,
@@ -245,11 +261,12 @@ export class HybridSearch {
       },
       count,
       this.tuning.textPostingBudget,
+      postings,
     );
   }
 
   /** The rarest terms whose postings fit the budget; terms found nowhere are dropped. */
-  private async affordableTerms(terms: string[]): Promise<string[]> {
+  private async affordableTerms(terms: string[]): Promise<{ terms: string[]; postings: number }> {
     const counts = await this.termCounts(terms);
     const counted = terms
       .map((term, position) => ({ term, count: counts[position]! }))
@@ -262,7 +279,7 @@ export class HybridSearch {
       chosen.push(entry.term);
       postings += entry.count;
     }
-    return chosen;
+    return { terms: chosen, postings };
   }
 
   /** Document counts of the terms, from the cache where it is fresh, the rest in one go. */
@@ -288,8 +305,9 @@ export class HybridSearch {
   }
 
   /** Full-text-only candidates get their exact cosine too, so their evidence is complete. */
-  private async fillSimilarities(candidates: Map<number, Candidate>, queryVector: Float32Array): Promise<void> {
-    const missing = [...candidates.values()].filter((entry) => entry.similarity === undefined).map((entry) => entry.label);
+  private async fillSimilarities(entries: readonly Candidate[], queryVector: Float32Array): Promise<void> {
+    const candidates = new Map(entries.map((entry) => [entry.label, entry]));
+    const missing = entries.filter((entry) => entry.similarity === undefined).map((entry) => entry.label);
     if (missing.length === 0) return;
     const list = padded(missing);
     const rows = (await this.db
@@ -304,43 +322,64 @@ export class HybridSearch {
     return request.visibility.allows(row);
   }
 
-  private async materialize(ranked: Array<{ entry: Candidate; score: number }>, request: HybridSearchRequest): Promise<SearchResult[]> {
+  private async materialize(ranked: AsyncIterable<Array<{ entry: Candidate; score: number }>>, request: HybridSearchRequest): Promise<SearchResult[]> {
     const limit = request.limit;
     const radius = this.tuning.neighbors;
     const results: SearchResult[] = [];
     const covered = new Set<number>();
-    const eligible = ranked.filter(({ score }) => score >= this.tuning.minScore);
+    const source = ranked[Symbol.asyncIterator]();
+    const eligible: Array<{ entry: Candidate; score: number }> = [];
+    let exhausted = false;
     // Results come in fused-rank order (best for recall) while each score measures evidence;
     // a running minimum keeps the scores a reader sees non-increasing down the list.
     let ceiling = 1;
     // Rows and their neighbours are read a batch at a time (usually one batch is enough).
     const batch = Math.max(16, limit * 2);
-    for (let start = 0; start < eligible.length && results.length < limit; start += batch) {
-      const chunk = eligible.slice(start, start + batch).filter(({ entry }) => !covered.has(entry.label));
+    while (results.length < limit) {
+      while (!exhausted && eligible.length < batch) {
+        const next = await source.next();
+        if (next.done) exhausted = true;
+        else eligible.push(...next.value.filter(({ score }) => score >= this.tuning.minScore));
+      }
+      if (eligible.length === 0) break;
+      const chunk = eligible.splice(0, batch).filter(({ entry }) => !covered.has(entry.label));
       const rows = await this.rows.load(chunk.map(({ entry }) => entry.label));
       // Tags are hashes: a collision may bring in a row from elsewhere, which is dropped here.
       const admitted: ItemRow[] = [];
       for (const row of rows.values()) if (await this.admits(row, request)) admitted.push(row);
       const admittedIds = new Set(admitted.map((row) => row.rowid));
-      const windows =
-        radius > 0 ? await this.rows.neighbourhoods(admitted.filter((row) => row.kind === 'transcript'), radius) : new Map<number, Neighbourhood>();
-      for (const { entry, score: evidence } of chunk) {
-        if (results.length >= limit) break;
-        if (covered.has(entry.label)) continue;
-        const row = rows.get(entry.label);
-        if (!row) continue; // Deleted after the index saw it.
-        if (!admittedIds.has(row.rowid)) continue;
-        const score = Math.min(evidence, ceiling);
-        ceiling = score;
-        const around = windows.get(row.rowid);
-        if (row.kind === 'transcript' && around) {
-          const window = [...around.before, row, ...around.after].filter((item) => !covered.has(item.rowid));
-          for (const item of window) covered.add(item.rowid);
-          results.push(transcriptResult(row, window, score));
-          continue;
+      const windows = new Map<number, Neighbourhood>();
+      // Neighbours are read only for the hits about to be shown: a hit inside an earlier hit's
+      // window is skipped, so a next round reads those of the hits that take its place.
+      for (let position = 0; position < chunk.length && results.length < limit; ) {
+        const anchors: ItemRow[] = [];
+        let end = position;
+        for (let shown = 0; end < chunk.length && shown < limit - results.length; end += 1) {
+          const row = rows.get(chunk[end]!.entry.label);
+          if (!row || covered.has(row.rowid) || !admittedIds.has(row.rowid)) continue;
+          shown += 1;
+          if (row.kind === 'transcript' && radius > 0) anchors.push(row);
         }
-        covered.add(row.rowid);
-        results.push(toResult(row, score));
+        for (const [label, around] of await this.rows.neighbourhoods(anchors, radius)) windows.set(label, around);
+        for (const { entry, score: evidence } of chunk.slice(position, end)) {
+          if (results.length >= limit) break;
+          if (covered.has(entry.label)) continue;
+          const row = rows.get(entry.label);
+          if (!row) continue; // Deleted after the index saw it.
+          if (!admittedIds.has(row.rowid)) continue;
+          const score = Math.min(evidence, ceiling);
+          ceiling = score;
+          const around = windows.get(row.rowid);
+          if (row.kind === 'transcript' && around) {
+            const window = [...around.before, row, ...around.after].filter((item) => !covered.has(item.rowid));
+            for (const item of window) covered.add(item.rowid);
+            results.push(transcriptResult(row, window, score));
+            continue;
+          }
+          covered.add(row.rowid);
+          results.push(toResult(row, score));
+        }
+        position = end;
       }
     }
     return results;
