@@ -1,7 +1,17 @@
 import { MagpieError } from '../common/errors.js';
 import type { MemoryStore, TranscriptEntryInput } from '../memory/types.js';
 import type { SqlClient } from '../storage/sql-client.js';
-import { GroupCommit } from '../storage/group-commit.js';
+import { DEFAULT_GROUP_COMMIT_BATCH, GroupCommit } from '../storage/group-commit.js';
+import { isPostgres } from '../storage/sql-client.js';
+
+/**
+ * On PostgreSQL each commit also costs round trips and a turn of the event loop per statement,
+ * and groups commit one at a time: during a burst, bigger groups carry more messages per second
+ * (measured at +5 ms each way: about 1,900 messages/s with groups of 1,000, 2,100–2,300 with
+ * 4,000). A group is only this big when that many messages arrived while the previous one
+ * committed.
+ */
+const POSTGRES_GROUP_COMMIT_BATCH = 4_000;
 import type { ChannelLocation, HistoryStore } from './history-store.js';
 import type { HistoryEntry } from '../context/types.js';
 
@@ -9,7 +19,7 @@ export interface IngestWriterOptions {
   db: SqlClient;
   store: HistoryStore;
   memory: MemoryStore;
-  /** Most rows one group commit carries. */
+  /** Most rows one group commit carries (default: 1,000 on SQLite, 4,000 on PostgreSQL). */
   maxBatch?: number;
 }
 
@@ -30,7 +40,7 @@ export class IngestWriter {
       write: (payloads) => this.insertGroup(payloads),
       // A COMMIT with no answer: the rows are looked for before the mirror is decided.
       stored: (payloads) => options.store.heldEntries(payloads.map(({ entry }) => entry)),
-      ...(options.maxBatch ? { maxBatch: options.maxBatch } : {}),
+      maxBatch: options.maxBatch ?? (isPostgres(options.db) ? POSTGRES_GROUP_COMMIT_BATCH : DEFAULT_GROUP_COMMIT_BATCH),
     });
     this.stage = options.memory.transcriptStager?.(options.db);
   }
