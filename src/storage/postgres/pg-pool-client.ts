@@ -150,7 +150,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
   async exec(sql: string): Promise<void> {
     this.assertWritable();
     const frame = this.frame();
-    if (!frame && this.writeFence?.()) await this.passFence();
+    if (!frame && this.fenced) await this.passFence();
     if (frame) {
       await frame.transaction.run((client, prefix) => client.query([...prefix, sql].join(';\n')), { merged: true });
       return;
@@ -167,7 +167,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
     this.assertWritable();
     const outer = this.frame();
     if (outer) return this.savepoint(outer, fn);
-    if (this.writeFence?.()) await this.passFence();
+    if (this.fenced) await this.passFence();
     // Writes issued before the transaction are visible inside it.
     await this.lane.settled();
     const transaction = new PgTransaction(this.connections, this.settings);
@@ -204,7 +204,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
     if (prepared.write) this.assertWritable();
     const frame = this.frame();
     // Only a fenced write awaits here: the others keep their order on the lane without a turn.
-    if (prepared.write && !frame && this.writeFence?.()) await this.passFence();
+    if (prepared.write && !frame && this.fenced) await this.passFence();
     if (frame) {
       const text = await this.completedText(prepared, frame.transaction);
       return shape(await frame.transaction.run((client) => client.query(statementQuery(prepared, text, values)), { merged: false }));
@@ -270,6 +270,12 @@ export class PgPoolClient implements SqlClient, PgRunner {
 
   private assertWritable(): void {
     if (this.writesRefused) throw this.writesRefused;
+  }
+
+  /** Whether the write fence is up now. */
+  private get fenced(): boolean {
+    const up = this.writeFence?.();
+    return up !== undefined;
   }
 
   /** Waits while the write fence is up (at most the statement deadline), then writes or refuses. */
