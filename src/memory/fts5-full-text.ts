@@ -1,5 +1,5 @@
 import type { SqlClient } from '../storage/sql-client.js';
-import type { FullText, FullTextFilter } from './full-text.js';
+import { filterSql, type FullText, type FullTextFilter } from './full-text.js';
 import { KIND_MEMORY_TAG, KIND_TRANSCRIPT_TAG, typeTag } from './scope.js';
 import { ftsAnyOf } from './text.js';
 
@@ -44,20 +44,11 @@ export class Fts5FullText implements FullText {
    * as long as the whole channel.
    */
   private async rankAll(contentMatch: string, filter: FullTextFilter, count: number): Promise<Array<{ label: number; rank: number }>> {
-    const clauses = [filter.visibility.sql];
-    const params: unknown[] = [...filter.visibility.params];
-    if (filter.kind) {
-      clauses.push('i.kind = ?');
-      params.push(filter.kind);
-    }
-    if (filter.memoryType) {
-      clauses.push('i.memory_type = ?');
-      params.push(filter.memoryType);
-    }
+    const { sql: filterClause, params } = filterSql(filter);
     return (await this.db
       .prepare(
         `SELECT f.rowid AS label, bm25(memory_fts, 1.0, 0.0) AS rank FROM memory_fts f JOIN memory_items i ON i.rowid = f.rowid
-         WHERE memory_fts MATCH ? AND ${clauses.join(' AND ')}
+         WHERE memory_fts MATCH ? AND ${filterClause}
          ORDER BY rank, label LIMIT ?`,
       )
       .all(contentMatch, ...params, count)) as Array<{ label: number; rank: number }>;

@@ -8,6 +8,21 @@ export interface FullTextFilter {
   memoryType?: MemoryType;
 }
 
+/** The filter as SQL over `memory_items i`: every clause joined by AND, and its parameters in order. */
+export function filterSql(filter: FullTextFilter): { sql: string; params: unknown[] } {
+  const clauses = [filter.visibility.sql];
+  const params: unknown[] = [...filter.visibility.params];
+  if (filter.kind) {
+    clauses.push('i.kind = ?');
+    params.push(filter.kind);
+  }
+  if (filter.memoryType) {
+    clauses.push('i.memory_type = ?');
+    params.push(filter.memoryType);
+  }
+  return { sql: clauses.join(' AND '), params };
+}
+
 /**
  * The full-text side of hybrid search, one per dialect (`fts5-full-text.ts`, `pg-full-text.ts`,
  * chosen by the memory dialect). Both rank by BM25 (k1 = 1.2, b = 0.75, IDF over the whole

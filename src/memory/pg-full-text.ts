@@ -1,5 +1,5 @@
 import type { SqlClient } from '../storage/sql-client.js';
-import type { FullText, FullTextFilter } from './full-text.js';
+import { filterSql, type FullText, type FullTextFilter } from './full-text.js';
 
 /** BM25 constants, those of FTS5's bm25(). */
 const K1 = 1.2;
@@ -54,16 +54,7 @@ export class PgFullText implements FullText {
   ): Promise<Array<{ label: number; strength: number }>> {
     if (terms.length === 0) return [];
     const stats = await this.corpusStats();
-    const clauses = [filter.visibility.sql];
-    const params: unknown[] = [...filter.visibility.params];
-    if (filter.kind) {
-      clauses.push('i.kind = ?');
-      params.push(filter.kind);
-    }
-    if (filter.memoryType) {
-      clauses.push('i.memory_type = ?');
-      params.push(filter.memoryType);
-    }
+    const { sql: filterClause, params } = filterSql(filter);
     // Each distinct lexeme of the query is one BM25 term. Every row matching any of them is read
     // once: its scope decides whether it is a candidate, and all of them count towards each
     // lexeme's document frequency, store-wide as FTS5 counts a phrase's rows for its IDF. Only
@@ -75,7 +66,7 @@ export class PgFullText implements FullText {
            SELECT DISTINCT u.lexeme FROM json_array_elements_text(?::json) AS t(term), unnest(to_tsvector('simple', t.term)) AS u
          ),
          anywhere AS materialized (
-           SELECT i.rowid, i.fts, i.fts_length, (${clauses.join(' AND ')}) AS visible FROM memory_items i
+           SELECT i.rowid, i.fts, i.fts_length, (${filterClause}) AS visible FROM memory_items i
             WHERE i.fts @@ (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM lexemes)
          ),
          corpus AS (
