@@ -5,6 +5,7 @@
  * it over loopback exactly as it connects to the in-process fake.
  */
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { nextReply } from './worker-replies.js';
 import { startFakeDiscord, type FakeChannel, type FakeUser } from '../test/fakes/fake-discord.js';
 
 interface GatewayThreadOptions {
@@ -31,13 +32,7 @@ export interface GatewayThread {
 
 export async function startGatewayThread(options: GatewayThreadOptions): Promise<GatewayThread> {
   const worker = new Worker(new URL(import.meta.url), { workerData: options });
-  const replies: Array<(reply: Reply) => void> = [];
-  worker.on('message', (reply: Reply) => replies.shift()?.(reply));
-  const next = (): Promise<Reply> =>
-    new Promise((resolve, reject) => {
-      replies.push(resolve);
-      worker.once('error', reject);
-    });
+  const next = nextReply<Reply>(worker);
   const ready = await next();
   if (ready.kind !== 'ready') throw new Error('gateway thread did not start');
   return {

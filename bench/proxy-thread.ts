@@ -4,6 +4,7 @@
  * proxy that stands in for the distance. Tests keep the proxy in-process (they pause and cut it).
  */
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { nextReply } from './worker-replies.js';
 import { startDelayedPostgres } from '../test/support/tcp-delay-proxy.js';
 
 interface ProxyThreadOptions {
@@ -27,13 +28,7 @@ export interface ProxyThread {
 
 export async function startProxyThread(databaseUrl: string, delayMs: number): Promise<ProxyThread> {
   const worker = new Worker(new URL(import.meta.url), { workerData: { proxiedUrl: databaseUrl, delayMs } satisfies ProxyThreadOptions });
-  const replies: Array<(reply: Reply) => void> = [];
-  worker.on('message', (reply: Reply) => replies.shift()?.(reply));
-  const next = (): Promise<Reply> =>
-    new Promise((resolve, reject) => {
-      replies.push(resolve);
-      worker.once('error', reject);
-    });
+  const next = nextReply<Reply>(worker);
   const ready = await next();
   if (ready.kind !== 'ready') throw new Error('proxy thread did not start');
   return {
