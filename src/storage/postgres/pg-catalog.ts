@@ -12,7 +12,8 @@ export type CatalogQuery = (text: string, values: unknown[]) => Promise<Array<Re
 export class PgCatalog {
   private readonly keys = new Map<string, string[]>();
   private readonly identities = new Map<string, string | null>();
-  private readonly askingIdentity = new Map<string, Promise<string | null | undefined>>();
+  /** Questions in flight: statements prepared at once (a thousand channels' first writes) share one. */
+  private readonly asking = new Map<string, Promise<unknown>>();
 
   async complete(statement: TranslatedStatement, query: CatalogQuery): Promise<{ text: string; final: boolean }> {
     let text = statement.text;
@@ -27,29 +28,34 @@ export class PgCatalog {
   }
 
   private async primaryKey(table: string, query: CatalogQuery): Promise<string[]> {
-    let key = this.keys.get(table);
-    if (!key) {
-      const rows = await query(
-        `SELECT a.attname AS name FROM pg_index i
-           JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
-          WHERE i.indrelid = to_regclass($1) AND i.indisprimary ORDER BY array_position(i.indkey, a.attnum)`,
-        [table],
-      );
-      key = rows.map((row) => String(row.name));
-      if (key.length === 0) throw new Error(`table ${table} has no primary key for INSERT OR REPLACE`);
-      this.keys.set(table, key);
-    }
+    return this.keys.get(table) ?? this.shared(`key:${table}`, () => this.askPrimaryKey(table, query));
+  }
+
+  private async askPrimaryKey(table: string, query: CatalogQuery): Promise<string[]> {
+    const rows = await query(
+      `SELECT a.attname AS name FROM pg_index i
+         JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+        WHERE i.indrelid = to_regclass($1) AND i.indisprimary ORDER BY array_position(i.indkey, a.attnum)`,
+      [table],
+    );
+    const key = rows.map((row) => String(row.name));
+    if (key.length === 0) throw new Error(`table ${table} has no primary key for INSERT OR REPLACE`);
+    this.keys.set(table, key);
     return key;
   }
 
   /** The identity column, null when the table has none, undefined when the table does not exist yet. */
   private async identityColumn(table: string, query: CatalogQuery): Promise<string | null | undefined> {
     if (this.identities.has(table)) return this.identities.get(table)!;
-    // Statements prepared at once (a thousand channels' first writes) share one question.
-    let asking = this.askingIdentity.get(table);
+    return this.shared(`identity:${table}`, () => this.askIdentity(table, query));
+  }
+
+  /** The answer of the same question already in flight, or of this one. */
+  private shared<T>(question: string, ask: () => Promise<T>): Promise<T> {
+    let asking = this.asking.get(question) as Promise<T> | undefined;
     if (!asking) {
-      asking = this.askIdentity(table, query).finally(() => this.askingIdentity.delete(table));
-      this.askingIdentity.set(table, asking);
+      asking = ask().finally(() => this.asking.delete(question));
+      this.asking.set(question, asking);
     }
     return asking;
   }
