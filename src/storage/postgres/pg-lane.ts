@@ -146,4 +146,53 @@ export class PgLane {
   }
 }
 
+/** Read lanes at most: the rest of the pool is for transactions and cursors. */
+const MAX_READ_LANES = 4;
+/** Reads sent together on one lane before the next lane takes over (within one turn of the loop). */
+const READS_PER_WRITE = 32;
+
+/**
+ * Pipelined lanes for reads while no write is in flight: one per two pooled connections beyond
+ * the write lane's and one spare, at most four (none on a pool too small to spare them).
+ */
+export class ReadLanes {
+  private readonly lanes: PgLane[];
+  private turnLane: PgLane | undefined;
+  private turnReads = 0;
+
+  constructor(connections: PgConnections, maxConnections: number) {
+    const count = Math.max(0, Math.min(MAX_READ_LANES, Math.floor((maxConnections - 2) / 2)));
+    this.lanes = Array.from({ length: count }, () => new PgLane(connections));
+  }
+
+  /**
+   * The read lane for this turn of the event loop: the least busy one, kept for up to
+   * `READS_PER_WRITE` reads, so that reads issued together (a channel's load: history,
+   * summaries, counters...) leave in one socket write and come back as one round trip, while a
+   * burst of a thousand channel loads still spreads over every lane (one server process each).
+   * Undefined when there are none.
+   */
+  pick(): PgLane | undefined {
+    if (this.turnLane && this.turnReads < READS_PER_WRITE) {
+      this.turnReads += 1;
+      return this.turnLane;
+    }
+    let best: PgLane | undefined;
+    for (const lane of this.lanes) {
+      if (lane !== this.turnLane && (!best || lane.pending < best.pending)) best = lane;
+    }
+    best ??= this.turnLane;
+    if (best) {
+      if (!this.turnLane) setImmediate(() => (this.turnLane = undefined));
+      this.turnLane = best;
+      this.turnReads = 1;
+    }
+    return best;
+  }
+
+  release(): void {
+    for (const lane of this.lanes) lane.release();
+  }
+}
+
 function ignore(): void {}

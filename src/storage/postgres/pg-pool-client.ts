@@ -6,7 +6,7 @@ import { PgCatalog } from './pg-catalog.js';
 import { failureKind, neverRan, pgFailure, redactUrl } from './pg-error.js';
 import { PgConnections } from './pg-connections.js';
 import type { PgHealth } from './pg-health.js';
-import { PgLane, type LaneSend } from './pg-lane.js';
+import { PgLane, ReadLanes, type LaneSend } from './pg-lane.js';
 import { passWriteFence } from './pg-write-fence.js';
 import { isWrite, PgPoolQuery, type PgPrepared, type PgResult, type PgRunner } from './pg-pool-query.js';
 import { resolvePgSettings, type PgConnectionSettings, type ResolvedPgSettings } from './pg-settings.js';
@@ -61,9 +61,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
   private readonly catalog = new PgCatalog();
   private readonly lane: PgLane;
   /** Pipelined connections for reads while no write is in flight (none on a pool too small to spare them). */
-  private readonly readLanes: PgLane[];
-  private turnLane: PgLane | undefined;
-  private turnReads = 0;
+  private readonly readLanes: ReadLanes;
   private cursors = 0;
   private isOpen = true;
   private writesRefused: MagpieError | undefined;
@@ -73,8 +71,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
     this.settings = resolvePgSettings(settings);
     this.connections = new PgConnections(this.settings, () => this.outside(() => (client) => client.query('SELECT 1'), { write: false, pool: true }));
     this.lane = new PgLane(this.connections);
-    const readLanes = Math.min(MAX_READ_LANES, Math.floor((this.settings.maxConnections - 2) / 2));
-    this.readLanes = Array.from({ length: Math.max(0, readLanes) }, () => new PgLane(this.connections));
+    this.readLanes = new ReadLanes(this.connections, this.settings.maxConnections);
   }
 
   /** A client whose server answered and whose schema exists; a server that cannot be reached is a clear error. */
@@ -194,7 +191,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
     if (!this.isOpen) return;
     this.isOpen = false;
     this.lane.release();
-    for (const lane of this.readLanes) lane.release();
+    this.readLanes.release();
     await this.connections.close();
   }
 
@@ -309,7 +306,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
   private async outside(prepare: () => LaneSend | Promise<LaneSend>, options: { write: boolean; pool?: boolean }): Promise<pg.QueryResult> {
     for (let attempt = 0; ; attempt += 1) {
       try {
-        const lane = options.pool ? undefined : options.write || this.lane.busy ? this.lane : this.readLane();
+        const lane = options.pool ? undefined : options.write || this.lane.busy ? this.lane : this.readLanes.pick();
         const result = lane ? await lane.submit(prepare) : await this.onPool(await prepare());
         this.connections.succeeded();
         return last(result);
@@ -325,30 +322,6 @@ export class PgPoolClient implements SqlClient, PgRunner {
         throw pgFailure(error, this.failureContext(options.write ? 'commit' : 'statement'));
       }
     }
-  }
-
-  /**
-   * The read lane for this turn of the event loop: the least busy one, kept for up to
-   * `READS_PER_WRITE` reads, so that reads issued together (a channel's load: history,
-   * summaries, counters...) leave in one socket write and come back as one round trip, while a
-   * burst of a thousand channel loads still spreads over every lane (one server process each).
-   */
-  private readLane(): PgLane | undefined {
-    if (this.turnLane && this.turnReads < READS_PER_WRITE) {
-      this.turnReads += 1;
-      return this.turnLane;
-    }
-    let best: PgLane | undefined;
-    for (const lane of this.readLanes) {
-      if (lane !== this.turnLane && (!best || lane.pending < best.pending)) best = lane;
-    }
-    best ??= this.turnLane;
-    if (best) {
-      if (!this.turnLane) setImmediate(() => (this.turnLane = undefined));
-      this.turnLane = best;
-      this.turnReads = 1;
-    }
-    return best;
   }
 
   private async onPool(send: LaneSend): Promise<pg.QueryResult | pg.QueryResult[]> {
@@ -385,11 +358,6 @@ export class PgPoolClient implements SqlClient, PgRunner {
     return { during, deadlineMs: this.settings.queryTimeoutMs, schema: this.settings.schema };
   }
 }
-
-/** Read lanes at most: the rest of the pool is for transactions and cursors. */
-const MAX_READ_LANES = 4;
-/** Reads sent together on one lane before the next lane takes over (within one turn of the loop). */
-const READS_PER_WRITE = 32;
 
 /** Named (parsed once per connection) only once its text is final: a name must keep one text. */
 function statementQuery(prepared: PgPrepared, text: string, values: unknown[]): pg.QueryConfig {
