@@ -119,6 +119,8 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
   const writable = await openStorageForWriting(target, ALL_MIGRATIONS, {
     command: options.command ?? 'magpie',
     ...(options.writerKey ? { writerKey: options.writerKey } : {}),
+    checkpointInBackground: true,
+    onCheckpointFailure: (error) => events.emit({ type: 'wal_checkpoint_failed', error }),
   });
   const db = writable.db;
   let memory: MemoryStore;

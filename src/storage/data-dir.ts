@@ -1,6 +1,8 @@
 import { mkdirSync } from 'node:fs';
-import { closeDatabase, openDatabase, type Migration } from './database.js';
+import { join } from 'node:path';
+import { closeDatabase, DATABASE_FILE, openDatabase, type Migration } from './database.js';
 import type { SqlClient } from './sql-client.js';
+import { startWalCheckpointer, type WalCheckpointer } from './wal-checkpointer.js';
 import { WriterLock } from './writer-lock.js';
 
 /** A data dir opened by its one writer: the lock is held until `close`. */
@@ -8,8 +10,17 @@ export interface WritableDataDir {
   dataDir: string;
   db: SqlClient;
   lock: WriterLock;
+  /** The thread that checkpoints the WAL, when asked for one. */
+  checkpointer?: WalCheckpointer;
   /** Closes the database, then releases the lock. */
   close(): Promise<void>;
+}
+
+/** Long-running writers (the bot, a replay) checkpoint from a thread of their own (wal-checkpointer.ts). */
+export interface BackgroundCheckpoints {
+  checkpointInBackground?: boolean;
+  /** Hears why the thread could not checkpoint (once per distinct failure). */
+  onCheckpointFailure?: (error: string) => void;
 }
 
 /**
@@ -20,7 +31,7 @@ export interface WritableDataDir {
 export async function openDataDirForWriting(
   dataDir: string,
   migrations: readonly Migration[],
-  options: { command: string },
+  options: { command: string } & BackgroundCheckpoints,
 ): Promise<WritableDataDir> {
   try {
     mkdirSync(dataDir, { recursive: true });
@@ -43,12 +54,23 @@ export async function openDataDirForWriting(
     lock.release();
     throw error;
   }
+  let checkpointer: WalCheckpointer | undefined;
+  if (options.checkpointInBackground) {
+    try {
+      checkpointer = startWalCheckpointer(join(dataDir, DATABASE_FILE), { onFailure: (error) => options.onCheckpointFailure?.(error) });
+    } catch (error) {
+      // The writer's own checkpoints still run: slower, never lost.
+      options.onCheckpointFailure?.(error instanceof Error ? error.message : String(error));
+    }
+  }
   return {
     dataDir,
     db,
     lock,
+    ...(checkpointer ? { checkpointer } : {}),
     async close() {
       try {
+        await checkpointer?.close();
         await closeDatabase(db);
       } finally {
         lock.release();

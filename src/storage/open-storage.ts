@@ -1,6 +1,6 @@
 import { InputError, MagpieError } from '../common/errors.js';
 import type { MagpieConfig } from '../config/types.js';
-import { openDataDirForWriting } from './data-dir.js';
+import { openDataDirForWriting, type BackgroundCheckpoints } from './data-dir.js';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { ChannelLocks } from './channel-locks.js';
@@ -91,10 +91,10 @@ export function describeTarget(target: StorageTarget): string {
 export async function openStorageForWriting(
   target: StorageTarget,
   migrations: readonly Migration[],
-  options: { command: string; writerKey?: string },
+  options: { command: string; writerKey?: string } & BackgroundCheckpoints,
 ): Promise<OpenedStorage> {
   if (target.backend === 'sqlite') {
-    const writable = await openDataDirForWriting(target.dataDir, migrations, { command: options.command });
+    const writable = await openDataDirForWriting(target.dataDir, migrations, options);
     return { target, dataDir: target.dataDir, db: writable.db, close: () => writable.close() };
   }
   ensureDataDir(target.dataDir);
