@@ -148,7 +148,12 @@ export async function replay(options: {
   const { io, config } = options;
   let writable;
   try {
-    writable = await openStorageForWriting(storageTarget(config, options.dataDir, options.io.env), ALL_MIGRATIONS, { command: 'magpie replay' });
+    writable = await openStorageForWriting(storageTarget(config, options.dataDir, options.io.env), ALL_MIGRATIONS, {
+      command: 'magpie replay',
+      // A replay writes as fast as it can: its checkpoints run beside it, not inside its commits.
+      checkpointInBackground: true,
+      onCheckpointFailure: (error) => io.stderr.write(`warning: the WAL checkpoint thread failed (${error}); the writer checkpoints on its own\n`),
+    });
   } catch (error) {
     throw storageError(options.dataDir, error) ?? error;
   }
