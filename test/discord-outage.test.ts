@@ -407,8 +407,17 @@ describe('storage errors under a running bot', { timeout: 120_000 }, () => {
         }
       }
       const posts = discord.posted.length;
-      const failing = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: `${'a long message '.repeat(300)} while the disk is full`, mentionsBot: true });
+      // Messages keep coming. The first may still fit: WAL checkpoints run in a thread, so the
+      // WAL is rewritten in place where a checkpoint freed it. One that needs a new page fails.
+      let failing = '';
+      for (let sent = 0; sent < 100 && bot.adapter.storageHealthy; sent += 1) {
+        const id = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: `${'a long message '.repeat(300)} number ${sent} while the disk is full` });
+        failing = id;
+        await waitUntil(async () => !bot.adapter.storageHealthy || (await messageIds(bot.app, GENERAL)).includes(id), 'stored or refused', 20_000);
+      }
       await waitUntil(() => !bot.adapter.storageHealthy, 'storage reported unhealthy', 20_000);
+      // Asked while nothing can be stored: no reply until it is.
+      const asked = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'are you there?', mentionsBot: true });
       assert.ok(bot.events.some((event) => event.type === 'storage_unhealthy' && String(event.error).includes('out of space')));
       assert.equal(bot.app.storage.healthy, false, 'the readiness flag is the app-wide one');
       await waitUntil(() => bot.events.filter((event) => event.type === 'message_store_retry').length >= 2, 'retries', 20_000);
@@ -418,9 +427,11 @@ describe('storage errors under a running bot', { timeout: 120_000 }, () => {
       await waitUntil(() => bot.adapter.storageHealthy, 'storage healthy again', 30_000);
       assert.ok(bot.events.some((event) => event.type === 'storage_recovered'));
       await waitUntil(async () => (await messageIds(bot.app, GENERAL)).includes(failing), 'the retried message stored', 20_000);
+      await waitUntil(async () => (await messageIds(bot.app, GENERAL)).includes(asked), 'the question stored', 20_000);
       const ids = await messageIds(bot.app, GENERAL);
       assert.equal(ids.filter((id) => id === accepted).length, 1, 'the accepted message is kept');
       assert.equal(ids.filter((id) => id === failing).length, 1, 'stored once');
+      assert.equal(ids.filter((id) => id === asked).length, 1, 'the question stored once');
     } finally {
       rmSync(filler, { force: true });
       await bot.stop();

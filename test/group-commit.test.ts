@@ -93,6 +93,34 @@ test('a group of messages is stored whole; one already held rejects alone', asyn
   }
 });
 
+test('a row staged in a transaction that commits late gets its vector, with nothing else waking the backlog', async () => {
+  const dir = tempDir();
+  const db = await openTestDatabase(dir.path);
+  const memory = await openMemoryStore({ db, dataDir: dir.path, settings: DEFAULTS.memory, embedder: new HashingEmbedder({ dimension: 64 }) });
+  try {
+    const writer = new IngestWriter({ db, store: new HistoryStore(db), memory });
+    await db.transaction(async () => {
+      await writer.insertNow(message(5, 0), {});
+      // Held open past the backlog's short wait: a drain that read the backlog now would find
+      // nothing (on PostgreSQL reads do not wait for the transaction) and stop for good.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    });
+    const owed = async (): Promise<number> => Number(((await db.prepare('SELECT COUNT(*) AS total FROM memory_vector_backlog').get()) as { total: number }).total);
+    // Polled, not `whenIndexed`, which would wake the backlog itself.
+    const deadline = Date.now() + 10_000;
+    while ((await owed()) > 0) {
+      assert.ok(Date.now() < deadline, 'the backlog drained on its own once the transaction committed');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const vectors = (await db.prepare('SELECT COUNT(*) AS total FROM memory_vectors').get()) as { total: number };
+    assert.equal(Number(vectors.total), 1);
+  } finally {
+    await memory.close();
+    await db.close();
+    dir.remove();
+  }
+});
+
 test('a row edited while its vector was being made gets the vector of its new text', async () => {
   const dir = tempDir();
   const db = await openTestDatabase(dir.path);

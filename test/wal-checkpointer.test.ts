@@ -45,6 +45,8 @@ test('the thread copies committed pages into the main file; the writer never che
     }
     const checkpointer = writable.checkpointer!;
     await until(() => statSync(file).size >= before + 2_000_000, 'the main file to hold the rows');
+    // The thread's report follows its checkpoint.
+    await until(() => checkpointer.stats().framesCopied >= 500, 'the report of the copied frames');
     const stats = checkpointer.stats();
     assert.ok(stats.checkpoints >= 1 && stats.framesCopied >= 500, JSON.stringify(stats));
     assert.deepEqual(failures, []);

@@ -49,7 +49,7 @@ export class MemoryRewriteRows {
       return { status: 'rewritten' as const };
     });
     if (result.status === 'deleted') await indexes.applyDeleted(result.key, [rowid]);
-    if (result.status === 'rewritten') backlog.schedule();
+    if (result.status === 'rewritten') db.afterCommit(() => backlog.schedule());
     return result.status;
   }
 }

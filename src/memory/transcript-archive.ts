@@ -27,7 +27,9 @@ export class TranscriptArchive {
       const now = clock.now();
       const rows = entries.map((entry) => transcriptRow(entry, transcriptText(entry.authorName, entry.content), now));
       await dialect.stageTranscripts(own, rows, now);
-      backlog.schedule();
+      // Not before the caller's commit: a drain that read the backlog first would miss these
+      // rows (on PostgreSQL its read does not wait for the transaction) and end.
+      own.afterCommit(() => backlog.schedule());
     };
   }
 
@@ -84,7 +86,7 @@ export class TranscriptArchive {
     if (await db.prepare('SELECT 1 FROM memory_vector_backlog WHERE item_rowid = ?').get(row.rowid)) {
       // Its vector is still owed: the backlog embeds whatever text the row holds when it gets there.
       await rewrite();
-      backlog.schedule();
+      db.afterCommit(() => backlog.schedule());
       return;
     }
     const [vector] = await embedder.embed([text]);

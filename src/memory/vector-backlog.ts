@@ -42,6 +42,8 @@ export class VectorBacklog {
   private readonly maxScan: number;
   private readonly delayMs: number;
   private running: Promise<void> | undefined;
+  /** Asked for while a drain ran: it does not stop at an empty read. */
+  private again = false;
   /** Vectors `scan` made for rows still in the backlog, by label, with the content they encode. */
   private readonly scanned = new Map<number, { hash: string; vector: Float32Array }>();
   private retryTimer: NodeJS.Timeout | undefined;
@@ -64,6 +66,8 @@ export class VectorBacklog {
    * search covers the lag meanwhile.
    */
   schedule(): void {
+    // A drain under way may have read the backlog before these rows: it looks once more.
+    if (this.running) this.again = true;
     if (this.closed || this.running || this.retryTimer) return;
     this.running = new Promise<void>((resolve) => {
       this.wakeNow = resolve;
@@ -157,8 +161,9 @@ export class VectorBacklog {
     try {
       for (;;) {
         if (this.closed) return;
+        this.again = false;
         const done = await this.step();
-        if (done === 0) break;
+        if (done === 0 && !this.again) break;
         // Let the event loop breathe between batches: ingest and turns come first.
         await new Promise((resolve) => setImmediate(resolve));
       }

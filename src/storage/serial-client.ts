@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { SqlClient, SqlDialect, SqlQuery, SqlRunResult, TransactionMode } from './sql-client.js';
+import { runCommitted, type SqlClient, type SqlDialect, type SqlQuery, type SqlRunResult, type TransactionMode } from './sql-client.js';
 import type { SqlDatabase, SqlStatement } from './sql-database.js';
 
 /** One open transaction (or savepoint) of a `SerialClient`, as the async context inside it sees it. */
@@ -7,6 +7,8 @@ interface OpenTransaction {
   root: OpenTransaction | undefined;
   depth: number;
   open: boolean;
+  /** On the outermost frame: what runs once it committed. */
+  committed?: Array<() => void>;
 }
 
 /** How many rows `iterate` hands out per step. */
@@ -132,12 +134,22 @@ export class SerialClient implements SqlClient {
         this.rollback();
         throw error;
       }
+      runCommitted(frame.committed);
       return result;
     } finally {
       frame.open = false;
       this.holder = undefined;
       this.drain();
     }
+  }
+
+  afterCommit(callback: () => void): void {
+    const frame = this.context.getStore();
+    if (!this.inside(frame)) {
+      callback();
+      return;
+    }
+    (frame!.root!.committed ??= []).push(callback);
   }
 
   async close(): Promise<void> {
@@ -252,3 +264,4 @@ class SerialQuery implements SqlQuery {
     return this.prepared;
   }
 }
+

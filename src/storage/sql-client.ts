@@ -49,6 +49,13 @@ export interface SqlClient {
    * back and rejects with the same error. Nested calls become savepoints.
    */
   transaction<T>(fn: () => Promise<T> | T, mode?: TransactionMode): Promise<T>;
+  /**
+   * Runs `callback` once the outermost transaction open in the caller's context has committed,
+   * or now when none is open; never after a rollback of that transaction. For wake-ups (work
+   * that reads what the transaction wrote, from outside it), not for facts: a callback added
+   * inside a savepoint that rolled back still runs when the outer transaction commits.
+   */
+  afterCommit(callback: () => void): void;
   /** SQLite only: a PRAGMA, as better-sqlite3 runs it. */
   pragma(source: string, options?: { simple?: boolean }): Promise<unknown>;
   close(): Promise<void>;
@@ -57,4 +64,15 @@ export interface SqlClient {
 /** Whether the client (or connection) speaks PostgreSQL. */
 export function isPostgres(db: { readonly dialect?: SqlDialect }): boolean {
   return db.dialect === 'postgres';
+}
+
+/** The callbacks a committed transaction collected, each on its own: one that throws stops none of the others. */
+export function runCommitted(callbacks: Array<() => void> | undefined): void {
+  for (const callback of callbacks ?? []) {
+    try {
+      callback();
+    } catch {
+      // A wake-up that failed leaves the committed transaction committed.
+    }
+  }
 }

@@ -251,6 +251,52 @@ export const STORE_CONTRACT: readonly ContractCase[] = [
       }),
   },
   {
+    name: 'afterCommit: once the outermost transaction committed, what it wrote visible from outside; never after a rollback; at once outside',
+    run: (backend) =>
+      withStore(backend, async ({ db }) => {
+        const history = new HistoryStore(db);
+        const seen: Array<{ at: string; rows: Promise<number> | number }> = [];
+        // Read from outside the transaction's async context, as a woken background task does.
+        const rowsNow = (): Promise<number> => new Promise((resolve, reject) => setImmediate(() => history.archive('c1').then((rows) => resolve(rows.length), reject)));
+        await db.transaction(async () => {
+          await history.insert(entry('c1', 1), {});
+          db.afterCommit(() => seen.push({ at: 'outer', rows: rowsNow() }));
+          await db.transaction(async () => {
+            await history.insert(entry('c1', 2), {});
+            db.afterCommit(() => seen.push({ at: 'savepoint', rows: rowsNow() }));
+          });
+          assert.deepEqual(seen, [], 'nothing runs before the commit');
+        });
+        assert.deepEqual(seen.map((item) => item.at), ['outer', 'savepoint'], 'in the order added, once committed');
+        assert.deepEqual(await Promise.all(seen.map((item) => item.rows)), [2, 2], 'what the transaction wrote is visible to them');
+
+        let afterRollback = 0;
+        await assert.rejects(() =>
+          db.transaction(async () => {
+            await history.insert(entry('c1', 3), {});
+            db.afterCommit(() => (afterRollback += 1));
+            throw new Error('changed my mind');
+          }),
+        );
+        assert.equal(afterRollback, 0, 'a rolled-back transaction wakes nothing');
+
+        let outside = 0;
+        db.afterCommit(() => (outside += 1));
+        assert.equal(outside, 1, 'outside a transaction it runs at once');
+        // One that throws stops neither the commit nor the others.
+        let second = false;
+        await db.transaction(async () => {
+          await history.insert(entry('c1', 4), {});
+          db.afterCommit(() => {
+            throw new Error('broken listener');
+          });
+          db.afterCommit(() => (second = true));
+        });
+        assert.equal(second, true);
+        assert.deepEqual((await history.archive('c1')).map((row) => row.seq), [1, 2, 4]);
+      }),
+  },
+  {
     name: 'calibration: saved per channel with its parts, overwritten, unknown channels uncalibrated',
     run: (backend) =>
       withStore(backend, async ({ db }) => {

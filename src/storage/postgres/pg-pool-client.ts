@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import pg from 'pg';
 import { MagpieError } from '../../common/errors.js';
-import type { SqlClient, SqlQuery, TransactionMode } from '../sql-client.js';
+import { runCommitted, type SqlClient, type SqlQuery, type TransactionMode } from '../sql-client.js';
 import { PgCatalog } from './pg-catalog.js';
 import { failureKind, neverRan, pgFailure, redactUrl } from './pg-error.js';
 import { PgConnections } from './pg-connections.js';
@@ -18,6 +18,8 @@ interface Frame {
   transaction: PgTransaction;
   depth: number;
   open: boolean;
+  /** Shared by a transaction's frames: what runs once it committed. */
+  committed: Array<() => void>;
 }
 
 /**
@@ -168,7 +170,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
     // Writes issued before the transaction are visible inside it.
     await this.lane.settled();
     const transaction = new PgTransaction(this.connections, this.settings);
-    const frame: Frame = { transaction, depth: 0, open: true };
+    const frame: Frame = { transaction, depth: 0, open: true, committed: [] };
     try {
       let result: T;
       try {
@@ -180,11 +182,21 @@ export class PgPoolClient implements SqlClient, PgRunner {
       }
       frame.open = false;
       await transaction.commit();
+      runCommitted(frame.committed);
       return result;
     } finally {
       frame.open = false;
       await transaction.end();
     }
+  }
+
+  afterCommit(callback: () => void): void {
+    const frame = this.frame();
+    if (!frame) {
+      callback();
+      return;
+    }
+    frame.committed.push(callback);
   }
 
   async close(): Promise<void> {
@@ -341,7 +353,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
     const depth = outer.depth + 1;
     const name = `magpie_sp_${depth}`;
     const opener = transaction.openSavepoint(name);
-    const frame: Frame = { transaction, depth, open: true };
+    const frame: Frame = { transaction, depth, open: true, committed: outer.committed };
     try {
       const result = await this.context.run(frame, fn);
       frame.open = false;
