@@ -1,6 +1,6 @@
 import type { SqlClient } from '../storage/sql-client.js';
 import type { MemoryDialect } from './dialect.js';
-import { blobToVector, dot } from './embedder.js';
+import { blobToVector, dot, normalizeInPlace } from './embedder.js';
 import type { VectorIndexManager } from './index-manager.js';
 import type { FullText } from './full-text.js';
 import { ItemRows, padded, type ItemRow } from './item-rows.js';
@@ -35,6 +35,10 @@ export interface SearchTuning {
    * in the caller's scope, only the newest this many of them are ranked.
    */
   textPostingBudget: number;
+  /** Full-text hits (best first) whose vectors move the query vector before the vector search. */
+  feedbackHits: number;
+  /** How far they move it: the weight of their mean against the query's own vector (0: not at all). */
+  feedbackWeight: number;
   /** Vector neighbours less similar than this do not enter the fusion (noise of a hashed space). */
   vectorMinSimilarity: number;
   /** `rrf`: order by fused rank; `score`: order by the evidence score (which includes the rank). */
@@ -67,6 +71,8 @@ export const DEFAULT_SEARCH_TUNING: Readonly<SearchTuning> = Object.freeze({
   lexicalHalf: 6,
   order: 'rrf',
   vectorMinSimilarity: 0,
+  feedbackHits: 3,
+  feedbackWeight: 0,
   textPostingBudget: 1000,
   rankShare: 0.5,
   minScore: 0.02,
@@ -126,7 +132,8 @@ export class HybridSearch {
     const time = timeNamed(request.queryText, request.now ?? Date.now());
     const textHits = await this.textCandidates(request, candidateCount);
     const vectorFloor = textHits.length === 0 ? Math.max(tuning.vectorMinSimilarity, tuning.vectorOnlySimilarity) : tuning.vectorMinSimilarity;
-    const vectorHits = (request.queryVector ? await this.vectorCandidates(request, request.queryVector, candidateCount) : []).filter(
+    const vectorQuery = request.queryVector && (await this.withFeedback(request.queryVector, textHits));
+    const vectorHits = (vectorQuery ? await this.vectorCandidates(request, vectorQuery, candidateCount) : []).filter(
       (hit) => hit.similarity >= vectorFloor,
     );
 
@@ -142,7 +149,8 @@ export class HybridSearch {
     vectorHits.forEach((hit, rank) => {
       const entry = candidate(hit.label);
       entry.rrf += tuning.vectorWeight / (tuning.rrfK + rank + 1);
-      entry.similarity = hit.similarity;
+      // Evidence is the cosine to the query itself, read later, not to the query moved by feedback.
+      if (vectorQuery === request.queryVector) entry.similarity = hit.similarity;
     });
     textHits.forEach((hit, rank) => {
       const entry = candidate(hit.label);
@@ -312,6 +320,28 @@ export class HybridSearch {
       });
     }
     return terms.map((term) => known.get(term)!);
+  }
+
+  /**
+   * The query vector moved towards the best full-text hits (Rocchio feedback): a hashed vector
+   * only knows the query's own words and letters, while the messages those words find also
+   * carry the words people used around them, so the vector list reaches messages that say the
+   * same thing differently. Without full-text hits the query vector is used as it is.
+   */
+  private async withFeedback(queryVector: Float32Array, textHits: ReadonlyArray<{ label: number }>): Promise<Float32Array> {
+    const { feedbackHits, feedbackWeight } = this.tuning;
+    const labels = textHits.slice(0, feedbackHits).map((hit) => hit.label);
+    if (feedbackWeight <= 0 || labels.length === 0) return queryVector;
+    const list = padded(labels);
+    const rows = (await this.db
+      .prepare(`SELECT item_rowid AS label, vector FROM memory_vectors WHERE item_rowid IN (${list.map(() => '?').join(', ')})`)
+      .all(...list)) as Array<{ label: number; vector: Buffer }>;
+    const vectors = new Map(rows.map((row) => [row.label, blobToVector(row.vector)]));
+    if (vectors.size === 0) return queryVector;
+    const moved = Float32Array.from(queryVector);
+    const share = feedbackWeight / vectors.size;
+    for (const vector of vectors.values()) for (let index = 0; index < moved.length; index += 1) moved[index]! += share * (vector[index] ?? 0);
+    return normalizeInPlace(moved);
   }
 
   /** Full-text-only candidates get their exact cosine too, so their evidence is complete. */
