@@ -1,13 +1,13 @@
 import type { SqlClient } from '../storage/sql-client.js';
 import type { MemoryDialect } from './dialect.js';
-import { blobToVector, dot } from './embedder.js';
+import { blobToVector, dot, normalizeInPlace } from './embedder.js';
 import type { VectorIndexManager } from './index-manager.js';
 import type { FullText } from './full-text.js';
-import { ItemRows, padded, type ItemRow, type Neighbourhood } from './item-rows.js';
+import { ItemRows, padded, type ItemRow } from './item-rows.js';
 import type { Visibility } from './scope.js';
 import { searchTerms } from './search-text.js';
 import { nearness, timeNamed, timesOf, type TimeSpan } from './query-time.js';
-import { toResult, transcriptResult } from './search-results.js';
+import { resultWindows, type RankedHit } from './result-windows.js';
 import type { MemoryKind, MemoryType, SearchResult } from './types.js';
 
 /** Knobs of the fusion, chosen on LoCoMo evidence recall (see the memory benchmarks). */
@@ -20,6 +20,8 @@ export interface SearchTuning {
   textWeight: number;
   /** Messages brought along on each side of a transcript hit (same channel, in order). */
   neighbors: number;
+  /** Most messages a transcript result shows once later hits inside its window have widened it. */
+  windowCap: number;
   /** Cosine below which a vector match counts as no evidence at all. */
   semanticFloor: number;
   /** Cosine at which a vector match counts as full evidence. */
@@ -33,6 +35,10 @@ export interface SearchTuning {
    * in the caller's scope, only the newest this many of them are ranked.
    */
   textPostingBudget: number;
+  /** Full-text hits (best first) whose vectors move the query vector before the vector search. */
+  feedbackHits: number;
+  /** How far they move it: the weight of their mean against the query's own vector (0: not at all). */
+  feedbackWeight: number;
   /** Vector neighbours less similar than this do not enter the fusion (noise of a hashed space). */
   vectorMinSimilarity: number;
   /** `rrf`: order by fused rank; `score`: order by the evidence score (which includes the rank). */
@@ -59,11 +65,14 @@ export const DEFAULT_SEARCH_TUNING: Readonly<SearchTuning> = Object.freeze({
   vectorWeight: 1,
   textWeight: 1,
   neighbors: 2,
+  windowCap: 9,
   semanticFloor: 0.2,
   semanticCeiling: 0.8,
   lexicalHalf: 6,
   order: 'rrf',
   vectorMinSimilarity: 0,
+  feedbackHits: 3,
+  feedbackWeight: 0,
   textPostingBudget: 1000,
   rankShare: 0.5,
   minScore: 0.02,
@@ -123,7 +132,8 @@ export class HybridSearch {
     const time = timeNamed(request.queryText, request.now ?? Date.now());
     const textHits = await this.textCandidates(request, candidateCount);
     const vectorFloor = textHits.length === 0 ? Math.max(tuning.vectorMinSimilarity, tuning.vectorOnlySimilarity) : tuning.vectorMinSimilarity;
-    const vectorHits = (request.queryVector ? await this.vectorCandidates(request, request.queryVector, candidateCount) : []).filter(
+    const vectorQuery = request.queryVector && (await this.withFeedback(request.queryVector, textHits));
+    const vectorHits = (vectorQuery ? await this.vectorCandidates(request, vectorQuery, candidateCount) : []).filter(
       (hit) => hit.similarity >= vectorFloor,
     );
 
@@ -139,7 +149,8 @@ export class HybridSearch {
     vectorHits.forEach((hit, rank) => {
       const entry = candidate(hit.label);
       entry.rrf += tuning.vectorWeight / (tuning.rrfK + rank + 1);
-      entry.similarity = hit.similarity;
+      // Evidence is the cosine to the query itself, read later, not to the query moved by feedback.
+      if (vectorQuery === request.queryVector) entry.similarity = hit.similarity;
     });
     textHits.forEach((hit, rank) => {
       const entry = candidate(hit.label);
@@ -147,7 +158,13 @@ export class HybridSearch {
       entry.lexical = hit.strength;
     });
     if (time) await this.applySignals(candidates, time);
-    return this.materialize(this.inOrder(candidates, request), request);
+    return resultWindows(this.rows, this.hitsInOrder(candidates, request), {
+      limit: request.limit,
+      neighbors: tuning.neighbors,
+      windowCap: tuning.windowCap,
+      minScore: tuning.minScore,
+      admits: (row) => this.admits(row, request),
+    });
   }
 
   /**
@@ -155,7 +172,7 @@ export class HybridSearch {
    * the exact cosines of its own full-text-only candidates alone (a tie in fused rank is never
    * cut, since the score breaks it), so the cosines of candidates never reached are not read.
    */
-  private async *inOrder(candidates: Map<number, Candidate>, request: HybridSearchRequest): AsyncGenerator<Array<{ entry: Candidate; score: number }>> {
+  private async *hitsInOrder(candidates: Map<number, Candidate>, request: HybridSearchRequest): AsyncGenerator<RankedHit[]> {
     const tuning = this.tuning;
     const bestRrf = (tuning.vectorWeight + tuning.textWeight) / (tuning.rrfK + 1);
     const byRrf = [...candidates.values()].sort((left, right) => right.rrf - left.rrf);
@@ -171,7 +188,8 @@ export class HybridSearch {
           tuning.order === 'rrf'
             ? right.entry.rrf - left.entry.rrf || right.score - left.score
             : right.score - left.score || right.entry.rrf - left.entry.rrf,
-        );
+        )
+        .map(({ entry, score }) => ({ label: entry.label, score }));
       start = end;
     }
   }
@@ -304,6 +322,28 @@ export class HybridSearch {
     return terms.map((term) => known.get(term)!);
   }
 
+  /**
+   * The query vector moved towards the best full-text hits (Rocchio feedback): a hashed vector
+   * only knows the query's own words and letters, while the messages those words find also
+   * carry the words people used around them, so the vector list reaches messages that say the
+   * same thing differently. Without full-text hits the query vector is used as it is.
+   */
+  private async withFeedback(queryVector: Float32Array, textHits: ReadonlyArray<{ label: number }>): Promise<Float32Array> {
+    const { feedbackHits, feedbackWeight } = this.tuning;
+    const labels = textHits.slice(0, feedbackHits).map((hit) => hit.label);
+    if (feedbackWeight <= 0 || labels.length === 0) return queryVector;
+    const list = padded(labels);
+    const rows = (await this.db
+      .prepare(`SELECT item_rowid AS label, vector FROM memory_vectors WHERE item_rowid IN (${list.map(() => '?').join(', ')})`)
+      .all(...list)) as Array<{ label: number; vector: Buffer }>;
+    const vectors = new Map(rows.map((row) => [row.label, blobToVector(row.vector)]));
+    if (vectors.size === 0) return queryVector;
+    const moved = Float32Array.from(queryVector);
+    const share = feedbackWeight / vectors.size;
+    for (const vector of vectors.values()) for (let index = 0; index < moved.length; index += 1) moved[index]! += share * (vector[index] ?? 0);
+    return normalizeInPlace(moved);
+  }
+
   /** Full-text-only candidates get their exact cosine too, so their evidence is complete. */
   private async fillSimilarities(entries: readonly Candidate[], queryVector: Float32Array): Promise<void> {
     const candidates = new Map(entries.map((entry) => [entry.label, entry]));
@@ -320,68 +360,5 @@ export class HybridSearch {
     if (request.kind && row.kind !== request.kind) return false;
     if (request.memoryType && row.memory_type !== request.memoryType) return false;
     return request.visibility.allows(row);
-  }
-
-  private async materialize(ranked: AsyncIterable<Array<{ entry: Candidate; score: number }>>, request: HybridSearchRequest): Promise<SearchResult[]> {
-    const limit = request.limit;
-    const radius = this.tuning.neighbors;
-    const results: SearchResult[] = [];
-    const covered = new Set<number>();
-    const source = ranked[Symbol.asyncIterator]();
-    const eligible: Array<{ entry: Candidate; score: number }> = [];
-    let exhausted = false;
-    // Results come in fused-rank order (best for recall) while each score measures evidence;
-    // a running minimum keeps the scores a reader sees non-increasing down the list.
-    let ceiling = 1;
-    // Rows and their neighbours are read a batch at a time (usually one batch is enough).
-    const batch = Math.max(16, limit * 2);
-    while (results.length < limit) {
-      while (!exhausted && eligible.length < batch) {
-        const next = await source.next();
-        if (next.done) exhausted = true;
-        else eligible.push(...next.value.filter(({ score }) => score >= this.tuning.minScore));
-      }
-      if (eligible.length === 0) break;
-      const chunk = eligible.splice(0, batch).filter(({ entry }) => !covered.has(entry.label));
-      const rows = await this.rows.load(chunk.map(({ entry }) => entry.label));
-      // Tags are hashes: a collision may bring in a row from elsewhere, which is dropped here.
-      const admitted: ItemRow[] = [];
-      for (const row of rows.values()) if (await this.admits(row, request)) admitted.push(row);
-      const admittedIds = new Set(admitted.map((row) => row.rowid));
-      const windows = new Map<number, Neighbourhood>();
-      // Neighbours are read only for the hits about to be shown: a hit inside an earlier hit's
-      // window is skipped, so a next round reads those of the hits that take its place.
-      for (let position = 0; position < chunk.length && results.length < limit; ) {
-        const anchors: ItemRow[] = [];
-        let end = position;
-        for (let shown = 0; end < chunk.length && shown < limit - results.length; end += 1) {
-          const row = rows.get(chunk[end]!.entry.label);
-          if (!row || covered.has(row.rowid) || !admittedIds.has(row.rowid)) continue;
-          shown += 1;
-          if (row.kind === 'transcript' && radius > 0) anchors.push(row);
-        }
-        for (const [label, around] of await this.rows.neighbourhoods(anchors, radius)) windows.set(label, around);
-        for (const { entry, score: evidence } of chunk.slice(position, end)) {
-          if (results.length >= limit) break;
-          if (covered.has(entry.label)) continue;
-          const row = rows.get(entry.label);
-          if (!row) continue; // Deleted after the index saw it.
-          if (!admittedIds.has(row.rowid)) continue;
-          const score = Math.min(evidence, ceiling);
-          ceiling = score;
-          const around = windows.get(row.rowid);
-          if (row.kind === 'transcript' && around) {
-            const window = [...around.before, row, ...around.after].filter((item) => !covered.has(item.rowid));
-            for (const item of window) covered.add(item.rowid);
-            results.push(transcriptResult(row, window, score));
-            continue;
-          }
-          covered.add(row.rowid);
-          results.push(toResult(row, score));
-        }
-        position = end;
-      }
-    }
-    return results;
   }
 }
