@@ -5,6 +5,7 @@
  * subscribed again after its connection is terminated.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { test } from 'node:test';
 import pg from 'pg';
 import { PgNotifications } from '../src/storage/postgres/pg-notifications.js';
@@ -180,6 +181,42 @@ test('NOTIFY reaches another client on commit only, and LISTEN is restored after
     await sender.close();
     await pool.exec(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
     await pool.close();
+    await other.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await other.end();
+  }
+});
+
+test('a writer lock held for a process of this host that is gone is waited for, not refused', async (t) => {
+  if (!(await requirePostgres(t))) return;
+  const schema = freshSchema(RUN_PREFIX);
+  const other = await admin(schema);
+  await other.query(STORAGE_WRITERS_TABLE);
+  const settings = { url: TEST_DATABASE_URL, schema };
+  const sql = await PgPoolClient.connect(settings);
+  const crashed = await PgSession.open({ settings, ...FAST });
+  const restarted = await PgSession.open({ settings, ...FAST });
+  try {
+    await takeWriterLock(crashed, sql, 'shard-0', 'magpie start');
+    // The row names a process of this host that has exited, as after kill -9; its session is
+    // still open, as when PostgreSQL has not yet noticed the closed socket.
+    const child = spawn(process.execPath, ['-e', '']);
+    const gonePid = child.pid!;
+    await new Promise((resolve) => child.on('exit', resolve));
+    await sql.prepare('UPDATE storage_writers SET pid = ? WHERE lock_key = ?').run(gonePid, 'shard-0');
+    let ended = false;
+    setTimeout(() => {
+      ended = true;
+      void crashed.close();
+    }, 300);
+    const held = await takeWriterLock(restarted, sql, 'shard-0', 'magpie start');
+    assert.equal(ended, true, 'taken once the old session ended, not before');
+    const row = (await sql.prepare('SELECT pid FROM storage_writers WHERE lock_key = ?').get('shard-0')) as { pid: number };
+    assert.equal(Number(row.pid), process.pid, 'the new writer is named');
+    await held.release();
+  } finally {
+    await crashed.close();
+    await restarted.close();
+    await sql.close();
     await other.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
     await other.end();
   }

@@ -15,18 +15,35 @@ export interface HeldWriterLock {
  * the schema, only names the holder for the refusal message. After a reconnect the session takes
  * the lock back, or reports it lost through `session.onLost('writer:<key>')`.
  */
-export async function takeWriterLock(session: PgSession, sql: SqlClient, key: string, command: string): Promise<HeldWriterLock> {
+export async function takeWriterLock(
+  session: PgSession,
+  sql: SqlClient,
+  key: string,
+  command: string,
+): Promise<HeldWriterLock> {
   const lockKey = `writer:${key}`;
   if (!(await session.tryLock(lockKey))) {
     const holder = (await sql.prepare('SELECT pid, host, command, started_at FROM storage_writers WHERE lock_key = ?').get(key)) as
       | { pid: number; host: string; command: string; started_at: string }
       | undefined;
+    // A writer of this host that is gone (killed, crashed, restarted by its supervisor): its
+    // session ends once PostgreSQL notices the closed socket, usually within milliseconds but
+    // later on a busy server. Waiting a little for that beats refusing the restart.
+    const gone = holder !== undefined && holder.host === os.hostname() && Number(holder.pid) !== process.pid && !processAlive(Number(holder.pid));
+    if (gone && (await retryLock(session, lockKey, DEAD_HOLDER_WAIT_MS))) return recordWriter(session, sql, key, lockKey, command);
     const who = holder ? `${holder.command} (pid ${holder.pid} on ${holder.host}, since ${holder.started_at})` : 'another process';
     throw new MagpieError('data_dir_locked', `${who} already writes ${key} in this PostgreSQL schema`, {
       context: { key },
       hint: 'stop that process first, or give this one other shards (--shard-ids); readers (status, memory search) need no lock',
     });
   }
+  return recordWriter(session, sql, key, lockKey, command);
+}
+
+/** How long a new writer waits for PostgreSQL to end the session of a holder whose process is gone. */
+const DEAD_HOLDER_WAIT_MS = 10_000;
+
+async function recordWriter(session: PgSession, sql: SqlClient, key: string, lockKey: string, command: string): Promise<HeldWriterLock> {
   await sql
     .prepare(
       `INSERT INTO storage_writers (lock_key, pid, host, command, started_at) VALUES (?, ?, ?, ?, ?)
@@ -34,6 +51,26 @@ export async function takeWriterLock(session: PgSession, sql: SqlClient, key: st
     )
     .run(key, process.pid, os.hostname(), command, new Date().toISOString());
   return { key, release: () => session.unlock(lockKey) };
+}
+
+async function retryLock(session: PgSession, lockKey: string, waitMs: number): Promise<boolean> {
+  const deadline = Date.now() + waitMs;
+  while (Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    if (await session.tryLock(lockKey)) return true;
+  }
+  return false;
+}
+
+/** Whether a process of this host still runs (EPERM: it does, under another user). */
+function processAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /**
