@@ -18,7 +18,7 @@ import { createDiscordClient, DiscordAdapter, type DiscordRuntime } from '../src
 import { testConfig } from '../test/discord-helpers.js';
 import { startGatewayThread, type GatewayThread } from './gateway-thread.js';
 import { mainThreadCpuMs } from './thread-cpu.js';
-import { median, type BenchMetric, type BenchReport } from './harness.js';
+import { collectGarbage, median, type BenchMetric, type BenchReport } from './harness.js';
 import { measureSqliteInsertRate } from './sqlite-ingest-floor.js';
 import { measurePostgresInsertRate, postgresForBench, type BenchPostgres } from './postgres-bench.js';
 import { startProxyThread } from './proxy-thread.js';
@@ -126,6 +126,8 @@ export async function measureIngest(
   messages = MESSAGES,
   counts?: () => Promise<{ statements: number; exchanges: number }>,
 ): Promise<IngestFigures> {
+  // Each round starts from a collected heap, not from the garbage of the rounds before it.
+  collectGarbage();
   const rig = await startRig(storage, env);
   try {
     const before = rig.app.runtime.ingestStats();
@@ -309,7 +311,7 @@ export async function run(): Promise<BenchReport> {
   }
   const metrics = backendMetrics('SQLite', sqlite, sqliteRaw);
   const notes = [
-    `${MESSAGES} messages per round, ${ROUNDS} rounds, each on a fresh store`,
+    `${MESSAGES} messages per round, ${ROUNDS} rounds, each on a fresh store and from a collected heap`,
     'a message counts once its ingest resolved: history row and full-text transcript row committed (group commit, survives kill -9); its vector follows in the background and search scans it exactly meanwhile',
     'the fake gateway runs in a thread of its own (Discord is on other machines); discord.js, the adapter, the runtime and the store share the main thread',
   ];
