@@ -12,7 +12,7 @@ export type CheckpointThreadReport =
   | { type: 'failed'; error: string };
 
 /** Totals since the thread started, for status and tests. */
-export interface CheckpointStats {
+interface CheckpointStats {
   checkpoints: number;
   /** WAL frames copied into the main file (a frame is one page). */
   framesCopied: number;
@@ -28,7 +28,7 @@ export interface WalCheckpointer {
 }
 
 /** How often the thread looks at the WAL. */
-export const CHECKPOINT_INTERVAL_MS = 250;
+const CHECKPOINT_INTERVAL_MS = 250;
 /** How long `close` waits for the thread to finish its tick before it is stopped hard. */
 const STOP_GRACE_MS = 5_000;
 
