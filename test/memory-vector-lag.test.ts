@@ -81,3 +81,38 @@ test('a row still owed its vector is embedded once across searches', async () =>
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('a row still owed its vector keeps its meaning in the score when feedback moves the query', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-lag-'));
+  const db = await openTestDatabase(dir);
+  // The hashing embedder moves the query towards the best full-text hits; those rows' own
+  // cosines to the query must still count, read from the backlog scan while they are owed.
+  const store = await openMemoryStore({ db, dataDir: dir, settings: DEFAULTS.memory, vectorDelayMs: 60_000 });
+  try {
+    // The request has its vector (archived with it); the report that follows is still owed one.
+    await store.archiveTranscript([{ messageId: 'asked', channelId: 'k', authorId: 'u1', authorName: 'root', content: 'please index the recipes', createdAt: 1 }]);
+    const stage = store.transcriptStager(db)!;
+    await db.transaction(async () => {
+      await stage([
+        {
+          messageId: 'report',
+          channelId: 'k',
+          authorId: 'magpie',
+          authorName: 'Magpie',
+          content: '[worker w-1 interrupted] The background task “Index every recipe.” was interrupted when Magpie stopped',
+          createdAt: 2,
+        },
+      ]);
+    });
+    const owed = (await db.prepare('SELECT COUNT(*) AS n FROM memory_vector_backlog').get()) as { n: number };
+    assert.equal(Number(owed.n), 1, 'the report is owed its vector');
+    const results = await store.search({ location: { channelId: 'k' }, query: 'interrupted recipe' });
+    // With two rows BM25 says little; the cosine carries the score, owed vector or not.
+    assert.equal(results[0]?.message_id, 'report', JSON.stringify(results.map((result) => [result.message_id, result.score])));
+    assert.ok(results[0]!.score > 0.5, `the report keeps its evidence: ${results[0]!.score}`);
+  } finally {
+    await store.close();
+    await db.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

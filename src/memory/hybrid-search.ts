@@ -146,6 +146,9 @@ export class HybridSearch {
       }
       return found;
     };
+    // Rows whose vectors are still owed were compared with the query itself by the caller: their
+    // cosines cannot be read from the database later, so they are kept here.
+    const owed = new Map((request.extraVectorHits ?? []).map((hit) => [hit.label, hit.similarity]));
     vectorHits.forEach((hit, rank) => {
       const entry = candidate(hit.label);
       entry.rrf += tuning.vectorWeight / (tuning.rrfK + rank + 1);
@@ -157,6 +160,7 @@ export class HybridSearch {
       entry.rrf += tuning.textWeight / (tuning.rrfK + rank + 1);
       entry.lexical = hit.strength;
     });
+    for (const entry of candidates.values()) if (entry.similarity === undefined && owed.has(entry.label)) entry.similarity = owed.get(entry.label);
     if (time) await this.applySignals(candidates, time);
     return resultWindows(this.rows, this.hitsInOrder(candidates, request), {
       limit: request.limit,
@@ -234,7 +238,11 @@ export class HybridSearch {
         hits.push(...(await this.exactMemoryScan(request, queryVector, visibility.widerSql, visibility.widerParams)));
       }
     }
-    return hits.sort((left, right) => right.similarity - left.similarity).slice(0, count);
+    // A row can come from two places (an index not yet told of an edit, and the backlog): it
+    // counts once in the list, with its better cosine.
+    const best = new Map<number, { label: number; similarity: number }>();
+    for (const hit of hits) if ((best.get(hit.label)?.similarity ?? -Infinity) < hit.similarity) best.set(hit.label, hit);
+    return [...best.values()].sort((left, right) => right.similarity - left.similarity).slice(0, count);
   }
 
   private async exactMemoryScan(
