@@ -186,16 +186,31 @@ test('NOTIFY reaches another client on commit only, and LISTEN is restored after
   }
 });
 
-test('a writer lock held for a process of this host that is gone is waited for, not refused', async (t) => {
-  if (!(await requirePostgres(t))) return;
+/** A fresh schema with its writers table, a pool on it and two lock sessions; all gone after `use`. */
+async function withTwoWriters(
+  use: (fixture: { sql: PgPoolClient; other: pg.Client; first: PgSession; second: PgSession }) => Promise<void>,
+): Promise<void> {
   const schema = freshSchema(RUN_PREFIX);
   const other = await admin(schema);
   await other.query(STORAGE_WRITERS_TABLE);
   const settings = { url: TEST_DATABASE_URL, schema };
   const sql = await PgPoolClient.connect(settings);
-  const crashed = await PgSession.open({ settings, ...FAST });
-  const restarted = await PgSession.open({ settings, ...FAST });
+  const first = await PgSession.open({ settings, ...FAST });
+  const second = await PgSession.open({ settings, ...FAST });
   try {
+    await use({ sql, other, first, second });
+  } finally {
+    await first.close();
+    await second.close();
+    await sql.close();
+    await other.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await other.end();
+  }
+}
+
+test('a writer lock held for a process of this host that is gone is waited for, not refused', async (t) => {
+  if (!(await requirePostgres(t))) return;
+  await withTwoWriters(async ({ sql, first: crashed, second: restarted }) => {
     await takeWriterLock(crashed, sql, 'shard-0', 'magpie start');
     // The row names a process of this host that has exited, as after kill -9; its session is
     // still open, as when PostgreSQL has not yet noticed the closed socket.
@@ -213,25 +228,12 @@ test('a writer lock held for a process of this host that is gone is waited for, 
     const row = (await sql.prepare('SELECT pid FROM storage_writers WHERE lock_key = ?').get('shard-0')) as { pid: number };
     assert.equal(Number(row.pid), process.pid, 'the new writer is named');
     await held.release();
-  } finally {
-    await crashed.close();
-    await restarted.close();
-    await sql.close();
-    await other.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    await other.end();
-  }
+  });
 });
 
 test('the writer lock on the session refuses a second writer by name, and excludes the old synchronous lock id too', async (t) => {
   if (!(await requirePostgres(t))) return;
-  const schema = freshSchema(RUN_PREFIX);
-  const other = await admin(schema);
-  await other.query(STORAGE_WRITERS_TABLE);
-  const settings = { url: TEST_DATABASE_URL, schema };
-  const sql = await PgPoolClient.connect(settings);
-  const first = await PgSession.open({ settings, ...FAST });
-  const second = await PgSession.open({ settings, ...FAST });
-  try {
+  await withTwoWriters(async ({ sql, other, first, second }) => {
     const held = await takeWriterLock(first, sql, 'shard-0', 'magpie start');
     await assert.rejects(takeWriterLock(second, sql, 'shard-0', 'magpie start'), (error: { code?: string; message: string }) =>
       error.code === 'data_dir_locked' && error.message.includes(`magpie start (pid ${process.pid}`),
@@ -247,11 +249,5 @@ test('the writer lock on the session refuses a second writer by name, and exclud
     await locks.release('42');
     assert.equal(await new SessionChannelLocks(second).tryAcquire('42'), true);
     await again.release();
-  } finally {
-    await first.close();
-    await second.close();
-    await sql.close();
-    await other.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    await other.end();
-  }
+  });
 });

@@ -264,4 +264,3 @@ class SerialQuery implements SqlQuery {
     return this.prepared;
   }
 }
-

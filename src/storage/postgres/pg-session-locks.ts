@@ -15,12 +15,7 @@ export interface HeldWriterLock {
  * the schema, only names the holder for the refusal message. After a reconnect the session takes
  * the lock back, or reports it lost through `session.onLost('writer:<key>')`.
  */
-export async function takeWriterLock(
-  session: PgSession,
-  sql: SqlClient,
-  key: string,
-  command: string,
-): Promise<HeldWriterLock> {
+export async function takeWriterLock(session: PgSession, sql: SqlClient, key: string, command: string): Promise<HeldWriterLock> {
   const lockKey = `writer:${key}`;
   if (!(await session.tryLock(lockKey))) {
     const holder = (await sql.prepare('SELECT pid, host, command, started_at FROM storage_writers WHERE lock_key = ?').get(key)) as
