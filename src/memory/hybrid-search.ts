@@ -132,7 +132,10 @@ export class HybridSearch {
     const time = timeNamed(request.queryText, request.now ?? Date.now());
     const textHits = await this.textCandidates(request, candidateCount);
     const vectorFloor = textHits.length === 0 ? Math.max(tuning.vectorMinSimilarity, tuning.vectorOnlySimilarity) : tuning.vectorMinSimilarity;
-    const vectorQuery = request.queryVector && (await this.withFeedback(request.queryVector, textHits));
+    // Cosines to the query itself already at hand: rows whose vectors are still owed (compared by
+    // the caller's backlog scan, nothing to read later) and the rows feedback reads.
+    const known = new Map((request.extraVectorHits ?? []).map((hit) => [hit.label, hit.similarity]));
+    const vectorQuery = request.queryVector && (await this.withFeedback(request.queryVector, textHits, known));
     const vectorHits = (vectorQuery ? await this.vectorCandidates(request, vectorQuery, candidateCount) : []).filter(
       (hit) => hit.similarity >= vectorFloor,
     );
@@ -146,9 +149,6 @@ export class HybridSearch {
       }
       return found;
     };
-    // Rows whose vectors are still owed were compared with the query itself by the caller: their
-    // cosines cannot be read from the database later, so they are kept here.
-    const owed = new Map((request.extraVectorHits ?? []).map((hit) => [hit.label, hit.similarity]));
     vectorHits.forEach((hit, rank) => {
       const entry = candidate(hit.label);
       entry.rrf += tuning.vectorWeight / (tuning.rrfK + rank + 1);
@@ -160,7 +160,7 @@ export class HybridSearch {
       entry.rrf += tuning.textWeight / (tuning.rrfK + rank + 1);
       entry.lexical = hit.strength;
     });
-    for (const entry of candidates.values()) if (entry.similarity === undefined && owed.has(entry.label)) entry.similarity = owed.get(entry.label);
+    for (const entry of candidates.values()) if (entry.similarity === undefined && known.has(entry.label)) entry.similarity = known.get(entry.label);
     if (time) await this.applySignals(candidates, time);
     return resultWindows(this.rows, this.hitsInOrder(candidates, request), {
       limit: request.limit,
@@ -336,15 +336,17 @@ export class HybridSearch {
    * carry the words people used around them, so the vector list reaches messages that say the
    * same thing differently. Without full-text hits the query vector is used as it is.
    */
-  private async withFeedback(queryVector: Float32Array, textHits: ReadonlyArray<{ label: number }>): Promise<Float32Array> {
+  private async withFeedback(
+    queryVector: Float32Array,
+    textHits: ReadonlyArray<{ label: number }>,
+    known: Map<number, number>,
+  ): Promise<Float32Array> {
     const { feedbackHits, feedbackWeight } = this.tuning;
     const labels = textHits.slice(0, feedbackHits).map((hit) => hit.label);
     if (feedbackWeight <= 0 || labels.length === 0) return queryVector;
-    const list = padded(labels);
-    const rows = (await this.db
-      .prepare(`SELECT item_rowid AS label, vector FROM memory_vectors WHERE item_rowid IN (${list.map(() => '?').join(', ')})`)
-      .all(...list)) as Array<{ label: number; vector: Buffer }>;
-    const vectors = new Map(rows.map((row) => [row.label, blobToVector(row.vector)]));
+    const vectors = await this.storedVectors(labels);
+    // Read once: these hits' own cosines need no second read.
+    for (const [label, vector] of vectors) known.set(label, dot(queryVector, vector));
     if (vectors.size === 0) return queryVector;
     const moved = Float32Array.from(queryVector);
     const share = feedbackWeight / vectors.size;
@@ -357,11 +359,16 @@ export class HybridSearch {
     const candidates = new Map(entries.map((entry) => [entry.label, entry]));
     const missing = entries.filter((entry) => entry.similarity === undefined).map((entry) => entry.label);
     if (missing.length === 0) return;
-    const list = padded(missing);
+    for (const [label, vector] of await this.storedVectors(missing)) candidates.get(label)!.similarity = dot(queryVector, vector);
+  }
+
+  /** The stored vectors of these rows (a row still owed its vector has none yet). */
+  private async storedVectors(labels: readonly number[]): Promise<Map<number, Float32Array>> {
+    const list = padded(labels);
     const rows = (await this.db
       .prepare(`SELECT item_rowid AS label, vector FROM memory_vectors WHERE item_rowid IN (${list.map(() => '?').join(', ')})`)
       .all(...list)) as Array<{ label: number; vector: Buffer }>;
-    for (const row of rows) candidates.get(row.label)!.similarity = dot(queryVector, blobToVector(row.vector));
+    return new Map(rows.map((row) => [row.label, blobToVector(row.vector)]));
   }
 
   private async admits(row: ItemRow, request: HybridSearchRequest): Promise<boolean> {
