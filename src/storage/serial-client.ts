@@ -155,6 +155,9 @@ export class SerialClient implements SqlClient {
   async close(): Promise<void> {
     if (!this.connection.open) return;
     this.connection.close();
+    // An AsyncLocalStorage that ran once stays on Node's list until disabled: every promise any
+    // code makes afterwards pays for it, so a process that opens many clients slows down.
+    this.context.disable();
     this.gate.clients -= 1;
     if (this.gate.clients === 0 && this.file !== undefined && gates.get(this.file) === this.gate) gates.delete(this.file);
   }

@@ -205,6 +205,8 @@ export class PgPoolClient implements SqlClient, PgRunner {
     this.lane.release();
     this.readLanes.release();
     await this.connections.close();
+    // Off Node's list of live AsyncLocalStorages, as a closed SerialClient's (see there).
+    this.context.disable();
   }
 
   /** Runs one prepared statement where the caller's context says; used by `PgPoolQuery`. */
