@@ -79,8 +79,7 @@ let collector: (() => void) | undefined;
  * A full garbage collection, whether or not node was started with --expose-gc: a round that
  * follows others starts from a collected heap, as a fresh process would, instead of paying for
  * the earlier rounds' garbage in its own collections (a dozen earlier bursts had left a heap of
- * 2 GB, 29 MB once collected). It did not bring the later rounds back to a fresh process's
- * figures: see docs/postgres.md, "Measured past loopback".
+ * 2 GB, 29 MB once collected).
  */
 export function collectGarbage(): void {
   if (!collector) {
