@@ -223,13 +223,20 @@ export class FakeGateway {
     this.sequence = 0;
     this.dispatchLog = [];
     this.authenticated = true;
-    this.dispatch('READY', {
+    this.dispatch('READY', this.readyPayload(this.sessionId, 0, this.guildIdsOfShard(0)));
+    for (const guildId of this.guildIdsOfShard(0)) this.dispatch('GUILD_CREATE', guildPayload(this.state, guildId));
+    this.notifyReady();
+  }
+
+  /** READY as Discord sends it to one shard's session, its guilds still unavailable. */
+  private readyPayload(sessionId: string, shard: number, guildIds: string[]): Record<string, unknown> {
+    return {
       v: 10,
       user: userPayload(this.state.requireUser(FAKE_BOT_ID)),
-      guilds: this.guildIdsOfShard(0).map((id) => ({ id, unavailable: true })),
-      session_id: this.sessionId,
+      guilds: guildIds.map((id) => ({ id, unavailable: true })),
+      session_id: sessionId,
       resume_gateway_url: this.gatewayUrl(),
-      shard: [0, this.shardCount],
+      shard: [shard, this.shardCount],
       application: { id: FAKE_BOT_ID, flags: 0 },
       private_channels: [],
       relationships: [],
@@ -237,10 +244,7 @@ export class FakeGateway {
       presences: [],
       guild_join_requests: [],
       geo_ordered_rtc_regions: [],
-    });
-    for (const guildId of this.guildIdsOfShard(0)) this.dispatch('GUILD_CREATE', guildPayload(this.state, guildId));
-    void socket;
-    this.notifyReady();
+    };
   }
 
   /** Shard 0's session moves to this socket (sharded mode defers it to the handshake). */
@@ -265,21 +269,7 @@ export class FakeGateway {
       if (this.shardSessions.get(shard)?.socket === socket) session.authenticated = false;
     });
     const guildIds = this.guildIdsOfShard(shard);
-    this.dispatchToShard(shard, 'READY', {
-      v: 10,
-      user: userPayload(this.state.requireUser(FAKE_BOT_ID)),
-      guilds: guildIds.map((id) => ({ id, unavailable: true })),
-      session_id: session.sessionId,
-      resume_gateway_url: this.gatewayUrl(),
-      shard: [shard, this.shardCount],
-      application: { id: FAKE_BOT_ID, flags: 0 },
-      private_channels: [],
-      relationships: [],
-      user_settings: {},
-      presences: [],
-      guild_join_requests: [],
-      geo_ordered_rtc_regions: [],
-    });
+    this.dispatchToShard(shard, 'READY', this.readyPayload(session.sessionId, shard, guildIds));
     for (const guildId of guildIds) this.dispatchToShard(shard, 'GUILD_CREATE', guildPayload(this.state, guildId));
   }
 
