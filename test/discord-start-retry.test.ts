@@ -23,7 +23,8 @@ function writeConfig(dir: string, lines: string[]): string {
 function start(configFile: string, dir: string, discordPort: number): MagpieChild {
   return startMagpie(['start', '--config', configFile], {
     cwd: dir,
-    env: { PATH: process.env.PATH, HOME: dir, DISCORD_TOKEN: 'test-token', MAGPIE_DISCORD_API: `http://127.0.0.1:${discordPort}/api` },
+    // The data dir the config names, also in the environment: on a PostgreSQL run it picks the schema.
+    env: { PATH: process.env.PATH, HOME: dir, DISCORD_TOKEN: 'test-token', MAGPIE_DISCORD_API: `http://127.0.0.1:${discordPort}/api`, MAGPIE_DATA_DIR: path.join(dir, 'data') },
   });
 }
 
@@ -99,14 +100,18 @@ test('magpie start waits out a Discord that is not up yet: /healthz answers, /re
 
 test('SIGTERM while magpie start waits between attempts stops it at once', async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-retry-'));
+  let run: MagpieChild | undefined;
   try {
     const configFile = writeConfig(dir, ['[metrics]', 'listen = ""']);
-    const run = start(configFile, dir, await freePort());
-    await waitUntil(() => logLines(run, 'discord_connect_retry').length >= 1, 'a logged retry', 20_000);
+    run = start(configFile, dir, await freePort());
+    const started = run;
+    await waitUntil(() => logLines(started, 'discord_connect_retry').length >= 1, 'a logged retry', 20_000);
     run.child.kill('SIGTERM');
     assert.equal(await stopped(run), 0, run.output.stderr);
     assert.match(run.output.stdout, /"event":"stopped"/);
   } finally {
+    // A failed wait must not leave the bot running: the test file would never end.
+    if (run && run.child.exitCode === null) run.child.kill('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
   }
 });
@@ -149,6 +154,7 @@ test('an embedder that is not up yet is waited out at start (stored text re-embe
   const metricsPort = await freePort();
   const discord = await startFakeDiscord({ channels: [{ id: GENERAL, name: 'general', type: 0 }] });
   let embeddings: Awaited<ReturnType<typeof startFakeEmbeddingsServer>> | undefined;
+  let run: MagpieChild | undefined;
   try {
     // Text stored with the built-in embedder: switching to the HTTP one re-embeds it at start.
     const transcript = path.join(dir, 'talk.jsonl');
@@ -164,19 +170,21 @@ test('an embedder that is not up yet is waited out at start (stored text re-embe
       '[metrics]',
       `listen = "127.0.0.1:${metricsPort}"`,
     ]);
-    const run = start(configFile, dir, Number(new URL(discord.restApi).port));
-    await waitUntil(() => logLines(run, 'open_retry').length >= 1, 'a logged retry of the memory store', 20_000);
+    run = start(configFile, dir, Number(new URL(discord.restApi).port));
+    const started = run;
+    await waitUntil(() => logLines(started, 'open_retry').length >= 1, 'a logged retry of the memory store', 20_000);
     assert.equal((await fetch(`http://127.0.0.1:${metricsPort}/healthz`)).status, 200);
     const ready = await fetch(`http://127.0.0.1:${metricsPort}/readyz`);
     assert.equal(ready.status, 503);
     assert.match(await ready.text(), /memory not open yet \(attempt \d+: embeddings request to .+ failed/);
     embeddings = await startFakeEmbeddingsServer({ port: embedderPort });
     embeddings.setDefault({ kind: 'vectors', dimension: 8 });
-    await waitUntil(() => run.output.stdout.includes('magpie is running'), 'bot running', 70_000);
+    await waitUntil(() => started.output.stdout.includes('magpie is running'), 'bot running', 70_000);
     assert.ok(embeddings.requests.length >= 1, 'the stored text was re-embedded');
     run.child.kill('SIGTERM');
     assert.equal(await stopped(run), 0, run.output.stderr);
   } finally {
+    if (run && run.child.exitCode === null) run.child.kill('SIGKILL');
     await embeddings?.close();
     await discord.close();
     rmSync(dir, { recursive: true, force: true });

@@ -30,6 +30,7 @@ export const POSTGRES_SUITE = [
   'memory-cli',
   'compaction-invariants',
   'discord-outage',
+  'discord-start-retry',
   'memory-index',
   'busy-channel',
   'worker',
@@ -62,14 +63,16 @@ export const POSTGRES_SUITE = [
 ];
 
 /**
- * In `npm test`, two slow CLI files repeat on PostgreSQL only the tests that reach the store
+ * In `npm test`, three slow files repeat on PostgreSQL only the tests that reach the store
  * (a whole replay written there and read back by status and report; a kill -9 mid-replay and
- * the re-run): their other tests are about flags, signals and progress lines, which do not
- * depend on the backend. `npm run test:postgres` still runs them whole.
+ * the re-run; a start that waits for the embedder to reopen the store): their other tests are
+ * about flags, signals, progress lines and Discord, which do not depend on the backend. `npm run test:postgres` still runs them whole.
  */
 export const POSTGRES_TEST_NAMES: Readonly<Record<string, string>> = {
   'replay-cli': '^(8\\. kill -9 mid-replay|a bad line stops the replay)',
   'status-report-cli': '^(replay --report, then status and report read the same compaction log|status counts what the runtime that wrote the data counted)',
+  // Waiting out Discord is the same on both backends; reopening the store while the embedder is down is not.
+  'discord-start-retry': '^an embedder that is not up yet',
 };
 
 const testDir = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
