@@ -12,6 +12,7 @@ import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { openStorageForWriting } from '../src/storage/open-storage.js';
 import { freshSchema, requirePostgres } from './support/postgres-available.js';
 import { TEST_DATABASE_URL } from './support/storage.js';
+import { conversation } from './support/memory-store.js';
 
 const LINES: Array<[string, string]> = [
   ['Ana', 'The kayak trip to Lake Bled is booked for the second weekend of June'],
@@ -48,14 +49,7 @@ const QUERIES = [
 ];
 
 function entries(channelId: string): TranscriptEntryInput[] {
-  return LINES.map(([authorName, content], index) => ({
-    channelId,
-    messageId: `${channelId}-${index}`,
-    authorId: authorName.toLowerCase(),
-    authorName,
-    content,
-    createdAt: 1_700_000_000_000 + index * 60_000,
-  }));
+  return conversation(channelId, LINES, (index) => `${channelId}-${index}`);
 }
 
 async function searchAll(db: SqlClient, dataDir: string): Promise<SearchResult[][]> {

@@ -10,6 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { openMemoryStore } from '../src/memory/index.js';
 import { runMagpie } from './support/magpie-process.js';
+import { conversation } from './support/memory-store.js';
 import { openTestDatabase } from './support/storage.js';
 
 const LINES: Array<[string, string]> = [
@@ -36,16 +37,7 @@ describe('search phrasing (real process)', () => {
     dataDir = path.join(work, 'data');
     const db = await openTestDatabase(dataDir);
     const store = await openMemoryStore({ db, dataDir, settings: DEFAULTS.memory });
-    await store.archiveTranscript(
-      LINES.map(([authorName, content], index) => ({
-        channelId: 'c1',
-        messageId: `m${index}`,
-        authorId: authorName.toLowerCase(),
-        authorName,
-        content,
-        createdAt: 1_700_000_000_000 + index * 60_000,
-      })),
-    );
+    await store.archiveTranscript(conversation('c1', LINES));
     await store.close();
     await db.close();
   });

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { openTestStore, type OpenedStore } from './support/memory-store.js';
+import { conversation, openTestStore, type OpenedStore } from './support/memory-store.js';
 
 const LINES: Array<[string, string]> = [
   ['Ana', 'the printer on floor two is jammed again'],
@@ -25,16 +25,7 @@ describe('result windows', () => {
   let opened: OpenedStore;
   before(async () => {
     opened = await openTestStore();
-    await opened.store.archiveTranscript(
-      LINES.map(([authorName, content], index) => ({
-        channelId: 'w',
-        messageId: `m${index}`,
-        authorId: authorName.toLowerCase(),
-        authorName,
-        content,
-        createdAt: 1_700_000_000_000 + index * 60_000,
-      })),
-    );
+    await opened.store.archiveTranscript(conversation('w', LINES));
   });
   after(async () => opened.close());
 
