@@ -125,11 +125,15 @@ export async function measureIngest(
   env: NodeJS.ProcessEnv = {},
   messages = MESSAGES,
   counts?: () => Promise<{ statements: number; exchanges: number }>,
+  archived = 0,
 ): Promise<IngestFigures> {
-  // Each round starts from a collected heap, not from the garbage of the rounds before it.
-  collectGarbage();
   const rig = await startRig(storage, env);
   try {
+    // A store in use: messages archived before the clock starts, vectors and all.
+    await ingestDirect(rig.app, 'archived', archived);
+    await (rig.app.memory as { whenIndexed?: () => Promise<void> }).whenIndexed?.();
+    // Each round starts from a collected heap, not from the garbage of the rounds before it.
+    collectGarbage();
     const before = rig.app.runtime.ingestStats();
     const loop = monitorEventLoopDelay({ resolution: 1 });
     loop.enable();
@@ -157,26 +161,7 @@ export async function measureIngest(
     // Straight into the runtime, as many at once as the gateway delivers (each awaited for
     // durability), so the difference is discord.js and the adapter.
     const directStarted = process.hrtime.bigint();
-    const inFlight: Array<Promise<unknown>> = [];
-    for (let index = 0; index < messages; index += 1) {
-      inFlight.push(
-        rig.app.runtime.ingest({
-          messageId: `direct-${index}`,
-          channelId: channelId(index % CHANNELS),
-          guildId: '800000000000000001',
-          authorId: USER,
-          authorName: 'alice',
-          role: 'user',
-          content: TEXT.replace('{n}', String(index)),
-          createdAt: Date.now(),
-        }),
-      );
-      if (index % 250 === 249) {
-        await Promise.all(inFlight);
-        inFlight.length = 0;
-      }
-    }
-    await Promise.all(inFlight);
+    await ingestDirect(rig.app, 'direct', messages);
     const direct = messages / (Number(process.hrtime.bigint() - directStarted) / 1e9);
     return {
       viaGateway: messages / seconds,
@@ -193,6 +178,30 @@ export async function measureIngest(
   } finally {
     await rig.close();
   }
+}
+
+/** `count` messages straight into the runtime, 250 in flight at a time, ids `<prefix>-<n>`. */
+async function ingestDirect(app: MagpieApp, prefix: string, count: number): Promise<void> {
+  const inFlight: Array<Promise<unknown>> = [];
+  for (let index = 0; index < count; index += 1) {
+    inFlight.push(
+      app.runtime.ingest({
+        messageId: `${prefix}-${index}`,
+        channelId: channelId(index % CHANNELS),
+        guildId: '800000000000000001',
+        authorId: USER,
+        authorName: 'alice',
+        role: 'user',
+        content: TEXT.replace('{n}', String(index)),
+        createdAt: Date.now(),
+      }),
+    );
+    if (index % 250 === 249) {
+      await Promise.all(inFlight);
+      inFlight.length = 0;
+    }
+  }
+  await Promise.all(inFlight);
 }
 
 const PROXY_DELAYS_MS = [0, 1, 5];
@@ -270,6 +279,46 @@ function cpuMetric(label: string, rounds: IngestFigures[]): BenchMetric[] {
   ];
 }
 
+/** Event-loop stalls on the gateway path (SQLite runs its statements on the event loop). */
+function loopMetrics(label: string, rounds: IngestFigures[]): BenchMetric[] {
+  return [
+    { name: `${label}: event-loop stall p99 during the burst, median (range ${spread(rounds.map((round) => round.loopP99Ms))})`, value: Math.round(median(rounds.map((round) => round.loopP99Ms))), unit: 'ms' },
+    { name: `${label}: event-loop stall max, median (range ${spread(rounds.map((round) => round.loopMaxMs))})`, value: Math.round(median(rounds.map((round) => round.loopMaxMs))), unit: 'ms' },
+  ];
+}
+
+/** Messages already archived in the "store in use" round. */
+const IN_USE_ARCHIVED = 50_000;
+
+/**
+ * The same burst into a store that already holds IN_USE_ARCHIVED messages over the same channels
+ * (one round), beside the floor at that size: on SQLite each commit then dirties a page per
+ * channel in every channel-keyed B-tree, so both fall as the archive grows.
+ */
+function inUse(label: string, round: IngestFigures, floor: number): BenchMetric[] {
+  const name = `${label}, ${IN_USE_ARCHIVED.toLocaleString('en-US')} messages already archived`;
+  return [
+    { name: `${name}: ingest via gateway + adapter (one round)`, value: Math.round(round.viaGateway), unit: 'messages/s' },
+    { name: `${name}: raw batch insert at the same size`, value: Math.round(floor), unit: 'rows/s' },
+    { name: `${name}: gateway path / raw insert`, value: round.viaGateway / floor, unit: 'ratio' },
+    { name: `${name}: main-thread CPU per message`, value: Math.round(round.mainCpuUs ?? NaN), unit: 'µs' },
+    { name: `${name}: event-loop stall p99`, value: Math.round(round.loopP99Ms), unit: `ms (max ${Math.round(round.loopMaxMs)} ms)` },
+  ];
+}
+
+async function sqliteInUse(): Promise<BenchMetric[]> {
+  const round = await measureIngest({ ...DEFAULT_STORAGE, backend: 'sqlite' }, {}, MESSAGES, undefined, IN_USE_ARCHIVED);
+  return inUse('SQLite', round, await measureSqliteInsertRate({ rows: MESSAGES, channels: CHANNELS, batch: 500, archived: IN_USE_ARCHIVED }));
+}
+
+async function postgresInUse(postgres: BenchPostgres): Promise<BenchMetric[]> {
+  const round = await postgres.withSchema((storage, env) => measureIngest(storage, env, MESSAGES, undefined, IN_USE_ARCHIVED));
+  const floor = await postgres.withSchema((storage, env) =>
+    measurePostgresInsertRate({ storage, env, rows: MESSAGES, channels: CHANNELS, batch: 500, archived: IN_USE_ARCHIVED }),
+  );
+  return inUse('PostgreSQL', round, floor);
+}
+
 function backendMetrics(label: string, rounds: IngestFigures[], raw: number[]): BenchMetric[] {
   const gateway = median(rounds.map((round) => round.viaGateway));
   const rawRate = median(raw);
@@ -310,8 +359,10 @@ export async function run(): Promise<BenchReport> {
     sqliteRaw.push(await measureSqliteInsertRate({ rows: MESSAGES, channels: CHANNELS, batch: 500 }));
   }
   const metrics = backendMetrics('SQLite', sqlite, sqliteRaw);
+  metrics.push(...loopMetrics('SQLite', sqlite), ...(await sqliteInUse()));
   const notes = [
-    `${MESSAGES} messages per round, ${ROUNDS} rounds, each on a fresh store and from a collected heap`,
+    `${MESSAGES} messages per round, ${ROUNDS} rounds, each on a fresh store and from a collected heap; then one round on a store that already holds ${IN_USE_ARCHIVED.toLocaleString('en-US')} messages`,
+    'raw batch insert: the same rows, search text included, with no Magpie code in between, WAL checkpoints in a thread as the bot runs them',
     'a message counts once its ingest resolved: history row and full-text transcript row committed (group commit, survives kill -9); its vector follows in the background and search scans it exactly meanwhile',
     'the fake gateway runs in a thread of its own (Discord is on other machines); discord.js, the adapter, the runtime and the store share the main thread',
   ];
@@ -326,7 +377,7 @@ export async function run(): Promise<BenchReport> {
         rounds.push(await postgres.withSchema((storage, env) => measureIngest(storage, env)));
         raw.push(await postgres.withSchema((storage, env) => measurePostgresInsertRate({ storage, env, rows: MESSAGES, channels: CHANNELS, batch: 500 })));
       }
-      metrics.push(...backendMetrics('PostgreSQL', rounds, raw));
+      metrics.push(...backendMetrics('PostgreSQL', rounds, raw), ...(await postgresInUse(postgres)));
       notes.push(`PostgreSQL: ${postgres.describe}, a fresh schema per round, dropped after`);
       metrics.push(...(await throughDelay(postgres, rawRate(raw))));
       notes.push(

@@ -12,6 +12,7 @@ import type { StorageSettings } from '../src/config/types.js';
 import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { openStorageForWriting } from '../src/storage/open-storage.js';
 import { redactUrl } from '../src/storage/postgres/pg-error.js';
+import { searchText } from '../src/memory/search-text.js';
 
 const DEFAULT_STORAGE = DEFAULTS.storage;
 
@@ -56,7 +57,7 @@ export async function postgresForBench(env: NodeJS.ProcessEnv = process.env): Pr
 }
 
 /**
- * Ingest's rows (history row, transcript row with its tsvector under GIN, vector backlog row)
+ * Ingest's rows (history row, transcript row with its search text under GIN, vector backlog row)
  * inserted into a freshly migrated schema by one connection, `batch` messages per transaction,
  * each table's rows of a batch in one multi-row statement: the most this server takes.
  */
@@ -66,6 +67,8 @@ export async function measurePostgresInsertRate(options: {
   rows: number;
   channels: number;
   batch: number;
+  /** Messages already archived before the clock starts (their vectors done): a store in use. */
+  archived?: number;
 }): Promise<number> {
   const url = options.env[options.storage.urlEnv]!;
   // Index files would live in the data dir; none are written here.
@@ -79,24 +82,30 @@ export async function measurePostgresInsertRate(options: {
   await client.connect();
   try {
     await client.query(`SET search_path TO ${options.storage.schema}`);
-    const started = process.hrtime.bigint();
-    for (let first = 0; first < options.rows; first += options.batch) {
-      const channels: string[] = [];
-      const seqs: number[] = [];
-      const ids: string[] = [];
-      const texts: string[] = [];
-      const hashes: string[] = [];
-      const tags: string[] = [];
-      const turns: number[] = [];
-      for (let index = first; index < Math.min(options.rows, first + options.batch); index += 1) {
-        channels.push((700_000_000_000_000_000n + BigInt(index % options.channels)).toString());
-        seqs.push(Math.floor(index / options.channels) + 1);
-        ids.push(`raw-${index}`);
-        texts.push(`alice: message ${index}: the watering rota moves to thursdays from next week`);
-        hashes.push(`h${index}`);
-        tags.push(`k${index % options.channels} kt`);
-        turns.push(index + 1);
+    // Built before the clock starts, search text included: tokenizing is Magpie's work, which the
+    // gateway path pays for on its own; the floor is what the server takes for the same rows.
+    const archived = options.archived ?? 0;
+    const total = archived + options.rows;
+    const batches = [];
+    for (let first = 0; first < total; first += first < archived ? 5_000 : options.batch) {
+      const last = first < archived ? Math.min(archived, first + 5_000) : Math.min(total, first + options.batch);
+      const batch = { owesVector: first >= archived, channels: [] as string[], seqs: [] as number[], ids: [] as string[], texts: [] as string[], searchTexts: [] as string[], hashes: [] as string[], tags: [] as string[], turns: [] as number[] };
+      for (let index = first; index < last; index += 1) {
+        const text = `alice: message ${index}: the watering rota moves to thursdays from next week`;
+        batch.channels.push((700_000_000_000_000_000n + BigInt(index % options.channels)).toString());
+        batch.seqs.push(Math.floor(index / options.channels) + 1);
+        batch.ids.push(`raw-${index}`);
+        batch.texts.push(text);
+        batch.searchTexts.push(searchText(text));
+        batch.hashes.push(`h${index}`);
+        batch.tags.push(`k${index % options.channels} kt`);
+        batch.turns.push(index + 1);
       }
+      batches.push(batch);
+    }
+    // Restarted after each archived batch, so it counts the measured batches alone.
+    let started = process.hrtime.bigint();
+    for (const { owesVector, channels, seqs, ids, texts, searchTexts, hashes, tags, turns } of batches) {
       const now = Date.now();
       await client.query('BEGIN');
       await client.query(
@@ -106,17 +115,20 @@ export async function measurePostgresInsertRate(options: {
         [channels, seqs, ids, texts, turns, now],
       );
       const inserted = await client.query<{ rowid: string; index_key: string }>(
-        `INSERT INTO memory_items (kind, content, scope, index_key, channel_id, message_id, author_id, author_name, content_hash, fts_tags, created_at, updated_at)
-         SELECT 'transcript', t, 'channel', 'c:' || c, c, m, 'u1', 'alice', h, g, $6, $6
-           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS u(c, m, t, h, g)
+        `INSERT INTO memory_items (kind, content, scope, index_key, channel_id, message_id, author_id, author_name, content_hash, fts_tags, fts_text, created_at, updated_at)
+         SELECT 'transcript', t, 'channel', 'c:' || c, c, m, 'u1', 'alice', h, g, f, $7, $7
+           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS u(c, m, t, h, g, f)
          RETURNING rowid, index_key`,
-        [channels, ids, texts, hashes, tags, now],
+        [channels, ids, texts, hashes, tags, searchTexts, now],
       );
-      await client.query(
-        'INSERT INTO memory_vector_backlog (item_rowid, index_key) SELECT * FROM unnest($1::bigint[], $2::text[])',
-        [inserted.rows.map((row) => row.rowid), inserted.rows.map((row) => row.index_key)],
-      );
+      if (owesVector) {
+        await client.query(
+          'INSERT INTO memory_vector_backlog (item_rowid, index_key) SELECT * FROM unnest($1::bigint[], $2::text[])',
+          [inserted.rows.map((row) => row.rowid), inserted.rows.map((row) => row.index_key)],
+        );
+      }
       await client.query('COMMIT');
+      if (!owesVector) started = process.hrtime.bigint();
     }
     return options.rows / (Number(process.hrtime.bigint() - started) / 1e9);
   } finally {
