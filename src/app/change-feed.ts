@@ -1,6 +1,5 @@
 import { NO_CHANGE_FEED, type ChangeFeed } from '../common/change-feed.js';
 import type { StorageTarget } from '../storage/open-storage.js';
-import { PgChangeFeed } from '../storage/postgres/pg-change-feed.js';
 import type { SqlClient } from '../storage/sql-client.js';
 
 /**
@@ -12,6 +11,8 @@ import type { SqlClient } from '../storage/sql-client.js';
 export async function openChangeFeed(target: StorageTarget, db: SqlClient, closeStore: () => Promise<void>, command: string): Promise<ChangeFeed> {
   if (target.backend !== 'postgres') return NO_CHANGE_FEED;
   try {
+    // Loaded only for a PostgreSQL store, as the pg client is (see open-storage.ts).
+    const { PgChangeFeed } = await import('../storage/postgres/pg-change-feed.js');
     return await PgChangeFeed.open({ url: target.url, schema: target.schema, db, applicationName: `${command.slice(0, 50)} changes` });
   } catch (error) {
     await closeStore();

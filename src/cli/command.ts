@@ -9,6 +9,9 @@ export interface CliIo {
   cwd: string;
 }
 
+/** Points `start` and `export` at another Discord API base (a proxy, or a fake one in tests). */
+export const DISCORD_API_ENV = 'MAGPIE_DISCORD_API';
+
 /** Exit codes shared by every command. */
 export const EXIT = {
   ok: 0,

@@ -1,4 +1,4 @@
-import Anthropic from '@anthropic-ai/sdk';
+import type Anthropic from '@anthropic-ai/sdk';
 import type {
   ContentBlockParam,
   Message,
@@ -19,7 +19,6 @@ import type {
 } from './chat-model.js';
 import { placeCacheBreakpoints, type CachePlacement } from './cache-breakpoints.js';
 import { abortedModelError, ModelError } from './model-error.js';
-import { toModelError } from './sdk-errors.js';
 
 /**
  * Sent when a custom base URL is set and no key is: local servers (llama.cpp, Ollama, vLLM)
@@ -65,7 +64,15 @@ export function createAnthropicModel(settings: LlmSettings, options: AnthropicMo
   }
   const apiKey = configuredKey === '' ? PLACEHOLDER_API_KEY : configuredKey;
 
-  const client = new Anthropic({
+  // The SDK (and its error classes) load with the first call, not with the module: every
+  // command that opens the app but never calls the model (memory, replay, export) skips it.
+  let loading: Promise<{ client: Anthropic; toModelError: typeof import('./sdk-errors.js').toModelError }> | undefined;
+  const sdk = () =>
+    (loading ??= Promise.all([import('@anthropic-ai/sdk'), import('./sdk-errors.js')]).then(([{ default: AnthropicClient }, { toModelError }]) => ({
+      client: new AnthropicClient(clientOptions),
+      toModelError,
+    })));
+  const clientOptions: ConstructorParameters<typeof Anthropic>[0] = {
     apiKey,
     // null (not undefined) so the SDK does not fall back to ANTHROPIC_BASE_URL behind the
     // config's back: the endpoint is decided by config.toml alone.
@@ -76,7 +83,7 @@ export function createAnthropicModel(settings: LlmSettings, options: AnthropicMo
     logLevel: 'off',
     openTelemetry: false,
     ...(options.fetch ? { fetch: options.fetch } : {}),
-  });
+  };
 
   const caching: Omit<CachePlacement, 'systemBreaks'> | undefined =
     settings.promptCache === 'off' ? undefined : { lifetime: settings.promptCache, minTokens: cacheMinTokensFor(settings.model, settings.cacheMinTokens) };
@@ -91,6 +98,8 @@ export function createAnthropicModel(settings: LlmSettings, options: AnthropicMo
     async createMessage(request: ModelRequest, callOptions: ModelCallOptions = {}): Promise<ModelResponse> {
       if (callOptions.signal?.aborted) throw abortedModelError(callOptions.signal);
       let message: Message;
+      const { client, toModelError } = await sdk();
+      if (callOptions.signal?.aborted) throw abortedModelError(callOptions.signal);
       const requestOptions = {
         ...(callOptions.signal ? { signal: callOptions.signal } : {}),
         ...(callOptions.timeoutMs !== undefined ? { timeout: callOptions.timeoutMs } : {}),

@@ -18,7 +18,6 @@ export { definitionsOf, type ToolContext, type ToolHandler, type ToolOutcome } f
 export { createAnthropicModel, type AnthropicModelOptions } from './anthropic-model.js';
 export { limitConcurrency } from './concurrency-limit.js';
 export { ModelError, abortedModelError, type ModelErrorOptions, type ModelFailureReason } from './model-error.js';
-export { toModelError, isRetryableStatus } from './sdk-errors.js';
 export { fitAnswer, type AnswerRoom } from './answer-room.js';
 export { overflowNumbers, type OverflowNumbers } from './overflow-numbers.js';
 export { runToolLoop, parseToolInput, ANSWER_NOW, DROPPED_RESULT, type ToolLoopBudget, type ToolLoopOptions, type ToolLoopResult } from './tool-loop.js';

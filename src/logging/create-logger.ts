@@ -1,5 +1,6 @@
 import pino, { type DestinationStream, type Logger } from 'pino';
-import pretty from 'pino-pretty';
+import { createRequire } from 'node:module';
+import type pinoPretty from 'pino-pretty';
 import type { LogLevel } from '../config/types.js';
 import { scrubbingDestination, secretValuesFrom } from './scrub-secrets.js';
 
@@ -71,6 +72,14 @@ export function resolveLogLevel(configured: LogLevel | undefined, env: NodeJS.Pr
   return configured ?? 'info';
 }
 
+/**
+ * pino-pretty, loaded only when a terminal asks for it: a command whose logs go to a pipe or a
+ * file (every service, every script) does not pay for loading it.
+ */
+function loadPretty(): typeof pinoPretty {
+  return createRequire(import.meta.url)('pino-pretty') as typeof pinoPretty;
+}
+
 /** A pino logger: JSON lines (or pretty on a terminal), secrets redacted. */
 export function createLogger(options: CreateLoggerOptions = {}): Logger {
   const env = options.env ?? process.env;
@@ -78,7 +87,7 @@ export function createLogger(options: CreateLoggerOptions = {}): Logger {
   const toStdout = options.destination === undefined || options.destination === process.stdout;
   const usePretty = options.pretty ?? (toStdout && process.stdout.isTTY === true);
   const output: DestinationStream = usePretty
-    ? pretty({
+    ? loadPretty()({
         colorize: toStdout && process.stdout.isTTY === true,
         sync: true,
         destination: options.destination ?? 1,

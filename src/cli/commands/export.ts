@@ -2,12 +2,10 @@ import { closeSync, existsSync, openSync, statSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { MagpieError } from '../../common/errors.js';
 import { loadConfig } from '../../config/index.js';
-import { DiscordHistoryReader } from '../../export/discord-history.js';
 import { ExportProgress } from '../../export/export-progress.js';
 import { transcriptLineFrom } from '../../export/transcript-from-discord.js';
-import { EXIT, type CliCommand, type CliIo } from '../command.js';
+import { DISCORD_API_ENV, EXIT, type CliCommand, type CliIo } from '../command.js';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
-import { DISCORD_API_ENV } from './start.js';
 
 const USAGE = `Usage: magpie export --channel ID --out FILE.jsonl [--after ID] [--limit N] [--config FILE]
 
@@ -91,6 +89,8 @@ async function runExport(options: {
 }): Promise<number> {
   const { io, limit } = options;
   const progress = new ExportProgress(io.stderr);
+  // discord.js loads here, once the flags and the token are known to be there.
+  const { DiscordHistoryReader } = await import('../../export/discord-history.js');
   const reader = new DiscordHistoryReader({
     token: options.token,
     ...(options.api ? { api: options.api } : {}),

@@ -18,13 +18,11 @@ import { shardDataDir } from '../../storage/shard-dirs.js';
 import { attachEventLogger, createLogger, followConfigLevel } from '../../logging/index.js';
 import { CatchUpPoints } from '../../channel/catch-up-points.js';
 import { announceOperatorEndpoint, databaseProblem, openOperatorEndpoint, shardListen, storageState } from '../../metrics/index.js';
-import { EXIT, type CliCommand, type CliIo } from '../command.js';
+import { DISCORD_API_ENV, EXIT, type CliCommand, type CliIo } from '../command.js';
 import { parseFlags, UsageError } from '../parse-flags.js';
 import type { Logger } from 'pino';
 import type { Client } from 'discord.js';
 
-/** Points the bot at another Discord API base (a proxy, or a fake one in tests). */
-export const DISCORD_API_ENV = 'MAGPIE_DISCORD_API';
 
 const USAGE = `Usage: magpie start [--config FILE] [--shards auto|N [--shard-ids LIST]]
 

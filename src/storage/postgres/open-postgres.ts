@@ -1,0 +1,132 @@
+import { MagpieError } from '../../common/errors.js';
+import type { Migration } from '../database.js';
+import { describeTarget, type OpenedStorage, type StorageTarget } from '../storage-target.js';
+import { applyPgMigrations, missingPgMigrations } from './pg-migrations.js';
+import { PgPoolClient } from './pg-pool-client.js';
+import { PgSession } from './pg-session.js';
+import { SessionChannelLocks, STORAGE_WRITERS_TABLE, takeWriterLock, type HeldWriterLock } from './pg-session-locks.js';
+import type { PgConnectionSettings } from './pg-settings.js';
+
+type PostgresTarget = Extract<StorageTarget, { backend: 'postgres' }>;
+
+/**
+ * Opens a PostgreSQL store for its writer (`openStorageForWriting`): the schema is migrated,
+ * then an advisory lock per `writerKey` (one per shard) is taken on a lock session of its own.
+ */
+export async function openPostgresForWriting(
+  target: PostgresTarget,
+  migrations: readonly Migration[],
+  options: { command: string; writerKey?: string },
+): Promise<OpenedStorage> {
+  const key = options.writerKey ?? 'all';
+  const db = await connectPostgres(target, options.command);
+  // Bound now: a caller may wrap `db.close` to close the whole store.
+  const closePool = db.close.bind(db);
+  let session: PgSession | undefined;
+  try {
+    await db.exec(STORAGE_WRITERS_TABLE);
+    await applyPgMigrations(db, migrations);
+    // Locks live on a connection of their own that reconnects and takes them back.
+    session = await PgSession.open({ settings: pgSettings(target, `${options.command.slice(0, 50)} locks`) });
+    const opened = session;
+    const writer = await takeWriterLock(opened, db, key, options.command);
+    const lost = new Set<(key: string) => void>();
+    const extra: HeldWriterLock[] = [];
+    // While the lock session reconnects, this process does not know whether it still holds the
+    // writer lock: writes wait until it has taken its locks back (or heard it lost one).
+    let fence: { promise: Promise<void>; release(): void } | undefined;
+    opened.onStateChange((state) => {
+      if (state === 'reconnecting' || state === 'connecting') {
+        if (!fence) {
+          let release!: () => void;
+          const promise = new Promise<void>((resolve) => (release = resolve));
+          fence = { promise, release };
+        }
+      } else {
+        fence?.release();
+        fence = undefined;
+      }
+    });
+    db.fenceWrites(() => fence?.promise);
+    opened.onLost((lockKey) => {
+      if (!lockKey.startsWith('writer:')) return;
+      // Another process writes these channels now: this one stops writing at once.
+      db.refuseWrites(`the writer lock ${lockKey.slice('writer:'.length)} was taken by another process while the connection was lost`);
+      for (const listener of lost) listener(lockKey.slice('writer:'.length));
+    });
+    return {
+      target,
+      dataDir: target.dataDir,
+      db,
+      channelLocks: new SessionChannelLocks(opened),
+      connection: {
+        health: () => db.health,
+        locksHeld: () => opened.state === 'up' && opened.keys.includes(`writer:${key}`),
+        onHealthChange: (listener) => db.onHealthChange(listener),
+      },
+      async lockWriterKey(other: string) {
+        const held = await takeWriterLock(opened, db, other, options.command);
+        extra.push(held);
+        return held;
+      },
+      onWriterLost(listener) {
+        lost.add(listener);
+        return () => lost.delete(listener);
+      },
+      async close() {
+        try {
+          for (const held of [...extra, writer]) await held.release();
+          await opened.close();
+        } finally {
+          await closePool();
+        }
+      },
+    };
+  } catch (error) {
+    await session?.close();
+    await closePool();
+    throw error;
+  }
+}
+
+/** Opens a PostgreSQL store beside its writer (`openStorageForReading`): read-only sessions, no migration. */
+export async function openPostgresForReading(
+  target: PostgresTarget,
+  migrations: readonly Migration[],
+  options: { command?: string; anyVersion?: boolean },
+): Promise<OpenedStorage> {
+  const db = await connectPostgres(target, options.command ?? 'magpie reader', { readOnly: true });
+  let missing: string[];
+  try {
+    missing = await missingPgMigrations(db, migrations);
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
+  if (missing.length === migrations.length || (missing.length > 0 && !options.anyVersion)) {
+    await db.close();
+    const empty = missing.length === migrations.length;
+    const what = `${empty ? `no Magpie data in ${target.dataDir}: ` : ''}no complete Magpie schema in ${describeTarget(target)}`;
+    throw new MagpieError(empty ? 'no_data' : 'data_dir_outdated', what, {
+      context: { schema: target.schema, missing },
+      hint: 'run a writing command (magpie start, chat or replay) against this database first',
+    });
+  }
+  return { target, dataDir: target.dataDir, db, close: () => db.close() };
+}
+
+/** The connection settings of `target`, named `applicationName` in `pg_stat_activity`. */
+function pgSettings(target: PostgresTarget, applicationName: string): PgConnectionSettings {
+  const limits = target.limits;
+  return {
+    url: target.url,
+    schema: target.schema,
+    applicationName: applicationName.slice(0, 60),
+    ...(limits ? { statementTimeoutMs: limits.statementTimeoutMs, connectTimeoutMs: limits.connectTimeoutMs, maxConnections: limits.poolSize } : {}),
+  };
+}
+
+/** A pool on the schema of `target`; a reader's sessions refuse writes on the server. */
+export function connectPostgres(target: PostgresTarget, command: string, options: { readOnly?: boolean } = {}): Promise<PgPoolClient> {
+  return PgPoolClient.connect({ ...pgSettings(target, command), ...(options.readOnly ? { readOnly: true } : {}) });
+}
