@@ -49,6 +49,7 @@ test('commands on a SQLite data dir load none of the heavy libraries', () => {
       ['replay --help', ['replay', '--help']],
       ['export without a token', ['export', '--channel', '1', '--out', join(dir.path, 'out.jsonl')]],
       ['status --help', ['status', '--help']],
+      ['--help', ['--help']],
     ];
     for (const [label, args] of runs) {
       const { packages, stderr } = packagesLoaded(dir.path, args);
@@ -69,5 +70,19 @@ test('the hook sees what a command does load: start brings in discord.js', () =>
     assert.ok(packages.has('better-sqlite3'), [...packages].join(', '));
   } finally {
     dir.remove();
+  }
+});
+
+test('magpie --help lists every command with the summary its own --help starts from', async () => {
+  const { COMMAND_LOADERS } = await import('../src/cli/run-cli.js');
+  const { COMMAND_SUMMARIES } = await import('../src/cli/command-summaries.js');
+  assert.deepEqual([...COMMAND_LOADERS.keys()], Object.keys(COMMAND_SUMMARIES));
+  const help = spawnSync(process.execPath, [MAIN, '--help'], { encoding: 'utf8' });
+  assert.equal(help.status, 0);
+  for (const [name, load] of COMMAND_LOADERS) {
+    const command = await load();
+    assert.equal(command.name, name);
+    const lines = help.stdout.split('\n');
+    assert.ok(lines.some((line) => line.trim().startsWith(`${name} `) && line.endsWith(`  ${command.summary}`)), `${name} in --help`);
   }
 });

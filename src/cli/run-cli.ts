@@ -7,11 +7,12 @@ import { UsageError } from './parse-flags.js';
 import { PgError } from '../storage/postgres/pg-error.js';
 import { storageError } from '../storage/storage-error.js';
 import { readPackageVersion } from './package-version.js';
+import { COMMAND_SUMMARIES } from './command-summaries.js';
 
 /**
- * The top-level commands, in the order `magpie --help` lists them. Each is imported only when
- * it runs: `start` pulls in discord.js, the model SDK and SQLite, which `config check` (and
- * every script that calls it) should not pay for.
+ * The top-level commands (the same names as COMMAND_SUMMARIES, whose order the help follows).
+ * Each is imported only when it runs: `start` pulls in discord.js and the store, which
+ * `config check` (and every script that calls it) should not pay for.
  */
 export const COMMAND_LOADERS: ReadonlyMap<string, () => Promise<CliCommand>> = new Map([
   ['start', async () => (await import('./commands/start.js')).startCommand],
@@ -25,14 +26,6 @@ export const COMMAND_LOADERS: ReadonlyMap<string, () => Promise<CliCommand>> = n
   ['migrate', async () => (await import('./commands/migrate.js')).migrateCommand],
 ]);
 
-/**
- * Every command, loaded (for the help text, which shows each one's summary). A command that
- * fails to load is still listed, so `--help` keeps working and says what is wrong.
- */
-export async function loadAllCommands(): Promise<CliCommand[]> {
-  return Promise.all([...COMMAND_LOADERS.keys()].map((name) => loadCommand(name)));
-}
-
 /** Loads one command; if its module cannot be imported, a stand-in that reports why when run. */
 async function loadCommand(name: string): Promise<CliCommand> {
   try {
@@ -43,8 +36,9 @@ async function loadCommand(name: string): Promise<CliCommand> {
   }
 }
 
-/** `magpie --help`: every command with its one-line summary. */
-export function topLevelUsage(commands: readonly CliCommand[]): string {
+/** `magpie --help`: every command with its one-line summary (no command is loaded for it). */
+export function topLevelUsage(): string {
+  const commands = Object.entries(COMMAND_SUMMARIES).map(([name, summary]) => ({ name, summary }));
   const width = Math.max(...commands.map((command) => command.name.length));
   return [
     'Usage: magpie <command> [options]',
@@ -78,7 +72,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     // `magpie help config` is a friendly alias for `magpie config --help`.
     const topic = name === 'help' && rest[0] !== undefined && COMMAND_LOADERS.has(rest[0]) ? rest[0] : undefined;
     if (topic !== undefined) return runCommand(await loadCommand(topic), ['--help'], io);
-    (name === undefined ? io.stderr : io.stdout).write(topLevelUsage(await loadAllCommands()));
+    (name === undefined ? io.stderr : io.stdout).write(topLevelUsage());
     return name === undefined ? EXIT.usage : EXIT.ok;
   }
   if (name === '--version' || name === '-v') {

@@ -4,6 +4,7 @@ import { EventStream } from '../../common/events.js';
 import { loadConfig, watchConfigFile } from '../../config/index.js';
 import { databaseProblem, openOperatorEndpoint, storageState } from '../../metrics/index.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
+import { COMMAND_SUMMARIES } from '../command-summaries.js';
 import { ConsoleAdapter } from '../console-adapter.js';
 import { noticeLogger } from '../notice-logger.js';
 import { parseFlags } from '../parse-flags.js';
@@ -41,7 +42,7 @@ set ANTHROPIC_API_KEY and [llm] model, or [llm] base_url of any Anthropic-compat
 
 export const chatCommand: CliCommand = {
   name: 'chat',
-  summary: 'chat with Magpie in the terminal (no Discord needed)',
+  summary: COMMAND_SUMMARIES.chat,
   async run(argv: string[], io: CliIo): Promise<number> {
     const parsed = parseFlags(argv, {
       usage: USAGE,

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { existsSync } from 'node:fs';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
+import { COMMAND_SUMMARIES } from '../command-summaries.js';
 import { checkConfigText, DEFAULT_CONFIG_FILE } from '../../config/load-config.js';
 import { formatProblem } from '../../config/problems.js';
 import { parseFlags, unknownSubcommand, UsageError } from '../parse-flags.js';
@@ -24,7 +25,7 @@ Exit codes: 0 valid, 3 invalid or unreadable, 2 bad usage.
 
 export const configCommand: CliCommand = {
   name: 'config',
-  summary: 'check a config file: config check [FILE]',
+  summary: COMMAND_SUMMARIES.config,
   async run(argv, io) {
     const [subcommand, ...rest] = argv;
     if (subcommand === undefined || subcommand === '--help' || subcommand === '-h') {

@@ -5,6 +5,7 @@ import { loadConfig } from '../../config/index.js';
 import { ExportProgress } from '../../export/export-progress.js';
 import { transcriptLineFrom } from '../../export/transcript-from-discord.js';
 import { DISCORD_API_ENV, EXIT, type CliCommand, type CliIo } from '../command.js';
+import { COMMAND_SUMMARIES } from '../command-summaries.js';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
 
 const USAGE = `Usage: magpie export --channel ID --out FILE.jsonl [--after ID] [--limit N] [--config FILE]
@@ -34,7 +35,7 @@ const SNOWFLAKE = /^\d{1,20}$/;
 
 export const exportCommand: CliCommand = {
   name: 'export',
-  summary: "write a Discord channel's history as a replay transcript",
+  summary: COMMAND_SUMMARIES.export,
   async run(argv: string[], io: CliIo): Promise<number> {
     const parsed = parseFlags(argv, {
       usage: USAGE,

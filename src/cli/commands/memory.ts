@@ -1,4 +1,5 @@
 import { EXIT, type CliCommand } from '../command.js';
+import { COMMAND_SUMMARIES } from '../command-summaries.js';
 import { unknownSubcommand, UsageError } from '../parse-flags.js';
 import { forgetCommand } from './memory-forget.js';
 import { listCommand } from './memory-list.js';
@@ -27,7 +28,7 @@ stats go through every shard, and forget needs --data-dir DIR/shard-<N>.
 /** `magpie memory ...`: search, list, forget and stats over a data directory. */
 export const memoryCommand: CliCommand = {
   name: 'memory',
-  summary: 'search, list, forget and count what Magpie remembers',
+  summary: COMMAND_SUMMARIES.memory,
   async run(argv, io) {
     const [subcommand, ...rest] = argv;
     switch (subcommand) {

@@ -5,6 +5,7 @@ import { migrateToPostgres, type MigratePhase, type MigrateResult } from '../../
 import { storageTarget } from '../../storage/open-storage.js';
 import { redactUrl } from '../../storage/postgres/pg-error.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
+import { COMMAND_SUMMARIES } from '../command-summaries.js';
 import { parseFlags, requireFlag, UsageError } from '../parse-flags.js';
 import { createProgress, formatCount, progressEnabled, type Progress } from '../progress.js';
 import { jsonLine } from '../json-output.js';
@@ -51,7 +52,7 @@ const TARGETS = ['postgres'];
 
 export const migrateCommand: CliCommand = {
   name: 'migrate',
-  summary: 'copy a SQLite data dir (and its shard dirs) into PostgreSQL, verified',
+  summary: COMMAND_SUMMARIES.migrate,
   async run(argv, io) {
     const parsed = parseFlags(argv, {
       usage: USAGE,

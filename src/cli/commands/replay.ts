@@ -25,6 +25,7 @@ import { ALL_MIGRATIONS } from '../../app/migrations.js';
 import { storageError } from '../../storage/storage-error.js';
 import { utf8Lines } from '../utf8-lines.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
+import { COMMAND_SUMMARIES } from '../command-summaries.js';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
 import { createProgress, progressEnabled } from '../progress.js';
 import { compareDirs } from './report.js';
@@ -74,7 +75,7 @@ const PRINTED_EVENTS: ReadonlySet<string> = new Set([...LOGGED_EVENTS, 'archive_
 
 export const replayCommand: CliCommand = {
   name: 'replay',
-  summary: 'feed a JSONL transcript through the channel runtime and report compaction',
+  summary: COMMAND_SUMMARIES.replay,
   async run(argv, io) {
     const parsed = parseFlags(argv, {
       usage: USAGE,

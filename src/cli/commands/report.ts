@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { loadConfig } from '../../config/load-config.js';
 import { EXIT, type CliCommand } from '../command.js';
+import { COMMAND_SUMMARIES } from '../command-summaries.js';
 import { parseFlags, requireFlag, UsageError } from '../parse-flags.js';
 import { reportWritten, writeReport } from './report-output.js';
 import { storageTarget } from '../../storage/open-storage.js';
@@ -30,7 +31,7 @@ export const MAX_RUNS = 4;
 
 export const reportCommand: CliCommand = {
   name: 'report',
-  summary: 'write an HTML tuning report of what compaction did (compare data dirs)',
+  summary: COMMAND_SUMMARIES.report,
   async run(argv, io) {
     const parsed = parseFlags(argv, {
       usage: USAGE,

@@ -19,6 +19,7 @@ import { attachEventLogger, createLogger, followConfigLevel } from '../../loggin
 import { CatchUpPoints } from '../../channel/catch-up-points.js';
 import { announceOperatorEndpoint, databaseProblem, openOperatorEndpoint, shardListen, storageState } from '../../metrics/index.js';
 import { DISCORD_API_ENV, EXIT, type CliCommand, type CliIo } from '../command.js';
+import { COMMAND_SUMMARIES } from '../command-summaries.js';
 import { parseFlags, UsageError } from '../parse-flags.js';
 import type { Logger } from 'pino';
 import type { Client } from 'discord.js';
@@ -71,7 +72,7 @@ export function missingTokenMessage(variable: string): string {
 
 export const startCommand: CliCommand = {
   name: 'start',
-  summary: 'run the Discord bot',
+  summary: COMMAND_SUMMARIES.start,
   async run(argv: string[], io: CliIo): Promise<number> {
     const parsed = parseFlags(argv, {
       usage: USAGE,

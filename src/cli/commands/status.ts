@@ -14,6 +14,7 @@ import { listStorage, openStorageForReading, storageTarget, type OpenedStorage }
 import { ALL_MIGRATIONS } from '../../app/migrations.js';
 import type { SqlClient } from '../../storage/sql-client.js';
 import { EXIT, type CliCommand } from '../command.js';
+import { COMMAND_SUMMARIES } from '../command-summaries.js';
 import { parseFlags } from '../parse-flags.js';
 import { readModelUsage } from '../../compaction-log/read-costs.js';
 import { jsonLine } from '../json-output.js';
@@ -67,7 +68,7 @@ export interface ChannelStatus {
 
 export const statusCommand: CliCommand = {
   name: 'status',
-  summary: "each channel's usage, summaries, archive, memories and last compaction",
+  summary: COMMAND_SUMMARIES.status,
   async run(argv, io) {
     const parsed = parseFlags(argv, {
       usage: USAGE,
