@@ -14,5 +14,3 @@ export const COMMAND_SUMMARIES = {
   export: "write a Discord channel's history as a replay transcript",
   migrate: 'copy a SQLite data dir (and its shard dirs) into PostgreSQL, verified',
 } as const;
-
-export type CommandName = keyof typeof COMMAND_SUMMARIES;

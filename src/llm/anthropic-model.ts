@@ -64,14 +64,6 @@ export function createAnthropicModel(settings: LlmSettings, options: AnthropicMo
   }
   const apiKey = configuredKey === '' ? PLACEHOLDER_API_KEY : configuredKey;
 
-  // The SDK (and its error classes) load with the first call, not with the module: every
-  // command that opens the app but never calls the model (memory, replay, export) skips it.
-  let loading: Promise<{ client: Anthropic; toModelError: typeof import('./sdk-errors.js').toModelError }> | undefined;
-  const sdk = () =>
-    (loading ??= Promise.all([import('@anthropic-ai/sdk'), import('./sdk-errors.js')]).then(([{ default: AnthropicClient }, { toModelError }]) => ({
-      client: new AnthropicClient(clientOptions),
-      toModelError,
-    })));
   const clientOptions: ConstructorParameters<typeof Anthropic>[0] = {
     apiKey,
     // null (not undefined) so the SDK does not fall back to ANTHROPIC_BASE_URL behind the
@@ -84,6 +76,15 @@ export function createAnthropicModel(settings: LlmSettings, options: AnthropicMo
     openTelemetry: false,
     ...(options.fetch ? { fetch: options.fetch } : {}),
   };
+
+  // The SDK (and its error classes) load with the first call, not with the module: every
+  // command that opens the app but never calls the model (memory, replay, export) skips it.
+  let loading: Promise<{ client: Anthropic; toModelError: typeof import('./sdk-errors.js').toModelError }> | undefined;
+  const sdk = () =>
+    (loading ??= Promise.all([import('@anthropic-ai/sdk'), import('./sdk-errors.js')]).then(([{ default: AnthropicClient }, { toModelError }]) => ({
+      client: new AnthropicClient(clientOptions),
+      toModelError,
+    })));
 
   const caching: Omit<CachePlacement, 'systemBreaks'> | undefined =
     settings.promptCache === 'off' ? undefined : { lifetime: settings.promptCache, minTokens: cacheMinTokensFor(settings.model, settings.cacheMinTokens) };

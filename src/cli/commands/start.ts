@@ -24,7 +24,6 @@ import { parseFlags, UsageError } from '../parse-flags.js';
 import type { Logger } from 'pino';
 import type { Client } from 'discord.js';
 
-
 const USAGE = `Usage: magpie start [--config FILE] [--shards auto|N [--shard-ids LIST]]
 
 Runs the Discord bot: connects to Discord, records every message in the channels it may
