@@ -11,7 +11,7 @@ import { DATABASE_FILE, openDatabase } from '../src/storage/database.js';
 import { startWalCheckpointer } from '../src/storage/wal-checkpointer.js';
 import type { SerialClient } from '../src/storage/serial-client.js';
 import { ALL_MIGRATIONS } from '../src/app/migrations.js';
-import { searchText } from '../src/memory/search-text.js';
+import { floorRow } from './floor-rows.js';
 
 export async function measureSqliteInsertRate(options: {
   rows: number;
@@ -19,13 +19,11 @@ export async function measureSqliteInsertRate(options: {
   batch: number;
   /** Messages already archived (vectors done) before the clock starts: a store that has been in use. */
   archived?: number;
-  /** False: the writer's own checkpoints only (default: a checkpoint thread, as the bot has). */
-  checkpointInBackground?: boolean;
 }): Promise<number> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-bench-raw-'));
   const client = (await openDatabase(dataDir, ALL_MIGRATIONS)) as SerialClient;
   // Checkpoints in a thread of their own, as the bot runs them (its writer's own are the fallback).
-  const checkpointer = options.checkpointInBackground === false ? undefined : startWalCheckpointer(path.join(dataDir, DATABASE_FILE));
+  const checkpointer = startWalCheckpointer(path.join(dataDir, DATABASE_FILE));
   // The synchronous connection underneath: the floor is better-sqlite3 itself, no promise per row.
   const db = client.connection;
   try {
@@ -41,29 +39,25 @@ export async function measureSqliteInsertRate(options: {
     // Made before the clock starts, search text included: tokenizing is Magpie's work, which the
     // gateway path pays for on its own; the floor is what SQLite takes for the same rows.
     const archived = options.archived ?? 0;
-    const total = archived + options.rows;
-    const texts = Array.from({ length: total }, (_, index) => `alice: message ${index}: the watering rota moves to thursdays from next week`);
-    const searchTexts = texts.map((text) => searchText(text));
+    const rows = Array.from({ length: archived + options.rows }, (_, index) => floorRow(index, options.channels));
     const insert = (from: number, to: number, batch: number, owesVector: boolean): void => {
       for (let first = from; first < to; first += batch) {
         db.transaction(() => {
-          for (let index = first; index < Math.min(to, first + batch); index += 1) {
-            const channel = (700_000_000_000_000_000n + BigInt(index % options.channels)).toString();
-            const text = texts[index]!;
+          for (const row of rows.slice(first, Math.min(to, first + batch))) {
             const now = Date.now();
-            history.run(channel, Math.floor(index / options.channels) + 1, `raw-${index}`, 'u1', text, now, index + 1);
-            const info = item.run(text, `c:${channel}`, channel, `raw-${index}`, `h${index}`, `k${index % options.channels} kt`, searchTexts[index]!, now, now);
-            if (owesVector) backlog.run(Number(info.lastInsertRowid), `c:${channel}`);
+            history.run(row.channel, row.seq, row.messageId, 'u1', row.text, now, row.turn);
+            const info = item.run(row.text, `c:${row.channel}`, row.channel, row.messageId, row.hash, row.tags, row.searchText, now, now);
+            if (owesVector) backlog.run(Number(info.lastInsertRowid), `c:${row.channel}`);
           }
         })();
       }
     };
     insert(0, archived, 5_000, false);
     const started = process.hrtime.bigint();
-    insert(archived, total, options.batch, true);
+    insert(archived, rows.length, options.batch, true);
     return options.rows / (Number(process.hrtime.bigint() - started) / 1e9);
   } finally {
-    await checkpointer?.close();
+    await checkpointer.close();
     await client.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
