@@ -20,6 +20,7 @@ import { startGatewayThread, type GatewayThread } from './gateway-thread.js';
 import { mainThreadCpuMs } from './thread-cpu.js';
 import { collectGarbage, median, type BenchMetric, type BenchReport } from './harness.js';
 import { measureSqliteInsertRate } from './sqlite-ingest-floor.js';
+import { snowflake } from './floor-rows.js';
 import { measurePostgresInsertRate, postgresForBench, type BenchPostgres } from './postgres-bench.js';
 import { startProxyThread } from './proxy-thread.js';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -132,7 +133,7 @@ export async function measureIngest(
     const memory = rig.app.memory as { whenIndexed?: () => Promise<void> };
     if (!memory.whenIndexed) throw new Error('this memory store cannot tell when its vectors are written');
     // A store in use: messages archived before the clock starts, vectors and all.
-    await ingestDirect(rig.app, 'archived', archived);
+    await ingestDirect(rig.app, Date.now() - 3_600_000, archived);
     await memory.whenIndexed();
     // Each round starts from a collected heap, not from the garbage of the rounds before it.
     collectGarbage();
@@ -161,7 +162,7 @@ export async function measureIngest(
     // Straight into the runtime, as many at once as the gateway delivers (each awaited for
     // durability), so the difference is discord.js and the adapter.
     const directStarted = process.hrtime.bigint();
-    await ingestDirect(rig.app, 'direct', messages);
+    await ingestDirect(rig.app, Date.now(), messages);
     const direct = messages / (Number(process.hrtime.bigint() - directStarted) / 1e9);
     return {
       viaGateway: messages / seconds,
@@ -181,12 +182,13 @@ export async function measureIngest(
 }
 
 /** `count` messages straight into the runtime, 250 in flight at a time, ids `<prefix>-<n>`. */
-async function ingestDirect(app: MagpieApp, prefix: string, count: number): Promise<void> {
+/** Messages straight into the runtime, with ids as Discord would have made them at `atMs`. */
+async function ingestDirect(app: MagpieApp, atMs: number, count: number): Promise<void> {
   const inFlight: Array<Promise<unknown>> = [];
   for (let index = 0; index < count; index += 1) {
     inFlight.push(
       app.runtime.ingest({
-        messageId: `${prefix}-${index}`,
+        messageId: snowflake(atMs, index),
         channelId: channelId(index % CHANNELS),
         guildId: '800000000000000001',
         authorId: USER,

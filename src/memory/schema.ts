@@ -3,6 +3,12 @@ import type { SqlClient } from '../storage/sql-client.js';
 import { memoryDialectFor } from './pick-dialect.js';
 import { searchText } from './search-text.js';
 
+/** memory-007: the message id first (see that step). */
+const TRANSCRIPT_MESSAGE_ID_FIRST = `
+  DROP INDEX memory_items_message;
+  CREATE UNIQUE INDEX memory_items_message ON memory_items (message_id, channel_id) WHERE kind = 'transcript';
+`;
+
 /**
  * Schema of typed memories and the transcript index.
  *
@@ -277,6 +283,16 @@ export const MEMORY_MIGRATIONS: readonly Migration[] = [
         CREATE TRIGGER memory_vectors_in_order BEFORE INSERT ON memory_vectors
           FOR EACH STATEMENT EXECUTE FUNCTION memory_vectors_in_order();
       `,
+  },
+  {
+    // As history-003: led by the message id (which grows with time), a group commit's transcript
+    // rows land at the index's right edge instead of on a page per channel. It also serves the
+    // lookup of a message by its id alone (an item named by the platform's message id, as `magpie memory forget` accepts).
+    name: 'memory-007-message-id-first',
+    async up(db) {
+      await db.exec(TRANSCRIPT_MESSAGE_ID_FIRST);
+    },
+    postgres: TRANSCRIPT_MESSAGE_ID_FIRST,
   },
 ];
 

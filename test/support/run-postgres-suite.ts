@@ -49,6 +49,7 @@ export const POSTGRES_SUITE = [
   'search-phrasing',
   'search-time',
   'search-migration',
+  'message-id-index',
   'privacy-delete',
   'privacy-bytes',
   'privacy-running-bot',
