@@ -1,7 +1,8 @@
 /**
  * A group commit writes its whole group at once (on PostgreSQL in a few multi-row statements),
  * yet keeps the per-message contract: a message already held rejects alone, every other one is
- * stored with its transcript row, and the vectors that follow skip a row edited meanwhile.
+ * stored with its transcript row, and the vectors that follow skip a row edited meanwhile. On
+ * PostgreSQL two groups are written at once, and their outcomes are still told in order.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -10,8 +11,10 @@ import { IngestWriter } from '../src/channel/ingest-writer.js';
 import type { HistoryEntry } from '../src/context/types.js';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { HashingEmbedder, openMemoryStore, type Embedder } from '../src/memory/index.js';
+import { GroupCommit } from '../src/storage/group-commit.js';
 import { tempDir } from './compaction-support.js';
-import { openTestDatabase } from './support/storage.js';
+import { openTestDatabase, TEST_STORAGE } from './support/storage.js';
+import { waitUntil } from './support/wait-until.js';
 
 function message(channel: number, index: number): HistoryEntry {
   return {
@@ -167,4 +170,91 @@ test('large batches embedded on the embedding thread equal the inline vectors', 
   const weighted = new HashingEmbedder({ dimension: 256, stopWordWeight: 0.5, offThread: true });
   const reweighted = await weighted.embed(texts);
   assert.deepEqual([...reweighted[3]!], [...new HashingEmbedder({ dimension: 256, stopWordWeight: 0.5 }).embedOne(texts[3]!)]);
+});
+
+test(
+  'two groups in flight: the second commits while the first is held, and outcomes are told in the order the groups formed',
+  { skip: TEST_STORAGE !== 'postgres' && 'one connection on SQLite: groups commit one after another' },
+  async () => {
+    const dir = tempDir();
+    const db = await openTestDatabase(dir.path);
+    try {
+      await db.exec('CREATE TABLE gc_rows (id TEXT PRIMARY KEY)');
+      await db.prepare('INSERT INTO gc_rows (id) VALUES (?)').run('taken');
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      let entered!: () => void;
+      const held = new Promise<void>((resolve) => (entered = resolve));
+      const group = new GroupCommit<string>({
+        db,
+        concurrency: 2,
+        write: async (ids) => {
+          for (const id of ids) {
+            // The first group stops halfway, inside its transaction, until the test lets it go on.
+            if (id === 'taken' && ids.length > 1) {
+              entered();
+              await gate;
+            }
+            await db.prepare('INSERT INTO gc_rows (id) VALUES (?)').run(id);
+          }
+        },
+      });
+      const told: string[] = [];
+      const track = (id: string) =>
+        group.submit(id).then(
+          () => void told.push(`${id} stored`),
+          () => void told.push(`${id} refused`),
+        );
+      // First group: two new ids and one the table already holds (its write fails, after the gate).
+      const first = ['a1', 'a2', 'taken'].map(track);
+      await held;
+      const second = track('b1');
+      const stored = async (id: string) => ((await db.prepare('SELECT COUNT(*) AS n FROM gc_rows WHERE id = ?').get(id)) as { n: number }).n;
+      await waitUntil(async () => Number(await stored('b1')) === 1, 'the second group committed while the first is held');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      assert.deepEqual(told, [], 'nothing is told before the first group is decided');
+      assert.equal(group.idle, false);
+
+      release();
+      await group.flush();
+      await Promise.all([...first, second]);
+      // The first group failed whole and was retried one write at a time: only its bad write is refused.
+      assert.deepEqual(told, ['a1 stored', 'a2 stored', 'taken refused', 'b1 stored']);
+      const rows = (await db.prepare('SELECT id FROM gc_rows ORDER BY id').all()) as Array<{ id: string }>;
+      assert.deepEqual(
+        rows.map((row) => row.id),
+        ['a1', 'a2', 'b1', 'taken'],
+      );
+      assert.equal(group.idle, true);
+    } finally {
+      await db.close();
+      dir.remove();
+    }
+  },
+);
+
+test('flush waits for every write queued before it, however many groups they take', async () => {
+  const dir = tempDir();
+  const db = await openTestDatabase(dir.path);
+  try {
+    await db.exec('CREATE TABLE gc_rows (id TEXT PRIMARY KEY)');
+    const group = new GroupCommit<string>({
+      db,
+      maxBatch: 3,
+      concurrency: TEST_STORAGE === 'postgres' ? 2 : 1,
+      write: async (ids) => {
+        for (const id of ids) await db.prepare('INSERT INTO gc_rows (id) VALUES (?)').run(id);
+      },
+    });
+    const writes = Array.from({ length: 10 }, (_, index) => group.submit(`w${index}`));
+    await group.flush();
+    const count = (await db.prepare('SELECT COUNT(*) AS n FROM gc_rows').get()) as { n: number };
+    assert.equal(Number(count.n), 10, 'all ten committed by the time flush resolves');
+    await Promise.all(writes);
+    assert.equal(group.stats.commits, 4, 'ten writes in groups of at most three');
+    assert.equal(group.idle, true);
+  } finally {
+    await db.close();
+    dir.remove();
+  }
 });

@@ -1,19 +1,25 @@
 import { MagpieError } from '../common/errors.js';
+import type { HistoryEntry } from '../context/types.js';
 import type { MemoryStore, TranscriptEntryInput } from '../memory/types.js';
-import type { SqlClient } from '../storage/sql-client.js';
 import { DEFAULT_GROUP_COMMIT_BATCH, GroupCommit } from '../storage/group-commit.js';
+import type { SqlClient } from '../storage/sql-client.js';
 import { isPostgres } from '../storage/sql-client.js';
+import type { ChannelLocation, HistoryStore } from './history-store.js';
 
 /**
- * On PostgreSQL each commit also costs round trips and a turn of the event loop per statement,
- * and groups commit one at a time: during a burst, bigger groups carry more messages per second
- * (measured at +5 ms each way: about 1,900 messages/s with groups of 1,000, 2,100–2,300 with
- * 4,000). A group is only this big when that many messages arrived while the previous one
- * committed.
+ * On PostgreSQL each commit also costs round trips and a turn of the event loop per statement:
+ * during a burst, bigger groups carry more messages per second (measured at +5 ms each way, one
+ * group at a time: about 1,900 messages/s with groups of 1,000, 2,100–2,300 with 4,000). A group
+ * is only this big when that many messages arrived while the groups before it committed.
  */
 const POSTGRES_GROUP_COMMIT_BATCH = 4_000;
-import type { ChannelLocation, HistoryStore } from './history-store.js';
-import type { HistoryEntry } from '../context/types.js';
+
+/**
+ * PostgreSQL commits two groups at once, each on a connection of its own: while one waits for
+ * its COMMIT, the server writes the next and the event loop is free to take more messages in
+ * (a store in use, 1,000 channels: about 7,500 → 8,600–9,500 messages/s at loopback).
+ */
+const POSTGRES_GROUPS_IN_FLIGHT = 2;
 
 export interface IngestWriterOptions {
   db: SqlClient;
@@ -41,6 +47,8 @@ export class IngestWriter {
       // A COMMIT with no answer: the rows are looked for before the mirror is decided.
       stored: (payloads) => options.store.heldEntries(payloads.map(({ entry }) => entry)),
       maxBatch: options.maxBatch ?? (isPostgres(options.db) ? POSTGRES_GROUP_COMMIT_BATCH : DEFAULT_GROUP_COMMIT_BATCH),
+      // SQLite has one connection: a second group would only wait for the first.
+      concurrency: isPostgres(options.db) ? POSTGRES_GROUPS_IN_FLIGHT : 1,
     });
     this.stage = options.memory.transcriptStager?.(options.db);
   }
