@@ -151,7 +151,21 @@ function addWord(word: string, tokens: string[]): void {
   if (STOP_WORDS.has(word)) return;
   // A lone letter is an initial or a typo; a lone digit is a number someone may look for.
   if (word.length === 1 && !HAS_DIGIT.test(word)) return;
-  tokens.push(ENGLISH_WORD.test(word) ? stemmer(word) : word);
+  tokens.push(ENGLISH_WORD.test(word) ? stem(word) : word);
+}
+
+/** Stems of words seen lately: chat repeats its words, and stemming each anew was a few per cent of ingest. */
+const STEMS = new Map<string, string>();
+const MAX_STEMS = 50_000;
+
+function stem(word: string): string {
+  let stemmed = STEMS.get(word);
+  if (stemmed === undefined) {
+    stemmed = stemmer(word);
+    if (STEMS.size >= MAX_STEMS) STEMS.clear();
+    STEMS.set(word, stemmed);
+  }
+  return stemmed;
 }
 
 /** `bill-4821` → `bill4821`: only for chunks that read as one identifier with letters in it. */
