@@ -84,7 +84,7 @@ export class HistoryStore implements SummaryWrites {
       insert: db.prepare(
         `INSERT INTO history_entries
            (channel_id, seq, message_id, kind, role, author_id, author_name, content, created_at, tokens, turn_id, archived, guild_id, dm_user_id)
-         VALUES (@channelId, @seq, @messageId, @kind, @role, @authorId, @authorName, @content, @createdAt, @tokens, @turnId, @archived, @guildId, @dmUserId)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (channel_id, message_id) DO NOTHING`,
       ),
       byMessageId: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? AND message_id = ?'),
@@ -178,13 +178,24 @@ export class HistoryStore implements SummaryWrites {
    */
   async insert(entry: HistoryEntry, location: ChannelLocation, options: { archived?: boolean } = {}): Promise<boolean> {
     try {
-      const result = await this.statements.insert.run({
-        ...entry,
+      // Positional: binding fourteen named values from an object cost a message about a microsecond more.
+      const result = await this.statements.insert.run(
+        entry.channelId,
+        entry.seq,
+        entry.messageId,
+        entry.kind,
+        entry.role,
+        entry.authorId,
+        entry.authorName,
+        entry.content,
+        entry.createdAt,
+        entry.tokens,
+        entry.turnId,
         // Born archived when its transcript row is written in the same transaction.
-        archived: (options.archived ?? entry.kind !== 'message') ? 1 : 0,
-        guildId: location.guildId ?? null,
-        dmUserId: location.dmUserId ?? null,
-      });
+        (options.archived ?? entry.kind !== 'message') ? 1 : 0,
+        location.guildId ?? null,
+        location.dmUserId ?? null,
+      );
       return result.changes > 0;
     } catch (error) {
       if (!isSeqTaken(error)) throw error;

@@ -5,7 +5,7 @@ import { channelKey, ftsTags } from './scope.js';
 import { searchText } from './search-text.js';
 import type { TranscriptEntryInput } from './types.js';
 
-/** The columns of one `memory_items` row as the store writes it (named parameters). */
+/** The columns of one `memory_items` row as the store writes it. */
 export interface ItemRowValues {
   kind: 'memory' | 'transcript';
   content: string;
@@ -29,12 +29,33 @@ export interface ItemRowValues {
 
 const INSERT_ITEM = `INSERT OR IGNORE INTO memory_items (kind, content, memory_type, importance, scope, index_key, channel_id, guild_id,
     user_id, message_id, author_id, author_name, source_ids, content_hash, fts_text, fts_tags, created_at, updated_at)
-  VALUES (@kind, @content, @memoryType, @importance, @scope, @indexKey, @channelId, @guildId,
-    @userId, @messageId, @authorId, @authorName, @sourceIds, @contentHash, @ftsText, @ftsTags, @createdAt, @updatedAt)`;
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
 /** Adds one item; `changes` is 0 when the same message was archived already. */
 export function insertItem(db: SqlClient, row: ItemRowValues): Promise<SqlRunResult> {
-  return db.prepare(INSERT_ITEM).run(row);
+  // Positional, in the column order above: named values bound from an object cost more per row.
+  return db
+    .prepare(INSERT_ITEM)
+    .run(
+      row.kind,
+      row.content,
+      row.memoryType,
+      row.importance,
+      row.scope,
+      row.indexKey,
+      row.channelId,
+      row.guildId,
+      row.userId,
+      row.messageId,
+      row.authorId,
+      row.authorName,
+      row.sourceIds,
+      row.contentHash,
+      row.ftsText,
+      row.ftsTags,
+      row.createdAt,
+      row.updatedAt,
+    );
 }
 
 export function insertVector(db: SqlClient, rowid: number, indexKey: string, vector: Float32Array): Promise<SqlRunResult> {
