@@ -57,6 +57,11 @@ export class ChannelViews implements ViewRegistry {
 
   /** Records a channel's key; resolves true when it changed. Public threads of it follow. */
   record(view: ChannelView): Promise<boolean> {
+    // Every message of a channel comes here: when its key is known and nothing is being written,
+    // there is nothing to wait for (and no promises to chain, a few per message otherwise).
+    if (view.viewKey !== UNKNOWN_VIEW && this.cache.get(view.channelId) === view.viewKey && !this.recording.has(view.channelId)) {
+      return Promise.resolve(false);
+    }
     // One at a time per channel: every message of a channel records its view, and the ones that
     // arrive while the first write is in flight find it done instead of writing it again.
     const before = this.recording.get(view.channelId);
