@@ -33,38 +33,42 @@ const INSERT_ITEM = `INSERT OR IGNORE INTO memory_items (kind, content, memory_t
 
 /** Adds one item; `changes` is 0 when the same message was archived already. */
 export function insertItem(db: SqlClient, row: ItemRowValues): Promise<SqlRunResult> {
-  // Positional, in the column order above: named values bound from an object cost more per row.
-  return db
-    .prepare(INSERT_ITEM)
-    .run(
-      row.kind,
-      row.content,
-      row.memoryType,
-      row.importance,
-      row.scope,
-      row.indexKey,
-      row.channelId,
-      row.guildId,
-      row.userId,
-      row.messageId,
-      row.authorId,
-      row.authorName,
-      row.sourceIds,
-      row.contentHash,
-      row.ftsText,
-      row.ftsTags,
-      row.createdAt,
-      row.updatedAt,
-    );
+  return db.prepare(INSERT_ITEM).run(...itemParams(row));
+}
+
+/** The values of `INSERT_ITEM` by position: named values bound from an object cost more per row. */
+function itemParams(row: ItemRowValues): unknown[] {
+  return [
+    row.kind,
+    row.content,
+    row.memoryType,
+    row.importance,
+    row.scope,
+    row.indexKey,
+    row.channelId,
+    row.guildId,
+    row.userId,
+    row.messageId,
+    row.authorId,
+    row.authorName,
+    row.sourceIds,
+    row.contentHash,
+    row.ftsText,
+    row.ftsTags,
+    row.createdAt,
+    row.updatedAt,
+  ];
 }
 
 export function insertVector(db: SqlClient, rowid: number, indexKey: string, vector: Float32Array): Promise<SqlRunResult> {
   return db.prepare('INSERT INTO memory_vectors (item_rowid, index_key, vector) VALUES (?, ?, ?)').run(rowid, indexKey, vectorToBlob(vector));
 }
 
+const OWE_VECTOR = 'INSERT OR IGNORE INTO memory_vector_backlog (item_rowid, index_key) VALUES (?, ?)';
+
 /** The item's vector is owed: the backlog makes it later (and search scans it exactly meanwhile). */
 export function oweVector(db: SqlClient, rowid: number, indexKey: string): Promise<SqlRunResult> {
-  return db.prepare('INSERT OR IGNORE INTO memory_vector_backlog (item_rowid, index_key) VALUES (?, ?)').run(rowid, indexKey);
+  return db.prepare(OWE_VECTOR).run(rowid, indexKey);
 }
 
 /** A changed item gets a new vector row, so its new `seq` puts it in the not-yet-indexed tail. */
@@ -73,12 +77,17 @@ export async function replaceVector(db: SqlClient, rowid: number, indexKey: stri
   await insertVector(db, rowid, indexKey, vector);
 }
 
-/** Transcript rows one at a time, each with its backlog row (cheap on SQLite, no round trips). */
+/**
+ * Transcript rows one statement each, then the backlog rows of those that were new: cheap on
+ * SQLite, where each list of runs is one synchronous step (there are no round trips).
+ */
 export async function stageEach(db: SqlClient, rows: readonly ItemRowValues[]): Promise<void> {
-  for (const row of rows) {
-    const info = await insertItem(db, row);
-    if (info.changes > 0) await oweVector(db, Number(info.lastInsertRowid), row.indexKey);
-  }
+  const results = await db.prepare(INSERT_ITEM).runEach(rows.map(itemParams));
+  const owed = rows.flatMap((row, position) => {
+    const result = results[position]!;
+    return result.changes > 0 ? [[Number(result.lastInsertRowid), row.indexKey]] : [];
+  });
+  if (owed.length > 0) await db.prepare(OWE_VECTOR).runEach(owed);
 }
 
 /** Transcript text carries the speaker, so a search for a name finds what that person said. */

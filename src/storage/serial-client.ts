@@ -247,6 +247,13 @@ class SerialQuery implements SqlQuery {
     return this.client.use(() => this.statement().all(...params));
   }
 
+  runEach(paramLists: ReadonlyArray<readonly unknown[]>): Promise<SqlRunResult[]> {
+    return this.client.use(() => {
+      const statement = this.statement();
+      return paramLists.map((params) => statement.run(...params));
+    });
+  }
+
   async *iterate(...params: unknown[]): AsyncIterableIterator<unknown> {
     // Keyset paging is the store's business; here the rows come in fixed-size slices of one read.
     const rows = await this.all(...params);

@@ -23,6 +23,12 @@ export interface SqlQuery {
   /** The first row, or undefined (with `pluck`: its first column). */
   get(...params: unknown[]): Promise<unknown>;
   all(...params: unknown[]): Promise<unknown[]>;
+  /**
+   * Runs the statement once for each parameter list, in order, and gives each run's result. On
+   * SQLite the runs are one synchronous step (no promise or turn of the event loop per row); on
+   * PostgreSQL they leave together, pipelined. A run that throws stops the rest.
+   */
+  runEach(paramLists: ReadonlyArray<readonly unknown[]>): Promise<SqlRunResult[]>;
   /** Rows in batches, so a scan of a large table never holds it all in memory. */
   iterate(...params: unknown[]): AsyncIterableIterator<unknown>;
   /** A copy of this query that returns the first column only. */

@@ -50,6 +50,7 @@ export const POSTGRES_SUITE = [
   'search-time',
   'search-migration',
   'message-id-index',
+  'sql-run-each',
   'privacy-delete',
   'privacy-bytes',
   'privacy-running-bot',

@@ -62,6 +62,11 @@ export class PgPoolQuery implements SqlQuery {
     return this.plucking ? pluckRows(result) : result.rows;
   }
 
+  runEach(paramLists: ReadonlyArray<readonly unknown[]>): Promise<SqlRunResult[]> {
+    // Issued in one turn of the event loop: they leave in one write and run in this order.
+    return Promise.all(paramLists.map((params) => this.run(...params)));
+  }
+
   async *iterate(...params: unknown[]): AsyncIterableIterator<unknown> {
     const values = bind(this.prepared.statement, params);
     for await (const batch of this.runner.batches(this.prepared, values)) {
