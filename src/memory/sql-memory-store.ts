@@ -192,8 +192,8 @@ export class SqlMemoryStore implements MemoryStore {
     return this.deletion.forget(id, within);
   }
 
-  async recordChannelView(view: ChannelView): Promise<boolean> {
-    return (await this.options.views?.record(view)) ?? false;
+  recordChannelView(view: ChannelView): Promise<boolean> {
+    return this.options.views?.record(view) ?? Promise.resolve(false);
   }
 
   dropSources(channelId: string, messageIds: readonly string[], options?: SourceDropOptions): Promise<SourceDropResult> {
