@@ -101,10 +101,9 @@ export class IngestPath {
     // The reply link is its own small write; it fails the ingest, never the stored message.
     const recorded = message.replyToMessageId ? parts.extras.replies.record(state.channelId, entry, message.replyToMessageId, replyTokens) : undefined;
     const written = queued.then(
-      async () => {
+      () => {
         state.unsettled.delete(entry.messageId);
-        await recorded;
-        return entry;
+        return recorded ? recorded.then(() => entry) : entry;
       },
       (error: unknown) => {
         // Reported with the write's own error, which is what failed first.
