@@ -15,20 +15,12 @@ import { HistoryStore } from '../src/channel/history-store.js';
 import { DEFAULTS } from '../src/config/defaults.js';
 import type { HistoryEntry } from '../src/context/types.js';
 import { openMemoryStore } from '../src/memory/index.js';
-import type { Migration, SqlClient } from '../src/storage/database.js';
-import { openStorageForWriting } from '../src/storage/open-storage.js';
-import { schemaForDir, TEST_DATABASE_URL, TEST_STORAGE } from './support/storage.js';
+import type { SqlClient } from '../src/storage/database.js';
+import { openMigratedTo, TEST_STORAGE } from './support/storage.js';
 
 const NEW_STEPS = new Set(['history-003-message-id-first', 'memory-007-message-id-first']);
 const BEFORE = ALL_MIGRATIONS.filter((migration) => !NEW_STEPS.has(migration.name));
 
-async function open(dir: string, migrations: readonly Migration[]): Promise<{ db: SqlClient; close(): Promise<void> }> {
-  const target =
-    TEST_STORAGE === 'postgres'
-      ? ({ backend: 'postgres', dataDir: dir, url: TEST_DATABASE_URL, schema: schemaForDir(dir) } as const)
-      : ({ backend: 'sqlite', dataDir: dir } as const);
-  return await openStorageForWriting(target, migrations, { command: 'message-id-index test', writerKey: 'message-id-index' });
-}
 
 function message(channelId: string, seq: number, messageId: string): HistoryEntry {
   return {
@@ -61,7 +53,7 @@ async function indexColumns(db: SqlClient, name: string): Promise<string[]> {
 test('an upgraded store keeps its messages, holds each id once per channel and leads its message indexes with the id', async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
   try {
-    const old = await open(dir, BEFORE);
+    const old = await openMigratedTo(dir, BEFORE, 'message-id-index test');
     const oldHistory = new HistoryStore(old.db);
     for (let seq = 1; seq <= 3; seq += 1) assert.equal(await oldHistory.insert(message('c1', seq, `m${seq}`), {}), true);
     const oldMemory = await openMemoryStore({ db: old.db, dataDir: dir, settings: DEFAULTS.memory });
@@ -69,7 +61,7 @@ test('an upgraded store keeps its messages, holds each id once per channel and l
     await oldMemory.close();
     await old.close();
 
-    const upgraded = await open(dir, ALL_MIGRATIONS);
+    const upgraded = await openMigratedTo(dir, ALL_MIGRATIONS, 'message-id-index test');
     try {
       assert.deepEqual(await indexColumns(upgraded.db, 'history_entries_message'), ['message_id', 'channel_id']);
       assert.deepEqual(await indexColumns(upgraded.db, 'memory_items_message'), ['message_id', 'channel_id']);

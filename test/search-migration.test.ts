@@ -10,25 +10,16 @@ import { test } from 'node:test';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { openMemoryStore } from '../src/memory/index.js';
 import { channelKey, ftsTags } from '../src/memory/scope.js';
-import type { Migration, SqlClient } from '../src/storage/database.js';
 import { ALL_MIGRATIONS } from '../src/app/migrations.js';
-import { openStorageForWriting } from '../src/storage/open-storage.js';
-import { schemaForDir, TEST_DATABASE_URL, TEST_STORAGE } from './support/storage.js';
+import { openMigratedTo } from './support/storage.js';
 
 const BEFORE = ALL_MIGRATIONS.filter((migration) => migration.name !== 'memory-003-search-text');
 
-async function open(dir: string, migrations: readonly Migration[]): Promise<{ db: SqlClient; close(): Promise<void> }> {
-  const target =
-    TEST_STORAGE === 'postgres'
-      ? ({ backend: 'postgres', dataDir: dir, url: TEST_DATABASE_URL, schema: schemaForDir(dir) } as const)
-      : ({ backend: 'sqlite', dataDir: dir } as const);
-  return await openStorageForWriting(target, migrations, { command: 'search-migration test', writerKey: 'search-migration' });
-}
 
 test('rows written before the search tokens existed are found by them after the upgrade', async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
   try {
-    const old = await open(dir, BEFORE);
+    const old = await openMigratedTo(dir, BEFORE, 'search-migration test');
     const insert = old.db.prepare(
       `INSERT INTO memory_items (kind, content, scope, index_key, channel_id, message_id, author_id, author_name, content_hash, fts_tags, created_at, updated_at)
        VALUES ('transcript', ?, 'channel', ?, 'c1', ?, 'a', 'Lin', ?, ?, ?, ?)`,
@@ -39,7 +30,7 @@ test('rows written before the search tokens existed are found by them after the 
     }
     await old.close();
 
-    const upgraded = await open(dir, ALL_MIGRATIONS);
+    const upgraded = await openMigratedTo(dir, ALL_MIGRATIONS, 'search-migration test');
     const store = await openMemoryStore({ db: upgraded.db, dataDir: dir, settings: DEFAULTS.memory });
     try {
       const first = async (query: string) => (await store.search({ location: { channelId: 'c1' }, query, limit: 3 }))[0]?.message_id;

@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { ALL_MIGRATIONS } from '../../src/app/migrations.js';
-import { openDatabase } from '../../src/storage/database.js';
+import { openDatabase, type Migration } from '../../src/storage/database.js';
 import { openStorageForWriting, type StorageTarget } from '../../src/storage/open-storage.js';
 import { isPostgres, type SqlClient } from '../../src/storage/sql-client.js';
 import type { MagpieConfig } from '../../src/config/types.js';
@@ -37,6 +37,18 @@ export async function openTestDatabase(dir: string): Promise<SqlClient> {
   // Closing the client closes the whole store: its lock session too, or the process would not end.
   opened.db.close = () => opened.close();
   return opened.db;
+}
+
+/**
+ * A test's data dir opened for writing with the given migrations only (a store as an older
+ * version left it, for upgrade tests), on the backend this run tests.
+ */
+export async function openMigratedTo(
+  dir: string,
+  migrations: readonly Migration[],
+  command: string,
+): Promise<{ db: SqlClient; close(): Promise<void> }> {
+  return await openStorageForWriting(testTarget(dir), migrations, { command, writerKey: command });
 }
 
 /** Environment for a `magpie` child process working on `dir`: empty on SQLite. */
