@@ -28,25 +28,29 @@ export const sqliteMemoryDialect: MemoryDialect = {
   stageTranscripts: (db, rows) => stageEach(db, rows),
 
   async writeBacklogVectors(db: SqlClient, rows: readonly BacklogRow[], vectors: readonly Float32Array[]) {
-    const current = db.prepare(
-      'SELECT i.content_hash FROM memory_vector_backlog b JOIN memory_items i ON i.rowid = b.item_rowid WHERE b.item_rowid = ?',
-    );
-    const removeVector = db.prepare('DELETE FROM memory_vectors WHERE item_rowid = ?');
-    const insertVector = db.prepare('INSERT INTO memory_vectors (item_rowid, index_key, vector) VALUES (?, ?, ?)');
-    const done = db.prepare('DELETE FROM memory_vector_backlog WHERE item_rowid = ?');
     const keys = new Set<string>();
     let written = 0;
+    if (rows.length === 0) return { written, keys };
     await db.transaction(async () => {
-      for (const [position, row] of rows.entries()) {
-        const now = (await current.get(row.rowid)) as { content_hash: string } | undefined;
-        // Deleted meanwhile (nothing to do), or edited meanwhile (the next batch embeds the new text).
-        if (!now || now.content_hash !== row.content_hash) continue;
-        await removeVector.run(row.rowid);
-        await insertVector.run(row.rowid, row.index_key, vectorToBlob(vectors[position]!));
-        await done.run(row.rowid);
-        keys.add(row.index_key);
-        written += 1;
-      }
+      const list = rows.map(() => '?').join(', ');
+      const hashes = new Map(
+        (
+          (await db
+            .prepare(`SELECT b.item_rowid AS rowid, i.content_hash FROM memory_vector_backlog b JOIN memory_items i ON i.rowid = b.item_rowid WHERE b.item_rowid IN (${list})`)
+            .all(...rows.map((row) => row.rowid))) as Array<{ rowid: number; content_hash: string }>
+        ).map((row) => [row.rowid, row.content_hash]),
+      );
+      // Deleted meanwhile (nothing to do), or edited meanwhile (the next batch embeds the new text).
+      const current = rows.flatMap((row, position) => (hashes.get(row.rowid) === row.content_hash ? [{ row, vector: vectors[position]! }] : []));
+      if (current.length === 0) return;
+      // Each list of runs is one synchronous step: no promise per row.
+      await db.prepare('DELETE FROM memory_vectors WHERE item_rowid = ?').runEach(current.map(({ row }) => [row.rowid]));
+      await db
+        .prepare('INSERT INTO memory_vectors (item_rowid, index_key, vector) VALUES (?, ?, ?)')
+        .runEach(current.map(({ row, vector }) => [row.rowid, row.index_key, vectorToBlob(vector)]));
+      await db.prepare('DELETE FROM memory_vector_backlog WHERE item_rowid = ?').runEach(current.map(({ row }) => [row.rowid]));
+      for (const { row } of current) keys.add(row.index_key);
+      written = current.length;
     });
     return { written, keys };
   },
