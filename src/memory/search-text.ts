@@ -32,6 +32,8 @@ const FOLDED_MARKS = /([\p{Script=Latin}\p{Script=Greek}\p{Script=Cyrillic}\p{Sc
 /** Marks with no letter to sit on (emoji variation selectors, keycaps) are not text. */
 const STRAY_MARKS = /(?<![\p{L}\p{M}])\p{M}+/gu;
 const PART = /[\p{L}\p{N}\p{M}]+/gu;
+/** A chunk that is one run of ASCII letters and digits, the common case. */
+const PLAIN_WORD = /^[a-z0-9]+$/;
 /** What may join the parts of one identifier. */
 const CONNECTED = /^[\p{L}\p{N}\p{M}]+(?:[-_.@/:+#][\p{L}\p{N}\p{M}]+)+$/u;
 const ENGLISH_WORD = /^[a-z]+$/;
@@ -63,6 +65,11 @@ function normalize(text: string): string {
 export function searchTokens(text: string): string[] {
   const tokens: string[] = [];
   for (const chunk of normalize(text).split(/\s+/)) {
+    // Most chunks are one plain word: no parts to find, no identifier to join.
+    if (PLAIN_WORD.test(chunk)) {
+      addWord(chunk, tokens);
+      continue;
+    }
     const parts = chunk.match(PART);
     if (!parts) continue;
     for (const part of parts) addPart(part, tokens);
