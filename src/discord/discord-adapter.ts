@@ -220,7 +220,24 @@ export class DiscordAdapter {
    * Stores a message, retrying a failed write with backoff while storage is unhealthy.
    * Undefined when it could not be stored: such a message is never answered.
    */
-  private async store(incoming: IncomingMessage): Promise<HistoryEntry | undefined> {
+  private store(incoming: IncomingMessage): Promise<HistoryEntry | undefined> {
+    // The first attempt on its own: a write that succeeds (nearly every one) costs no retry machinery.
+    let attempt: Promise<HistoryEntry>;
+    try {
+      attempt = this.options.runtime.ingest(incoming);
+    } catch (error) {
+      return this.storeRetrying(incoming, error);
+    }
+    return attempt.then(
+      (entry) => {
+        this.storage.reportSuccess();
+        return entry;
+      },
+      (error: unknown) => this.storeRetrying(incoming, error),
+    );
+  }
+
+  private async storeRetrying(incoming: IncomingMessage, firstError: unknown): Promise<HistoryEntry | undefined> {
     try {
       return await withStorageRetry(() => this.options.runtime.ingest(incoming), {
         health: this.storage,
@@ -229,6 +246,7 @@ export class DiscordAdapter {
         ...(this.options.storageRetryDelaysMs ? { delaysMs: this.options.storageRetryDelaysMs } : {}),
         onRetry: (attempt, delayMs, error) =>
           this.options.events.emit({ type: 'message_store_retry', channel_id: incoming.channelId, attempt, delay_ms: delayMs, error: errorMessage(error) }),
+        firstFailure: { error: firstError },
       });
     } catch (error) {
       this.options.events.emit({ type: 'message_store_failed', channel_id: incoming.channelId, error: errorMessage(error) });

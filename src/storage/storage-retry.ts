@@ -11,6 +11,8 @@ export interface StorageRetryOptions {
   stopped?: () => boolean;
   /** Told about every failed attempt. */
   onRetry?: (attempt: number, delayMs: number, error: Error) => void;
+  /** The first attempt already ran and failed with this (a caller that tried once on its own). */
+  firstFailure?: { error: unknown };
 }
 
 export const DEFAULT_STORAGE_RETRY_DELAYS_MS: readonly number[] = [250, 500, 1000, 2000, 4000, 8000, 16_000, 30_000, 30_000, 30_000];
@@ -25,6 +27,7 @@ export async function withStorageRetry<T>(work: () => T | Promise<T>, options: S
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   for (let attempt = 0; ; attempt += 1) {
     try {
+      if (attempt === 0 && options.firstFailure) throw options.firstFailure.error;
       const result = await work();
       options.health.reportSuccess();
       return result;
