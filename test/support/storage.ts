@@ -15,13 +15,13 @@ export const TEST_STORAGE: 'sqlite' | 'postgres' = process.env.MAGPIE_TEST_STORA
 export const TEST_DATABASE_URL = process.env.MAGPIE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 /** The schema a data dir's data lives in when the tests run on PostgreSQL. */
-export function schemaForDir(dir: string): string {
+function schemaForDir(dir: string): string {
   // `t<run>_…` inside a PostgreSQL suite run (its runner drops them), `t_…` otherwise.
   return `t${process.env.MAGPIE_TEST_RUN ?? ''}_${createHash('sha256').update(dir).digest('hex').slice(0, 20)}`;
 }
 
 /** Where a test's data dir keeps its data, on the backend this run tests. */
-export function testTarget(dir: string): StorageTarget {
+function testTarget(dir: string): StorageTarget {
   return TEST_STORAGE === 'postgres'
     ? { backend: 'postgres', dataDir: dir, url: TEST_DATABASE_URL, schema: schemaForDir(dir) }
     : { backend: 'sqlite', dataDir: dir };
