@@ -231,6 +231,19 @@ test('a client opened on an unreachable server says where, without the password'
   assert.throws(() => new PgPoolClient({ url: TEST_DATABASE_URL, schema: 's', maxConnections: 1 }), /maxConnections must be at least 2/);
 });
 
+test('transactions that can run at once: the pool less its write lane and read lanes, one at the least', async () => {
+  const slots = async (maxConnections?: number): Promise<number> => {
+    const sql = new PgPoolClient({ url: TEST_DATABASE_URL, schema: 's', ...(maxConnections ? { maxConnections } : {}) });
+    try {
+      return sql.transactionSlots;
+    } finally {
+      await sql.close();
+    }
+  };
+  // The default pool of 10 keeps four read lanes and the write lane; a pool of 2 or 3 has none to spare.
+  assert.deepEqual([await slots(), await slots(2), await slots(3), await slots(5)], [5, 1, 2, 3]);
+});
+
 test('the session settings arrive with the connection: schema, deadlines, application name', async (t) => {
   if (!(await requirePostgres(t))) return;
   const sql = await client();

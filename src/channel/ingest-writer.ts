@@ -15,11 +15,13 @@ import type { ChannelLocation, HistoryStore } from './history-store.js';
 const POSTGRES_GROUP_COMMIT_BATCH = 4_000;
 
 /**
- * PostgreSQL commits two groups at once, each on a connection of its own: while one waits for
- * its COMMIT, the server writes the next and the event loop is free to take more messages in
- * (a store in use, 1,000 channels: about 7,500 → 8,600–9,500 messages/s at loopback).
+ * Where transactions run in parallel (PostgreSQL), two groups commit at once, each on a
+ * connection of its own: while one waits for its COMMIT, the server writes the next and the
+ * event loop is free to take more messages in (a store in use, 1,000 channels: about 7,500 →
+ * 8,600–9,500 messages/s at loopback). Only with a slot to spare for the other transactions
+ * (vector batches, turns, compactions): a pool too small for that commits one group at a time.
  */
-const POSTGRES_GROUPS_IN_FLIGHT = 2;
+const GROUPS_IN_FLIGHT = 2;
 
 export interface IngestWriterOptions {
   db: SqlClient;
@@ -48,7 +50,7 @@ export class IngestWriter {
       stored: (payloads) => options.store.heldEntries(payloads.map(({ entry }) => entry)),
       maxBatch: options.maxBatch ?? (isPostgres(options.db) ? POSTGRES_GROUP_COMMIT_BATCH : DEFAULT_GROUP_COMMIT_BATCH),
       // SQLite has one connection: a second group would only wait for the first.
-      concurrency: isPostgres(options.db) ? POSTGRES_GROUPS_IN_FLIGHT : 1,
+      concurrency: options.db.transactionSlots > GROUPS_IN_FLIGHT ? GROUPS_IN_FLIGHT : 1,
     });
     this.stage = options.memory.transcriptStager?.(options.db);
   }

@@ -83,6 +83,9 @@ export class SerialClient implements SqlClient {
     return this.connection.open;
   }
 
+  /** One connection: transactions take turns. */
+  readonly transactionSlots = 1;
+
   get inTransaction(): boolean {
     return this.inside(this.context.getStore());
   }

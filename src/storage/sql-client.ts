@@ -47,6 +47,11 @@ export interface SqlClient {
   readonly open: boolean;
   /** True when the caller's async context is inside one of this client's transactions. */
   readonly inTransaction: boolean;
+  /**
+   * Transactions that can run at once, none waiting for a connection: 1 on SQLite's one
+   * connection; on PostgreSQL the pool less the lanes that keep connections of their own.
+   */
+  readonly transactionSlots: number;
   prepare(sql: string): SqlQuery;
   /** Runs one script (several statements, no parameters). */
   exec(sql: string): Promise<void>;

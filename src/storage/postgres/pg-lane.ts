@@ -165,6 +165,11 @@ export class ReadLanes {
     this.lanes = Array.from({ length: count }, () => new PgLane(connections));
   }
 
+  /** Connections these lanes hold at most. */
+  get size(): number {
+    return this.lanes.length;
+  }
+
   /**
    * The read lane for this turn of the event loop: the least busy one, kept for up to
    * `READS_PER_WRITE` reads, so that reads issued together (a channel's load: history,

@@ -106,6 +106,11 @@ export class PgPoolClient implements SqlClient, PgRunner {
     return this.frame() !== undefined;
   }
 
+  /** The pool less the write lane and the read lanes, each holding a connection while busy. */
+  get transactionSlots(): number {
+    return Math.max(1, this.settings.maxConnections - 1 - this.readLanes.size);
+  }
+
   get health(): PgHealth {
     return this.connections.health;
   }
