@@ -94,8 +94,6 @@ export class DiscordAdapter {
   private sessions = 0;
   /** Per channel, the newest message's turn to reach the store (see `arrivalOrder`). */
   private readonly arrivals = new Map<string, Promise<void>>();
-  /** The view key this adapter last got on record per channel: the next message need not ask again. */
-  private readonly recordedViews = new Map<string, string>();
   /** A message could not be stored: once storage takes writes again, a catch-up fetches it. */
   private lostWhileUnhealthy = false;
 
@@ -316,7 +314,7 @@ export class DiscordAdapter {
       if (!this.admit(normalized)) return;
       // Before the message can become a memory, its channel's view permissions are on record.
       const view = viewOf(message.channel);
-      if (view && this.recordedViews.get(view.channelId) !== view.viewKey) await this.recordView(view);
+      if (view) await this.recordView(view);
       // Messages missed during an outage go first, in order; this one is answered after them.
       const catchingUp = this.catchUp?.before(normalized.incoming.channelId);
       if (catchingUp) await catchingUp;
@@ -439,7 +437,6 @@ export class DiscordAdapter {
       if (await this.options.memory.recordChannelView?.(view)) {
         this.options.events.emit({ type: 'channel_view_recorded', channel_id: view.channelId });
       }
-      this.recordedViews.set(view.channelId, view.viewKey);
     } catch (error) {
       this.options.events.emit({ type: 'channel_view_failed', channel_id: view.channelId, error: errorMessage(error) });
     }

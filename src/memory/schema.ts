@@ -287,7 +287,7 @@ export const MEMORY_MIGRATIONS: readonly Migration[] = [
   {
     // As history-003: led by the message id (which grows with time), a group commit's transcript
     // rows land at the index's right edge instead of on a page per channel. It also serves the
-    // lookup of a message by its id alone (an item named by the platform's message id, as `magpie memory forget` accepts).
+    // lookup of an item by its platform message id alone (as `magpie memory forget` accepts).
     name: 'memory-007-message-id-first',
     async up(db) {
       await db.exec(TRANSCRIPT_MESSAGE_ID_FIRST);

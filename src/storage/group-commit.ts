@@ -261,7 +261,6 @@ export class GroupCommit<P> {
   }
 }
 
-
 function isCommitUnknown(error: unknown): boolean {
   return (error as { code?: unknown } | undefined)?.code === COMMIT_UNKNOWN;
 }
