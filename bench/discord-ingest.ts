@@ -16,11 +16,11 @@ import type { IncomingMessage } from '../src/context/types.js';
 import type { StorageSettings } from '../src/config/types.js';
 import { createDiscordClient, DiscordAdapter, type DiscordRuntime } from '../src/discord/index.js';
 import { testConfig } from '../test/discord-helpers.js';
+import { snowflakeAt } from '../test/fakes/discord/state.js';
 import { startGatewayThread, type GatewayThread } from './gateway-thread.js';
 import { mainThreadCpuMs } from './thread-cpu.js';
 import { collectGarbage, median, type BenchMetric, type BenchReport } from './harness.js';
 import { measureSqliteInsertRate } from './sqlite-ingest-floor.js';
-import { snowflake } from './floor-rows.js';
 import { measurePostgresInsertRate, postgresForBench, type BenchPostgres } from './postgres-bench.js';
 import { startProxyThread } from './proxy-thread.js';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -163,7 +163,8 @@ export async function measureIngest(
     // Straight into the runtime, as many at once as the gateway delivers (each awaited for
     // durability), so the difference is discord.js and the adapter.
     const directStarted = process.hrtime.bigint();
-    await ingestDirect(rig.app, Date.now(), messages);
+    // A millisecond past every id the gateway made: none of these can be taken for one of those.
+    await ingestDirect(rig.app, Date.now() + 1, messages);
     const direct = messages / (Number(process.hrtime.bigint() - directStarted) / 1e9);
     return {
       viaGateway: messages / seconds,
@@ -182,14 +183,13 @@ export async function measureIngest(
   }
 }
 
-/** `count` messages straight into the runtime, 250 in flight at a time, ids `<prefix>-<n>`. */
-/** Messages straight into the runtime, with ids as Discord would have made them at `atMs`. */
+/** `count` messages straight into the runtime, 250 in flight at a time, with ids as Discord would have made them at `atMs`. */
 async function ingestDirect(app: MagpieApp, atMs: number, count: number): Promise<void> {
   const inFlight: Array<Promise<unknown>> = [];
   for (let index = 0; index < count; index += 1) {
     inFlight.push(
       app.runtime.ingest({
-        messageId: snowflake(atMs, index),
+        messageId: snowflakeAt(atMs, index),
         channelId: channelId(index % CHANNELS),
         guildId: '800000000000000001',
         authorId: USER,

@@ -3,6 +3,7 @@
  * messages: `index` round-robin over `channels`, search text included.
  */
 import { searchText } from '../src/memory/search-text.js';
+import { snowflakeAt } from '../test/fakes/discord/state.js';
 
 export interface FloorRow {
   channel: string;
@@ -16,17 +17,6 @@ export interface FloorRow {
   turn: number;
 }
 
-/** Discord's epoch: snowflakes count milliseconds from it in their upper bits. */
-const DISCORD_EPOCH_MS = 1_420_070_400_000n;
-
-/**
- * A message id shaped like Discord's, the `index`-th of those made at `atMs`: ids grow with time
- * as the gateway's do, and the order of the message indexes depends on that.
- */
-export function snowflake(atMs: number, index: number): string {
-  return ((BigInt(Math.floor(atMs)) - DISCORD_EPOCH_MS) * 4_194_304n + BigInt(index)).toString();
-}
-
 /** When the floor's messages were written, as far as their ids tell. */
 const FLOOR_MS = Date.UTC(2026, 0, 1);
 
@@ -35,7 +25,8 @@ export function floorRow(index: number, channels: number): FloorRow {
   return {
     channel: (700_000_000_000_000_000n + BigInt(index % channels)).toString(),
     seq: Math.floor(index / channels) + 1,
-    messageId: snowflake(FLOOR_MS, index),
+    // Shaped like the gateway's ids, which grow with time: the order of the message indexes depends on it.
+    messageId: snowflakeAt(FLOOR_MS, index),
     text,
     searchText: searchText(text),
     hash: `h${index}`,

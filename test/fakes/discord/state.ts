@@ -7,6 +7,11 @@ import { FAKE_BOT_ID, FAKE_GUILD_ID, type FakeChannel, type FakeDiscordOptions, 
 
 const DISCORD_EPOCH = 1_420_070_400_000n;
 
+/** A snowflake as Discord makes them: the time (ms since the epoch) in the upper bits, then 22 bits of sequence. */
+export function snowflakeAt(at: number, sequence: bigint | number): string {
+  return (((BigInt(Math.floor(at)) - DISCORD_EPOCH) << 22n) | (BigInt(sequence) & 0x3fffffn)).toString();
+}
+
 export class DiscordState {
   readonly users = new Map<string, FakeUser>();
   readonly channels = new Map<string, FakeChannel>();
@@ -35,7 +40,7 @@ export class DiscordState {
   /** A fresh snowflake whose timestamp is `at` (ms since the epoch), so seeded history sorts by time. */
   idAt(at: number): string {
     this.idCounter += 1n;
-    return (((BigInt(at) - DISCORD_EPOCH) << 22n) | (this.idCounter & 0x3fffffn)).toString();
+    return snowflakeAt(at, this.idCounter);
   }
 
   requireUser(id: string): FakeUser {
