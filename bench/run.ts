@@ -16,6 +16,7 @@ const BENCHMARKS: Record<string, () => Promise<{ run: Benchmark }>> = {
   'token-calibration': () => import('./token-calibration.js'),
   'memory-vector': () => import('./memory-vector.js'),
   'memory-search': () => import('./memory-search.js'),
+  'memory-search-postgres': () => import('./memory-search-postgres.js'),
   'index-validation': () => import('./index-validation.js'),
   'metrics-overhead': () => import('./metrics-overhead.js'),
   'pg-raw': () => import('./pg-raw.js'),

@@ -37,7 +37,7 @@ async function rank(
   db: SqlClient,
   dataDir: string,
   fullText: (db: SqlClient) => FullText,
-  options: { query?: string; postings?: number; extra?: TranscriptEntryInput[] } = {},
+  options: { query?: string; counts?: number[]; extra?: TranscriptEntryInput[] } = {},
 ): Promise<Array<{ id: string; strength: number }>> {
   const store = await openMemoryStore({ db, dataDir, settings: DEFAULTS.memory });
   try {
@@ -47,7 +47,7 @@ async function rank(
     await store.close();
   }
   const view = await visibility({ channelId: 'busy' }, 'channel');
-  const hits = await fullText(db).candidates(searchTerms(options.query ?? 'budget'), { visibility: view }, 20, SCAN, options.postings);
+  const hits = await fullText(db).candidates(searchTerms(options.query ?? 'budget'), { visibility: view }, 20, SCAN, options.counts);
   const ids = (await db.prepare('SELECT rowid, message_id FROM memory_items').all()) as Array<{ rowid: number; message_id: string }>;
   const byRowid = new Map(ids.map((row) => [Number(row.rowid), row.message_id]));
   return hits.map((hit) => ({ id: byRowid.get(Number(hit.label))!, strength: hit.strength }));
@@ -88,12 +88,33 @@ test('PostgreSQL ranks the same newest rows with the same BM25 as SQLite when th
   });
 });
 
+test('on PostgreSQL the caller\'s counts are the document frequencies: exact ones give SQLite\'s strengths, stale ones the same rows', async (t) => {
+  if (!(await requirePostgres(t))) return;
+  await withBothBackends('search-scan-cap counts test', async (sqlite, postgres) => {
+    const expected = await rank(sqlite.db, sqlite.dir, (client) => new Fts5FullText(client));
+    await rank(postgres.db, postgres.dir, (client) => new PgFullText(client));
+    const counts = await new PgFullText(postgres.db).termCounts(searchTerms('budget'));
+    assert.deepEqual(counts, [320]);
+    const counted = await rank(postgres.db, postgres.dir, (client) => new PgFullText(client), { counts });
+    assert.deepEqual(
+      counted.map((hit) => hit.id),
+      expected.map((hit) => hit.id),
+    );
+    counted.forEach((hit, position) => assert.ok(Math.abs(hit.strength - expected[position]!.strength) < 1e-9, `strength of ${hit.id}`));
+    // A count kept from before 20 more rows said the word: the rows ranked are the same (the
+    // newest in scope), and only the IDF moves.
+    const stale = await rank(postgres.db, postgres.dir, (client) => new PgFullText(client), { counts: [300] });
+    assert.deepEqual(new Set(stale.map((hit) => hit.id)), new Set(counted.map((hit) => hit.id)));
+    assert.ok(stale.every((hit) => hit.strength > 0));
+  });
+});
+
 test('a stale count of postings below the budget still ranks only the newest rows in scope', async () => {
   await withTempDir(async (sqliteDir) => {
     const db = await openDatabase(sqliteDir, ALL_MIGRATIONS);
     try {
       // The hint says one row matches: 320 do, so the capped scan must still be used.
-      const hits = await rank(db, sqliteDir, (client) => new Fts5FullText(client), { postings: 1 });
+      const hits = await rank(db, sqliteDir, (client) => new Fts5FullText(client), { counts: [1] });
       const allowed = newestInScope();
       assert.equal(hits.length, 20);
       for (const hit of hits) assert.ok(allowed.has(hit.id), `${hit.id} is not among the newest ${SCAN} of the channel`);
@@ -122,7 +143,7 @@ test('words in fewer messages than the budget rank every match in scope, none fr
       const hits = await rank(db, sqliteDir, (client) => new Fts5FullText(client), options);
       assert.deepEqual(new Set(hits.map((hit) => hit.id)), inScope);
       // The same rows and order whether or not the caller passes its (here exact) count.
-      const hinted = await rank(db, sqliteDir, (client) => new Fts5FullText(client), { ...options, postings: 12 });
+      const hinted = await rank(db, sqliteDir, (client) => new Fts5FullText(client), { ...options, counts: await new Fts5FullText(db).termCounts(searchTerms(options.query)) });
       assert.deepEqual(hinted, hits);
     } finally {
       await db.close();

@@ -19,11 +19,14 @@ export class Fts5FullText implements FullText {
     filter: FullTextFilter,
     count: number,
     scan: number,
-    postings?: number,
+    counts?: readonly number[],
   ): Promise<Array<{ label: number; strength: number }>> {
     const anyTerm = ftsAnyOf(terms);
+    const postings = counts?.reduce((sum, count) => sum + count, 0);
     if (!anyTerm) return [];
     const contentMatch = `fts_text : (${anyTerm})`;
+    // Strengths are ordered to nine decimals, then by rowid: two rows whose BM25 differs only by
+    // the order its terms were summed in tie, and take the same order on both backends.
     // bm25() computes statistics for every phrase of its MATCH, so it ranks the content terms
     // alone, and the scope is applied beside it.
     const rows =
@@ -49,7 +52,7 @@ export class Fts5FullText implements FullText {
       .prepare(
         `SELECT f.rowid AS label, bm25(memory_fts, 1.0, 0.0) AS rank FROM memory_fts f JOIN memory_items i ON i.rowid = f.rowid
          WHERE memory_fts MATCH ? AND ${filterClause}
-         ORDER BY rank, label LIMIT ?`,
+         ORDER BY round(rank, 9), label LIMIT ?`,
       )
       .all(contentMatch, ...params, count)) as Array<{ label: number; rank: number }>;
   }
@@ -67,7 +70,7 @@ export class Fts5FullText implements FullText {
       .prepare(
         `SELECT rowid AS label, bm25(memory_fts, 1.0, 0.0) AS rank FROM memory_fts
          WHERE memory_fts MATCH ? AND +rowid IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY rowid DESC LIMIT ?)
-         ORDER BY rank, label LIMIT ?`,
+         ORDER BY round(rank, 9), label LIMIT ?`,
       )
       .all(contentMatch, `${filters.join(' AND ')} AND ${contentMatch}`, scan, count)) as Array<{ label: number; rank: number }>;
   }

@@ -35,14 +35,16 @@ export interface FullText {
    * The `count` best rows matching any term within the filter; strength is BM25 (higher is
    * better). Only the `scan` newest such rows (by rowid) are ranked, so a query on a word said
    * in many thousand messages costs what a rarer one does; IDF still counts the whole store.
-   * `postings`, the terms' store-wide row counts as last counted, is a hint of the cost (it may
-   * be stale): it never changes which rows are ranked.
+   * `counts`, each term's store-wide row count as `termCounts` gave it (in the terms' order),
+   * never changes which rows are ranked. SQLite takes their sum as a hint of the cost; PostgreSQL
+   * takes them as the terms' document frequencies instead of counting every match again, so a
+   * count the caller kept for a while (the search keeps them 30 s) shows in the strengths there.
    */
   candidates(
     terms: readonly string[],
     filter: FullTextFilter,
     count: number,
     scan: number,
-    postings?: number,
+    counts?: readonly number[],
   ): Promise<Array<{ label: number; strength: number }>>;
 }

@@ -276,7 +276,7 @@ export class HybridSearch {
   }
 
   private async textCandidates(request: HybridSearchRequest, count: number): Promise<Array<{ label: number; strength: number }>> {
-    const { terms, postings } = await this.affordableTerms(searchTerms(request.queryText));
+    const { terms, counts } = await this.affordableTerms(searchTerms(request.queryText));
     if (terms.length === 0) return [];
     return this.fullText.candidates(
       terms,
@@ -287,28 +287,34 @@ export class HybridSearch {
       },
       count,
       this.tuning.textPostingBudget,
-      postings,
+      counts,
     );
   }
 
-  /** The rarest terms whose postings fit the budget; terms found nowhere are dropped. */
-  private async affordableTerms(terms: string[]): Promise<{ terms: string[]; postings: number }> {
-    const counts = await this.termCounts(terms);
+  /** The rarest terms whose postings fit the budget, with their counts; terms found nowhere are dropped. */
+  private async affordableTerms(terms: string[]): Promise<{ terms: string[]; counts: number[] }> {
+    const everyCount = await this.termCounts(terms);
     const counted = terms
-      .map((term, position) => ({ term, count: counts[position]! }))
+      .map((term, position) => ({ term, count: everyCount[position]! }))
       .filter((entry) => entry.count > 0)
       .sort((left, right) => left.count - right.count);
     const chosen: string[] = [];
+    const counts: number[] = [];
     let postings = 0;
     for (const entry of counted) {
       if (chosen.length > 0 && postings + entry.count > this.tuning.textPostingBudget) break;
       chosen.push(entry.term);
+      counts.push(entry.count);
       postings += entry.count;
     }
-    return { terms: chosen, postings };
+    return { terms: chosen, counts };
   }
 
-  /** Document counts of the terms, from the cache where it is fresh, the rest in one go. */
+  /**
+   * Document counts of the terms, from the cache where it is fresh, the rest in one go. Only
+   * words found somewhere are cached: a word searched before anyone said it is counted again
+   * next time, or it would stay unsearchable for the cache's lifetime after it was first said.
+   */
   private async termCounts(terms: string[]): Promise<number[]> {
     const now = performance.now();
     if (this.termCountCache.size > 20_000) this.termCountCache.clear();
@@ -324,7 +330,7 @@ export class HybridSearch {
       const counts = await this.fullText.termCounts(missing);
       missing.forEach((term, position) => {
         known.set(term, counts[position]!);
-        this.termCountCache.set(term, { count: counts[position]!, at: now });
+        if (counts[position]! > 0) this.termCountCache.set(term, { count: counts[position]!, at: now });
       });
     }
     return terms.map((term) => known.get(term)!);

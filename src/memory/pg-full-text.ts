@@ -27,8 +27,9 @@ const SAMPLE_ROWS = 20_000;
  * the tokens are indexed as FTS5 indexes them) under a GIN index, ranked by the
  * BM25 that FTS5's bm25() computes, so strengths (and the fusion tuned on them) mean the same on
  * both backends: IDF from store-wide document frequencies, term frequencies from the tsvector's
- * positions, length normalized by the store's average. One statement per search; the store's
- * row count and average length are cached, the count advanced by the rowids added since.
+ * positions, length normalized by the store's average. One statement per search (the terms'
+ * document frequencies come from the caller's counts); the store's row count and average
+ * length are cached, the count advanced by the rowids added since.
  */
 export class PgFullText implements FullText {
   private stats: CorpusStats | undefined;
@@ -51,45 +52,69 @@ export class PgFullText implements FullText {
     filter: FullTextFilter,
     count: number,
     scan: number,
+    counts?: readonly number[],
   ): Promise<Array<{ label: number; strength: number }>> {
     if (terms.length === 0) return [];
+    // Counting a word's rows reads every one of them: the caller's counts are used when it has
+    // them (the search counts its terms first to choose them), so no search counts twice.
+    const frequencies = counts?.length === terms.length ? counts : await this.termCounts(terms);
     const stats = await this.corpusStats();
     const { sql: filterClause, params } = filterSql(filter);
-    // Each distinct lexeme of the query is one BM25 term. Every row matching any of them is read
-    // once: its scope decides whether it is a candidate, and all of them count towards each
-    // lexeme's document frequency, store-wide as FTS5 counts a phrase's rows for its IDF. Only
-    // the `scan` newest visible ones are ranked, the rows FTS5 ranks.
-    // (`materialized` in lower case: the dialect translation quotes capitalized words after AS.)
+    // Each distinct lexeme of the query is one BM25 term, weighted by its store-wide document
+    // frequency (as FTS5 counts a phrase's rows for its IDF). A term counted as a whole is one
+    // lexeme (the search text's words are); should one ever make several, each lexeme is
+    // counted on its own. Every match is read once through the full-text index, its scope
+    // computed beside it rather than planned as a second index (a prepared statement's generic
+    // plan would intersect the GIN matches with the scope's whole posting list), and only the
+    // `scan` newest visible ones are ranked, the rows FTS5 ranks, ordered as FTS5's are (to nine
+    // decimals, then by rowid: the sum's order differs between the two). Materialized, so the
+    // generic plan cannot walk the table newest first instead. (`materialized` in lower case:
+    // the dialect translation quotes capitalized words after AS.)
     const rows = (await this.db
       .prepare(
-        `WITH lexemes AS materialized (
-           SELECT DISTINCT u.lexeme FROM json_array_elements_text(?::json) AS t(term), unnest(to_tsvector('simple', t.term)) AS u
-         ),
-         anywhere AS materialized (
-           SELECT i.rowid, i.fts, i.fts_length, (${filterClause}) AS visible FROM memory_items i
-            WHERE i.fts @@ (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM lexemes)
+        `WITH terms AS materialized (
+           SELECT u.lexeme, t.hits, count(*) OVER (PARTITION BY t.position) AS parts
+             FROM json_to_recordset(?::json) AS t(position int, term text, hits float8), unnest(to_tsvector('simple', t.term)) AS u
          ),
          corpus AS (
            SELECT ?::float8 + greatest(0, (SELECT coalesce(max(rowid), 0) FROM memory_items) - ?::float8) AS rows
          ),
          weights AS materialized (
-           SELECT l.lexeme, greatest(1e-6, ln((c.rows - h.hits + 0.5) / (h.hits + 0.5))) AS idf
-             FROM lexemes l CROSS JOIN corpus c
-             CROSS JOIN LATERAL (SELECT count(*) AS hits FROM anywhere a WHERE a.fts @@ quote_literal(l.lexeme)::tsquery) h
+           SELECT l.lexeme, greatest(1e-6, ln(greatest(1e-6, (c.rows - l.hits + 0.5) / (l.hits + 0.5)))) AS idf
+             FROM (
+               SELECT DISTINCT ON (lexeme) lexeme,
+                      CASE WHEN parts = 1 THEN hits
+                           ELSE (SELECT count(*) FROM memory_items m WHERE m.fts @@ quote_literal(lexeme)::tsquery) END AS hits
+                 FROM terms ORDER BY lexeme, parts
+             ) l CROSS JOIN corpus c
+         ),
+         anywhere AS materialized (
+           SELECT i.rowid, i.fts, i.fts_length, (${filterClause}) AS visible FROM memory_items i
+            WHERE i.fts @@ (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM weights)
          ),
          ranked AS (
            SELECT rowid, fts, fts_length FROM anywhere WHERE visible ORDER BY rowid DESC LIMIT ?
          )
-         SELECT m.rowid AS label,
-                sum(w.idf * f.tf * ${K1 + 1} / (f.tf + ${K1} * (${1 - B} + ${B} * m.fts_length / ?::float8))) AS strength
-           FROM ranked m
-           CROSS JOIN LATERAL (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf FROM unnest(m.fts) AS u) f
-           JOIN weights w ON w.lexeme = f.lexeme
-          GROUP BY m.rowid
-          ORDER BY strength DESC, label
+         SELECT label, strength FROM (
+           SELECT m.rowid AS label,
+                  sum(w.idf * f.tf * ${K1 + 1} / (f.tf + ${K1} * (${1 - B} + ${B} * m.fts_length / ?::float8))) AS strength
+             FROM ranked m
+             CROSS JOIN LATERAL (SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf FROM unnest(m.fts) AS u) f
+             JOIN weights w ON w.lexeme = f.lexeme
+            GROUP BY m.rowid
+         ) scored
+          ORDER BY round(strength::numeric, 9) DESC, label
           LIMIT ?`,
       )
-      .all(JSON.stringify(terms), ...params, stats.rows, stats.top, scan, stats.averageLength, count)) as Array<{ label: number; strength: number }>;
+      .all(
+        JSON.stringify(terms.map((term, position) => ({ position, term, hits: frequencies[position] }))),
+        stats.rows,
+        stats.top,
+        ...params,
+        scan,
+        stats.averageLength,
+        count,
+      )) as Array<{ label: number; strength: number }>;
     return rows;
   }
 

@@ -47,6 +47,7 @@ export const POSTGRES_SUITE = [
   'ingest-durability',
   'memory-store',
   'search-phrasing',
+  'search-new-words',
   'search-time',
   'search-migration',
   'message-id-index',
