@@ -106,6 +106,12 @@ test('on PostgreSQL the caller\'s counts are the document frequencies: exact one
     const stale = await rank(postgres.db, postgres.dir, (client) => new PgFullText(client), { counts: [300] });
     assert.deepEqual(new Set(stale.map((hit) => hit.id)), new Set(counted.map((hit) => hit.id)));
     assert.ok(stale.every((hit) => hit.strength > 0));
+    // More rows than the store's row count holds (a large store's count is the planner's
+    // estimate, which can lag): the word weighs next to nothing, as FTS5 weighs a word in
+    // every row, and the search does not fail on the logarithm of a negative number.
+    const beyond = await rank(postgres.db, postgres.dir, (client) => new PgFullText(client), { counts: [1_000_000] });
+    assert.deepEqual(new Set(beyond.map((hit) => hit.id)), new Set(counted.map((hit) => hit.id)));
+    assert.ok(beyond.every((hit) => hit.strength >= 0 && hit.strength < 1e-4), JSON.stringify(beyond.slice(0, 3)));
   });
 });
 
