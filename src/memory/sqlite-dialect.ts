@@ -3,6 +3,7 @@ import { vectorToBlob } from './embedder.js';
 import type { BacklogRow, MemoryDialect } from './dialect.js';
 import { Fts5FullText } from './fts5-full-text.js';
 import { stageEach } from './item-writes.js';
+import { padded } from './item-rows.js';
 
 /** SQLite: FTS5, json_each, and one cheap statement per row (there are no round trips). */
 export const sqliteMemoryDialect: MemoryDialect = {
@@ -32,12 +33,15 @@ export const sqliteMemoryDialect: MemoryDialect = {
     let written = 0;
     if (rows.length === 0) return { written, keys };
     await db.transaction(async () => {
-      const list = rows.map(() => '?').join(', ');
+      const rowids = padded(rows.map((row) => row.rowid));
       const hashes = new Map(
         (
           (await db
-            .prepare(`SELECT b.item_rowid AS rowid, i.content_hash FROM memory_vector_backlog b JOIN memory_items i ON i.rowid = b.item_rowid WHERE b.item_rowid IN (${list})`)
-            .all(...rows.map((row) => row.rowid))) as Array<{ rowid: number; content_hash: string }>
+            .prepare(
+              `SELECT b.item_rowid AS rowid, i.content_hash FROM memory_vector_backlog b JOIN memory_items i ON i.rowid = b.item_rowid
+                WHERE b.item_rowid IN (${rowids.map(() => '?').join(', ')})`,
+            )
+            .all(...rowids)) as Array<{ rowid: number; content_hash: string }>
         ).map((row) => [row.rowid, row.content_hash]),
       );
       // Deleted meanwhile (nothing to do), or edited meanwhile (the next batch embeds the new text).
