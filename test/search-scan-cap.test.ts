@@ -166,3 +166,54 @@ test('words in fewer messages than the budget rank every match in scope, none fr
     actual.forEach((hit, position) => assert.ok(Math.abs(hit.strength - expected[position]!.strength) < 1e-9, `strength of ${hit.id}`));
   });
 });
+
+test('on PostgreSQL a channel whose matches are all old, behind many newer ones elsewhere, still gets its own newest', async (t) => {
+  // 'quiet' said "budget" long ago and has talked of other things since; the store's newest
+  // "budget" lines are all elsewhere. Going by its share of the store, the newest part of the
+  // table should hold enough of its matches, and it holds none: PostgreSQL must read on.
+  const extra: TranscriptEntryInput[] = [
+    ...Array.from({ length: 60 }, (_, index) => ({
+      channelId: 'quiet',
+      messageId: `q-old${index}`,
+      authorId: 'cy',
+      authorName: 'Cy',
+      content: `budget${' item'.repeat(index % 5)}`,
+      createdAt: 1_600_000_000_000 + index * 60_000,
+    })),
+    ...Array.from({ length: 400 }, (_, index) => ({
+      channelId: 'quiet',
+      messageId: `q-new${index}`,
+      authorId: 'cy',
+      authorName: 'Cy',
+      content: `lunch plans ${index}`,
+      createdAt: 1_900_000_000_000 + index * 60_000,
+    })),
+  ];
+  const rankQuiet = async (db: SqlClient, dir: string, fullText: (db: SqlClient) => FullText): Promise<string[]> => {
+    const store = await openMemoryStore({ db, dataDir: dir, settings: DEFAULTS.memory });
+    try {
+      // The old lines first, then the whole busy corpus, then the new ones.
+      await store.archiveTranscript(extra.slice(0, 60));
+      await store.archiveTranscript(corpus());
+      await store.archiveTranscript(extra.slice(60));
+      await store.whenIndexed();
+    } finally {
+      await store.close();
+    }
+    const view = await visibility({ channelId: 'quiet' }, 'channel');
+    const terms = searchTerms('budget');
+    const engine = fullText(db);
+    const hits = await engine.candidates(terms, { visibility: view }, 20, SCAN, await engine.termCounts(terms));
+    const ids = (await db.prepare('SELECT rowid, message_id FROM memory_items').all()) as Array<{ rowid: number; message_id: string }>;
+    const byRowid = new Map(ids.map((row) => [Number(row.rowid), row.message_id]));
+    return hits.map((hit) => byRowid.get(Number(hit.label))!);
+  };
+  if (!(await requirePostgres(t))) return;
+  await withBothBackends('search-scan-cap old matches test', async (sqlite, postgres) => {
+    const expected = await rankQuiet(sqlite.db, sqlite.dir, (client) => new Fts5FullText(client));
+    assert.equal(expected.length, 20);
+    // Only the newest SCAN of quiet's 60 old matches are ranked.
+    for (const id of expected) assert.ok(Number(id.replace('q-old', '')) >= 60 - SCAN, id);
+    assert.deepEqual(await rankQuiet(postgres.db, postgres.dir, (client) => new PgFullText(client)), expected);
+  });
+});
