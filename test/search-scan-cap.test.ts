@@ -47,7 +47,11 @@ async function rank(
     await store.close();
   }
   const view = await visibility({ channelId: 'busy' }, 'channel');
-  const hits = await fullText(db).candidates(searchTerms(options.query ?? 'budget'), { visibility: view }, 20, SCAN, options.counts);
+  return withMessageIds(db, await fullText(db).candidates(searchTerms(options.query ?? 'budget'), { visibility: view }, 20, SCAN, options.counts));
+}
+
+/** Full-text hits named by their message ids. */
+async function withMessageIds(db: SqlClient, hits: Array<{ label: number; strength: number }>): Promise<Array<{ id: string; strength: number }>> {
   const ids = (await db.prepare('SELECT rowid, message_id FROM memory_items').all()) as Array<{ rowid: number; message_id: string }>;
   const byRowid = new Map(ids.map((row) => [Number(row.rowid), row.message_id]));
   return hits.map((hit) => ({ id: byRowid.get(Number(hit.label))!, strength: hit.strength }));
@@ -204,9 +208,7 @@ test('on PostgreSQL a channel whose matches are all old, behind many newer ones 
     const terms = searchTerms('budget');
     const engine = fullText(db);
     const hits = await engine.candidates(terms, { visibility: view }, 20, SCAN, await engine.termCounts(terms));
-    const ids = (await db.prepare('SELECT rowid, message_id FROM memory_items').all()) as Array<{ rowid: number; message_id: string }>;
-    const byRowid = new Map(ids.map((row) => [Number(row.rowid), row.message_id]));
-    return hits.map((hit) => byRowid.get(Number(hit.label))!);
+    return (await withMessageIds(db, hits)).map((hit) => hit.id);
   };
   if (!(await requirePostgres(t))) return;
   await withBothBackends('search-scan-cap old matches test', async (sqlite, postgres) => {

@@ -32,9 +32,7 @@ const SHARES_KEPT = 256;
 
 interface RankedRows {
   rows: Array<{ label: number; strength: number }>;
-  /** Rows ranked: `scan`, unless fewer visible rows matched. */
-  ranked: number;
-  /** Matching rows read, and how many of them the filter let through. */
+  /** Matching rows read, and how many of them the filter let through (the newest `scan` of those were ranked). */
   read: number;
   visible: number;
 }
@@ -92,7 +90,7 @@ export class PgFullText implements FullText {
     if (floor !== undefined) {
       const bounded = await rank(floor);
       this.noteShare(shareKey, bounded);
-      if (bounded.ranked >= scan) return bounded.rows;
+      if (bounded.visible >= scan) return bounded.rows;
     }
     const whole = await rank(undefined);
     this.noteShare(shareKey, whole);
@@ -114,15 +112,15 @@ export class PgFullText implements FullText {
   }
 
   /** Remembers the share of a search's matches its filter let through, for the next search. */
-  private noteShare(shareKey: string, ranked: RankedRows): void {
-    if (ranked.read === 0) return;
+  private noteShare(shareKey: string, outcome: RankedRows): void {
+    if (outcome.read === 0) return;
     if (!this.shares.has(shareKey) && this.shares.size >= SHARES_KEPT) this.shares.clear();
-    this.shares.set(shareKey, ranked.visible / ranked.read);
+    this.shares.set(shareKey, outcome.visible / outcome.read);
   }
 
   /**
    * BM25 over the `scan` newest visible matches (`bounded`: with a rowid above the floor), and how
-   * many rows were ranked. Each distinct lexeme of the query is one BM25 term, weighted by its
+   * many matches were read and visible. Each distinct lexeme of the query is one BM25 term, weighted by its
    * store-wide document frequency (as FTS5 counts a phrase's rows for its IDF). A term counted as
    * a whole is one lexeme (the search text's words are); should one ever make several, each
    * lexeme is counted on its own. Every match is read once through the full-text index, its
@@ -157,7 +155,7 @@ export class PgFullText implements FullText {
            SELECT i.rowid, i.fts, i.fts_length, (${filterClause}) AS visible FROM memory_items i
             WHERE ${bound}i.fts @@ (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM weights)
          ),
-         ranked AS materialized (
+         ranked AS (
            SELECT rowid, fts, fts_length FROM anywhere WHERE visible ORDER BY rowid DESC LIMIT ?
          ),
          best AS (
@@ -175,18 +173,16 @@ export class PgFullText implements FullText {
             ORDER BY round(strength::numeric, 9) DESC, label
             LIMIT ?
          )
-         SELECT b.label, b.strength, c.ranked, c.read, c.visible
-           FROM (SELECT (SELECT count(*) FROM ranked) AS ranked, (SELECT count(*) FROM anywhere) AS read,
-                        (SELECT count(*) FROM anywhere WHERE visible) AS visible) c
+         SELECT b.label, b.strength, c.read, c.visible
+           FROM (SELECT count(*) AS read, count(*) FILTER (WHERE visible) AS visible FROM anywhere) c
            LEFT JOIN best b ON true
           ORDER BY round(b.strength::numeric, 9) DESC NULLS LAST, b.label`,
       )
-      .all(...values)) as Array<{ label: number | null; strength: number; ranked: number; read: number; visible: number }>;
+      .all(...values)) as Array<{ label: number | null; strength: number; read: number; visible: number }>;
     // Always one row at least, for the counts: without a match its label is null.
     const first = rowsOut[0];
     return {
       rows: rowsOut.filter((row) => row.label !== null).map((row) => ({ label: row.label!, strength: row.strength })),
-      ranked: first ? Number(first.ranked) : 0,
       read: first ? Number(first.read) : 0,
       visible: first ? Number(first.visible) : 0,
     };

@@ -299,7 +299,7 @@ export const MEMORY_MIGRATIONS: readonly Migration[] = [
     // index once the list is past its limit (4 MB by default); until then every full-text lookup
     // and every word count reads the whole list. A 512 kB list costs a search under a millisecond
     // instead of about four (a word's count: 6.5 → 1.3 ms, median, at 100,000 rows), and ingest
-    // merges more often (the raw insert rate of a store in use, 5-8% lower). SQLite: nothing to do.
+    // merges more often (the raw insert rate of a store in use, 5–9% lower). SQLite: nothing to do.
     name: 'memory-008-gin-pending-list',
     async up() {},
     postgres: `ALTER INDEX memory_items_fts SET (gin_pending_list_limit = 512);`,
