@@ -43,6 +43,9 @@ describe('guild scope follows Discord view permissions', () => {
     await bot.app.memory.save({ location: location(PRIVATE_THREAD), content: 'The thread codeword is vermilion', memoryType: 'fact' });
     await bot.app.memory.save({ location: location(PUBLIC_THREAD), content: 'The open thread codeword is saffron', memoryType: 'fact' });
 
+    // The bot records every channel's view permissions as it starts; until a channel's are
+    // recorded it shares with no one (by design), so the first search waits for that.
+    await waitUntil(async () => (await seen(QUIET)).some((content) => content.includes('heliotrope')), 'public channels share');
     const inQuiet = await seen(QUIET);
     assert.ok(inQuiet.some((content) => content.includes('heliotrope')), 'public channels share');
     assert.ok(inQuiet.some((content) => content.includes('saffron')), 'a public thread shares with its parent’s peers');
