@@ -1,4 +1,5 @@
 import type { Migration } from '../storage/database.js';
+import { KeyedRead } from '../storage/keyed-read.js';
 import type { SqlClient } from '../storage/sql-client.js';
 import { clampFactor, UNCALIBRATED, type Calibration } from '../context/calibration.js';
 
@@ -47,7 +48,7 @@ export class CalibrationStore {
 
   constructor(db: SqlClient) {
     this.statements = {
-      get: db.prepare('SELECT factor, observations, message_factor, tool_factor FROM history_calibration WHERE channel_id = ?'),
+      get: new KeyedRead(db, 'SELECT factor, observations, message_factor, tool_factor FROM history_calibration WHERE channel_id = @key'),
       put: db.prepare(
         `INSERT INTO history_calibration (channel_id, factor, observations, message_factor, tool_factor, updated_at) VALUES (?, ?, ?, ?, ?, ?)
          ON CONFLICT (channel_id) DO UPDATE SET factor = excluded.factor, observations = excluded.observations,
@@ -57,7 +58,7 @@ export class CalibrationStore {
   }
 
   async load(channelId: string): Promise<Calibration> {
-    const row = (await this.statements.get.get(channelId)) as CalibrationRow | undefined;
+    const row = (await this.statements.get.row(channelId)) as CalibrationRow | undefined;
     if (!row || !Number.isFinite(row.factor)) return { ...UNCALIBRATED };
     const calibration: Calibration = { factor: clampFactor(row.factor), observations: Number(row.observations) };
     // A row an older build wrote has no parts: the whole factor stands in until the next response.

@@ -1,4 +1,5 @@
 import { MagpieError } from '../common/errors.js';
+import { KeyedRead } from '../storage/keyed-read.js';
 import type { SqlClient } from '../storage/sql-client.js';
 import { channelDialectFor } from './channel-dialect.js';
 import type { EntryKind, HistoryEntry, SummaryEntry } from '../context/types.js';
@@ -77,7 +78,51 @@ export function toSummary(row: SummaryRow): SummaryEntry {
 export class HistoryStore implements SummaryWrites {
   private readonly statements;
 
+  /** What loading a channel reads: on PostgreSQL a burst of channels shares each statement. */
+  private readonly loads;
+
   constructor(private readonly db: SqlClient) {
+    const bySeq = (left: Record<string, unknown>, right: Record<string, unknown>): number => Number(left.seq) - Number(right.seq);
+    this.loads = {
+      // The suffix from live_from_seq, and before it the entries of turns that go on past it.
+      liveEntries: new KeyedRead(
+        db,
+        `SELECT * FROM history_entries
+          WHERE channel_id = @key
+            AND seq >= COALESCE((SELECT live_from_seq FROM history_channels WHERE channel_id = @key), 0)
+         UNION ALL
+         SELECT * FROM history_entries
+          WHERE channel_id = @key
+            AND seq < COALESCE((SELECT live_from_seq FROM history_channels WHERE channel_id = @key), 0)
+            AND turn_id IN (
+              SELECT turn_id FROM history_entries
+               WHERE channel_id = @key
+                 AND seq >= COALESCE((SELECT live_from_seq FROM history_channels WHERE channel_id = @key), 0))
+          ORDER BY seq`,
+        bySeq,
+      ),
+      liveSummaries: new KeyedRead(
+        db,
+        'SELECT * FROM history_summaries WHERE channel_id = @key AND live = 1 ORDER BY from_seq',
+        (left, right) => Number(left.from_seq) - Number(right.from_seq),
+      ),
+      // The counters, where the channel is and its newest platform id, one row for any channel.
+      // Longest first, then greatest: numeric order for digit strings without leading zeros.
+      facts: new KeyedRead(
+        db,
+        `SELECT (SELECT MAX(seq) FROM history_entries WHERE channel_id = @key) AS max_seq,
+                (SELECT MAX(to_seq) FROM history_summaries WHERE channel_id = @key) AS max_summary_seq,
+                (SELECT MAX(turn_id) FROM history_entries WHERE channel_id = @key) AS max_turn,
+                (SELECT COUNT(*) FROM history_entries WHERE channel_id = @key) AS total,
+                (SELECT guild_id FROM history_entries
+                  WHERE channel_id = @key AND (guild_id IS NOT NULL OR dm_user_id IS NOT NULL) ORDER BY seq DESC LIMIT 1) AS guild_id,
+                (SELECT dm_user_id FROM history_entries
+                  WHERE channel_id = @key AND (guild_id IS NOT NULL OR dm_user_id IS NOT NULL) ORDER BY seq DESC LIMIT 1) AS dm_user_id,
+                (SELECT message_id FROM history_entries WHERE channel_id = @key AND kind = 'message' AND ${channelDialectFor(db).digitsOnlyMessageId}
+                  ORDER BY length(message_id) DESC, message_id DESC LIMIT 1) AS newest_message_id`,
+      ),
+      unarchived: new KeyedRead(db, 'SELECT * FROM history_entries WHERE channel_id = @key AND archived = 0 ORDER BY seq', bySeq),
+    };
     this.statements = {
       // Only a known message id is skipped (idempotent ingest); a sequence number already taken
       // by another message is an error, never a silently dropped message.
@@ -89,33 +134,6 @@ export class HistoryStore implements SummaryWrites {
       ),
       byMessageId: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? AND message_id = ?'),
       bySeq: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? AND seq = ?'),
-      // The suffix from live_from_seq, and before it the entries of turns that go on past it.
-      liveEntries: db.prepare(
-        `SELECT * FROM history_entries
-          WHERE channel_id = @channelId
-            AND seq >= COALESCE((SELECT live_from_seq FROM history_channels WHERE channel_id = @channelId), 0)
-         UNION ALL
-         SELECT * FROM history_entries
-          WHERE channel_id = @channelId
-            AND seq < COALESCE((SELECT live_from_seq FROM history_channels WHERE channel_id = @channelId), 0)
-            AND turn_id IN (
-              SELECT turn_id FROM history_entries
-               WHERE channel_id = @channelId
-                 AND seq >= COALESCE((SELECT live_from_seq FROM history_channels WHERE channel_id = @channelId), 0))
-          ORDER BY seq`,
-      ),
-      liveSummaries: db.prepare('SELECT * FROM history_summaries WHERE channel_id = ? AND live = 1 ORDER BY from_seq'),
-      counters: db.prepare(
-        `SELECT (SELECT MAX(seq) FROM history_entries WHERE channel_id = @channelId) AS max_seq,
-                (SELECT MAX(to_seq) FROM history_summaries WHERE channel_id = @channelId) AS max_summary_seq,
-                (SELECT MAX(turn_id) FROM history_entries WHERE channel_id = @channelId) AS max_turn,
-                (SELECT COUNT(*) FROM history_entries WHERE channel_id = @channelId) AS total`,
-      ),
-      location: db.prepare(
-        `SELECT guild_id, dm_user_id FROM history_entries
-          WHERE channel_id = ? AND (guild_id IS NOT NULL OR dm_user_id IS NOT NULL) ORDER BY seq DESC LIMIT 1`,
-      ),
-      unarchived: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? AND archived = 0 ORDER BY seq'),
       markArchived: db.prepare('UPDATE history_entries SET archived = 1 WHERE channel_id = ? AND seq = ?'),
       updateContent: db.prepare('UPDATE history_entries SET content = ?, tokens = ? WHERE channel_id = ? AND seq = ?'),
       deleteEntry: db.prepare('DELETE FROM history_entries WHERE channel_id = ? AND seq = ?'),
@@ -131,43 +149,36 @@ export class HistoryStore implements SummaryWrites {
          VALUES (@channelId, @kind, @fromSeq, @toSeq, @content, @tokens, @createdAt, @summarizer)`,
       ),
       allEntries: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? ORDER BY seq'),
-      // Longest first, then greatest: numeric order for digit strings without leading zeros.
-      newestPlatformId: db.prepare(
-        `SELECT message_id FROM history_entries WHERE channel_id = ? AND kind = 'message' AND ${channelDialectFor(db).digitsOnlyMessageId}
-          ORDER BY length(message_id) DESC, message_id DESC LIMIT 1`,
-      ),
       allSummaries: db.prepare('SELECT * FROM history_summaries WHERE channel_id = ? ORDER BY id'),
     };
   }
 
   async load(channelId: string): Promise<LoadedChannel> {
-    const [entryRows, summaryRows, counterRow, locationRow, newestRow] = await Promise.all([
-      this.statements.liveEntries.all({ channelId }),
-      this.statements.liveSummaries.all(channelId),
-      this.statements.counters.get({ channelId }),
-      this.statements.location.get(channelId),
-      this.statements.newestPlatformId.get(channelId),
+    const [entryRows, summaryRows, factsRow] = await Promise.all([
+      this.loads.liveEntries.rows(channelId),
+      this.loads.liveSummaries.rows(channelId),
+      this.loads.facts.row(channelId),
     ]);
-    const entries = (entryRows as EntryRow[]).map(toEntry);
-    const summaries = (summaryRows as SummaryRow[]).map(toSummary);
-    const counters = counterRow as {
+    const facts = factsRow as {
       max_seq: number | null;
       max_summary_seq: number | null;
       max_turn: number | null;
       total: number;
+      guild_id: string | null;
+      dm_user_id: string | null;
+      newest_message_id: string | null;
     };
-    const where = locationRow as { guild_id: string | null; dm_user_id: string | null } | undefined;
     const location: ChannelLocation = {};
-    if (where?.guild_id) location.guildId = where.guild_id;
-    if (where?.dm_user_id) location.dmUserId = where.dm_user_id;
+    if (facts.guild_id) location.guildId = facts.guild_id;
+    if (facts.dm_user_id) location.dmUserId = facts.dm_user_id;
     return {
-      entries,
-      summaries,
-      nextSeq: Math.max(counters.max_seq ?? 0, counters.max_summary_seq ?? 0) + 1,
-      nextTurnId: (counters.max_turn ?? 0) + 1,
-      archivedCount: counters.total,
+      entries: (entryRows as EntryRow[]).map(toEntry),
+      summaries: (summaryRows as SummaryRow[]).map(toSummary),
+      nextSeq: Math.max(facts.max_seq ?? 0, facts.max_summary_seq ?? 0) + 1,
+      nextTurnId: (facts.max_turn ?? 0) + 1,
+      archivedCount: facts.total,
       location,
-      newestPlatformId: (newestRow as { message_id: string } | undefined)?.message_id,
+      newestPlatformId: facts.newest_message_id ?? undefined,
     };
   }
 
@@ -272,7 +283,7 @@ export class HistoryStore implements SummaryWrites {
   }
 
   async unarchived(channelId: string): Promise<HistoryEntry[]> {
-    return ((await this.statements.unarchived.all(channelId)) as EntryRow[]).map(toEntry);
+    return ((await this.loads.unarchived.rows(channelId)) as EntryRow[]).map(toEntry);
   }
 
   async markArchived(entries: ReadonlyArray<{ channelId: string; seq: number }>): Promise<void> {

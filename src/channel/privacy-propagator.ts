@@ -8,6 +8,7 @@ import { extractiveSummary } from '../compaction/extractive-summarizer.js';
 import type { MemoryStore } from '../memory/types.js';
 import { MIN_QUOTE_LENGTH, quoteIndex, redactQuotes } from '../privacy/quoted-spans.js';
 import { DELETED_NOTE, EDITED_NOTE, redactionTarget, redactToolBlock, replaceTexts, type RedactionTarget } from '../privacy/redact.js';
+import { KeyedRead } from '../storage/keyed-read.js';
 import { MemoryRewrites } from './memory-rewrites.js';
 import { RETIRED_PLACEHOLDER, SummaryRewrites, type SummaryRewriteOptions, type SummaryRow } from './summary-rewrites.js';
 
@@ -65,7 +66,7 @@ export class PrivacyPropagator {
       updateSummary: db.prepare(
         'UPDATE history_summaries SET kind = ?, content = ?, tokens = ?, needs_rewrite = ?, live = ? WHERE id = ?',
       ),
-      pending: db.prepare('SELECT id FROM history_summaries WHERE channel_id = ? AND live = 1 AND needs_rewrite = 1'),
+      pending: new KeyedRead(db, 'SELECT id FROM history_summaries WHERE channel_id = @key AND live = 1 AND needs_rewrite = 1'),
       tombstone: db.prepare('INSERT OR REPLACE INTO deleted_messages (channel_id, message_id, deleted_at) VALUES (?, ?, ?)'),
       pruneTombstones: db.prepare('DELETE FROM deleted_messages WHERE deleted_at < ?'),
       rangeMessages: db.prepare(
@@ -152,7 +153,7 @@ export class PrivacyPropagator {
    * its memories left waiting by an earlier run (their old text, needed to restate them, is gone).
    */
   async resume(channelId: string): Promise<void> {
-    for (const row of (await this.statements.pending.all(channelId)) as Array<{ id: number }>) this.rewrites.start(row.id);
+    for (const row of (await this.statements.pending.rows(channelId)) as Array<{ id: number }>) this.rewrites.start(row.id);
     await this.memoryRewrites.resume(channelId);
   }
 

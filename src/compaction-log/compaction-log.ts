@@ -2,7 +2,8 @@ import type { Clock } from '../common/clock.js';
 import { errorMessage } from '../common/errors.js';
 import type { EventStream, MagpieEvent } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
-import type { SqlClient } from '../storage/sql-client.js';
+import { KeyedRead } from '../storage/keyed-read.js';
+import { isPostgres, type SqlClient } from '../storage/sql-client.js';
 import { MODEL_USAGE_KIND, type LogRow } from './log-row.js';
 
 /** The compaction events the log keeps (everything the coordinator says about compaction). */
@@ -74,6 +75,7 @@ export class CompactionLog {
   /** The write in progress (or the last one): writes go one after another, in order. */
   private writing: Promise<void> = Promise.resolve();
   private readonly insert;
+  private readonly insertMany;
   private readonly lastSettings;
   private lastPruneAt = Number.NEGATIVE_INFINITY;
   private failing = false;
@@ -85,9 +87,18 @@ export class CompactionLog {
       `INSERT INTO compaction_log (channel_id, at, kind, tier, position, usage, data)
        VALUES (@channel_id, @at, @kind, @tier, @position, @usage, @data)`,
     );
-    this.lastSettings = options.db.prepare(
-      "SELECT data FROM compaction_log WHERE channel_id = ? AND kind = 'settings' ORDER BY id DESC LIMIT 1",
-    );
+    // PostgreSQL: a batch in one statement (a thousand channels' first checks are two thousand
+    // rows), in the order queued, which the identity keeps.
+    this.insertMany = isPostgres(options.db)
+      ? options.db.prepare(
+          `INSERT INTO compaction_log (channel_id, at, kind, tier, position, usage, data)
+           SELECT channel_id, at, kind, tier, position, usage, data
+             FROM unnest(@channelIds::text[], @ats::bigint[], @kinds::text[], @tiers::text[], @positions::bigint[], @usages::float8[], @datas::text[])
+                  WITH ORDINALITY AS queued(channel_id, at, kind, tier, position, usage, data, place)
+            ORDER BY place`,
+        )
+      : undefined;
+    this.lastSettings = new KeyedRead(options.db, "SELECT data FROM compaction_log WHERE channel_id = @key AND kind = 'settings' ORDER BY id DESC LIMIT 1");
     if (options.retentionDays || options.maxRows) void this.prune();
     if (options.flushEveryMs !== undefined) {
       this.timer = setInterval(() => void this.flush(), options.flushEveryMs);
@@ -177,17 +188,17 @@ export class CompactionLog {
   private async write(rows: readonly QueuedRow[], pruneAfter: boolean): Promise<void> {
     try {
       await this.options.db.transaction(async () => {
-        // Every lookup, then every insert, issued at once: pipelined on PostgreSQL, a round trip
-        // each batch rather than one per row. The settings already on record for a channel
-        // (after a restart) need no new row.
-        const stored = await Promise.all(
-          rows.map((row) => (row.unlessStored ? (this.lastSettings.get(row.channel_id) as Promise<{ data: string } | undefined>) : undefined)),
-        );
-        const inserts: Array<Promise<unknown>> = [];
-        rows.forEach(({ unlessStored, ...row }, index) => {
-          if (!unlessStored || stored[index]?.data !== row.data) inserts.push(this.insert.run(row));
-        });
-        await Promise.all(inserts);
+        // One lookup for the batch (one statement on PostgreSQL), then every insert issued at
+        // once, pipelined. The settings already on record for a channel (after a restart) need
+        // no new row.
+        const stored = await this.lastSettings.many(rows.filter((row) => row.unlessStored).map((row) => row.channel_id));
+        const inserts: LogRow[] = [];
+        for (const { unlessStored, ...row } of rows) {
+          const last = stored.get(row.channel_id)?.[0] as { data: string } | undefined;
+          if (!unlessStored || last?.data !== row.data) inserts.push(row);
+        }
+        if (this.insertMany && inserts.length > 1) await this.insertMany.run(columnsOf(inserts));
+        else await Promise.all(inserts.map((row) => this.insert.run(row)));
       });
       this.failing = false;
     } catch (error) {
@@ -263,6 +274,19 @@ export class CompactionLog {
 
 /** A row waiting for the next write; `unlessStored`: skipped when the channel's newest settings row holds the same. */
 type QueuedRow = LogRow & { unlessStored?: boolean };
+
+/** Rows as the arrays of one multi-row insert. */
+function columnsOf(rows: readonly LogRow[]): Record<string, unknown[]> {
+  return {
+    channelIds: rows.map((row) => row.channel_id),
+    ats: rows.map((row) => row.at),
+    kinds: rows.map((row) => row.kind),
+    tiers: rows.map((row) => row.tier),
+    positions: rows.map((row) => row.position),
+    usages: rows.map((row) => row.usage),
+    datas: rows.map((row) => row.data),
+  };
+}
 
 /** What an estimate counts besides the channel's summaries and messages. */
 export interface CountedTokens {

@@ -1,3 +1,4 @@
+import { KeyedRead } from '../storage/keyed-read.js';
 import { hashContent, oweVector } from './item-writes.js';
 import { itemId, parseItemId, parseSourceIds } from './search-results.js';
 import { searchText } from './search-text.js';
@@ -9,12 +10,19 @@ import type { MemoryType, PendingRewrite, RewriteOutcome } from './types.js';
  * are listed, and either get their restated text (and a vector, owed like any new text) or go.
  */
 export class MemoryRewriteRows {
-  constructor(private readonly context: StoreContext) {}
+  /** Asked once for every channel a process opens. */
+  private readonly pendingRows: KeyedRead;
+
+  constructor(private readonly context: StoreContext) {
+    this.pendingRows = new KeyedRead(
+      context.db,
+      `SELECT rowid, memory_type, source_ids FROM memory_items WHERE channel_id = @key AND kind = 'memory' AND needs_rewrite = 1 ORDER BY rowid`,
+      (left, right) => Number(left.rowid) - Number(right.rowid),
+    );
+  }
 
   async pending(channelId: string): Promise<PendingRewrite[]> {
-    const rows = (await this.context.db
-      .prepare(`SELECT rowid, memory_type, source_ids FROM memory_items WHERE channel_id = ? AND kind = 'memory' AND needs_rewrite = 1 ORDER BY rowid`)
-      .all(channelId)) as Array<{ rowid: number; memory_type: MemoryType | null; source_ids: string }>;
+    const rows = (await this.pendingRows.rows(channelId)) as Array<{ rowid: number; memory_type: MemoryType | null; source_ids: string }>;
     return rows.map((row) => ({
       id: itemId({ rowid: row.rowid, kind: 'memory' }),
       channelId,

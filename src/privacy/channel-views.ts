@@ -1,4 +1,5 @@
 import { hasTable } from '../storage/read-only.js';
+import { KeyedRead } from '../storage/keyed-read.js';
 import type { SqlClient } from '../storage/sql-client.js';
 
 /** The view key of a channel (equal keys: equal view permissions), as `ChannelViews` below keeps it. */
@@ -43,6 +44,8 @@ export class ChannelViews implements ViewRegistry {
 
   constructor(private readonly db: SqlClient) {
     this.statements = {
+      // Asked once for every channel a process meets: a burst of new channels shares one statement.
+      viewKey: new KeyedRead(db, 'SELECT view_key FROM channel_views WHERE channel_id = @key'),
       upsert: db.prepare(
         `INSERT INTO channel_views (channel_id, guild_id, parent_id, view_key, updated_at) VALUES (?, ?, ?, ?, ?)
          ON CONFLICT (channel_id) DO UPDATE SET guild_id = excluded.guild_id, parent_id = excluded.parent_id,
@@ -123,7 +126,7 @@ export class ChannelViews implements ViewRegistry {
   async keyOf(channelId: string): Promise<string> {
     const cached = this.cache.get(channelId);
     if (cached !== undefined) return cached;
-    const row = (await this.db.prepare('SELECT view_key FROM channel_views WHERE channel_id = ?').get(channelId)) as { view_key: string } | undefined;
+    const row = (await this.statements.viewKey.row(channelId)) as { view_key: string } | undefined;
     const key = row?.view_key ?? UNKNOWN_VIEW;
     // Unknown is remembered too (every message of an unrecorded channel asked again otherwise):
     // `record` replaces it, and a row another process writes is read at the next start.
