@@ -6,6 +6,7 @@ import { EventStream, type MagpieEvent } from '../src/common/events.js';
 import { LiveConfig } from '../src/config/live-config.js';
 import { createExtractiveSummarizer } from '../src/compaction/extractive-summarizer.js';
 import { ALL_MIGRATIONS } from '../src/app/migrations.js';
+import type { ChannelLocks } from '../src/storage/channel-locks.js';
 import { openStorageForWriting, type OpenedStorage } from '../src/storage/open-storage.js';
 import { FakeMemoryStore, testConfig, TickingClock, userMessage } from './compaction-support.js';
 import { freshSchema, requirePostgres } from './support/postgres-available.js';
@@ -51,9 +52,20 @@ test('a runtime does not compact a channel another process is compacting, and do
   const events: MagpieEvent[] = [];
   const stream = new EventStream();
   stream.subscribe((event) => events.push(event));
+  // Once the lock is free its answer comes late, as from a busy server: flushing compactions
+  // still waits for a start that is asking for it, and for the compaction it then runs.
+  const locks = storage.channelLocks!;
+  let answerAfterMs = 0;
+  const slowLocks: ChannelLocks = {
+    tryAcquire: async (channelId) => {
+      await new Promise((resolve) => setTimeout(resolve, answerAfterMs));
+      return locks.tryAcquire(channelId);
+    },
+    release: (channelId) => locks.release(channelId),
+  };
   const runtime = new ChannelRuntime({
     db: storage.db,
-    locks: storage.channelLocks!,
+    locks: slowLocks,
     memory: new FakeMemoryStore(),
     config: new LiveConfig(testConfig({ contextWindow: 2000, compaction: { emergencyThreshold: 0.99 } })),
     events: stream,
@@ -72,6 +84,7 @@ test('a runtime does not compact a channel another process is compacting, and do
     assert.ok(events.some((event) => event.type === 'compaction_skipped' && event.channel_id === 'busy'), 'the locked channel was skipped');
     assert.equal(events.filter((event) => event.type === 'compaction_started').length, 0, 'no compaction started while locked');
     await elsewhere.release('busy');
+    answerAfterMs = 150;
     await runtime.ingest(userMessage('busy', index, { words: 20 }));
     await runtime.flushCompactions();
     assert.ok(events.some((event) => event.type === 'compaction_completed' && event.channel_id === 'busy'), `compacted once the lock was free: ${events.slice(-6).map((event) => JSON.stringify(event)).join('\n')}`);

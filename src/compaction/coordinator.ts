@@ -74,6 +74,8 @@ export class CompactionCoordinator {
   private readonly running = new Map<string, Promise<void>>();
   /** Landings under way (a scheduler that holds results starts them later, or never). */
   private readonly landing = new Set<Promise<void>>();
+  /** Starts waiting for their channel's compaction lock (another process may hold it). */
+  private readonly claiming = new Set<Promise<void>>();
 
   constructor(private readonly options: CompactionCoordinatorOptions) {}
 
@@ -174,8 +176,10 @@ export class CompactionCoordinator {
   }
 
   /** Lands everything held by the scheduler. */
-  drain(): Promise<void> {
-    return this.options.scheduler.drain();
+  async drain(): Promise<void> {
+    // A start still asking for its channel's lock has not reached the scheduler yet.
+    while (this.claiming.size > 0) await Promise.allSettled([...this.claiming]);
+    await this.options.scheduler.drain();
   }
 
   /**
@@ -276,7 +280,7 @@ export class CompactionCoordinator {
     // Claimed here at once (no second start while the lock is asked for), released if refused.
     const claim: RunningCompaction = { compactionId: `${state.channelId}/lock`, tier, abort: new AbortController() };
     state.compaction = claim;
-    void locks.tryAcquire(state.channelId).then(
+    const claiming = locks.tryAcquire(state.channelId).then(
       (locked) => {
         if (state.compaction === claim) state.compaction = undefined;
         if (locked && !this.closed) {
@@ -294,6 +298,8 @@ export class CompactionCoordinator {
         onLanded?.({ status: 'busy', reason: 'lock_error' });
       },
     );
+    this.claiming.add(claiming);
+    void claiming.finally(() => this.claiming.delete(claiming));
   }
 
   private run(
