@@ -183,11 +183,14 @@ export class CompactionCoordinator {
   }
 
   /**
-   * Resolves once no worker is running and no result is landing (including any started
-   * meanwhile). Results a scheduler holds back (a replay's lag) are not waited for: `drain` them.
+   * Resolves once no worker is running or asking for its lock and no result is landing
+   * (including any started meanwhile). Results a scheduler holds back (a replay's lag) are not
+   * waited for: `drain` them.
    */
   async idle(): Promise<void> {
-    while (this.running.size > 0 || this.landing.size > 0) await Promise.allSettled([...this.running.values(), ...this.landing]);
+    while (this.running.size > 0 || this.landing.size > 0 || this.claiming.size > 0) {
+      await Promise.allSettled([...this.running.values(), ...this.landing, ...this.claiming]);
+    }
   }
 
   /** Abandons running workers (their results will not land) and waits for them to stop. */
