@@ -24,6 +24,8 @@ import { measureSqliteInsertRate } from './sqlite-ingest-floor.js';
 import { measurePostgresInsertRate, postgresForBench, type BenchPostgres } from './postgres-bench.js';
 import { startProxyThread } from './proxy-thread.js';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { availableParallelism } from 'node:os';
+import { wantsWriterThread } from '../src/storage/writer-thread.js';
 
 const DEFAULT_STORAGE = DEFAULTS.storage;
 
@@ -46,6 +48,10 @@ export interface IngestFigures {
   direct: number;
   /** Messages per group commit on the gateway path. */
   perCommit: number;
+  /** Share of those group commits that SQLite's writer thread ran (0 on PostgreSQL). */
+  offThreadShare: number;
+  /** CPU of every thread of the process (the fake gateway's included) per message on the gateway path, in µs. */
+  processCpuUs: number;
   /** Main-thread CPU per message on the gateway path, in µs (Linux only). */
   mainCpuUs: number | undefined;
   /** The same until every vector is written too. */
@@ -142,6 +148,7 @@ export async function measureIngest(
     const loop = monitorEventLoopDelay({ resolution: 1 });
     loop.enable();
     const tripsBefore = await counts?.();
+    const processBefore = process.cpuUsage();
     const cpuBefore = mainThreadCpuMs();
     const started = process.hrtime.bigint();
     const sent = rig.gateway.sendBurst({ count: messages, authorId: USER, content: TEXT });
@@ -152,6 +159,7 @@ export async function measureIngest(
     }
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     const cpuAfter = mainThreadCpuMs();
+    const processUsed = process.cpuUsage(processBefore);
     await sent;
     await memory.whenIndexed();
     const vectorSeconds = Number(process.hrtime.bigint() - started) / 1e9;
@@ -171,6 +179,8 @@ export async function measureIngest(
       withVectors: messages / vectorSeconds,
       direct,
       perCommit: messages / Math.max(1, after.commits - before.commits),
+      offThreadShare: (after.whole - before.whole) / Math.max(1, after.commits - before.commits),
+      processCpuUs: (processUsed.user + processUsed.system) / messages,
       mainCpuUs: cpuBefore === undefined || cpuAfter === undefined ? undefined : ((cpuAfter - cpuBefore) * 1000) / messages,
       mainCpuWithVectorsUs: cpuBefore === undefined || cpuVectors === undefined ? undefined : ((cpuVectors - cpuBefore) * 1000) / messages,
       loopP99Ms: loop.percentile(99) / 1e6,
@@ -282,6 +292,21 @@ function cpuMetric(label: string, rounds: IngestFigures[]): BenchMetric[] {
   ];
 }
 
+/** Rounds of SQLite with the writer thread set the other way from `auto`'s choice here. */
+const OTHER_WAY_ROUNDS = 2;
+
+/** The SQLite gateway phase with the writer thread the other way from the default's rounds. */
+function writerThreadMetrics(threadByDefault: boolean, rounds: IngestFigures[]): BenchMetric[] {
+  const label = `SQLite, writer thread ${threadByDefault ? 'off' : 'on'} (auto turns it ${threadByDefault ? 'on' : 'off'} with ${availableParallelism()} cores), median of ${rounds.length}`;
+  const of = (pick: (round: IngestFigures) => number): number => median(rounds.map(pick));
+  return [
+    { name: `${label}: ingest via gateway + adapter (range ${spread(rounds.map((round) => round.viaGateway))})`, value: Math.round(of((round) => round.viaGateway)), unit: 'messages/s' },
+    { name: `${label}: main-thread CPU per message`, value: Math.round(of((round) => round.mainCpuUs ?? Number.NaN)), unit: 'µs' },
+    { name: `${label}: CPU of the whole process per message`, value: Math.round(of((round) => round.processCpuUs)), unit: 'µs' },
+    { name: `${label}: event-loop stall p99`, value: of((round) => round.loopP99Ms), unit: 'ms' },
+  ];
+}
+
 /** Event-loop stalls on the gateway path (SQLite runs its statements on the event loop). */
 function loopMetrics(label: string, rounds: IngestFigures[]): BenchMetric[] {
   return [
@@ -350,25 +375,37 @@ function backendMetrics(label: string, rounds: IngestFigures[], raw: number[]): 
     },
     { name: `${label}: gateway path / raw insert`, value: gateway / rawRate, unit: 'ratio', ...(label === 'SQLite' ? { target: '≥ 0.7' } : { target: '≥ 0.5' }) },
     { name: `${label}: messages per group commit (gateway path)`, value: median(rounds.map((round) => round.perCommit)), unit: 'messages' },
+    ...(label === 'SQLite'
+      ? [{ name: `${label}: share of those group commits run on the writer thread`, value: median(rounds.map((round) => round.offThreadShare)), unit: 'ratio' }]
+      : []),
     ...cpuMetric(label, rounds),
+    {
+      name: `${label}: CPU of the whole process per message, gateway path (every thread, the fake gateway's too), median; 2e6 / this = the rate two cores could reach`,
+      value: Math.round(median(rounds.map((round) => round.processCpuUs))),
+      unit: 'µs',
+    },
   ];
 }
 
 export async function run(): Promise<BenchReport> {
   const sqlite: IngestFigures[] = [];
   const sqliteRaw: number[] = [];
-  // Interleaved, so that a busy moment of the machine spreads over both figures.
+  // The writer thread as `auto` does not set it on this machine, for the figures beside the default's.
+  const threadByDefault = wantsWriterThread(DEFAULT_STORAGE.writerThread);
+  const otherWay: IngestFigures[] = [];
+  // Interleaved, so that a busy moment of the machine spreads over every figure.
   for (let round = 0; round < ROUNDS; round += 1) {
     sqlite.push(await measureIngest({ ...DEFAULT_STORAGE, backend: 'sqlite' }));
     sqliteRaw.push(await measureSqliteInsertRate({ rows: MESSAGES, channels: CHANNELS, batch: 500 }));
+    if (round < OTHER_WAY_ROUNDS) otherWay.push(await measureIngest({ ...DEFAULT_STORAGE, backend: 'sqlite', writerThread: threadByDefault ? 'off' : 'on' }));
   }
   const metrics = backendMetrics('SQLite', sqlite, sqliteRaw);
-  metrics.push(...loopMetrics('SQLite', sqlite), ...(await sqliteInUse()));
+  metrics.push(...loopMetrics('SQLite', sqlite), ...writerThreadMetrics(threadByDefault, otherWay), ...(await sqliteInUse()));
   const notes = [
     `${MESSAGES} messages per round, ${ROUNDS} rounds, each on a fresh store and from a collected heap; then one round on a store that already holds ${IN_USE_ARCHIVED.toLocaleString('en-US')} messages`,
     'raw batch insert: the same rows, search text included, with no Magpie code in between, WAL checkpoints in a thread as the bot runs them',
     'a message counts once its ingest resolved: history row and full-text transcript row committed (group commit, survives kill -9); its vector follows in the background and search scans it exactly meanwhile',
-    'the fake gateway runs in a thread of its own (Discord is on other machines); discord.js, the adapter, the runtime and the store share the main thread',
+    'the fake gateway runs in a thread of its own (Discord is on other machines); discord.js, the adapter, the runtime and the store share the main thread, except that on SQLite with the writer thread a group commit of more than one message runs there',
   ];
   const postgres: BenchPostgres | undefined = await postgresForBench();
   if (!postgres) {

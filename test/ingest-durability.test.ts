@@ -12,15 +12,22 @@ import { HistoryStore } from '../src/channel/history-store.js';
 import { openApp } from '../src/app/index.js';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { tempDir } from './compaction-support.js';
-import { appEnv, withTestStorage } from './support/storage.js';
+import { appEnv, TEST_STORAGE, withTestStorage } from './support/storage.js';
 
 const child = path.join(path.dirname(fileURLToPath(import.meta.url)), 'support', 'ingest-child.js');
 
-test('every acknowledged message survives SIGKILL, in history and in memory_search', { timeout: 120_000 }, async () => {
+// On SQLite both ways a group can commit: on the writer thread and on the event loop.
+for (const writerThread of TEST_STORAGE === 'sqlite' ? (['on', 'off'] as const) : (['auto'] as const)) {
+  test(`every acknowledged message survives SIGKILL, in history and in memory_search (writer thread ${writerThread})`, { timeout: 120_000 }, () =>
+    survivesSigkill(writerThread),
+  );
+}
+
+async function survivesSigkill(writerThread: 'on' | 'off' | 'auto'): Promise<void> {
   const dir = tempDir();
   try {
     const acknowledged: string[] = [];
-    const process_ = spawn(process.execPath, [child, dir.path], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const process_ = spawn(process.execPath, [child, dir.path, writerThread], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     process_.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     let buffered = '';
@@ -64,6 +71,56 @@ test('every acknowledged message survives SIGKILL, in history and in memory_sear
       await app.close();
     }
   } finally {
+    dir.remove();
+  }
+}
+
+test('a burst commits in groups (on SQLite, on the writer thread): every message in history, in the archive and found by search', { timeout: 120_000 }, async () => {
+  const dir = tempDir();
+  // Asked for: `auto` leaves the thread off on a machine of two cores.
+  const config = withTestStorage({ ...DEFAULTS, storage: { ...DEFAULTS.storage, writerThread: 'on' as const }, memory: { ...DEFAULTS.memory, dataDir: dir.path } });
+  const app = await openApp({ config, env: appEnv() });
+  try {
+    const count = 400;
+    const ingest = (index: number, messageId = `burst-${index}`) =>
+      app.runtime.ingest({
+        messageId,
+        channelId: `chan-${index % 20}`,
+        guildId: 'g1',
+        authorId: 'u1',
+        authorName: 'alice',
+        role: 'user',
+        content: `burst note ${index} quince${index}`,
+        createdAt: Date.now(),
+      });
+    await Promise.all(Array.from({ length: count }, (_, index) => ingest(index)));
+    const stats = app.runtime.ingestStats();
+    assert.equal(stats.writes, count);
+    assert.ok(stats.largestGroup > 1, 'the burst shared commits');
+    // SQLite's writer thread takes every group of more than one; PostgreSQL has none.
+    if (TEST_STORAGE === 'sqlite') assert.ok(stats.whole > 0, `groups on the writer thread: ${JSON.stringify(stats)}`);
+    else assert.equal(stats.whole, 0);
+
+    const store = new HistoryStore(app.db);
+    let stored = 0;
+    for (let channel = 0; channel < 20; channel += 1) stored += (await store.archive(`chan-${channel}`)).length;
+    assert.equal(stored, count);
+    assert.equal(await app.db.prepare(`SELECT count(*) FROM memory_items WHERE kind = 'transcript'`).pluck().get(), count);
+    // Every transcript row owes its vector or has it already.
+    assert.equal(
+      await app.db
+        .prepare(
+          `SELECT count(*) FROM memory_items i WHERE i.kind = 'transcript'
+             AND (EXISTS (SELECT 1 FROM memory_vector_backlog b WHERE b.item_rowid = i.rowid) OR EXISTS (SELECT 1 FROM memory_vectors v WHERE v.item_rowid = i.rowid))`,
+        )
+        .pluck()
+        .get(),
+      count,
+    );
+    const results = await app.memory.search({ location: { channelId: 'chan-7', guildId: 'g1' }, query: 'quince387', limit: 3 });
+    assert.ok(results.some((result) => result.source_ids.includes('burst-387')));
+  } finally {
+    await app.close();
     dir.remove();
   }
 });

@@ -23,6 +23,7 @@ import { ALL_MIGRATIONS } from './migrations.js';
 import { createBranchTool } from '../branch/index.js';
 import { createChannelHistoryTool, createSpawnWorkerTool, WorkerManager } from '../worker/index.js';
 import { StorageHealth } from '../storage/storage-health.js';
+import { wantsWriterThread } from '../storage/writer-thread.js';
 import { ChannelResponder } from './channel-responder.js';
 import { openChangeFeed } from './change-feed.js';
 import { DailyTokenBudget } from './cost-guards.js';
@@ -122,6 +123,8 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     ...(options.writerKey ? { writerKey: options.writerKey } : {}),
     checkpointInBackground: true,
     onCheckpointFailure: (error) => events.emit({ type: 'wal_checkpoint_failed', error }),
+    commitInBackground: wantsWriterThread(current.storage.writerThread),
+    onWriterThreadFailure: (error) => events.emit({ type: 'writer_thread_failed', error }),
   });
   const db = writable.db;
   let memory: MemoryStore;

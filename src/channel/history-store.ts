@@ -1,6 +1,6 @@
 import { MagpieError } from '../common/errors.js';
 import { KeyedRead } from '../storage/keyed-read.js';
-import type { SqlClient } from '../storage/sql-client.js';
+import type { ScriptStep, SqlClient } from '../storage/sql-client.js';
 import { channelDialectFor } from './channel-dialect.js';
 import type { EntryKind, HistoryEntry, SummaryEntry } from '../context/types.js';
 import type { ChannelLocation, LoadedChannel, NewSummary, SpliceChange, SummaryWrites } from '../context/history-store.js';
@@ -124,14 +124,7 @@ export class HistoryStore implements SummaryWrites {
       unarchived: new KeyedRead(db, 'SELECT * FROM history_entries WHERE channel_id = @key AND archived = 0 ORDER BY seq', bySeq),
     };
     this.statements = {
-      // Only a known message id is skipped (idempotent ingest); a sequence number already taken
-      // by another message is an error, never a silently dropped message.
-      insert: db.prepare(
-        `INSERT INTO history_entries
-           (channel_id, seq, message_id, kind, role, author_id, author_name, content, created_at, tokens, turn_id, archived, guild_id, dm_user_id)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (channel_id, message_id) DO NOTHING`,
-      ),
+      insert: db.prepare(INSERT_ENTRY),
       byMessageId: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? AND message_id = ?'),
       bySeq: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? AND seq = ?'),
       markArchived: db.prepare('UPDATE history_entries SET archived = 1 WHERE channel_id = ? AND seq = ?'),
@@ -240,6 +233,14 @@ export class HistoryStore implements SummaryWrites {
         dmUserIds: rows.map((row) => row.location.dmUserId ?? null),
       });
     return result.changes;
+  }
+
+  /**
+   * `insertMany`'s rows as a step of a script for SQLite's writer thread: a message id already
+   * held changes no row, which fails the script, and the group commit then retries one by one.
+   */
+  insertStep(rows: ReadonlyArray<{ entry: HistoryEntry; location: ChannelLocation; archived: boolean }>): ScriptStep {
+    return { sql: INSERT_ENTRY, paramLists: rows.map((row) => insertParams(row.entry, row.location, row.archived)), mustChange: true };
   }
 
   /**
@@ -356,6 +357,15 @@ export class HistoryStore implements SummaryWrites {
  * cost a message about a microsecond more). `archived`: born archived when its transcript row is
  * written in the same transaction.
  */
+/**
+ * Only a known message id is skipped (idempotent ingest); a sequence number already taken by
+ * another message is an error, never a silently dropped message.
+ */
+const INSERT_ENTRY = `INSERT INTO history_entries
+   (channel_id, seq, message_id, kind, role, author_id, author_name, content, created_at, tokens, turn_id, archived, guild_id, dm_user_id)
+ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ ON CONFLICT (channel_id, message_id) DO NOTHING`;
+
 function insertParams(entry: HistoryEntry, location: ChannelLocation, archived: boolean): unknown[] {
   return [
     entry.channelId,

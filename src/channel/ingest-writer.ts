@@ -2,7 +2,7 @@ import { MagpieError } from '../common/errors.js';
 import type { HistoryEntry } from '../context/types.js';
 import type { MemoryStore, TranscriptEntryInput } from '../memory/types.js';
 import { DEFAULT_GROUP_COMMIT_BATCH, GroupCommit } from '../storage/group-commit.js';
-import type { SqlClient } from '../storage/sql-client.js';
+import type { ScriptStep, SqlClient } from '../storage/sql-client.js';
 import { isPostgres } from '../storage/sql-client.js';
 import type { ChannelLocation, HistoryStore } from './history-store.js';
 
@@ -41,18 +41,21 @@ export interface IngestWriterOptions {
 export class IngestWriter {
   private readonly group: GroupCommit<{ entry: HistoryEntry; location: ChannelLocation }>;
   private readonly stage: ((entries: TranscriptEntryInput[]) => void | Promise<void>) | undefined;
+  private readonly script: ((entries: TranscriptEntryInput[]) => { steps: ScriptStep[]; committed: () => void }) | undefined;
 
   constructor(private readonly options: IngestWriterOptions) {
+    this.stage = options.memory.transcriptStager?.(options.db);
+    this.script = this.stage ? options.memory.transcriptScript?.(options.db) : undefined;
     this.group = new GroupCommit({
       db: options.db,
       write: (payloads) => this.insertGroup(payloads),
+      ...(this.script && options.db.scriptOffThread ? { commitWhole: (payloads) => this.commitOffThread(payloads) } : {}),
       // A COMMIT with no answer: the rows are looked for before the mirror is decided.
       stored: (payloads) => options.store.heldEntries(payloads.map(({ entry }) => entry)),
       maxBatch: options.maxBatch ?? (isPostgres(options.db) ? POSTGRES_GROUP_COMMIT_BATCH : DEFAULT_GROUP_COMMIT_BATCH),
       // SQLite has one connection: a second group would only wait for the first.
       concurrency: options.db.transactionSlots > GROUPS_IN_FLIGHT ? GROUPS_IN_FLIGHT : 1,
     });
-    this.stage = options.memory.transcriptStager?.(options.db);
   }
 
   /** True when transcript rows commit with their history rows (no separate archive step). */
@@ -65,8 +68,8 @@ export class IngestWriter {
     return this.group.idle;
   }
 
-  /** Commits and writes carried so far. */
-  get stats(): { commits: number; writes: number; largestGroup: number } {
+  /** Commits and writes carried so far; `whole`: groups SQLite's writer thread committed. */
+  get stats(): { commits: number; writes: number; largestGroup: number; whole: number } {
     return this.group.stats;
   }
 
@@ -120,6 +123,19 @@ export class IngestWriter {
     if (!this.stage) return;
     const transcripts = payloads.filter(({ entry }) => entry.kind === 'message').map(({ entry, location }) => transcriptInput(entry, location));
     if (transcripts.length > 0) await this.stage(transcripts);
+  }
+
+  /**
+   * A group's history and transcript rows as one script for SQLite's writer thread (the same rows
+   * `insertGroup` writes); false when the thread cannot take it, and `insertGroup` runs instead.
+   */
+  private async commitOffThread(payloads: ReadonlyArray<{ entry: HistoryEntry; location: ChannelLocation }>): Promise<boolean> {
+    const rows = payloads.map(({ entry, location }) => ({ entry, location, archived: true }));
+    const transcripts = this.script!(payloads.filter(({ entry }) => entry.kind === 'message').map(({ entry, location }) => transcriptInput(entry, location)));
+    const steps = [this.options.store.insertStep(rows), ...(transcripts.steps[0]!.paramLists.length > 0 ? transcripts.steps : [])];
+    if (!(await this.options.db.scriptOffThread!(steps))) return false;
+    transcripts.committed();
+    return true;
   }
 
   private async insert(entry: HistoryEntry, location: ChannelLocation): Promise<void> {

@@ -412,8 +412,11 @@ export class ChannelRuntime {
     return this.states.size;
   }
 
-  /** Group commits so far: how many, how many writes they carried, the largest (benchmarks). */
-  ingestStats(): { commits: number; writes: number; largestGroup: number } {
+  /**
+   * Group commits so far: how many, how many writes they carried, the largest, and how many of
+   * them SQLite's writer thread ran (benchmarks, tests).
+   */
+  ingestStats(): { commits: number; writes: number; largestGroup: number; whole: number } {
     return { ...this.writer.stats };
   }
 

@@ -128,6 +128,7 @@ export const DEFAULTS: MagpieConfig = {
     statementTimeoutMs: 5_000,
     connectTimeoutMs: 3_000,
     poolSize: 10,
+    writerThread: 'auto',
   },
   privacy: {
     editOwnReplies: true,

@@ -158,6 +158,7 @@ export const CONFIG_SPEC: TableSpec = {
       statement_timeout_ms: { kind: 'integer', min: 100, max: 60_000, meaning: 'milliseconds' },
       connect_timeout_ms: { kind: 'integer', min: 100, max: 60_000, meaning: 'milliseconds' },
       pool_size: { kind: 'integer', min: 2, max: 100, meaning: 'connections' },
+      writer_thread: { kind: 'enum', values: ['auto', 'on', 'off'] },
     },
   },
   metrics: {

@@ -217,6 +217,11 @@ export interface StorageSettings {
   connectTimeoutMs: number;
   /** PostgreSQL: connections in the pool (at least 2: writes outside transactions hold one). */
   poolSize: number;
+  /**
+   * SQLite: whether a burst's group commits run on a writer thread of their own (`auto`: when
+   * the machine has cores to spare for it, see `storage/writer-thread.ts`).
+   */
+  writerThread: 'auto' | 'on' | 'off';
 }
 
 /** `[metrics]` */

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { SqlClient, SqlRunResult } from '../storage/sql-client.js';
+import type { ScriptStep, SqlClient, SqlRunResult } from '../storage/sql-client.js';
 import { vectorToBlob } from './embedder.js';
 import { channelKey, ftsTags } from './scope.js';
 import { searchText } from './search-text.js';
@@ -88,6 +88,14 @@ export async function stageEach(db: SqlClient, rows: readonly ItemRowValues[]): 
     return result.changes > 0 ? [[Number(result.lastInsertRowid), row.indexKey]] : [];
   });
   if (owed.length > 0) await db.prepare(OWE_VECTOR).runEach(owed);
+}
+
+/** `stageEach` as two steps of a script for SQLite's writer thread: the backlog row of each new item points at it. */
+export function stageSteps(rows: readonly ItemRowValues[]): ScriptStep[] {
+  return [
+    { sql: INSERT_ITEM, paramLists: rows.map(itemParams) },
+    { sql: OWE_VECTOR, paramLists: rows.map((row) => [row.indexKey]), afterRowidsOfPrevious: true },
+  ];
 }
 
 /** Transcript text carries the speaker, so a search for a name finds what that person said. */

@@ -2,7 +2,7 @@ import { systemClock, type Clock } from '../common/clock.js';
 import { InputError } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 import type { MemoryScope } from '../config/types.js';
-import type { SqlClient } from '../storage/sql-client.js';
+import type { ScriptStep, SqlClient } from '../storage/sql-client.js';
 import type { Embedder } from './embedder.js';
 import { HybridSearch, type SearchTuning } from './hybrid-search.js';
 import type { VectorIndexManager } from './index-manager.js';
@@ -118,6 +118,10 @@ export class SqlMemoryStore implements MemoryStore {
 
   transcriptStager(db: unknown): ((entries: TranscriptEntryInput[]) => Promise<void>) | undefined {
     return this.archive.stager(db);
+  }
+
+  transcriptScript(db: unknown): ((entries: TranscriptEntryInput[]) => { steps: ScriptStep[]; committed: () => void }) | undefined {
+    return this.archive.scriptStager(db);
   }
 
   save(input: SaveMemoryInput): Promise<SaveMemoryResult> {

@@ -1,4 +1,5 @@
-import { hashContent, insertItem, insertVector, replaceVector, transcriptRow, transcriptSearchText, transcriptText } from './item-writes.js';
+import { hashContent, insertItem, insertVector, replaceVector, stageSteps, transcriptRow, transcriptSearchText, transcriptText } from './item-writes.js';
+import type { ScriptStep } from '../storage/sql-client.js';
 import { channelKey } from './scope.js';
 import type { StoreContext } from './store-context.js';
 import type { TranscriptEntryInput } from './types.js';
@@ -30,6 +31,18 @@ export class TranscriptArchive {
       // Not before the caller's commit: a drain that read the backlog first would miss these
       // rows (on PostgreSQL its read does not wait for the transaction) and end.
       own.afterCommit(() => backlog.schedule());
+    };
+  }
+
+  /** `stager`'s rows as script steps for SQLite's writer thread (see `MemoryStore.transcriptScript`). */
+  scriptStager(db: unknown): ((entries: TranscriptEntryInput[]) => { steps: ScriptStep[]; committed: () => void }) | undefined {
+    const { db: own, clock, backlog } = this.context;
+    if (db !== own || !own.scriptOffThread) return undefined;
+    return (entries) => {
+      this.context.assertOpen();
+      const now = clock.now();
+      const rows = entries.map((entry) => transcriptRow(entry, transcriptText(entry.authorName, entry.content), now));
+      return { steps: stageSteps(rows), committed: () => backlog.schedule() };
     };
   }
 

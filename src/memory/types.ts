@@ -4,6 +4,7 @@
  * vector indexes are derived. Whatever touches the database answers with a promise.
  */
 import type { ChannelView } from '../privacy/channel-views.js';
+import type { ScriptStep } from '../storage/sql-client.js';
 
 /** Who may see which channel is privacy's to say; memory is handed it. */
 export type { ChannelView, ViewLookup, ViewRegistry } from '../privacy/channel-views.js';
@@ -151,6 +152,12 @@ export interface MemoryStore {
    * share that database.
    */
   transcriptStager?(db: unknown): ((entries: TranscriptEntryInput[]) => Promise<void>) | undefined;
+  /**
+   * Optional: the same rows as steps of a script that SQLite's writer thread runs whole (with
+   * the caller's history rows), and what to do once it committed; undefined when the store
+   * does not share `db` or `db` runs no scripts.
+   */
+  transcriptScript?(db: unknown): ((entries: TranscriptEntryInput[]) => { steps: ScriptStep[]; committed: () => void }) | undefined;
   /** Optional: the channel was unloaded from memory; its vector index may be saved and dropped. */
   releaseChannel?(channelId: string): Promise<void>;
   /**

@@ -4,6 +4,8 @@ import { closeDatabase, DATABASE_FILE, openDatabase, type Migration } from './da
 import type { SqlClient } from './sql-client.js';
 import { startWalCheckpointer, type WalCheckpointer } from './wal-checkpointer.js';
 import { WriterLock } from './writer-lock.js';
+import { SerialClient } from './serial-client.js';
+import { WriterThread } from './writer-thread.js';
 
 /** A data dir opened by its one writer: the lock is held until `close`. */
 export interface WritableDataDir {
@@ -16,11 +18,18 @@ export interface WritableDataDir {
   close(): Promise<void>;
 }
 
-/** Long-running writers (the bot, a replay) checkpoint from a thread of their own (wal-checkpointer.ts). */
+/**
+ * Long-running writers (the bot, a replay) checkpoint from a thread of their own
+ * (wal-checkpointer.ts) and commit a burst's groups from another (writer-thread.ts).
+ */
 export interface BackgroundCheckpoints {
   checkpointInBackground?: boolean;
   /** Hears why the thread could not checkpoint (once per distinct failure). */
   onCheckpointFailure?: (error: string) => void;
+  /** Group commits run on a writer thread of their own. */
+  commitInBackground?: boolean;
+  /** Hears why the writer thread stopped (group commits then run on the event loop). */
+  onWriterThreadFailure?: (error: string) => void;
 }
 
 /**
@@ -53,6 +62,9 @@ export async function openDataDirForWriting(
   } catch (error) {
     lock.release();
     throw error;
+  }
+  if (options.commitInBackground && db instanceof SerialClient) {
+    db.useWriterThread(new WriterThread(join(dataDir, DATABASE_FILE), { onFailure: (error) => options.onWriterThreadFailure?.(error) }));
   }
   let checkpointer: WalCheckpointer | undefined;
   if (options.checkpointInBackground) {

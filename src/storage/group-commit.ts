@@ -8,6 +8,12 @@ export interface GroupCommitOptions<P> {
    * rejects if any payload cannot be written.
    */
   write: (payloads: P[]) => Promise<void>;
+  /**
+   * Commits a group of several payloads some cheaper way than `write` in a transaction (SQLite's
+   * writer thread), resolving true once committed; false when it cannot now, and `write` does.
+   * Rejects as `write` would (the group is then retried one payload at a time, through `write`).
+   */
+  commitWhole?: (payloads: P[]) => Promise<boolean>;
   /** Writes in one transaction at most (a burst is cut into several commits beyond it). */
   maxBatch?: number;
   /**
@@ -76,15 +82,26 @@ export class GroupCommit<P> {
   private telling: Promise<void> = Promise.resolve();
   /** `flush` callers, each waiting for the payloads queued before it. */
   private waiters: Array<{ upTo: number; resolve: () => void }> = [];
-  /** Commits done and writes carried (for benchmarks and status); `readBacks`: commits whose outcome had to be read back. */
-  readonly stats = { commits: 0, writes: 0, largestGroup: 0, readBacks: 0 };
+  /**
+   * Commits done and writes carried (for benchmarks and status); `readBacks`: commits whose
+   * outcome had to be read back; `whole`: groups `commitWhole` committed.
+   */
+  readonly stats = { commits: 0, writes: 0, largestGroup: 0, readBacks: 0, whole: 0 };
 
   constructor(options: GroupCommitOptions<P>) {
     this.maxBatch = options.maxBatch ?? DEFAULT_GROUP_COMMIT_BATCH;
     this.concurrency = Math.max(1, options.concurrency ?? 1);
     // No savepoint per write: FTS5 flushes its pending terms to a new segment at every
     // savepoint, which would cost as much as a commit per message.
-    this.commitGroup = (payloads) => options.db.transaction(() => options.write(payloads));
+    const whole = options.commitWhole;
+    this.commitGroup = async (payloads) => {
+      // A group of one is a retry or a quiet channel: where the failing write is named, or too small to send away.
+      if (whole && payloads.length > 1 && (await whole(payloads))) {
+        this.stats.whole += 1;
+        return;
+      }
+      await options.db.transaction(() => options.write(payloads));
+    };
     this.stored = options.stored;
     this.readBackDelaysMs = options.readBackDelaysMs ?? READ_BACK_DELAYS_MS;
   }

@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { runCommitted, type SqlClient, type SqlDialect, type SqlQuery, type SqlRunResult, type TransactionMode } from './sql-client.js';
+import { runCommitted, type ScriptStep, type SqlClient, type SqlDialect, type SqlQuery, type SqlRunResult, type TransactionMode } from './sql-client.js';
 import type { SqlDatabase, SqlStatement } from './sql-database.js';
+import type { WriterThread } from './writer-thread.js';
 
 /** One open transaction (or savepoint) of a `SerialClient`, as the async context inside it sees it. */
 interface OpenTransaction {
@@ -9,7 +10,12 @@ interface OpenTransaction {
   open: boolean;
   /** On the outermost frame: what runs once it committed. */
   committed?: Array<() => void>;
+  /** The file held for the writer thread's transaction (nothing runs on this connection for it). */
+  offThread?: boolean;
 }
+
+/** The code a COMMIT gets when its thread went away before answering (the group commit reads its rows back). */
+const COMMIT_UNKNOWN = 'storage_commit_unknown';
 
 /** How many rows `iterate` hands out per step. */
 const ITERATE_BATCH = 500;
@@ -56,6 +62,7 @@ export class SerialClient implements SqlClient {
   private readonly queries = new Map<string, SerialQuery>();
   private readonly gate: Gate;
   private readonly file: string | undefined;
+  private writer: WriterThread | undefined;
 
   constructor(
     /** The connection underneath; exposed for SQLite-only work (backup, checkpoints). */
@@ -90,6 +97,21 @@ export class SerialClient implements SqlClient {
     return this.inside(this.context.getStore());
   }
 
+  /**
+   * Gives the client a writer thread on its file, for `scriptOffThread`; the client closes it.
+   * Only for a file-backed database that this process writes.
+   */
+  useWriterThread(writer: WriterThread): void {
+    this.writer = writer;
+  }
+
+  /** Closes the writer thread (after every script already sent to it); scripts are refused from then on. */
+  async stopWriterThread(): Promise<void> {
+    const writer = this.writer;
+    this.writer = undefined;
+    await writer?.close();
+  }
+
   prepare(sql: string): SqlQuery {
     let query = this.queries.get(sql);
     if (!query) {
@@ -114,12 +136,7 @@ export class SerialClient implements SqlClient {
     if (this.inside(outer)) return this.savepoint(outer!, fn);
     const frame: OpenTransaction = { root: undefined, depth: 0, open: true };
     frame.root = frame;
-    if (this.holder !== undefined || this.waiting.length > 0) {
-      // Taken synchronously when our turn comes, so nothing queued after us runs first.
-      await new Promise<void>((resolve) => this.waiting.push(() => ((this.holder = frame), resolve())));
-    } else {
-      this.holder = frame;
-    }
+    await this.take(frame);
     try {
       this.connection.exec(mode === 'deferred' ? 'BEGIN' : 'BEGIN IMMEDIATE');
       let result: T;
@@ -146,6 +163,36 @@ export class SerialClient implements SqlClient {
     }
   }
 
+  /**
+   * Runs `steps` as one transaction on the writer thread, in one message each way: a group
+   * commit's inserts, FTS5's flush and its COMMIT cost the thread's core, and the event loop
+   * only sends the rows and hears the outcome. The file is held meanwhile as for a transaction
+   * of this connection, except that reads from outside go on (they see what was committed
+   * before). Resolves true once committed; false when there is no usable thread (or the caller
+   * is inside a transaction), and the caller writes here instead. A thread that went away before
+   * answering rejects with `storage_commit_unknown`: it may have committed.
+   */
+  async scriptOffThread(steps: ScriptStep[]): Promise<boolean> {
+    const writer = this.writer;
+    if (!writer?.usable || this.inside(this.context.getStore())) return false;
+    const frame: OpenTransaction = { root: undefined, depth: 0, open: true, offThread: true };
+    frame.root = frame;
+    await this.take(frame);
+    try {
+      // It failed while this script waited for the file: nothing was sent.
+      if (!writer.usable) return false;
+      await writer.script(steps);
+      return true;
+    } catch (error) {
+      if (writer.usable) throw error;
+      throw Object.assign(new Error(`the writer thread stopped before answering: ${(error as Error).message}`), { code: COMMIT_UNKNOWN, cause: error });
+    } finally {
+      frame.open = false;
+      this.holder = undefined;
+      this.drain();
+    }
+  }
+
   afterCommit(callback: () => void): void {
     const frame = this.context.getStore();
     if (!this.inside(frame)) {
@@ -157,6 +204,7 @@ export class SerialClient implements SqlClient {
 
   async close(): Promise<void> {
     if (!this.connection.open) return;
+    await this.stopWriterThread();
     this.connection.close();
     // An AsyncLocalStorage that ran once stays on Node's list until disabled: every promise any
     // code makes afterwards pays for it, so a process that opens many clients slows down.
@@ -165,9 +213,17 @@ export class SerialClient implements SqlClient {
     if (this.gate.clients === 0 && this.file !== undefined && gates.get(this.file) === this.gate) gates.delete(this.file);
   }
 
-  /** Runs `work` now, or after the transaction that holds the connection when the caller is outside it. */
-  use<T>(work: () => T): Promise<T> {
-    if (this.inside(this.context.getStore()) || (this.holder === undefined && this.waiting.length === 0)) {
+  /**
+   * Runs `work` now, or after the transaction that holds the connection when the caller is outside
+   * it. A read (`reads` says whether it is one) goes on at once while the writer thread holds the
+   * file: that transaction is on another connection, so this one has nothing uncommitted to show.
+   */
+  use<T>(work: () => T, reads?: () => boolean): Promise<T> {
+    if (
+      this.inside(this.context.getStore()) ||
+      (this.holder === undefined && this.waiting.length === 0) ||
+      (this.holder?.offThread === true && reads?.() === true)
+    ) {
       try {
         return Promise.resolve(work());
       } catch (error) {
@@ -188,6 +244,16 @@ export class SerialClient implements SqlClient {
   /** Prepares one statement on the connection (used by `SerialQuery`). */
   statement(sql: string): SqlStatement {
     return this.connection.prepare(sql);
+  }
+
+  /** Waits for the file (in arrival order) and makes `frame` its holder. */
+  private async take(frame: OpenTransaction): Promise<void> {
+    if (this.holder !== undefined || this.waiting.length > 0) {
+      // Taken synchronously when our turn comes, so nothing queued after us runs first.
+      await new Promise<void>((resolve) => this.waiting.push(() => ((this.holder = frame), resolve())));
+    } else {
+      this.holder = frame;
+    }
   }
 
   private inside(frame: OpenTransaction | undefined): boolean {
@@ -239,15 +305,15 @@ class SerialQuery implements SqlQuery {
   ) {}
 
   run(...params: unknown[]): Promise<SqlRunResult> {
-    return this.client.use(() => this.statement().run(...params));
+    return this.client.use(() => this.statement().run(...params), this.reads);
   }
 
   get(...params: unknown[]): Promise<unknown> {
-    return this.client.use(() => this.statement().get(...params));
+    return this.client.use(() => this.statement().get(...params), this.reads);
   }
 
   all(...params: unknown[]): Promise<unknown[]> {
-    return this.client.use(() => this.statement().all(...params));
+    return this.client.use(() => this.statement().all(...params), this.reads);
   }
 
   runEach(paramLists: ReadonlyArray<readonly unknown[]>): Promise<SqlRunResult[]> {
@@ -269,6 +335,9 @@ class SerialQuery implements SqlQuery {
     return new SerialQuery(this.client, this.sql, toggle);
   }
 
+  /** Whether the statement only reads (SQLite knows once it is prepared). */
+  private readonly reads = (): boolean => (this.statement() as SqlStatement & { readonly?: boolean }).readonly === true;
+
   private statement(): SqlStatement {
     if (!this.prepared) {
       const base = this.client.statement(this.sql);
@@ -277,3 +346,4 @@ class SerialQuery implements SqlQuery {
     return this.prepared;
   }
 }
+

@@ -35,6 +35,20 @@ export interface SqlQuery {
   pluck(toggle?: boolean): SqlQuery;
 }
 
+/** One statement of a script run whole by SQLite's writer thread (`SqlClient.scriptOffThread`). */
+export interface ScriptStep {
+  sql: string;
+  /** One run per parameter list, in order. */
+  paramLists: unknown[][];
+  /** Every run must change a row: one that changes none rolls the script back (`script_conflict`). */
+  mustChange?: boolean;
+  /**
+   * Run i happens only when run i of the step before changed a row, with that run's new rowid as
+   * its first parameter (a row that points at the row just inserted).
+   */
+  afterRowidsOfPrevious?: boolean;
+}
+
 /**
  * `immediate` and `exclusive` take the write lock up front on SQLite (BEGIN IMMEDIATE); on
  * PostgreSQL a transaction that must be serial says how (row locks, advisory locks) in its own
@@ -60,6 +74,12 @@ export interface SqlClient {
    * back and rejects with the same error. Nested calls become savepoints.
    */
   transaction<T>(fn: () => Promise<T> | T, mode?: TransactionMode): Promise<T>;
+  /**
+   * SQLite with a writer thread only: `steps` as one transaction on that thread (see
+   * `SerialClient`), resolving true once committed; false when it cannot (the caller then
+   * writes in `transaction`). For big, self-contained writes: a burst's group commit.
+   */
+  scriptOffThread?(steps: ScriptStep[]): Promise<boolean>;
   /**
    * Runs `callback` once the outermost transaction open in the caller's context has committed,
    * or now when none is open; never after a rollback of that transaction. For wake-ups (work

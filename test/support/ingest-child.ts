@@ -8,8 +8,13 @@ import { DEFAULTS } from '../../src/config/defaults.js';
 import { appEnv, withTestStorage } from './storage.js';
 
 const dataDir = process.argv[2]!;
+// SQLite's group commits on the writer thread or on the event loop, as the parent asks.
+const writerThread = (process.argv[3] ?? 'auto') as 'auto' | 'on' | 'off';
 const channels = 50;
-const app = await openApp({ config: withTestStorage({ ...DEFAULTS, memory: { ...DEFAULTS.memory, dataDir } }), env: appEnv() });
+const app = await openApp({
+  config: withTestStorage({ ...DEFAULTS, storage: { ...DEFAULTS.storage, writerThread }, memory: { ...DEFAULTS.memory, dataDir } }),
+  env: appEnv(),
+});
 let index = 0;
 // Many ingests in flight at once, as the gateway delivers them: they share group commits.
 for (;;) {
