@@ -119,7 +119,7 @@ test('a script runs whole on the writer thread, with rows that point at the rows
     await sql.exec('CREATE TABLE owed (item INTEGER PRIMARY KEY, note TEXT)');
     sql.useWriterThread(new WriterThread(file));
     await sql.prepare('INSERT INTO t (v) VALUES (?)').run('old');
-    const committed = await sql.scriptOffThread([
+    const committed = await sql.scriptOffThread(() => [
       { sql: 'INSERT OR IGNORE INTO t (v, b) VALUES (?, ?)', paramLists: [['a', Buffer.from([1, 2, 3])], ['old', null], ['c', null]] },
       { sql: 'INSERT INTO owed (item, note) VALUES (?, ?)', paramLists: [['for a'], ['for old'], ['for c']], afterRowidsOfPrevious: true },
     ]);
@@ -143,7 +143,7 @@ test('while the thread holds the file, outside reads go on (seeing only what was
     await insert.run('before');
     other.exec('BEGIN IMMEDIATE');
     const order: string[] = [];
-    const script = sql.scriptOffThread([{ sql: 'INSERT INTO t (v) VALUES (?)', paramLists: [['inside']] }]).then(() => order.push('script'));
+    const script = sql.scriptOffThread(() => [{ sql: 'INSERT INTO t (v) VALUES (?)', paramLists: [['inside']] }]).then(() => order.push('script'));
     await new Promise((resolve) => setTimeout(resolve, 20));
     assert.deepEqual(await sql.prepare('SELECT v FROM t ORDER BY id').pluck().all(), ['before']);
     const outside = insert.run('outside').then(() => order.push('outside'));
@@ -165,15 +165,15 @@ test('a script rolls back whole when a run that must change a row does not, or S
     sql.useWriterThread(new WriterThread(file));
     await sql.prepare('INSERT INTO t (v) VALUES (?)').run('kept');
     await assert.rejects(
-      sql.scriptOffThread([{ sql: 'INSERT OR IGNORE INTO t (v) VALUES (?)', paramLists: [['gone'], ['kept']], mustChange: true }]),
+      sql.scriptOffThread(() => [{ sql: 'INSERT OR IGNORE INTO t (v) VALUES (?)', paramLists: [['gone'], ['kept']], mustChange: true }]),
       (error: Error & { code?: string }) => error.code === 'script_conflict' && /run 2/.test(error.message),
     );
     await assert.rejects(
-      sql.scriptOffThread([{ sql: 'INSERT INTO t (v) VALUES (?)', paramLists: [['gone too'], ['kept']] }]),
+      sql.scriptOffThread(() => [{ sql: 'INSERT INTO t (v) VALUES (?)', paramLists: [['gone too'], ['kept']] }]),
       (error: Error & { code?: string }) => error.code === 'SQLITE_CONSTRAINT_UNIQUE' && /UNIQUE/.test(error.message),
     );
     assert.deepEqual(await sql.prepare('SELECT v FROM t ORDER BY id').pluck().all(), ['kept']);
-    await sql.scriptOffThread([{ sql: 'INSERT INTO t (v) VALUES (?)', paramLists: [['later']] }]);
+    await sql.scriptOffThread(() => [{ sql: 'INSERT INTO t (v) VALUES (?)', paramLists: [['later']] }]);
     assert.deepEqual(await sql.prepare('SELECT v FROM t ORDER BY id').pluck().all(), ['kept', 'later']);
   } finally {
     await cleanup();
@@ -187,7 +187,11 @@ test('a writer thread that cannot open its file says why, and scripts are refuse
     const thread = new WriterThread(`${file}.missing`, { onFailure: (error) => failures.push(error) });
     sql.useWriterThread(thread);
     while (thread.usable) await new Promise((resolve) => setTimeout(resolve, 5));
-    assert.equal(await sql.scriptOffThread([{ sql: 'INSERT INTO t (v) VALUES (?)', paramLists: [['one']] }]), false);
+    let built = false;
+    const build = () => ((built = true), [{ sql: 'INSERT INTO t (v) VALUES (?)', paramLists: [['one']] }]);
+    assert.equal(await sql.scriptOffThread(build), false);
+    // Without a thread the rows are not even made: the caller makes its own.
+    assert.equal(built, false);
     assert.equal(failures.length, 1);
     assert.match(failures[0]!, /writer thread/);
     assert.equal(await sql.prepare('SELECT count(*) FROM t').pluck().get(), 0);
@@ -203,7 +207,7 @@ test('a writer thread that dies with a script in flight makes it storage_commit_
     const thread = new WriterThread(file, { onFailure: (error) => failures.push(error) });
     sql.useWriterThread(thread);
     const rows = Array.from({ length: 50_000 }, (_, index) => [`row-${index}`]);
-    const inFlight = sql.scriptOffThread([{ sql: 'INSERT INTO t (v) VALUES (?)', paramLists: rows }]);
+    const inFlight = sql.scriptOffThread(() => [{ sql: 'INSERT INTO t (v) VALUES (?)', paramLists: rows }]);
     // As a crash of the thread would: it ends without answering.
     void (thread as unknown as { worker: import('node:worker_threads').Worker }).worker.terminate();
     await assert.rejects(inFlight, (error: Error & { code?: string }) => error.code === 'storage_commit_unknown');
@@ -212,7 +216,7 @@ test('a writer thread that dies with a script in flight makes it storage_commit_
     // All or nothing, whichever it was; and the file is free for this connection's writes.
     const stored = (await sql.prepare('SELECT count(*) FROM t').pluck().get()) as number;
     assert.ok(stored === 0 || stored === rows.length, `${stored} rows`);
-    assert.equal(await sql.scriptOffThread([{ sql: 'INSERT INTO t (v) VALUES (?)', paramLists: [['after']] }]), false);
+    assert.equal(await sql.scriptOffThread(() => [{ sql: 'INSERT INTO t (v) VALUES (?)', paramLists: [['after']] }]), false);
     await sql.prepare('INSERT INTO t (v) VALUES (?)').run('after');
   } finally {
     await cleanup();

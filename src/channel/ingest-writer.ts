@@ -130,11 +130,16 @@ export class IngestWriter {
    * `insertGroup` writes); false when the thread cannot take it, and `insertGroup` runs instead.
    */
   private async commitOffThread(payloads: ReadonlyArray<{ entry: HistoryEntry; location: ChannelLocation }>): Promise<boolean> {
-    const rows = payloads.map(({ entry, location }) => ({ entry, location, archived: true }));
-    const transcripts = this.script!(payloads.filter(({ entry }) => entry.kind === 'message').map(({ entry, location }) => transcriptInput(entry, location)));
-    const steps = [this.options.store.insertStep(rows), ...(transcripts.steps[0]!.paramLists.length > 0 ? transcripts.steps : [])];
-    if (!(await this.options.db.scriptOffThread!(steps))) return false;
-    transcripts.committed();
+    let committed: (() => void) | undefined;
+    // Built only once the thread takes it: without one, `insertGroup` builds the same rows.
+    const sent = await this.options.db.scriptOffThread!(() => {
+      const rows = payloads.map(({ entry, location }) => ({ entry, location, archived: true }));
+      const transcripts = this.script!(payloads.filter(({ entry }) => entry.kind === 'message').map(({ entry, location }) => transcriptInput(entry, location)));
+      committed = transcripts.committed;
+      return [this.options.store.insertStep(rows), ...(transcripts.steps[0]!.paramLists.length > 0 ? transcripts.steps : [])];
+    });
+    if (!sent) return false;
+    committed?.();
     return true;
   }
 

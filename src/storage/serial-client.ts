@@ -136,7 +136,8 @@ export class SerialClient implements SqlClient {
     if (this.inside(outer)) return this.savepoint(outer!, fn);
     const frame: OpenTransaction = { root: undefined, depth: 0, open: true };
     frame.root = frame;
-    await this.take(frame);
+    const turn = this.take(frame);
+    if (turn) await turn;
     try {
       this.connection.exec(mode === 'deferred' ? 'BEGIN' : 'BEGIN IMMEDIATE');
       let result: T;
@@ -168,20 +169,22 @@ export class SerialClient implements SqlClient {
    * commit's inserts, FTS5's flush and its COMMIT cost the thread's core, and the event loop
    * only sends the rows and hears the outcome. The file is held meanwhile as for a transaction
    * of this connection, except that reads from outside go on (they see what was committed
-   * before). Resolves true once committed; false when there is no usable thread (or the caller
-   * is inside a transaction), and the caller writes here instead. A thread that went away before
-   * answering rejects with `storage_commit_unknown`: it may have committed.
+   * before). `build` makes the steps once the thread is sure to take them. Resolves true once
+   * committed; false when there is no usable thread (or the caller is inside a transaction),
+   * and the caller writes here instead. A thread that went away before answering rejects with
+   * `storage_commit_unknown`: it may have committed.
    */
-  async scriptOffThread(steps: ScriptStep[]): Promise<boolean> {
+  async scriptOffThread(build: () => ScriptStep[]): Promise<boolean> {
     const writer = this.writer;
     if (!writer?.usable || this.inside(this.context.getStore())) return false;
     const frame: OpenTransaction = { root: undefined, depth: 0, open: true, offThread: true };
     frame.root = frame;
-    await this.take(frame);
+    const turn = this.take(frame);
+    if (turn) await turn;
     try {
       // It failed while this script waited for the file: nothing was sent.
       if (!writer.usable) return false;
-      await writer.script(steps);
+      await writer.script(build());
       return true;
     } catch (error) {
       if (writer.usable) throw error;
@@ -246,14 +249,17 @@ export class SerialClient implements SqlClient {
     return this.connection.prepare(sql);
   }
 
-  /** Waits for the file (in arrival order) and makes `frame` its holder. */
-  private async take(frame: OpenTransaction): Promise<void> {
-    if (this.holder !== undefined || this.waiting.length > 0) {
-      // Taken synchronously when our turn comes, so nothing queued after us runs first.
-      await new Promise<void>((resolve) => this.waiting.push(() => ((this.holder = frame), resolve())));
-    } else {
+  /**
+   * Makes `frame` the file's holder: now when it is free (undefined: no turn of the microtask
+   * queue is spent), or when its turn comes, in arrival order (the promise to await).
+   */
+  private take(frame: OpenTransaction): Promise<void> | undefined {
+    if (this.holder === undefined && this.waiting.length === 0) {
       this.holder = frame;
+      return undefined;
     }
+    // Taken synchronously when our turn comes, so nothing queued after us runs first.
+    return new Promise<void>((resolve) => this.waiting.push(() => ((this.holder = frame), resolve())));
   }
 
   private inside(frame: OpenTransaction | undefined): boolean {

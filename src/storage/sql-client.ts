@@ -75,11 +75,12 @@ export interface SqlClient {
    */
   transaction<T>(fn: () => Promise<T> | T, mode?: TransactionMode): Promise<T>;
   /**
-   * SQLite with a writer thread only: `steps` as one transaction on that thread (see
-   * `SerialClient`), resolving true once committed; false when it cannot (the caller then
-   * writes in `transaction`). For big, self-contained writes: a burst's group commit.
+   * SQLite with a writer thread only: the steps `build` makes (called only when the thread
+   * takes them) as one transaction on that thread (see `SerialClient`), resolving true once
+   * committed; false when it cannot (the caller then writes in `transaction`). For big,
+   * self-contained writes: a burst's group commit.
    */
-  scriptOffThread?(steps: ScriptStep[]): Promise<boolean>;
+  scriptOffThread?(build: () => ScriptStep[]): Promise<boolean>;
   /**
    * Runs `callback` once the outermost transaction open in the caller's context has committed,
    * or now when none is open; never after a rollback of that transaction. For wake-ups (work
