@@ -133,10 +133,12 @@ export class IngestWriter {
     let committed: (() => void) | undefined;
     // Built only once the thread takes it: without one, `insertGroup` builds the same rows.
     const sent = await this.options.db.scriptOffThread!(() => {
-      const rows = payloads.map(({ entry, location }) => ({ entry, location, archived: true }));
-      const transcripts = this.script!(payloads.filter(({ entry }) => entry.kind === 'message').map(({ entry, location }) => transcriptInput(entry, location)));
+      const history = this.options.store.insertStep(payloads.map(({ entry, location }) => ({ entry, location, archived: true })));
+      const messages = payloads.filter(({ entry }) => entry.kind === 'message').map(({ entry, location }) => transcriptInput(entry, location));
+      if (messages.length === 0) return [history];
+      const transcripts = this.script!(messages);
       committed = transcripts.committed;
-      return [this.options.store.insertStep(rows), ...(transcripts.steps[0]!.paramLists.length > 0 ? transcripts.steps : [])];
+      return [history, ...transcripts.steps];
     });
     if (!sent) return false;
     committed?.();

@@ -1,4 +1,4 @@
-import type { SqlClient } from './sql-client.js';
+import { COMMIT_UNKNOWN, type SqlClient } from './sql-client.js';
 
 export interface GroupCommitOptions<P> {
   db: SqlClient;
@@ -30,8 +30,6 @@ export interface GroupCommitOptions<P> {
   readBackDelaysMs?: readonly number[];
 }
 
-/** The code `PgPoolClient` gives a COMMIT that got no answer (pg-error.ts). */
-const COMMIT_UNKNOWN = 'storage_commit_unknown';
 const READ_BACK_DELAYS_MS: readonly number[] = [100, 250, 500, 1_000, 2_000, 2_000];
 
 interface QueuedWrite<P> {

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { runCommitted, type ScriptStep, type SqlClient, type SqlDialect, type SqlQuery, type SqlRunResult, type TransactionMode } from './sql-client.js';
+import { COMMIT_UNKNOWN, runCommitted, type ScriptStep, type SqlClient, type SqlDialect, type SqlQuery, type SqlRunResult, type TransactionMode } from './sql-client.js';
 import type { SqlDatabase, SqlStatement } from './sql-database.js';
 import type { WriterThread } from './writer-thread.js';
 
@@ -13,9 +13,6 @@ interface OpenTransaction {
   /** The file held for the writer thread's transaction (nothing runs on this connection for it). */
   offThread?: boolean;
 }
-
-/** The code a COMMIT gets when its thread went away before answering (the group commit reads its rows back). */
-const COMMIT_UNKNOWN = 'storage_commit_unknown';
 
 /** How many rows `iterate` hands out per step. */
 const ITERATE_BATCH = 500;

@@ -93,6 +93,12 @@ export interface SqlClient {
   close(): Promise<void>;
 }
 
+/**
+ * The code of a COMMIT whose answer never came (a dropped PostgreSQL connection, a writer thread
+ * that went away): it may have committed, so the caller reads back before deciding.
+ */
+export const COMMIT_UNKNOWN = 'storage_commit_unknown';
+
 /** Whether the client (or connection) speaks PostgreSQL. */
 export function isPostgres(db: { readonly dialect?: SqlDialect }): boolean {
   return db.dialect === 'postgres';

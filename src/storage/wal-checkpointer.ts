@@ -1,4 +1,5 @@
 import { Worker } from 'node:worker_threads';
+import { stopThread } from './stop-thread.js';
 
 /** What the checkpoint thread is started with. */
 export interface CheckpointThreadData {
@@ -29,8 +30,6 @@ export interface WalCheckpointer {
 
 /** How often the thread looks at the WAL. */
 const CHECKPOINT_INTERVAL_MS = 250;
-/** How long `close` waits for the thread to finish its tick before it is stopped hard. */
-const STOP_GRACE_MS = 5_000;
 
 /**
  * Moves WAL checkpoints off the event loop. In WAL mode a commit only appends pages to the WAL;
@@ -81,13 +80,7 @@ export function startWalCheckpointer(
     async close() {
       if (stopping) return exited;
       stopping = true;
-      worker.postMessage('stop');
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), STOP_GRACE_MS)));
-      const outcome = await Promise.race([exited, late]);
-      clearTimeout(timer);
-      if (outcome === 'late') await worker.terminate();
-      await exited;
+      await stopThread(worker, exited, 'stop');
     },
   };
 }

@@ -14,22 +14,17 @@ const port = parentPort!;
 
 // Opened at once: a file this thread cannot open fails the thread (the main thread then writes
 // on its own connection), not the first group commit.
-let db: Database.Database | undefined = new Database(file, { fileMustExist: true });
+const db = new Database(file, { fileMustExist: true });
 // A reader elsewhere (a CLI command beside the bot) can hold the file for a moment: this thread
 // waits for it, not the event loop.
 db.pragma('busy_timeout = 5000');
 applyWriterPragmas(db);
 const statements = new Map<string, Database.Statement>();
 
-function connection(): Database.Database {
-  if (!db) throw new Error('the writer thread is closed');
-  return db;
-}
-
 function statement(sql: string): Database.Statement {
   let prepared = statements.get(sql);
   if (!prepared) {
-    prepared = connection().prepare(sql);
+    prepared = db.prepare(sql);
     statements.set(sql, prepared);
   }
   return prepared;
@@ -42,55 +37,45 @@ function bindable(params: unknown[]): unknown[] {
 
 const SKIPPED: Database.RunResult = { changes: 0, lastInsertRowid: 0 };
 
-/**
- * A script's steps in one transaction; a throw (or a run that must change a row and did not)
- * rolls all of it back. Nothing but the outcome goes back: cloning a thousand results costs the
- * event loop, and a caller that needs rows read back reads them on its own connection.
- */
-function runScript(steps: ScriptStep[]): void {
-  let previous: Database.RunResult[] = [];
-  connection()
-    .transaction(() => {
-      for (const step of steps) {
-        const prepared = statement(step.sql);
-        const runs: Database.RunResult[] = [];
-        for (const [index, params] of step.paramLists.entries()) {
-          let bound = bindable(params);
-          if (step.afterRowidsOfPrevious) {
-            const before = previous[index];
-            if (!before || before.changes === 0) {
-              runs.push(SKIPPED);
-              continue;
-            }
-            bound = [before.lastInsertRowid, ...bound];
-          }
-          const result = prepared.run(...bound);
-          if (step.mustChange && result.changes === 0) {
-            throw Object.assign(new Error(`run ${index + 1} of a script step changed no row`), { code: 'script_conflict' });
-          }
-          runs.push(result);
-        }
-        previous = runs;
-      }
-    })
-    .immediate();
+/** One step's runs, each linked to the run of the step before where the step asks for it. */
+function runStep(step: ScriptStep, previous: readonly Database.RunResult[]): Database.RunResult[] {
+  const prepared = statement(step.sql);
+  return step.paramLists.map((params, index) => {
+    let bound = bindable(params);
+    if (step.afterRowidsOfPrevious) {
+      const before = previous[index];
+      if (!before || before.changes === 0) return SKIPPED;
+      bound = [before.lastInsertRowid, ...bound];
+    }
+    const result = prepared.run(...bound);
+    if (step.mustChange && result.changes === 0) {
+      throw Object.assign(new Error(`run ${index + 1} of a script step changed no row`), { code: 'script_conflict' });
+    }
+    return result;
+  });
 }
 
-function perform(request: WriterRequest): unknown {
-  if (request.op === 'script') {
-    runScript(request.steps);
-    return undefined;
-  }
-  db?.close();
-  db = undefined;
-  port.close();
-  return undefined;
-}
+/**
+ * A script's steps in one transaction (BEGIN IMMEDIATE); a throw, or a run that must change a
+ * row and did not, rolls all of it back. Nothing but the outcome goes back: cloning a thousand
+ * results costs the event loop, and a caller that needs rows reads them on its own connection.
+ */
+const runScript = db.transaction((steps: ScriptStep[]) => {
+  let previous: Database.RunResult[] = [];
+  for (const step of steps) previous = runStep(step, previous);
+}).immediate;
 
 port.on('message', (request: WriterRequest) => {
+  if (request.op === 'stop') {
+    // After every script sent before it: messages are taken in order.
+    db.close();
+    port.close();
+    return;
+  }
   let reply: WriterReply;
   try {
-    reply = { id: request.id, ok: true, value: perform(request) };
+    runScript(request.steps);
+    reply = { id: request.id, ok: true };
   } catch (error) {
     const failure = error as { message?: unknown; code?: unknown };
     reply = {
@@ -100,5 +85,5 @@ port.on('message', (request: WriterRequest) => {
       ...(typeof failure.code === 'string' ? { code: failure.code } : {}),
     };
   }
-  if (request.op !== 'stop') port.postMessage(reply);
+  port.postMessage(reply);
 });

@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import type { ScriptStep } from './sql-client.js';
+import { stopThread } from './stop-thread.js';
 
 /** What the writer thread is started with. */
 export interface WriterThreadData {
@@ -8,9 +9,10 @@ export interface WriterThreadData {
 }
 
 /** What the writer thread is asked; a script is answered by a `WriterReply` with the same id. */
-export type WriterRequest = { id: number; op: 'script'; steps: ScriptStep[] } | { id: number; op: 'stop' };
+export type WriterRequest = { id: number; op: 'script'; steps: ScriptStep[] } | { op: 'stop' };
 
-export type WriterReply = { id: number; ok: true; value: unknown } | { id: number; ok: false; message: string; code?: string };
+/** A script's outcome: committed, or refused with SQLite's message and code. */
+export type WriterReply = { id: number; ok: true } | { id: number; ok: false; message: string; code?: string };
 
 /** Cores from which `auto` turns the writer thread on. */
 const CORES_FOR_WRITER_THREAD = 4;
@@ -38,10 +40,7 @@ class WriterThreadError extends Error {
   }
 }
 
-/** How long `close` waits for the thread to close its connection before it is stopped hard. */
-const STOP_GRACE_MS = 5_000;
-
-type Pending = { resolve: (value: unknown) => void; reject: (error: unknown) => void };
+type Pending = { resolve: () => void; reject: (error: unknown) => void };
 
 /**
  * A second connection to a data dir's SQLite file, on a thread of its own, for the transactions
@@ -58,7 +57,7 @@ type Pending = { resolve: (value: unknown) => void; reject: (error: unknown) => 
  * go on meanwhile, seeing what was committed before.
  *
  * When the thread fails (it could not open the file, or exited), `usable` turns false and every
- * statement waiting on it is refused; the client then writes on its own connection again.
+ * script waiting on it is refused; the client then writes on its own connection again.
  */
 export class WriterThread {
   private readonly worker: Worker;
@@ -73,14 +72,14 @@ export class WriterThread {
     private readonly options: { onFailure?: (error: string) => void } = {},
   ) {
     this.worker = new Worker(new URL('./writer-thread-worker.js', import.meta.url), { workerData: { file } satisfies WriterThreadData });
-    // Kept alive by the statements waiting on it only (see `send`), never on its own.
+    // Kept alive by the scripts waiting on it only (see `script`), never on its own.
     this.worker.unref();
     this.worker.on('message', (reply: WriterReply) => {
       const waiting = this.pending.get(reply.id);
       if (!waiting) return;
       this.pending.delete(reply.id);
       if (this.pending.size === 0) this.worker.unref();
-      if (reply.ok) waiting.resolve(reply.value);
+      if (reply.ok) waiting.resolve();
       else waiting.reject(new WriterThreadError(reply.message, reply.code));
     });
     this.worker.on('error', (error) => this.fail(new Error(`writer thread: ${error.message}`)));
@@ -97,31 +96,8 @@ export class WriterThread {
     return this.failure === undefined && !this.stopping;
   }
 
-  /** Why the thread is no longer usable, if it failed. */
-  get error(): Error | undefined {
-    return this.failure;
-  }
-
   /** Runs `steps` in one transaction on the thread (BEGIN IMMEDIATE … COMMIT); resolves once committed. */
-  async script(steps: ScriptStep[]): Promise<void> {
-    await this.send({ op: 'script', steps });
-  }
-
-  /** Closes the thread's connection (after every script already sent) and ends the thread. */
-  async close(): Promise<void> {
-    if (this.stopping) return this.exited;
-    this.stopping = true;
-    this.worker.postMessage({ id: 0, op: 'stop' } satisfies WriterRequest);
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), STOP_GRACE_MS)));
-    const outcome = await Promise.race([this.exited, late]);
-    clearTimeout(timer);
-    if (outcome === 'late') await this.worker.terminate();
-    await this.exited;
-    this.refuseAll(new Error('writer thread closed'));
-  }
-
-  private send(request: DistributiveOmit<WriterRequest, 'id'>): Promise<unknown> {
+  script(steps: ScriptStep[]): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
     if (this.stopping) return Promise.reject(new Error('writer thread closed'));
     const id = this.nextId++;
@@ -129,8 +105,16 @@ export class WriterThread {
       // A process whose only work left is an answer from this thread must wait for it.
       if (this.pending.size === 0) this.worker.ref();
       this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ ...request, id } as WriterRequest);
+      this.worker.postMessage({ id, op: 'script', steps } satisfies WriterRequest);
     });
+  }
+
+  /** Closes the thread's connection (after every script already sent) and ends the thread. */
+  async close(): Promise<void> {
+    if (this.stopping) return this.exited;
+    this.stopping = true;
+    await stopThread(this.worker, this.exited, { op: 'stop' } satisfies WriterRequest);
+    this.refuseAll(new Error('writer thread closed'));
   }
 
   private fail(error: Error): void {
@@ -145,5 +129,3 @@ export class WriterThread {
     this.worker.unref();
   }
 }
-
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;

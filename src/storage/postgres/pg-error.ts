@@ -1,4 +1,5 @@
 import { MagpieError } from '../../common/errors.js';
+import { COMMIT_UNKNOWN } from '../sql-client.js';
 
 /** A PostgreSQL error, with its SQLSTATE in `code` (`23505`: unique violation). */
 export class PgError extends Error {
@@ -19,7 +20,7 @@ export class PgError extends Error {
  */
 export const PG_CONNECTION_LOST = 'storage_connection';
 export const PG_TIMEOUT = 'storage_timeout';
-export const PG_COMMIT_UNKNOWN = 'storage_commit_unknown';
+export const PG_COMMIT_UNKNOWN = COMMIT_UNKNOWN;
 
 /** SQLSTATEs that mean the session is gone: the server ended it, or it never started. */
 const SESSION_ENDED = /^(08...|57P0[123])$/;
