@@ -153,9 +153,9 @@ describe('validation reports every problem by key path', () => {
 
   it('enums', () => {
     const problems = problemsOf(
-      '[defaults]\nreply_policy = "sometimes"\n[memory]\nembedder = "bert"\nscope = "world"\n[logging]\nlevel = "loud"\n',
+      '[defaults]\nreply_policy = "sometimes"\n[memory]\nembedder = "bert"\nscope = "world"\n[logging]\nlevel = "loud"\n[storage]\nwriter_thread = "maybe"\n',
     );
-    for (const key of ['defaults.reply_policy', 'memory.embedder', 'memory.scope', 'logging.level']) {
+    for (const key of ['defaults.reply_policy', 'memory.embedder', 'memory.scope', 'logging.level', 'storage.writer_thread']) {
       assert.match(findProblem(problems, key).message, /must be one of/);
     }
   });
