@@ -30,6 +30,10 @@ const PLANTED: Array<[string, string, string, string[]]> = [
   ['ticket', 'Dev', 'The crash is tracked in #1234, assigned to Priya', ['#1234', '1234']],
   ['mail', 'Ops', 'Send the logs to ops@example.org when it happens again', ['ops@example.org']],
   ['snake', 'Dev', 'Set max_retry_count to five in the worker config', ['max_retry_count']],
+  // Joined or camelCase, the last part loses its ending to the stemmer ("bytes" → "byt") as a
+  // word would, while the identifier is stored as written: each spelling finds the other.
+  ['snake-stemmed', 'Dev', 'Set max_upload_bytes to 5MB on staging', ['max_upload_bytes', 'maxuploadbytes', 'maxUploadBytes', 'MAX-UPLOAD-BYTES']],
+  ['camel-stemmed', 'Dev', 'The retryDelays setting is read once at start', ['retryDelays', 'retry_delays', 'retrydelays']],
   ['camel', 'Dev', 'We went with PostgreSQL 16, not MongoDB', ['postgresql', 'MongoDB']],
 ];
 

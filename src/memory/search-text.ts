@@ -106,8 +106,28 @@ export function searchTerms(text: string, options: { maxTerms?: number } = {}): 
   const terms = [...new Set(searchTokens(text))];
   const meaningful = terms.filter((term) => !QUESTION_WORDS.has(term));
   const chosen = meaningful.length > 0 ? meaningful : terms;
-  const joined = joinedNeighbours(text).filter((term) => !chosen.includes(term));
-  return [...chosen, ...new Set(joined)].slice(0, options.maxTerms ?? 32);
+  const extra = [...joinedNeighbours(text), ...otherSpellings(text)].filter((term) => !chosen.includes(term));
+  return [...chosen, ...new Set(extra)].slice(0, options.maxTerms ?? 32);
+}
+
+/**
+ * The other form an identifier may be indexed under. A joined identifier is stored as written
+ * (`max_upload_bytes` → `maxuploadbytes`), while the same letters typed as one word, or in
+ * camelCase (`maxUploadBytes`), are an English-looking word and stored stemmed
+ * (`maxuploadbyt`). A query looks for both forms, so each spelling finds the other.
+ */
+function otherSpellings(text: string): string[] {
+  const spellings: string[] = [];
+  for (const chunk of normalize(text).split(/\s+/)) {
+    if (PLAIN_WORD.test(chunk)) {
+      if (ENGLISH_WORD.test(chunk) && !STOP_WORDS.has(chunk) && chunk.length <= MAX_JOINED_LENGTH && stem(chunk) !== chunk) spellings.push(chunk);
+      continue;
+    }
+    const parts = chunk.match(PART);
+    const joined = parts && parts.length > 1 ? joinedIdentifier(chunk, parts) : undefined;
+    if (joined && ENGLISH_WORD.test(joined) && stem(joined) !== joined) spellings.push(stem(joined));
+  }
+  return spellings;
 }
 
 function joinable(word: string): boolean {
