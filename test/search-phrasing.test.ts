@@ -76,6 +76,19 @@ describe('search phrasing (real process)', () => {
     }
   });
 
+  test('a question about someone and something nobody said finds nothing, not whatever they said', async () => {
+    for (const query of ['what did Ben say about the database', 'did Cleo mention the budget?']) {
+      const { code, stdout, stderr } = await search(query, true);
+      assert.equal(code, 0, stderr);
+      assert.deepEqual(JSON.parse(stdout), [], `"${query}" should find nothing here`);
+    }
+    // Asked about the person alone, their lines are the answer.
+    const { code, stdout, stderr } = await search('what did Ben say', true);
+    assert.equal(code, 0, stderr);
+    const results = JSON.parse(stdout) as Array<{ author: string }>;
+    assert.ok(results.length > 0 && results.every((result) => result.author === 'Ben'), JSON.stringify(results.map((result) => result.author)));
+  });
+
   test('a query naming a participant ranks what they said first', async () => {
     for (const [query, expected] of [
       ['when did Ben say the ferry leaves?', 'm11'],

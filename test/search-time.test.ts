@@ -62,3 +62,41 @@ test('among equal matches, the one from the day the query names comes first', as
     await opened.close();
   }
 });
+
+test('a query naming only a time lists what was said then, and a date is not matched as words', async () => {
+  const opened = await openTestStore();
+  try {
+    const now = Date.now();
+    const lines: Array<[string, string, string, number]> = [
+      ['old', 'Chloe', 'yesterday I lost my umbrella at the station', now - 500 * DAY],
+      ['week', 'Ben', 'printer toner is low again', now - 4 * DAY],
+      ['recent', 'Chloe', 'we need to restock the printer toner', now - DAY],
+      ['dated', 'Ana', 'the lighthouse tour was fun', Date.UTC(2023, 9, 3, 12)],
+      ['other', 'Ana', 'the lighthouse tour was fun', Date.UTC(2022, 4, 5, 12)],
+      ['room', 'Ben', 'room 3 is free', Date.UTC(2023, 9, 3, 12, 3)],
+    ];
+    await opened.store.archiveTranscript(
+      lines.map(([id, authorName, content, createdAt]) => ({ channelId: 'ops', messageId: id, authorId: authorName.toLowerCase(), authorName, content, createdAt })),
+    );
+    await opened.store.whenIndexed();
+    const ids = async (query: string) => (await opened.store.search({ location: { channelId: 'ops' }, query, limit: 5 })).map((result) => result.message_id);
+
+    // "Yesterday" is a day, not a word: the line written yesterday, not the old one saying it.
+    assert.deepEqual(await ids('yesterday'), ['recent']);
+    assert.deepEqual(await ids('what did we talk about yesterday?'), ['recent']);
+    // Both of last week's lines; the earlier one is shown inside the later one's window.
+    const lastWeek = await opened.store.search({ location: { channelId: 'ops' }, query: 'what happened last week', limit: 5 });
+    assert.deepEqual(lastWeek.map((result) => result.message_id), ['recent']);
+    assert.ok(lastWeek[0]!.source_ids.includes('week'), JSON.stringify(lastWeek[0]!.source_ids));
+    // A word found nowhere, beside a time: nothing, not every line saying "yesterday".
+    assert.deepEqual(await ids('xyzzy yesterday'), []);
+    assert.equal((await ids('printer toner yesterday'))[0], 'recent');
+    // The date's "3" does not find "room 3 is free"; the line of that day comes first.
+    const dated = await ids('lighthouse tour on 3 October 2023');
+    assert.equal(dated[0], 'dated');
+    assert.ok(!dated.includes('room'), `"room 3 is free" matched only the date's number: ${dated.join(', ')}`);
+  } finally {
+    await opened.close();
+  }
+});
+

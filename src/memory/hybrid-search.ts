@@ -2,11 +2,11 @@ import type { SqlClient } from '../storage/sql-client.js';
 import type { MemoryDialect } from './dialect.js';
 import { blobToVector, dot, normalizeInPlace } from './embedder.js';
 import type { VectorIndexManager } from './index-manager.js';
-import type { FullText } from './full-text.js';
 import { ItemRows, padded, type ItemRow } from './item-rows.js';
 import type { Visibility } from './scope.js';
-import { searchTerms } from './search-text.js';
-import { nearness, timeNamed, timesOf, type TimeSpan } from './query-time.js';
+import { nearness, namedTime, timesOf, type TimeSpan } from './query-time.js';
+import { onlyQuestion } from './search-text.js';
+import { TextCandidates, type TextMatch } from './text-candidates.js';
 import { resultWindows, type RankedHit } from './result-windows.js';
 import type { MemoryKind, MemoryType, SearchResult } from './types.js';
 
@@ -93,6 +93,8 @@ export interface HybridSearchRequest {
   extraVectorHits?: Array<{ label: number; similarity: number }>;
   /** What "yesterday" or "last week" in the query is relative to (default: the system clock). */
   now?: number;
+  /** The channel searched from: a query naming only a time lists that channel's messages of then. */
+  channelId?: string;
 }
 
 
@@ -101,7 +103,15 @@ interface Candidate {
   rrf: number;
   similarity?: number;
   lexical?: number;
+  /** How near the time the query names (0–1), for a query that names nothing else. */
+  timely?: number;
 }
+
+/** Words of a time relative to when the query is asked. */
+const RELATIVE_TIME = /\b(?:yesterday|today|ago|last)\b/i;
+
+/** Evidence of a message that matches only the time a query names: it was said then, nothing more. */
+const TIME_ONLY_EVIDENCE = 0.5;
 
 
 /**
@@ -111,9 +121,7 @@ interface Candidate {
  * weighted by its fused rank, so text sharing neither words nor meaning with the query scores ~0.
  */
 export class HybridSearch {
-  /** Document counts of terms, refreshed after a while: only used to bound query cost. */
-  private readonly termCountCache = new Map<string, { count: number; at: number }>();
-  private readonly fullText: FullText;
+  private readonly text: TextCandidates;
   private readonly rows: ItemRows;
 
   constructor(
@@ -122,15 +130,26 @@ export class HybridSearch {
     private readonly indexes: VectorIndexManager,
     private readonly tuning: SearchTuning,
   ) {
-    this.fullText = dialect.fullText(db);
     this.rows = new ItemRows(db, dialect);
+    this.text = new TextCandidates(dialect.fullText(db), this.rows, tuning.textPostingBudget);
   }
 
   async run(request: HybridSearchRequest): Promise<SearchResult[]> {
     const tuning = this.tuning;
     const candidateCount = Math.max(tuning.candidates, request.limit * 3);
-    const time = timeNamed(request.queryText, request.now ?? Date.now());
-    const textHits = await this.textCandidates(request, candidateCount);
+    const named = namedTime(request.queryText, request.now ?? Date.now());
+    const time = named?.span;
+    const phrase = named ? request.queryText.slice(named.from, named.to) : '';
+    const rest = named ? `${request.queryText.slice(0, named.from)} ${request.queryText.slice(named.to)}` : request.queryText;
+    // A query naming a time and nothing else lists what was said then. A month of any year
+    // ("in June") lists nothing and stays a word to match.
+    if (time && !('month' in time) && onlyQuestion(rest)) return this.timeListing(request, time, candidateCount);
+    // A date says when, not what: "deploy on 3 October 2023" looks for "deploy" near that day,
+    // not for every message with a 3 in it. Relative words stay: a message about that day
+    // often says "yesterday" or "last week" itself (its own time for them is read apart).
+    const topicText = time && !('month' in time) && !RELATIVE_TIME.test(phrase) ? rest : request.queryText;
+    const { hits: textHits, offTopic } = await this.textCandidates(request, topicText, candidateCount, phrase);
+    if (offTopic) return [];
     const vectorFloor = textHits.length === 0 ? Math.max(tuning.vectorMinSimilarity, tuning.vectorOnlySimilarity) : tuning.vectorMinSimilarity;
     // Cosines to the query itself already at hand: rows whose vectors are still owed (compared by
     // the caller's backlog scan, nothing to read later) and the rows feedback reads.
@@ -162,6 +181,11 @@ export class HybridSearch {
     });
     for (const entry of candidates.values()) if (entry.similarity === undefined && known.has(entry.label)) entry.similarity = known.get(entry.label);
     if (time) await this.applySignals(candidates, time);
+    return this.shown(candidates, request);
+  }
+
+  private shown(candidates: Map<number, Candidate>, request: HybridSearchRequest): Promise<SearchResult[]> {
+    const tuning = this.tuning;
     return resultWindows(this.rows, this.hitsInOrder(candidates, request), {
       limit: request.limit,
       neighbors: tuning.neighbors,
@@ -169,6 +193,42 @@ export class HybridSearch {
       minScore: tuning.minScore,
       admits: (row) => this.admits(row, request),
     });
+  }
+
+  /**
+   * A query that names a time and nothing else ("what did we talk about yesterday"): the
+   * channel's messages written then, newest first. Neither list has anything to match, and
+   * the nearest vectors to "yesterday" are noise.
+   */
+  private async timeListing(request: HybridSearchRequest, span: { start: number; end: number }, count: number): Promise<SearchResult[]> {
+    if (!request.channelId || request.kind === 'memory' || request.memoryType) return [];
+    const { visibility } = request;
+    // The (channel_id, kind, created_at) index serves the range; the scope still applies.
+    const rows = (await this.db
+      .prepare(
+        `SELECT i.rowid AS label FROM memory_items i
+         WHERE i.channel_id = ? AND i.kind = 'transcript' AND i.created_at >= ? AND i.created_at < ? AND ${visibility.sql}
+         ORDER BY i.created_at DESC, i.rowid DESC LIMIT ?`,
+      )
+      .all(request.channelId, span.start, span.end, ...visibility.params, count)) as Array<{ label: number }>;
+    const candidates = new Map<number, Candidate>();
+    rows.forEach((row, rank) => {
+      candidates.set(row.label, { label: row.label, rrf: this.tuning.textWeight / (this.tuning.rrfK + rank + 1), similarity: 0, timely: 1 });
+    });
+    return this.shown(candidates, request);
+  }
+
+  private textCandidates(request: HybridSearchRequest, text: string, count: number, timeWords: string): Promise<TextMatch> {
+    return this.text.find(
+      text,
+      timeWords,
+      {
+        visibility: request.visibility,
+        ...(request.kind ? { kind: request.kind } : {}),
+        ...(request.memoryType ? { memoryType: request.memoryType } : {}),
+      },
+      count,
+    );
   }
 
   /**
@@ -205,7 +265,8 @@ export class HybridSearch {
       Math.max(0, ((entry.similarity ?? 0) - tuning.semanticFloor) / (tuning.semanticCeiling - tuning.semanticFloor)),
     );
     const lexical = entry.lexical === undefined ? 0 : entry.lexical / (entry.lexical + tuning.lexicalHalf);
-    const evidence = 1 - (1 - semantic) * (1 - lexical);
+    const timely = (entry.timely ?? 0) * TIME_ONLY_EVIDENCE;
+    const evidence = 1 - (1 - semantic) * (1 - lexical) * (1 - timely);
     return Math.min(1, Math.max(0, evidence * (1 - tuning.rankShare + tuning.rankShare * Math.min(1, entry.rrf / bestRrf))));
   }
 
@@ -273,67 +334,6 @@ export class HybridSearch {
       const near = Math.max(...timesOf(row.content, row.created_at).map((moment) => nearness(span, moment, this.tuning.timeSlackDays)));
       entry.rrf *= 1 + this.tuning.timeBoost * near;
     }
-  }
-
-  private async textCandidates(request: HybridSearchRequest, count: number): Promise<Array<{ label: number; strength: number }>> {
-    const { terms, counts } = await this.affordableTerms(searchTerms(request.queryText));
-    if (terms.length === 0) return [];
-    return this.fullText.candidates(
-      terms,
-      {
-        visibility: request.visibility,
-        ...(request.kind ? { kind: request.kind } : {}),
-        ...(request.memoryType ? { memoryType: request.memoryType } : {}),
-      },
-      count,
-      this.tuning.textPostingBudget,
-      counts,
-    );
-  }
-
-  /** The rarest terms whose postings fit the budget, with their counts; terms found nowhere are dropped. */
-  private async affordableTerms(terms: string[]): Promise<{ terms: string[]; counts: number[] }> {
-    const everyCount = await this.termCounts(terms);
-    const counted = terms
-      .map((term, position) => ({ term, count: everyCount[position]! }))
-      .filter((entry) => entry.count > 0)
-      .sort((left, right) => left.count - right.count);
-    const chosen: string[] = [];
-    const counts: number[] = [];
-    let postings = 0;
-    for (const entry of counted) {
-      if (chosen.length > 0 && postings + entry.count > this.tuning.textPostingBudget) break;
-      chosen.push(entry.term);
-      counts.push(entry.count);
-      postings += entry.count;
-    }
-    return { terms: chosen, counts };
-  }
-
-  /**
-   * Document counts of the terms, from the cache where it is fresh, the rest in one go. Only
-   * words found somewhere are cached: a word searched before anyone said it is counted again
-   * next time, or it would stay unsearchable for the cache's lifetime after it was first said.
-   */
-  private async termCounts(terms: string[]): Promise<number[]> {
-    const now = performance.now();
-    if (this.termCountCache.size > 20_000) this.termCountCache.clear();
-    const fresh = (term: string): boolean => {
-      const cached = this.termCountCache.get(term);
-      return cached !== undefined && now - cached.at < 30_000;
-    };
-    // Kept apart from the cache, which a concurrent search may clear while this one waits.
-    const known = new Map<string, number>();
-    for (const term of terms) if (fresh(term)) known.set(term, this.termCountCache.get(term)!.count);
-    const missing = terms.filter((term) => !known.has(term));
-    if (missing.length > 0) {
-      const counts = await this.fullText.termCounts(missing);
-      missing.forEach((term, position) => {
-        known.set(term, counts[position]!);
-        if (counts[position]! > 0) this.termCountCache.set(term, { count: counts[position]!, at: now });
-      });
-    }
-    return terms.map((term) => known.get(term)!);
   }
 
   /**

@@ -47,15 +47,26 @@ const PATTERNS: Array<{ pattern: RegExp; span: (match: RegExpExecArray, now: num
   { pattern: /\blast\s+year\b/i, span: (_m, now) => ({ start: Date.UTC(new Date(now).getUTCFullYear() - 1, 0, 1), end: Date.UTC(new Date(now).getUTCFullYear(), 0, 1) }) },
 ];
 
+/** A time a text names, and where the words naming it stand (`from` inclusive, `to` exclusive). */
+export interface NamedTime {
+  span: TimeSpan;
+  from: number;
+  to: number;
+}
+
 /** The first time a text names, read relative to `now` where it is relative ("yesterday"). */
-export function timeNamed(text: string, now: number): TimeSpan | undefined {
+export function namedTime(text: string, now: number): NamedTime | undefined {
   for (const { pattern, span } of PATTERNS) {
     const match = pattern.exec(text);
     if (!match) continue;
     const found = span(match, now);
-    if (found) return found;
+    if (found) return { span: found, from: match.index, to: match.index + match[0].length };
   }
   return undefined;
+}
+
+export function timeNamed(text: string, now: number): TimeSpan | undefined {
+  return namedTime(text, now)?.span;
 }
 
 /** Relative words a message may use for the time it speaks of. */

@@ -88,13 +88,22 @@ export function searchText(text: string): string {
 
 /**
  * Words that shape a question rather than say what it is about ("what might Ana likely say
- * about..."): left out of queries. Messages keep them, since there they can carry meaning.
+ * about...", "what did we talk about yesterday"): left out of queries. Messages keep them,
+ * since there they can carry meaning.
  */
 const QUESTION_WORDS: ReadonlySet<string> = new Set(
-  'likely unlikely might probably possibly perhaps considered consider based describe mention mentioned something anything someone anyone'
+  'likely unlikely might probably possibly perhaps considered consider based describe mention mentioned something anything someone anyone happen happened discuss discussed talk talked say said tell told'
     .split(' ')
     .map((word) => stemmer(word)),
 );
+
+/** What a query looks up, and which of it the query is about. */
+export interface QueryTerms {
+  /** Every term to look up: the query's own words, then other spellings and joined neighbours. */
+  terms: string[];
+  /** The query's own words, question words left out: what a message must say to answer it. */
+  topical: string[];
+}
 
 /**
  * The distinct tokens of a query, at most `maxTerms` of them, in order of appearance, then the
@@ -102,12 +111,21 @@ const QUESTION_WORDS: ReadonlySet<string> = new Set(
  * `kaffeemaschin`), so a closed compound in a message is found by its words apart. A joined
  * word no message contains is dropped by the search before it costs anything.
  */
-export function searchTerms(text: string, options: { maxTerms?: number } = {}): string[] {
+export function queryTerms(text: string, options: { maxTerms?: number } = {}): QueryTerms {
   const terms = [...new Set(searchTokens(text))];
-  const meaningful = terms.filter((term) => !QUESTION_WORDS.has(term));
-  const chosen = meaningful.length > 0 ? meaningful : terms;
+  const topical = terms.filter((term) => !QUESTION_WORDS.has(term));
+  const chosen = topical.length > 0 ? topical : terms;
   const extra = [...joinedNeighbours(text), ...otherSpellings(text)].filter((term) => !chosen.includes(term));
-  return [...chosen, ...new Set(extra)].slice(0, options.maxTerms ?? 32);
+  return { terms: [...chosen, ...new Set(extra)].slice(0, options.maxTerms ?? 32), topical };
+}
+
+export function searchTerms(text: string, options: { maxTerms?: number } = {}): string[] {
+  return queryTerms(text, options).terms;
+}
+
+/** True when a text has no word a message would need to say to answer it (only question and function words, or none). */
+export function onlyQuestion(text: string): boolean {
+  return searchTokens(text).every((token) => QUESTION_WORDS.has(token));
 }
 
 /**

@@ -182,6 +182,7 @@ export class SqlMemoryStore implements MemoryStore {
       visibility: seen,
       extraVectorHits: lagging,
       now: this.context.clock.now(),
+      channelId: location.channelId,
       limit,
       ...(query.kind ? { kind: query.kind } : {}),
       ...(memoryType ? { memoryType } : {}),
