@@ -91,6 +91,11 @@ test('a query naming only a time lists what was said then, and a date is not mat
     // A word found nowhere, beside a time: nothing, not every line saying "yesterday".
     assert.deepEqual(await ids('xyzzy yesterday'), []);
     assert.equal((await ids('printer toner yesterday'))[0], 'recent');
+    // Searching memories, a time alone lists the memories saved then.
+    await opened.store.save({ location: { channelId: 'ops' }, content: 'Toner is ordered from the usual supplier', memoryType: 'decision' });
+    const saved = await opened.store.search({ location: { channelId: 'ops' }, query: 'anything from today?', kind: 'memory', limit: 5 });
+    assert.deepEqual(saved.map((result) => result.content), ['Toner is ordered from the usual supplier']);
+    assert.deepEqual(await opened.store.search({ location: { channelId: 'ops' }, query: 'last year', kind: 'memory', limit: 5 }), []);
     // The date's "3" does not find "room 3 is free"; the line of that day comes first.
     const dated = await ids('lighthouse tour on 3 October 2023');
     assert.equal(dated[0], 'dated');

@@ -197,20 +197,27 @@ export class HybridSearch {
 
   /**
    * A query that names a time and nothing else ("what did we talk about yesterday"): the
-   * channel's messages written then, newest first. Neither list has anything to match, and
-   * the nearest vectors to "yesterday" are noise.
+   * channel's messages written then (or, for a search of memories, the memories saved then),
+   * newest first. Neither list has anything to match, and the nearest vectors to "yesterday"
+   * are noise.
    */
   private async timeListing(request: HybridSearchRequest, span: { start: number; end: number }, count: number): Promise<SearchResult[]> {
-    if (!request.channelId || request.kind === 'memory' || request.memoryType) return [];
     const { visibility } = request;
-    // The (channel_id, kind, created_at) index serves the range; the scope still applies.
+    const memories = request.kind === 'memory' || request.memoryType !== undefined;
+    if (!memories && !request.channelId) return [];
+    // Messages: the (channel_id, kind, created_at) index serves the range, the scope still
+    // applies. Memories: few per scope, read through the scope's key.
+    const where = memories
+      ? `i.kind = 'memory'${request.memoryType ? ' AND i.memory_type = ?' : ''}`
+      : `i.channel_id = ? AND i.kind = 'transcript'`;
+    const whereParams = memories ? (request.memoryType ? [request.memoryType] : []) : [request.channelId];
     const rows = (await this.db
       .prepare(
         `SELECT i.rowid AS label FROM memory_items i
-         WHERE i.channel_id = ? AND i.kind = 'transcript' AND i.created_at >= ? AND i.created_at < ? AND ${visibility.sql}
+         WHERE ${where} AND i.created_at >= ? AND i.created_at < ? AND ${visibility.sql}
          ORDER BY i.created_at DESC, i.rowid DESC LIMIT ?`,
       )
-      .all(request.channelId, span.start, span.end, ...visibility.params, count)) as Array<{ label: number }>;
+      .all(...whereParams, span.start, span.end, ...visibility.params, count)) as Array<{ label: number }>;
     const candidates = new Map<number, Candidate>();
     rows.forEach((row, rank) => {
       candidates.set(row.label, { label: row.label, rrf: this.tuning.textWeight / (this.tuning.rrfK + rank + 1), similarity: 0, timely: 1 });
