@@ -4,6 +4,8 @@ import { cappedEntryTokens } from './oversized-message.js';
 import type { RuntimeParts, TurnEntryInput } from './runtime-types.js';
 import type { HistoryEntry, IncomingMessage } from '../context/types.js';
 import { isPlatformIdAfter } from '../context/history-store.js';
+import { withoutNul } from '../common/outside-text.js';
+import { normalizeIncoming } from './incoming-message.js';
 
 type NewEntry = TurnEntryInput & { createdAt: number; turnId: number };
 
@@ -19,7 +21,15 @@ export class IngestPath {
   constructor(private readonly parts: RuntimeParts) {}
 
   /** See `ChannelRuntime.ingest`. */
-  ingest(message: IncomingMessage): Promise<HistoryEntry> {
+  ingest(incoming: IncomingMessage): Promise<HistoryEntry> {
+    // Every adapter comes through here: ids checked and U+0000 replaced before anything is read
+    // or written with them, the same on SQLite and PostgreSQL.
+    let message: IncomingMessage;
+    try {
+      message = normalizeIncoming(incoming);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     const due = this.parts.scheduler.beforeMessage(message.channelId);
     // Settled straight from the write's own promise: the caller goes on as soon as it is
     // committed (a busy channel's next message is checked before slower work lands).
@@ -236,8 +246,10 @@ export class IngestPath {
       kind: input.kind,
       role: input.role,
       authorId: input.authorId,
-      authorName: input.authorName,
-      content: input.content,
+      // The model's replies and tool traffic come in here too (platform messages are already
+      // clean): PostgreSQL cannot store U+0000, so no backend keeps it.
+      authorName: withoutNul(input.authorName),
+      content: withoutNul(input.content),
       createdAt: input.createdAt,
       tokens: cappedEntryTokens(input, cap) + (input.extraTokens ?? 0),
       turnId: input.turnId,

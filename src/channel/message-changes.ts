@@ -1,5 +1,6 @@
 import type { ResolvedAttachment } from '../attachments/resolve-attachments.js';
 import { errorMessage } from '../common/errors.js';
+import { withoutNul } from '../common/outside-text.js';
 import { clearErasedTraces } from '../storage/erase-traces.js';
 import type { MemoryLocation } from '../memory/types.js';
 import { findUserMessages } from '../privacy/erase-user.js';
@@ -59,7 +60,9 @@ export class MessageChanges {
   }
 
   /** See `ChannelRuntime.editMessage`. */
-  async editMessage(channelId: string, messageId: string, content: string): Promise<boolean> {
+  async editMessage(channelId: string, messageId: string, newText: string): Promise<boolean> {
+    // Edited text comes from the platform as the message did: U+0000 replaced, as on ingest.
+    const content = withoutNul(newText);
     const { parts } = this;
     const state = await parts.channel(channelId);
     await this.arrived(channelId);

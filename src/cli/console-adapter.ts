@@ -18,6 +18,7 @@ import { resolveAttachments } from '../attachments/resolve-attachments.js';
 import { errorMessage } from '../common/errors.js';
 import { attachmentEvent } from '../attachments/attachment-event.js';
 import { storageError } from '../storage/storage-error.js';
+import { terminalSafeLines } from './terminal-text.js';
 
 export interface ConsoleAdapterOptions {
   app: MagpieApp;
@@ -115,6 +116,14 @@ export class ConsoleAdapter {
     this.lines?.close();
   }
 
+  /**
+   * A command's answer: it quotes stored messages, memories and personas, which anyone in a
+   * channel may have written, so control characters are shown, not obeyed (terminal-text.ts).
+   */
+  private print(text: string): void {
+    this.options.output.write(terminalSafeLines(text));
+  }
+
   private showPrompt(): void {
     if (this.options.prompt) this.options.output.write('> ');
   }
@@ -135,7 +144,7 @@ export class ConsoleAdapter {
   }
 
   private async handleCommand(line: string): Promise<boolean> {
-    const { app, output } = this.options;
+    const { app } = this.options;
     const deps = { runtime: app.runtime, memory: app.memory, events: app.events, workers: app.workers };
     const [command, ...rest] = line.split(/\s+/);
     switch (command) {
@@ -143,29 +152,29 @@ export class ConsoleAdapter {
       case '/exit':
         return false;
       case '/help':
-        output.write(COMMAND_HELP);
+        this.print(COMMAND_HELP);
         return true;
       case '/context':
-        output.write(`${describeContext(await app.runtime.status(this.channelId))}\n`);
+        this.print(`${describeContext(await app.runtime.status(this.channelId))}\n`);
         return true;
       case '/compact':
-        output.write(`${await startCompaction(deps, this.channelId)}\n`);
+        this.print(`${await startCompaction(deps, this.channelId)}\n`);
         return true;
       case '/memory': {
         const [sub, ...words] = rest;
         const text = words.join(' ');
-        if (sub === 'search') output.write(`${await searchMemory(deps, { channelId: this.channelId }, text)}\n`);
-        else if (sub === 'mine') output.write(`${await describeMyMemories(deps, app.runtime, { channelId: this.channelId }, CONSOLE_USER)}\n`);
-        else if (sub === 'forget') output.write(`${await forgetMemory(deps, { channelId: this.channelId }, text)}\n`);
-        else output.write('Use /memory search TEXT, /memory mine or /memory forget ID.\n');
+        if (sub === 'search') this.print(`${await searchMemory(deps, { channelId: this.channelId }, text)}\n`);
+        else if (sub === 'mine') this.print(`${await describeMyMemories(deps, app.runtime, { channelId: this.channelId }, CONSOLE_USER)}\n`);
+        else if (sub === 'forget') this.print(`${await forgetMemory(deps, { channelId: this.channelId }, text)}\n`);
+        else this.print('Use /memory search TEXT, /memory mine or /memory forget ID.\n');
         return true;
       }
       case '/persona': {
         const [sub, ...words] = rest;
-        if (sub === undefined || sub === 'show') output.write(`${describePersona(app.runtime, this.channelId, app.config.file)}\n`);
-        else if (sub === 'set') output.write(`${await setPersona(app.runtime, this.channelId, words.join(' '), CONSOLE_USER)}\n`);
-        else if (sub === 'clear') output.write(`${await clearPersona(app.runtime, this.channelId)}\n`);
-        else output.write('Use /persona, /persona set TEXT or /persona clear.\n');
+        if (sub === undefined || sub === 'show') this.print(`${describePersona(app.runtime, this.channelId, app.config.file)}\n`);
+        else if (sub === 'set') this.print(`${await setPersona(app.runtime, this.channelId, words.join(' '), CONSOLE_USER)}\n`);
+        else if (sub === 'clear') this.print(`${await clearPersona(app.runtime, this.channelId)}\n`);
+        else this.print('Use /persona, /persona set TEXT or /persona clear.\n');
         return true;
       }
       case '/attach':
@@ -173,13 +182,13 @@ export class ConsoleAdapter {
         return true;
       case '/tasks': {
         const [sub, ...words] = rest;
-        if (sub === undefined || sub === 'list') output.write(`${await listTasks(deps, this.channelId)}\n`);
-        else if (sub === 'cancel') output.write(`${cancelTask(deps, this.channelId, words.join(' '), this.options.userName)}\n`);
-        else output.write('Use /tasks or /tasks cancel ID.\n');
+        if (sub === undefined || sub === 'list') this.print(`${await listTasks(deps, this.channelId)}\n`);
+        else if (sub === 'cancel') this.print(`${cancelTask(deps, this.channelId, words.join(' '), this.options.userName)}\n`);
+        else this.print('Use /tasks or /tasks cancel ID.\n');
         return true;
       }
       default:
-        output.write(`Unknown command ${command}. ${COMMAND_HELP}`);
+        this.print(`Unknown command ${command}. ${COMMAND_HELP}`);
         return true;
     }
   }
@@ -252,7 +261,7 @@ export class ConsoleAdapter {
       target: {
         send: async (text) => {
           replyCount += 1;
-          output.write(`magpie: ${text}\n`);
+          output.write(`magpie: ${terminalSafeLines(text)}\n`);
           return `console-reply-${Date.now()}-${this.sequence}-${replyCount}`;
         },
         stream: () => {
@@ -295,7 +304,7 @@ class ConsoleStream implements ReplyStream {
     if (this.done) return this.id;
     this.done = true;
     if (this.printed === '' || text.startsWith(this.printed)) this.extend(text);
-    else this.output.write(`\nmagpie: ${text}`);
+    else this.output.write(`\nmagpie: ${terminalSafeLines(text)}`);
     this.output.write('\n');
     return this.id;
   }
@@ -312,7 +321,9 @@ class ConsoleStream implements ReplyStream {
     if (!text.startsWith(this.printed)) return;
     const rest = text.slice(this.printed.length);
     if (rest === '') return;
-    this.output.write(this.printed === '' ? `magpie: ${rest}` : rest);
+    // A reply may quote what others wrote: shown, not obeyed (terminal-text.ts).
+    const shown = terminalSafeLines(rest);
+    this.output.write(this.printed === '' ? `magpie: ${shown}` : shown);
     this.printed = text;
   }
 }

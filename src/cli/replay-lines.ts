@@ -3,6 +3,7 @@ import type { IncomingMessage } from '../context/types.js';
 import type { Clock } from '../common/clock.js';
 import type { InputError } from '../common/errors.js';
 import { parseTranscriptLine } from '../compaction/transcript-line.js';
+import { normalizeIncoming } from '../channel/incoming-message.js';
 
 /** The replay clock's time before the first line (only read if something runs before it). */
 const DEFAULT_START_TIME = Date.UTC(2020, 0, 1);
@@ -93,7 +94,9 @@ export async function replayLines(options: {
       }
       let message;
       try {
-        message = parseTranscriptLine(text, lineNumber, Number.NaN);
+        // As the runtime will store it (U+0000 replaced), so a re-run finds its own text again
+        // and counts a duplicate, not a conflict.
+        message = normalizeIncoming(parseTranscriptLine(text, lineNumber, Number.NaN));
       } catch (error) {
         progress.error = error as InputError;
         break;

@@ -7,6 +7,7 @@ import { UsageError } from './parse-flags.js';
 import { PgError } from '../storage/postgres/pg-error.js';
 import { storageError } from '../storage/storage-error.js';
 import { readPackageVersion } from './package-version.js';
+import { terminalSafeLines } from './terminal-text.js';
 import { COMMAND_SUMMARIES } from './command-summaries.js';
 
 /**
@@ -107,7 +108,9 @@ export function reportError(commandName: string, error: unknown, io: CliIo): num
   // stderr ends up in service logs: a library error that quotes the bot token or the API key
   // must not carry it there.
   const secrets = secretValuesFrom(io.env);
-  const write = (text: string) => io.stderr.write(scrubSecrets(`${prefix}${text}\n`, secrets));
+  // Messages may quote stored ids or a line's text: its lines are kept, escape sequences are
+  // shown rather than obeyed (terminal-text.ts).
+  const write = (text: string) => io.stderr.write(scrubSecrets(`${terminalSafeLines(`${prefix}${text}`)}\n`, secrets));
   if (error instanceof UsageError) {
     write(error.render());
     return EXIT.usage;

@@ -13,23 +13,41 @@ export interface Utf8LinesOptions {
  * wrote), unless `acceptInvalid`. Lines end at LF; a CR before it is dropped.
  */
 export async function* utf8Lines(input: AsyncIterable<Buffer | string>, options: Utf8LinesOptions = {}): AsyncGenerator<string> {
-  const strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
   const lenient = new TextDecoder('utf-8', { ignoreBOM: true });
+  for await (const line of checkedUtf8Lines(input)) {
+    if ('text' in line) {
+      yield line.text;
+      continue;
+    }
+    if (!options.acceptInvalid) {
+      throw new InputError(`transcript line ${line.lineNumber}: is not valid UTF-8 (byte ${line.invalidByte} of the line)`, {
+        context: { line: line.lineNumber },
+        hint: 'save the transcript as UTF-8, or pass --accept-invalid-utf8 to replace bad bytes with U+FFFD',
+      });
+    }
+    options.onInvalid?.(line.lineNumber);
+    yield lenient.decode(line.bytes);
+  }
+}
+
+/** One line of a byte stream: its text, or (not UTF-8) its bytes and its first bad byte (1-based). */
+export type CheckedLine = { lineNumber: number; text: string } | { lineNumber: number; bytes: Buffer; invalidByte: number };
+
+/**
+ * The lines of a byte stream, each decoded strictly as UTF-8 or reported as not UTF-8, so a
+ * reader that answers line by line (`memory search --queries`) can refuse one line and go on.
+ * Lines end at LF; a CR before it is dropped.
+ */
+export async function* checkedUtf8Lines(input: AsyncIterable<Buffer | string> | Iterable<Buffer | string>): AsyncGenerator<CheckedLine> {
+  const strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
   let lineNumber = 0;
-  const decode = (bytes: Buffer): string => {
+  const decode = (bytes: Buffer): CheckedLine => {
     lineNumber += 1;
     const line = bytes.length > 0 && bytes[bytes.length - 1] === 0x0d ? bytes.subarray(0, bytes.length - 1) : bytes;
     try {
-      return strict.decode(line);
+      return { lineNumber, text: strict.decode(line) };
     } catch {
-      if (!options.acceptInvalid) {
-        throw new InputError(`transcript line ${lineNumber}: is not valid UTF-8 (byte ${firstInvalidByte(line) + 1} of the line)`, {
-          context: { line: lineNumber },
-          hint: 'save the transcript as UTF-8, or pass --accept-invalid-utf8 to replace bad bytes with U+FFFD',
-        });
-      }
-      options.onInvalid?.(lineNumber);
-      return lenient.decode(line);
+      return { lineNumber, bytes: line, invalidByte: firstInvalidByte(line) + 1 };
     }
   };
   // Pieces of the line still open; joined once its end arrives, so a long line costs O(length).

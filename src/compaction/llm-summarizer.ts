@@ -1,4 +1,5 @@
 import { InputError } from '../common/errors.js';
+import { withoutNul } from '../common/outside-text.js';
 import type { ChatModel, ModelMessage, ToolResultBlock } from '../llm/chat-model.js';
 import { abortedModelError, ModelError } from '../llm/model-error.js';
 import type { ToolContext, ToolHandler } from '../llm/tool.js';
@@ -117,9 +118,12 @@ async function guard<T>(signal: AbortSignal, work: () => Promise<T>): Promise<T>
   }
 }
 
-/** Trims, and unwraps a `<summary>` element some models add despite the instructions. */
+/**
+ * Trims, and unwraps a `<summary>` element some models add despite the instructions. U+0000 is
+ * replaced as in every text that reaches the store (PostgreSQL cannot hold it).
+ */
 function cleanSummary(text: string): string {
-  const trimmed = text.trim();
+  const trimmed = withoutNul(text).trim();
   const wrapped = /^<summary>([\s\S]*)<\/summary>$/i.exec(trimmed);
   return (wrapped ? wrapped[1]! : trimmed).trim();
 }

@@ -1,3 +1,4 @@
+import { withoutNul } from '../common/outside-text.js';
 import type { ChatModel } from '../llm/chat-model.js';
 import { abortedModelError, ModelError } from '../llm/model-error.js';
 
@@ -50,7 +51,8 @@ export async function restateMemory(model: ChatModel, request: RestateMemoryRequ
       { system: MEMORY_RESTATE_SYSTEM_PROMPT, messages: [{ role: 'user', content: lines.join('\n') }], maxTokens: MAX_RESTATE_TOKENS },
       { signal, purpose: 'compaction' },
     );
-    text = response.content.flatMap((block) => (block.type === 'text' ? [block.text] : [])).join('').trim();
+    // Stored as the memory's text: U+0000 replaced as in every text that reaches the store.
+    text = withoutNul(response.content.flatMap((block) => (block.type === 'text' ? [block.text] : [])).join('')).trim();
   } catch (error) {
     if (signal.aborted) throw abortedModelError(signal);
     throw error;

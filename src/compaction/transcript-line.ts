@@ -1,5 +1,6 @@
 import type { IncomingMessage } from '../context/types.js';
 import { InputError } from '../common/errors.js';
+import { idProblem } from '../common/outside-text.js';
 
 /** The largest time a JavaScript Date can hold, in milliseconds either side of the epoch. */
 const MAX_TIME_MS = 8.64e15;
@@ -34,9 +35,10 @@ export function parseTranscriptLine(text: string, lineNumber: number, fallbackTi
   }
   const line = value as Record<string, unknown>;
   const id = typeof line.id === 'number' && Number.isFinite(line.id) ? String(line.id) : line.id;
-  requireText(id, 'id', lineNumber);
-  requireText(line.channel, 'channel', lineNumber);
-  requireText(line.author, 'author', lineNumber);
+  // `author` is the author's id as well as their name: all three are ids.
+  requireId(id, 'id', lineNumber);
+  requireId(line.channel, 'channel', lineNumber);
+  requireId(line.author, 'author', lineNumber);
   if (typeof line.content !== 'string') throw lineError(lineNumber, 'field "content" must be a string');
   const role = line.role ?? 'user';
   if (role !== 'user' && role !== 'assistant') {
@@ -61,10 +63,17 @@ export function parseTranscriptLine(text: string, lineNumber: number, fallbackTi
   };
 }
 
-function requireText(value: unknown, field: string, lineNumber: number): void {
+/**
+ * A non-empty string without control characters: ids are matched exactly, so one holding U+0000
+ * or a newline is refused here, with its line, rather than stored on one backend and not the
+ * other (see common/outside-text.ts). Free text (`content`) is the runtime's to clean.
+ */
+function requireId(value: unknown, field: string, lineNumber: number): void {
   if (typeof value !== 'string' || value.trim() === '') {
     throw lineError(lineNumber, `field "${field}" must be a non-empty string`);
   }
+  const problem = idProblem(value);
+  if (problem) throw lineError(lineNumber, `field "${field}" ${problem}`);
 }
 
 function lineError(lineNumber: number, problem: string): InputError {

@@ -1,5 +1,6 @@
 import type { Clock } from '../common/clock.js';
 import { InputError } from '../common/errors.js';
+import { checkId } from '../common/outside-text.js';
 import type { MemoryScope } from '../config/types.js';
 import type { SqlClient } from '../storage/sql-client.js';
 import type { MemoryDialect } from './dialect.js';
@@ -33,5 +34,10 @@ export function checkLocation(location: MemoryLocation | undefined): MemoryLocat
   if (!location || typeof location.channelId !== 'string' || location.channelId.length === 0) {
     throw new InputError('a channel id is required to read or write memory');
   }
+  // Ids are matched exactly: one with a control character is refused (PostgreSQL cannot even
+  // hold U+0000), the same on both backends, rather than searched for and never found.
+  checkId(location.channelId, 'channel id');
+  if (location.guildId !== undefined) checkId(location.guildId, 'guild id');
+  if (location.dmUserId !== undefined) checkId(location.dmUserId, 'DM user id');
   return location;
 }

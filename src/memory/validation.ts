@@ -1,4 +1,5 @@
 import { InputError } from '../common/errors.js';
+import { withoutNul } from '../common/outside-text.js';
 import { MEMORY_TYPES, type MemoryType } from './types.js';
 
 /** Longest memory a save accepts; longer text belongs in the transcript, not a memory. */
@@ -24,9 +25,10 @@ export function isMemoryType(value: unknown): value is MemoryType {
   return typeof value === 'string' && (MEMORY_TYPES as readonly string[]).includes(value);
 }
 
+/** A memory's text (a model's `memory_save`, a summary's memories), U+0000 replaced as everywhere. */
 export function checkContent(content: unknown, field = 'content'): string {
   if (typeof content !== 'string') throw new InputError(`${field} must be a string`);
-  const trimmed = content.trim();
+  const trimmed = withoutNul(content).trim();
   if (trimmed.length === 0) throw new InputError(`${field} must not be empty`);
   if (trimmed.length > MAX_MEMORY_LENGTH) {
     throw new InputError(`${field} is ${trimmed.length} characters long; the limit is ${MAX_MEMORY_LENGTH}`);
@@ -55,9 +57,10 @@ export function checkLimit(value: unknown, field = 'limit'): number {
   return value;
 }
 
+/** A search query (a person's or a model's), U+0000 replaced: free text is never refused for it. */
 export function checkQuery(value: unknown, field = 'query'): string {
   if (typeof value !== 'string') throw new InputError(`${field} must be a string`);
-  const trimmed = value.trim();
+  const trimmed = withoutNul(value).trim();
   if (trimmed.length === 0) throw new InputError(`${field} must not be empty`);
   if (trimmed.length > MAX_QUERY_LENGTH) {
     throw new InputError(`${field} is ${trimmed.length} characters long; the limit is ${MAX_QUERY_LENGTH}`);

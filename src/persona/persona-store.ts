@@ -1,5 +1,6 @@
 import { hasTable } from '../storage/read-only.js';
 import { InputError } from '../common/errors.js';
+import { withoutNul } from '../common/outside-text.js';
 import type { Migration } from '../storage/database.js';
 import type { SqlClient } from '../storage/sql-client.js';
 
@@ -65,7 +66,8 @@ export async function listPersonas(db: SqlClient): Promise<Persona[]> {
 /** Checks a persona someone typed; the error says what to change. */
 export function validatePersona(prompt: unknown): string {
   if (typeof prompt !== 'string') throw new InputError('the persona must be text', { context: { key: 'persona' } });
-  const trimmed = prompt.trim();
+  // Typed text, stored on either backend: U+0000 replaced (see common/outside-text.ts).
+  const trimmed = withoutNul(prompt).trim();
   if (trimmed === '') throw new InputError('the persona is empty; write who the bot should be in this channel', { context: { key: 'persona' } });
   if (trimmed.length > MAX_PERSONA_CHARS) {
     throw new InputError(`the persona is ${trimmed.length} characters; at most ${MAX_PERSONA_CHARS} are accepted`, { context: { key: 'persona' } });

@@ -1,3 +1,4 @@
+import { withoutNul } from '../common/outside-text.js';
 import type { ToolContext, ToolHandler, ToolOutcome } from '../llm/tool.js';
 import type { WorkerManager } from './worker-manager.js';
 
@@ -35,7 +36,8 @@ export function createSpawnWorkerTool(workers: Pick<WorkerManager, 'spawn'>): To
       }
       const task = (input as { task?: unknown }).task;
       if (typeof task !== 'string') return { isError: true, content: 'invalid input: task must be a string' };
-      const trimmed = task.trim();
+      // Stored with the worker's row: U+0000 replaced as in every text that reaches the store.
+      const trimmed = withoutNul(task).trim();
       if (trimmed === '') return { isError: true, content: 'invalid input: task is empty' };
       if (trimmed.length > MAX_TASK_LENGTH) {
         return { isError: true, content: `invalid input: task is ${trimmed.length} characters; at most ${MAX_TASK_LENGTH}` };

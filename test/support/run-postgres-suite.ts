@@ -63,6 +63,8 @@ export const POSTGRES_SUITE = [
   'memory-tools',
   'group-commit',
   'processes',
+  'outside-text',
+  'outside-text-cli',
 ];
 
 /**

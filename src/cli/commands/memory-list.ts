@@ -3,6 +3,7 @@ import { integerFlag, parseFlags } from '../parse-flags.js';
 import { COMMON_OPTIONS, kindFlag } from './memory-flags.js';
 import { withStores } from './memory-stores.js';
 import { jsonLine } from '../json-output.js';
+import { terminalSafe } from '../terminal-text.js';
 
 const LIST_USAGE = `Usage: magpie memory list [--data-dir DIR] [--channel ID] [--kind memory|transcript] [--limit N] [--json]
 
@@ -53,7 +54,7 @@ export async function listCommand(argv: string[], io: CliIo): Promise<number> {
       } else {
         const label = record.kind === 'memory' ? `${record.memoryType} ${record.importance?.toFixed(2)}` : 'transcript';
         io.stdout.write(
-          `${record.id}  ${new Date(record.createdAt).toISOString()}  ${record.channelId}  ${label}\n  ${oneLine(record.content)}\n`,
+          `${record.id}  ${new Date(record.createdAt).toISOString()}  ${terminalSafe(record.channelId)}  ${label}\n  ${oneLine(record.content)}\n`,
         );
       }
     }
@@ -62,7 +63,8 @@ export async function listCommand(argv: string[], io: CliIo): Promise<number> {
   });
 }
 
+/** Stored text on one line: runs of white space as one space, other control characters shown (terminal-text.ts). */
 function oneLine(text: string): string {
   const flat = text.replace(/\s+/g, ' ');
-  return flat.length > 160 ? `${flat.slice(0, 157)}...` : flat;
+  return terminalSafe(flat.length > 160 ? `${flat.slice(0, 157)}...` : flat);
 }

@@ -18,6 +18,7 @@ import { COMMAND_SUMMARIES } from '../command-summaries.js';
 import { parseFlags } from '../parse-flags.js';
 import { readModelUsage } from '../../compaction-log/read-costs.js';
 import { jsonLine } from '../json-output.js';
+import { terminalSafe } from '../terminal-text.js';
 
 const USAGE = `Usage: magpie status [--data-dir DIR] [--channel ID] [--config FILE] [--json]
 
@@ -92,7 +93,7 @@ export const statusCommand: CliCommand = {
       if (channel !== undefined && !known.some((entry) => entry.id === channel)) {
         io.stderr.write(
           `magpie status: no history for channel '${channel}' in ${dataDir}` +
-            (known.length > 0 ? `; channels with data: ${known.slice(0, 20).map((entry) => entry.id).join(', ')}\n` : ' (the data directory has no channels yet)\n'),
+            (known.length > 0 ? `; channels with data: ${known.slice(0, 20).map((entry) => terminalSafe(entry.id)).join(', ')}\n` : ' (the data directory has no channels yet)\n'),
         );
         return EXIT.failure;
       }
@@ -109,8 +110,10 @@ export const statusCommand: CliCommand = {
       } else {
         io.stdout.write(statusTable(dataDir, statuses));
         for (const persona of personas) {
+          // Typed in a channel: shown as the terminal can take it (terminal-text.ts).
           const prompt = persona.prompt.replace(/\s+/g, ' ');
-          io.stdout.write(`persona of ${persona.channelId} (set with /persona by ${persona.setBy}, stored in the data dir): ${prompt.length > 80 ? `${prompt.slice(0, 79)}…` : prompt}\n`);
+          const shownPrompt = terminalSafe(prompt.length > 80 ? `${prompt.slice(0, 79)}…` : prompt);
+          io.stdout.write(`persona of ${terminalSafe(persona.channelId)} (set with /persona by ${terminalSafe(persona.setBy)}, stored in the data dir): ${shownPrompt}\n`);
         }
       }
       return EXIT.ok;
@@ -217,7 +220,8 @@ function statusTable(dataDir: string, statuses: readonly ChannelStatus[]): strin
   if (statuses.length === 0) return `${dataDir}: no channels yet\n`;
   const header = ['channel', 'usage', 'tokens', 'window', 'live', 'summaries', 'markers', 'archive', 'memories', 'last compaction', 'last 24 h bg/agg/emg/man (failed)', 'last request cached'];
   const rows = statuses.map((status) => [
-    status.channel_id,
+    // Ids were stored as received (ids with control characters were accepted before they were refused).
+    terminalSafe(status.channel_id),
     `${(status.usage * 100).toFixed(1)}%`,
     status.estimated_tokens.toLocaleString('en-US'),
     status.context_window.toLocaleString('en-US'),
