@@ -16,7 +16,7 @@ import { LiveConfig } from '../src/config/live-config.js';
 import { openMemoryStore } from '../src/memory/index.js';
 import { openDatabase } from '../src/storage/database.js';
 import { ALL_MIGRATIONS } from '../src/app/migrations.js';
-import { MAGPIE_MAIN, projectRoot, runMagpie } from './support/magpie-process.js';
+import { ended, projectRoot, runMagpie, startChat } from './support/magpie-process.js';
 
 const root = mkdtempSync(path.join(os.tmpdir(), 'magpie-lock-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -27,29 +27,9 @@ function freshDir(): string {
   return path.join(root, `data-${dirs}`);
 }
 
-/** A `magpie chat` process (a writer) that has opened its data dir and stays until stdin ends. */
-async function startChat(dataDir: string): Promise<ChildProcessWithoutNullStreams> {
-  const child = spawn(process.execPath, [MAGPIE_MAIN, 'chat', '--data-dir', dataDir, '--channel', 'lock'], {
-    cwd: root,
-    env,
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  await new Promise<void>((resolve, reject) => {
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-      if (stderr.includes('Magpie in the terminal')) resolve();
-    });
-    child.on('exit', (code) => reject(new Error(`chat exited early (${code}): ${stderr}`)));
-  });
-  return child;
-}
-
-function ended(child: ChildProcessWithoutNullStreams): Promise<number | null> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
-    else child.on('exit', (code) => resolve(code));
-  });
+/** A `magpie chat` process (a writer) on `dataDir`, in the channel console:lock. */
+function startLockChat(dataDir: string): Promise<ChildProcessWithoutNullStreams> {
+  return startChat(['--data-dir', dataDir, '--channel', 'lock'], { cwd: root, env });
 }
 
 function transcriptFile(lines: Array<{ id: string; channel: string; content: string }>): string {
@@ -70,7 +50,7 @@ async function eventually<T>(probe: () => Promise<T | undefined>, what: string):
 describe('one writer per data dir', { timeout: 180_000 }, () => {
   test('a second writer is refused at once, naming the holder, while readers work beside the writer', async () => {
     const dataDir = freshDir();
-    const chat = await startChat(dataDir);
+    const chat = await startLockChat(dataDir);
     try {
       chat.stdin.write('the zeppelin codeword is kestrel77\n');
       // The reader sees what the running writer stored (WAL, read-only connection).
@@ -92,7 +72,8 @@ describe('one writer per data dir', { timeout: 180_000 }, () => {
       assert.match(replay.stderr, new RegExp(`is in use by magpie chat \\(pid ${chat.pid} on `));
       assert.match(replay.stderr, /hint: only one process may write a data dir at a time/);
       assert.doesNotMatch(replay.stderr, /\n\s+at /, 'no stack trace');
-      // An erasure is not refused beside the writer: the running chat applies it.
+      // An erasure is not refused beside the writer (the running chat applies one); an id that
+      // matches nothing is refused as without it.
       const forget = await runMagpie(['memory', 'forget', 'msg-99999', '--data-dir', dataDir], { cwd: root, env });
       assert.equal(forget.code, 1);
       assert.match(forget.stderr, /no memory or transcript entry with id 'msg-99999'/);
@@ -111,7 +92,7 @@ describe('one writer per data dir', { timeout: 180_000 }, () => {
 
   test('a writer killed with SIGKILL leaves no stale lock', async () => {
     const dataDir = freshDir();
-    const chat = await startChat(dataDir);
+    const chat = await startLockChat(dataDir);
     const owner = JSON.parse(readFileSync(path.join(dataDir, 'writer.json'), 'utf8')) as { pid: number; command: string };
     assert.equal(owner.pid, chat.pid);
     assert.equal(owner.command, 'magpie chat');

@@ -114,10 +114,14 @@ test('every --json output of replay, memory, status and forget speaks with one v
     assert.equal(typeof (stats[0] as Record<string, unknown>).transcript_entries, 'number');
     assertVoice((await run(['status', '--data-dir', data, '--json'])).stdout, 'status --json');
 
+    const item = assertVoice((await run(['memory', 'forget', 'm1', '--data-dir', data, '--json'])).stdout, 'memory forget ID --json')[0] as Record<string, unknown>;
+    assert.match(String(item.id), /^msg-\d+$/);
+    assert.deepEqual(item, { forgotten: true, id: item.id, kind: 'transcript', channel_id: 'c2', message_id: 'm1', matched: 'message_id', applied_by: 'command' });
     const forget = await run(['memory', 'forget', '--user', 'ann', '--data-dir', data, '--json']);
     const erased = assertVoice(forget.stdout, 'memory forget --user --json')[0] as Record<string, unknown>;
     assert.equal(erased.user_erased, true);
     assert.equal(typeof erased.memories_deleted, 'number');
+    assert.equal(erased.applied_by, 'command');
     // The audit line is a log line like the bot's: pino, level name, ISO time, event.
     const audit = forget.stderr.split('\n').filter((line) => line.includes('"user_erased"')).join('\n');
     assertLogLines(audit, 'the user_erased audit line');

@@ -8,6 +8,7 @@ import type { PrivacyPropagator, PropagationChanges, RemovedMessage } from './pr
 import type { ChannelState } from '../context/channel-state.js';
 import { cappedEntryTokens, fitFiles } from './oversized-message.js';
 import type { RuntimeParts, UserErasure } from './runtime-types.js';
+import { userErasedEvent } from './user-erasure.js';
 import type { HistoryEntry } from '../context/types.js';
 
 /**
@@ -161,16 +162,7 @@ export class MessageChanges {
       erasure.toolEntriesRedacted += result.counts.toolEntries;
     }
     // The audit line: counts only, neither the user nor anything they wrote.
-    this.parts.options.events.emit({
-      type: 'user_erased',
-      requested_from: requestedFrom,
-      channels: erasure.channels,
-      messages: erasure.messages,
-      memories_deleted: erasure.memoriesDeleted,
-      memories_updated: erasure.memoriesUpdated,
-      summaries_changed: erasure.summariesChanged,
-      tool_entries_redacted: erasure.toolEntriesRedacted,
-    });
+    this.parts.options.events.emit(userErasedEvent(erasure, requestedFrom));
     return erasure;
   }
 

@@ -60,6 +60,35 @@ export function startMagpie(args: string[], options: { cwd: string; env: NodeJS.
   return { child, output, exited };
 }
 
+/**
+ * A `magpie chat` process, a writer: resolves once it has opened its data dir (it holds the
+ * writer lock from then on) and stays until its stdin ends. `args` come after `chat`.
+ */
+export async function startChat(args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }): Promise<ChildProcessWithoutNullStreams> {
+  const child = spawn(process.execPath, [MAGPIE_MAIN, 'chat', ...args], {
+    cwd: options.cwd,
+    env: magpieEnv(args, options),
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  await new Promise<void>((resolve, reject) => {
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+      if (stderr.includes('Magpie in the terminal')) resolve();
+    });
+    child.on('exit', (code) => reject(new Error(`chat exited early (${code}): ${stderr}`)));
+  });
+  return child;
+}
+
+/** The exit code of a child started by `startChat`, once it has ended. */
+export function ended(child: ChildProcessWithoutNullStreams): Promise<number | null> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
+    else child.on('exit', (code) => resolve(code));
+  });
+}
+
 /** The project root: the first directory above the compiled tests holding config.toml and package.json. */
 export function projectRoot(): string {
   let directory = path.dirname(fileURLToPath(import.meta.url));

@@ -55,6 +55,7 @@ export const POSTGRES_SUITE = [
   'privacy-delete',
   'privacy-bytes',
   'privacy-running-bot',
+  'privacy-running-writer',
   'attachments',
   'context-calibration',
   'persona',

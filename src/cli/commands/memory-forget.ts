@@ -5,16 +5,15 @@ import { MagpieError } from '../../common/errors.js';
 import { loadConfig } from '../../config/load-config.js';
 import { DATABASE_FILE } from '../../storage/database.js';
 import { ALL_MIGRATIONS } from '../../app/migrations.js';
-import { listStorage, openStorageBesideWriter, openStorageForReading, type StorageTarget } from '../../storage/open-storage.js';
-import { requestErasure } from '../../privacy/erasure-requests.js';
+import { listStorage, openStorageForReading } from '../../storage/open-storage.js';
 import { EXIT, type CliIo } from '../command.js';
 import { parseFlags, UsageError } from '../parse-flags.js';
-import { jsonLine } from '../json-output.js';
 import { auditLogger } from '../audit-log.js';
-import { describeForgotten } from '../item-ref-text.js';
+import { reportForgotten, reportUserErasure } from '../forget-output.js';
 import { resolveItemRef } from '../../memory/item-ref.js';
+import { forgetThroughRunningBot } from './forget-running-bot.js';
 
-export const FORGET_USAGE = `Usage: magpie memory forget ID [--data-dir DIR]
+export const FORGET_USAGE = `Usage: magpie memory forget ID [--data-dir DIR] [--json]
        magpie memory forget --user USER_ID [--data-dir DIR] [--json]
 
 Forgets with the same propagation as a delete in Discord: an archived message (msg-40) leaves
@@ -23,12 +22,14 @@ that quoted it, and the memories drawn only from it. A memory (mem-12) is delete
 leaves the tool results that quoted it. --user erases everything one user wrote, in every
 channel of the data dir. ID is the store's own id (msg-40, mem-12) or the platform id of an
 archived message (message_id in search results); the output says which one matched. While
-the bot runs, the bot applies it (within a second) and this command reports the outcome.
+the bot runs, the bot applies it (within a second) and this command reports the outcome,
+saying that the running bot applied it.
 
 Options:
   --user USER_ID   erase every message of this author (Discord user id; author in a transcript)
   --data-dir DIR   data directory (default: $MAGPIE_DATA_DIR, else [memory] data_dir of the config)
-  --json           one JSON object with the counts (--user)
+  --json           one JSON object: what was forgotten (ID) or the counts (--user), and
+                   applied_by (command, or running_bot)
   --config FILE    config file (default ./config.toml if present)
   -h, --help       show this help
 `;
@@ -48,6 +49,7 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
   const id = parsed.positionals[0];
   if (id !== undefined && values.user !== undefined) throw new UsageError('give either ID or --user USER_ID, not both', FORGET_USAGE);
   if (id === undefined && values.user === undefined) throw new UsageError('missing ID (or --user USER_ID)', FORGET_USAGE);
+  if (id !== undefined && id.trim() === '') throw new UsageError('ID must not be empty: give msg-N, mem-N or a platform message id', FORGET_USAGE);
   if (values.user !== undefined && (values.user.trim() === '' || /\s/.test(values.user))) {
     throw new UsageError(`--user must be one user id without spaces, got '${values.user}'`, FORGET_USAGE);
   }
@@ -69,6 +71,7 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
   // A schema with no Magpie data is refused, as a data dir without its database is, not created.
   const target = dirs[0]!.target;
   if (target.backend === 'postgres') await (await openStorageForReading(target, ALL_MIGRATIONS, { command: 'magpie memory forget', anyVersion: true })).close();
+  const json = values.json === true;
   const events = new EventStream();
   // The audit line: counts only, through the same logger and fields as the bot's.
   events.subscribe(auditLogger(io, config.logging.level));
@@ -79,21 +82,14 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
     app = await openApp({ config: { ...config, llm: { ...config.llm, model: '' } }, dataDir, env: io.env, cwd: io.cwd, events, command: 'memory forget', compactionLog: false });
   } catch (error) {
     // The bot runs and holds the writer lock: it applies the erasure itself, at once.
-    if (error instanceof MagpieError && error.code === 'data_dir_locked') return forgetThroughRunningBot(target, { id, user: values.user, json: values.json === true }, io);
+    if (error instanceof MagpieError && error.code === 'data_dir_locked') return forgetThroughRunningBot(target, { id, user: values.user, json }, io, events);
     throw error;
   }
   try {
     if (values.user !== undefined) {
       const erased = await app.runtime.forgetUser(values.user, 'cli');
       await app.runtime.privacySettled();
-      if (values.json) io.stdout.write(jsonLine({ user_erased: true, ...erased }));
-      else {
-        io.stdout.write(
-          `erased ${erased.messages} message(s) in ${erased.channels} channel(s); ${erased.memoriesDeleted} memor${erased.memoriesDeleted === 1 ? 'y' : 'ies'} deleted, ` +
-            `${erased.memoriesUpdated} updated; ${erased.summariesChanged} summar${erased.summariesChanged === 1 ? 'y' : 'ies'} rewritten; ` +
-            `${erased.toolEntriesRedacted} tool result(s) redacted\n`,
-        );
-      }
+      reportUserErasure(io, erased, 'command', json);
       if (erased.messages === 0) io.stderr.write(`note: nothing written by user '${values.user}' is stored in ${dataDir}\n`);
       return EXIT.ok;
     }
@@ -105,47 +101,9 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
       io.stderr.write(`magpie memory forget: no memory or transcript entry with id '${ref.id}'\n`);
       return EXIT.failure;
     }
-    io.stdout.write(`${describeForgotten(id!, ref)}\n`);
+    reportForgotten(io, id!, ref, 'command', json);
     return EXIT.ok;
   } finally {
     await app.close();
   }
-}
-
-/** How long the command waits for a running bot to apply its request. */
-const RUNNING_BOT_WAIT_MS = 60_000;
-
-/** Leaves the erasure to the running bot (a request in the database) and reports its outcome. */
-async function forgetThroughRunningBot(target: StorageTarget, request: { id: string | undefined; user: string | undefined; json: boolean }, io: CliIo): Promise<number> {
-  const storage = await openStorageBesideWriter(target, 'memory forget');
-  let outcome;
-  try {
-    outcome = await requestErasure(storage.db, request.user !== undefined ? 'user' : 'item', request.user ?? request.id!, { timeoutMs: RUNNING_BOT_WAIT_MS });
-  } finally {
-    await storage.close();
-  }
-  const result = JSON.parse(outcome.result ?? '{}') as Record<string, unknown>;
-  if (outcome.status === 'failed') {
-    io.stderr.write(`magpie memory forget: the running bot could not apply it: ${String(result.error)}\n`);
-    return EXIT.failure;
-  }
-  if (request.user !== undefined) {
-    const erased = result as { messages: number; channels: number; memoriesDeleted: number; memoriesUpdated: number; summariesChanged: number; toolEntriesRedacted: number };
-    if (request.json) io.stdout.write(`${JSON.stringify({ user_erased: true, applied_by: 'running_bot', ...erased })}\n`);
-    else {
-      io.stdout.write(
-        `erased ${erased.messages} message(s) in ${erased.channels} channel(s) through the running bot; ${erased.memoriesDeleted} memor${erased.memoriesDeleted === 1 ? 'y' : 'ies'} deleted, ` +
-          `${erased.memoriesUpdated} updated; ${erased.summariesChanged} summar${erased.summariesChanged === 1 ? 'y' : 'ies'} rewritten; ` +
-          `${erased.toolEntriesRedacted} tool result(s) redacted\n`,
-      );
-    }
-    if (erased.messages === 0) io.stderr.write(`note: nothing written by user '${request.user}' is stored in ${target.dataDir}\n`);
-    return EXIT.ok;
-  }
-  if (result.forgot === null) {
-    io.stderr.write(`magpie memory forget: no memory or transcript entry with id '${request.id}'\n`);
-    return EXIT.failure;
-  }
-  io.stdout.write(`forgot ${request.id} (applied by the running bot)\n`);
-  return EXIT.ok;
 }

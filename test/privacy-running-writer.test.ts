@@ -1,0 +1,203 @@
+/**
+ * `magpie memory forget` beside a running writer of its own (`magpie chat`, a separate process
+ * holding the data dir): the command, a process too, leaves the erasure to it and prints what it
+ * prints without one. The same ids work (the platform message id too), the same ones are refused
+ * (nothing matches; reused in several channels), `--json` has one shape whoever applied it, and
+ * `--user` prints the `user_erased` audit line either way.
+ */
+import assert from 'node:assert/strict';
+import type { ChildProcessWithoutNullStreams } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { ended, runMagpie, startChat } from './support/magpie-process.js';
+
+const root = mkdtempSync(path.join(os.tmpdir(), 'magpie-forget-writer-'));
+const dataDir = path.join(root, 'data');
+const env = { PATH: process.env.PATH ?? '', HOME: root, USER: 'tester', MAGPIE_DATA_DIR: '' };
+const AUTHORS = ['ana', 'bo', 'cy'];
+
+/** What `memory forget ID --json` prints, in this order (docs/json-output.md). */
+const ITEM_KEYS = ['forgotten', 'id', 'kind', 'channel_id', 'message_id', 'matched', 'applied_by'];
+/** What `memory forget --user ID --json` prints, in this order. */
+const USER_KEYS = ['user_erased', 'applied_by', 'channels', 'messages', 'memories_deleted', 'memories_updated', 'summaries_changed', 'tool_entries_redacted'];
+
+const magpie = (args: string[]) => runMagpie(args, { cwd: root, env });
+const forget = (...args: string[]) => magpie(['memory', 'forget', ...args, '--data-dir', dataDir]);
+
+/** Every message carries a word of its own (`heron7x`), so its copies can be looked for. */
+function transcript(): string {
+  const lines: object[] = Array.from({ length: 30 }, (_, index) => ({
+    id: `p${index}`,
+    channel: 'c1',
+    author: AUTHORS[index % 3],
+    content: `message ${index}: heron${index}x says the blue widget ships on day ${index}`,
+  }));
+  // Transcripts may reuse a platform id in another channel: that id alone names neither message.
+  lines.push({ id: 'dup', channel: 'c1', author: 'dee', content: 'the twin note kingfisherone is here' });
+  lines.push({ id: 'dup', channel: 'c2', author: 'dee', content: 'the twin note kingfishertwo is there' });
+  return `${lines.map((line) => JSON.stringify(line)).join('\n')}\n`;
+}
+
+/** The search results for `word` in `channel`, as JSON text (read beside the writer). */
+async function searchText(word: string, channel = 'c1'): Promise<string> {
+  const run = await magpie(['memory', 'search', word, '--channel', channel, '--data-dir', dataDir, '--json']);
+  assert.equal(run.code, 0, run.stderr);
+  return run.stdout;
+}
+
+async function storeIdOf(word: string, messageId: string): Promise<string> {
+  const results = JSON.parse(await searchText(word)) as Array<{ id: string; message_id?: string }>;
+  const hit = results.find((result) => result.message_id === messageId);
+  assert.ok(hit, `${messageId} is archived`);
+  return hit.id;
+}
+
+/** The one JSON object a `--json` run printed, its keys in snake_case. */
+function oneObject(stdout: string): Record<string, unknown> {
+  const lines = stdout.split('\n').filter((line) => line !== '');
+  assert.equal(lines.length, 1, `one line: ${stdout}`);
+  const record = JSON.parse(lines[0]!) as Record<string, unknown>;
+  for (const key of Object.keys(record)) assert.match(key, /^[a-z][a-z0-9_]*$/, `snake_case key: ${key}`);
+  return record;
+}
+
+/** The `user_erased` audit line on stderr: a pino line with counts, never the user. */
+function auditLine(stderr: string, user: string): Record<string, unknown> {
+  const lines = stderr.split('\n').filter((line) => line.includes('"user_erased"'));
+  assert.equal(lines.length, 1, `one audit line: ${stderr}`);
+  assert.ok(!lines[0]!.includes(`"${user}"`), `the audit line does not name the user: ${lines[0]}`);
+  const line = JSON.parse(lines[0]!) as Record<string, unknown>;
+  assert.equal(line.level, 'info');
+  assert.equal(line.event, 'user_erased');
+  assert.equal(line.requested_from, 'cli');
+  return line;
+}
+
+async function assertGarbageRefused(): Promise<void> {
+  for (const json of [[], ['--json']]) {
+    const ambiguous = await forget('dup', ...json);
+    assert.equal(ambiguous.code, 2, ambiguous.stderr);
+    assert.equal(ambiguous.stdout, '');
+    assert.match(ambiguous.stderr, /message id 'dup' is archived in 2 channels: msg-\d+ in channel c1, msg-\d+ in channel c2/);
+    assert.match(ambiguous.stderr, /hint: give the msg-N id of the one to forget/);
+
+    for (const unknown of ['p999', 'msg-99999999', 'mem-1', 'not an id at all']) {
+      const run = await forget(unknown, ...json);
+      assert.equal(run.code, 1, `${unknown}: ${run.stderr}`);
+      assert.equal(run.stdout, '');
+      assert.match(run.stderr, new RegExp(`no memory or transcript entry with id '${unknown}'`));
+    }
+  }
+  const blank = await forget('  ');
+  assert.equal(blank.code, 2);
+  assert.match(blank.stderr, /ID must not be empty[\s\S]*Usage: magpie memory forget ID/);
+  const both = await forget('p1', '--user', 'bo', '--json');
+  assert.equal(both.code, 2);
+  assert.match(both.stderr, /give either ID or --user USER_ID, not both/);
+  // Refused, so neither copy of the reused id was touched.
+  assert.ok((await searchText('kingfisherone', 'c1')).includes('kingfisherone'));
+  assert.ok((await searchText('kingfishertwo', 'c2')).includes('kingfishertwo'));
+}
+
+describe('memory forget beside a running magpie chat', { timeout: 240_000 }, () => {
+  let chat: ChildProcessWithoutNullStreams | undefined;
+
+  before(async () => {
+    writeFileSync(path.join(root, 't.jsonl'), transcript());
+    // No metrics endpoint: tests beside this one may hold the default port.
+    writeFileSync(path.join(root, 'writer.toml'), '[metrics]\nlisten = ""\n');
+    const replay = await magpie(['replay', 't.jsonl', '--data-dir', dataDir]);
+    assert.equal(replay.code, 0, replay.stderr);
+    chat = await startChat(['--config', 'writer.toml', '--data-dir', dataDir], { cwd: root, env });
+  });
+
+  after(async () => {
+    if (chat && chat.exitCode === null) {
+      chat.stdin.end();
+      await ended(chat);
+    }
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  test('a platform message id is applied by the writer and reported as without one', async () => {
+    assert.ok((await searchText('heron3x')).includes('heron3x'), 'precondition: archived');
+    const run = await forget('p3');
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /^forgot msg-\d+: the archived message in channel c1; 'p3' matched the platform message id \(applied by the running bot\)\n$/);
+    assert.ok(!(await searchText('heron3x')).includes('heron3x'), 'gone from the archive');
+
+    const again = await forget('p3');
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /no memory or transcript entry with id 'p3'/);
+  });
+
+  test('--json with an id: one snake_case object saying what was forgotten and who applied it', async () => {
+    const storeId = await storeIdOf('heron6x', 'p6');
+    const byStoreId = await forget(storeId, '--json');
+    assert.equal(byStoreId.code, 0, byStoreId.stderr);
+    const record = oneObject(byStoreId.stdout);
+    assert.deepEqual(Object.keys(record), ITEM_KEYS);
+    assert.deepEqual(record, { forgotten: true, id: storeId, kind: 'transcript', channel_id: 'c1', message_id: 'p6', matched: 'id', applied_by: 'running_bot' });
+
+    const nine = await storeIdOf('heron9x', 'p9');
+    const byPlatformId = await forget('p9', '--json');
+    assert.equal(byPlatformId.code, 0, byPlatformId.stderr);
+    assert.deepEqual(oneObject(byPlatformId.stdout), { forgotten: true, id: nine, kind: 'transcript', channel_id: 'c1', message_id: 'p9', matched: 'message_id', applied_by: 'running_bot' });
+    assert.ok(!(await searchText('heron9x')).includes('heron9x'));
+  });
+
+  test('an ambiguous id, one that matches nothing, a blank one: refused as without a writer, nothing forgotten', async () => {
+    await assertGarbageRefused();
+  });
+
+  test('--user --json: the documented snake_case counts, and the user_erased audit line on stderr', async () => {
+    const run = await forget('--user', 'bo', '--json');
+    assert.equal(run.code, 0, run.stderr);
+    const record = oneObject(run.stdout);
+    assert.deepEqual(Object.keys(record), USER_KEYS);
+    assert.equal(record.user_erased, true);
+    assert.equal(record.applied_by, 'running_bot');
+    assert.equal(record.channels, 1);
+    assert.equal(record.messages, 10);
+    const audit = auditLine(run.stderr, 'bo');
+    assert.equal(audit.messages, 10);
+    assert.equal(audit.channels, 1);
+    assert.ok(!(await searchText('heron4x')).includes('heron4x'));
+
+    const text = await forget('--user', 'cy');
+    assert.equal(text.code, 0, text.stderr);
+    assert.match(text.stdout, /^erased 10 message\(s\) in 1 channel\(s\) through the running bot; /);
+    assert.equal(auditLine(text.stderr, 'cy').messages, 10);
+
+    const nobody = await forget('--user', 'nobody-here', '--json');
+    assert.equal(nobody.code, 0, nobody.stderr);
+    assert.equal(oneObject(nobody.stdout).messages, 0);
+    assert.match(nobody.stderr, /note: nothing written by user 'nobody-here'/);
+  });
+
+  test('with the writer gone the command applies it itself: the same outputs, applied_by command', async () => {
+    chat!.stdin.end();
+    assert.equal(await ended(chat!), 0);
+
+    const run = await forget('p12', '--json');
+    assert.equal(run.code, 0, run.stderr);
+    const record = oneObject(run.stdout);
+    assert.deepEqual(Object.keys(record), ITEM_KEYS);
+    assert.equal(record.matched, 'message_id');
+    assert.equal(record.applied_by, 'command');
+    const text = await forget('p15');
+    assert.equal(text.code, 0, text.stderr);
+    assert.match(text.stdout, /^forgot msg-\d+: the archived message in channel c1; 'p15' matched the platform message id\n$/);
+
+    const user = await forget('--user', 'ana', '--json');
+    assert.equal(user.code, 0, user.stderr);
+    const erased = oneObject(user.stdout);
+    assert.deepEqual(Object.keys(erased), USER_KEYS);
+    assert.equal(erased.applied_by, 'command');
+    assert.equal(auditLine(user.stderr, 'ana').messages, erased.messages);
+
+    await assertGarbageRefused();
+  });
+});
