@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it, test } from 'node:test';
-import { integerFlag, parseFlags, requireFlag, UsageError } from '../src/cli/parse-flags.js';
+import { integerFlag, parseFlags, requireFlag, unknownSubcommand, UsageError } from '../src/cli/parse-flags.js';
 
 const USAGE = 'Usage: magpie example FILE --data-dir DIR [--limit K] [--json]\n';
 const OPTIONS = {
@@ -55,6 +55,20 @@ describe('parseFlags', () => {
     usageError(() => integerFlag('21', '--limit', USAGE, { min: 1, max: 20 }), /between 1 and 20, got '21'/);
     usageError(() => integerFlag('1.5', '--limit', USAGE), /whole number/);
     usageError(() => integerFlag('ten', '--limit', USAGE, { min: 0 }), /at least 0/);
+  });
+
+  it('integerFlag names the upper bound a value passes, so the message never contradicts the value', () => {
+    usageError(() => integerFlag('99999999999999999999', '--limit', USAGE, { min: 1 }), /^--limit needs a whole number of at least 1 and at most 9007199254740991, got '99999999999999999999'$/);
+    usageError(() => integerFlag('9007199254740992', '--limit', USAGE), /^--limit needs a whole number of at most 9007199254740991/);
+    usageError(() => integerFlag('0', '--limit', USAGE, { min: 1 }), /^--limit needs a whole number of at least 1, got '0'$/);
+    usageError(() => integerFlag('9'.repeat(60), '--limit', USAGE, { min: 1 }), /got '9{40}… \(60 characters\)'$/);
+    assert.equal(integerFlag(' 7 ', '--limit', USAGE, { min: 1 }), 7);
+  });
+
+  it('unknownSubcommand takes a dashed word for an option and suggests --help', () => {
+    assert.match(unknownSubcommand('--hepl', ['search', 'list'], USAGE).message, /^unknown option '--hepl'; did you mean '--help'\?$/);
+    assert.match(unknownSubcommand('-x', ['search', 'list'], USAGE).message, /^unknown option '-x'; give a subcommand first \(search, list\), or --help$/);
+    assert.match(unknownSubcommand('lsit', ['search', 'list'], USAGE).message, /^unknown subcommand 'lsit'; did you mean 'list'\?$/);
   });
 });
 

@@ -123,7 +123,14 @@ test('magpie export refuses bad input and explains what Discord refused', async 
     const out = path.join(dir, 'x.jsonl');
     const cases: Array<{ args: string[]; code: number; pattern: RegExp; env?: NodeJS.ProcessEnv }> = [
       { args: ['--out', out], code: 2, pattern: /missing required option --channel/ },
-      { args: ['--channel', 'general', '--out', out], code: 2, pattern: /--channel needs a Discord channel id \(digits only\), got 'general'/ },
+      { args: ['--channel', 'general', '--out', out], code: 2, pattern: /--channel needs a Discord channel id, a snowflake: 1 to 20 digits, below 2\^64 \(18446744073709551616\); 'general' is not all digits/ },
+      // All digits is not enough: a snowflake is a 64-bit number, and the message says which rule failed.
+      { args: ['--channel', '9'.repeat(26), '--out', out], code: 2, pattern: /--channel needs a Discord channel id, a snowflake: 1 to 20 digits, below 2\^64 .*; '9{26}' has 26 digits/ },
+      { args: ['--channel', '18446744073709551616', '--out', out], code: 2, pattern: /'18446744073709551616' is 2\^64 or more/ },
+      { args: ['--channel', GENERAL, '--out', out, '--after', '9'.repeat(21)], code: 2, pattern: /--after needs a Discord message id, a snowflake: .*has 21 digits/ },
+      { args: ['--channel', GENERAL, '--out', out, '--limit', '9'.repeat(20)], code: 2, pattern: /--limit needs a whole number of at least 1 and at most 9007199254740991, got '9{20}'/ },
+      // A missing directory is found before the token is looked for or Discord is asked anything.
+      { args: ['--channel', GENERAL, '--out', path.join(dir, 'nodir', 'x.jsonl')], code: 2, pattern: /--out .*nodir.*: the directory .*nodir does not exist \(it is not created\)/, env: { PATH: process.env.PATH } },
       { args: ['--channel', GENERAL], code: 2, pattern: /missing required option --out/ },
       { args: ['--channel', GENERAL, '--out', out, '--after', 'yesterday'], code: 2, pattern: /--after needs a Discord message id/ },
       { args: ['--channel', GENERAL, '--out', out, '--limit', '0'], code: 2, pattern: /--limit needs a whole number of at least 1, got '0'/ },

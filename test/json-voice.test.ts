@@ -94,7 +94,7 @@ test('every --json output of replay, memory, status and forget speaks with one v
     );
     writeFileSync(path.join(dir, 't.jsonl'), `${lines.join('\n')}\n`);
 
-    const replay = await run(['replay', 't.jsonl', '--data-dir', data, '--context-window', '1500', '--json']);
+    const replay = await run(['replay', 't.jsonl', '--data-dir', data, '--context-window', '2000', '--json']);
     const events = assertVoice(replay.stdout, 'replay --json') as Array<{ type: string }>;
     assert.equal(events.at(-1)!.type, 'replay_summary');
     assert.ok(events.some((event) => event.type === 'compaction_completed'), 'the walk covers compaction events');

@@ -39,7 +39,7 @@ async function replayedDir(root: string, name: string, transcript: string, schem
   const file = join(root, `${name}.jsonl`);
   writeFileSync(file, transcript);
   const dir = join(root, name);
-  const run = await runMagpie(['replay', file, '--data-dir', dir, '--context-window', '1500'], { cwd: root, env: env(schema) });
+  const run = await runMagpie(['replay', file, '--data-dir', dir, '--context-window', '2000'], { cwd: root, env: env(schema) });
   assert.equal(run.code, 0, run.stderr);
   return dir;
 }
@@ -149,7 +149,7 @@ test('a second migrate into a schema holding data is refused, --force replaces i
   // More history in the data dir, then --force: the target holds exactly the data dir's rows.
   const more = join(root.path, 'more.jsonl');
   writeFileSync(more, generateTranscript(90, { channels: 2 }));
-  assert.equal((await runMagpie(['replay', more, '--data-dir', dir, '--context-window', '1500'], { cwd: root.path, env: env(schema) })).code, 0);
+  assert.equal((await runMagpie(['replay', more, '--data-dir', dir, '--context-window', '2000'], { cwd: root.path, env: env(schema) })).code, 0);
   const forced = await migrate(['--data-dir', dir, '--force'], root.path, schema);
   assert.equal(forced.code, 0, forced.stderr);
   assert.match(forced.stdout, /replaced the data the schema held/);
@@ -267,7 +267,8 @@ test('bad flags and unusable targets are refused with what to do', { timeout: 12
     { args: ['--too', 'postgres', '--data-dir', dir], code: 2, stderr: /unknown option '--too'; did you mean '--to'\?/ },
     { args: ['--to', 'postgres', '--data-dir', dir, '--schema', ''], code: 2, stderr: /--schema needs a name of 1 to 63 bytes/ },
     { args: ['--to', 'postgres', '--data-dir', dir, 'extra'], code: 2, stderr: /unexpected argument: 'extra'/ },
-    { args: ['--to', 'postgres', '--data-dir', dir], extra: { MAGPIE_DATABASE_URL: '' }, code: 2, stderr: /needs a connection URL in MAGPIE_DATABASE_URL[\s\S]*hint: export MAGPIE_DATABASE_URL=/ },
+    // The config says sqlite: the URL is wanted for --to postgres, and a missing one is a configuration problem (3).
+    { args: ['--to', 'postgres', '--data-dir', dir], extra: { MAGPIE_DATABASE_URL: '' }, code: 3, stderr: /^magpie migrate: --to postgres needs the target database's connection URL in MAGPIE_DATABASE_URL, which is not set\n\s+hint: export MAGPIE_DATABASE_URL=/ },
     { args: ['--to', 'postgres', '--data-dir', join(root.path, 'nothing')], code: 1, stderr: /no Magpie data in .*nothing/ },
     { args: ['--to', 'postgres', '--data-dir', dir], extra: { MAGPIE_DATABASE_URL: 'postgres://nobody:secret@127.0.0.1:1/none' }, code: 1, stderr: /cannot use PostgreSQL at postgres:\/\/nobody:\*\*\*@127\.0\.0\.1:1\/none/ },
   ];

@@ -52,7 +52,7 @@ describe('magpie memory forget', () => {
   before(async () => {
     const file = join(dir.path, 'transcript.jsonl');
     writeFileSync(file, transcript(120));
-    const replay = await magpie(['replay', file, '--data-dir', dataDir, '--context-window', '1500', '--summarizer', 'extractive', '--json']);
+    const replay = await magpie(['replay', file, '--data-dir', dataDir, '--context-window', '2000', '--summarizer', 'extractive', '--json']);
     assert.equal(replay.code, 0, replay.stderr);
   });
   after(() => dir.remove());

@@ -34,7 +34,7 @@ test('replay --json | head: a reader that leaves early does not crash the replay
   try {
     writeFileSync(path.join(dir, 't.jsonl'), transcript(200));
     const dataDir = path.join(dir, 'data');
-    const args = ['replay', 't.jsonl', '--data-dir', dataDir, '--context-window', '1500', '--json'];
+    const args = ['replay', 't.jsonl', '--data-dir', dataDir, '--context-window', '2000', '--json'];
     const child = spawn(process.execPath, [MAIN, ...args], {
       cwd: dir,
       env: magpieEnv(args, { cwd: dir, env: { PATH: process.env.PATH, HOME: dir } }),
@@ -53,7 +53,7 @@ test('replay --json | head: a reader that leaves early does not crash the replay
     assert.doesNotMatch(stderr, /EPIPE|Unhandled|\n\s+at /, stderr);
     assert.equal(code, 0, stderr);
     // The data dir holds the whole transcript: a re-run finds every message already there.
-    const again = run(['replay', 't.jsonl', '--data-dir', dataDir, '--context-window', '1500', '--json'], dir);
+    const again = run(['replay', 't.jsonl', '--data-dir', dataDir, '--context-window', '2000', '--json'], dir);
     assert.equal(again.status, 0, again.stderr);
     const summary = JSON.parse(again.stdout.trim().split('\n').at(-1)!);
     assert.equal(summary.type, 'replay_summary');
@@ -193,7 +193,7 @@ test('replay --json: every compaction event carries the operator numbers (usage,
   const dir = tempDir();
   try {
     writeFileSync(path.join(dir, 't.jsonl'), transcript(300));
-    const result = run(['replay', 't.jsonl', '--data-dir', path.join(dir, 'data'), '--context-window', '1500', '--worker-lag', '30', '--json'], dir);
+    const result = run(['replay', 't.jsonl', '--data-dir', path.join(dir, 'data'), '--context-window', '2000', '--worker-lag', '30', '--json'], dir);
     assert.equal(result.status, 0, result.stderr);
     const events = result.stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
     const byType = (type: string) => events.filter((event) => event.type === type);

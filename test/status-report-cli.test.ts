@@ -139,7 +139,8 @@ test('status and report refuse bad input with a clear message', async () => {
     [['report', '--data-dir', data, '--out', 'x.html', '--colour', 'red'], 2, /unknown option '--colour'/],
     [['report', '--data-dir', data, '--out', join(transcript, 'x.html')], 2, /cannot write the report/],
     [['report', '--data-dir', data, '--out', join(dir.path, 'no', 'such', 'r.html')], 2, /the directory .*no\/such does not exist[\s\S]*hint: create it first/],
-    [['report', '--data-dir', data, '--compare', join(dir.path, 'runs', 'nope'), '--out', 'x.html'], 1, /--compare .*runs\/nope: no Magpie data[\s\S]*hint: check the --compare path/],
+    // A mistyped --compare is found before any data dir is read: bad usage.
+    [['report', '--data-dir', data, '--compare', join(dir.path, 'runs', 'nope'), '--out', 'x.html'], 2, /--compare .*runs\/nope: no Magpie data there[\s\S]*hint: check the --compare path/],
     [['status', '--data-dir', data, '--channel', 'chan-9'], 1, /no history for channel 'chan-9'.*channels with data: chan-0, chan-1/],
     [['status', '--data-dir', join(dir.path, 'nothing')], 1, /no Magpie data/],
     [['status', 'extra'], 2, /unexpected argument/],

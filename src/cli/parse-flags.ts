@@ -138,7 +138,9 @@ export function requireFlag<T>(value: T | undefined, flag: string, usage: string
 
 /**
  * Parses an integer flag value (`--limit 5`). Undefined stays undefined (use `?? default`);
- * anything that is not a whole number within bounds throws a `UsageError`.
+ * anything that is not a whole number within bounds throws a `UsageError`. Without a `max`, the
+ * bound is the largest whole number a double holds exactly, and a value past it is told so: "of
+ * at least 1" alone would contradict a value that is plainly more than 1.
  */
 export function integerFlag(
   value: string | undefined,
@@ -147,19 +149,29 @@ export function integerFlag(
   bounds: { min?: number; max?: number } = {},
 ): number | undefined {
   if (value === undefined) return undefined;
-  const number = /^-?\d+$/.test(value.trim()) ? Number(value) : Number.NaN;
+  const text = value.trim();
+  const number = /^-?\d+$/.test(text) ? Number(text) : Number.NaN;
   const min = bounds.min ?? Number.MIN_SAFE_INTEGER;
   const max = bounds.max ?? Number.MAX_SAFE_INTEGER;
   if (!Number.isSafeInteger(number) || number < min || number > max) {
-    const range =
-      bounds.min !== undefined && bounds.max !== undefined
-        ? ` between ${bounds.min} and ${bounds.max}`
-        : bounds.min !== undefined
-          ? ` of at least ${bounds.min}`
-          : '';
-    throw new UsageError(`${flag} needs a whole number${range}, got '${value}'`, usage);
+    // Digits past the upper bound (even past what a double holds): name that bound.
+    const tooLarge = /^\d+$/.test(text) && (!Number.isSafeInteger(number) || number > max);
+    throw new UsageError(`${flag} needs a whole number${rangeText(bounds, tooLarge)}, got '${shortValue(value)}'`, usage);
   }
   return number;
+}
+
+function rangeText(bounds: { min?: number; max?: number }, tooLarge: boolean): string {
+  const max = bounds.max ?? Number.MAX_SAFE_INTEGER;
+  if (bounds.min !== undefined && bounds.max !== undefined) return ` between ${bounds.min} and ${bounds.max}`;
+  if (bounds.min !== undefined) return tooLarge ? ` of at least ${bounds.min} and at most ${max}` : ` of at least ${bounds.min}`;
+  if (bounds.max !== undefined || tooLarge) return ` of at most ${max}`;
+  return '';
+}
+
+/** A pasted value of hundreds of characters would push the message off the screen. */
+function shortValue(value: string): string {
+  return value.length > 40 ? `${value.slice(0, 40)}… (${value.length} characters)` : value;
 }
 
 /** `--chanel` → `--channel`: the known flag a mistyped one most likely meant. */
@@ -178,8 +190,14 @@ function cleanParseError(error: unknown): string {
 
 /**
  * The subcommand a dispatcher (`magpie memory`, `magpie config`) was given but does not have,
- * as a usage error naming the closest one.
+ * as a usage error naming the closest one. A word starting with a dash is an option, not a
+ * subcommand: `--hepl` is compared with `--help` (the one option a dispatcher has).
  */
 export function unknownSubcommand(given: string, known: readonly string[], usage: string): UsageError {
+  if (given.startsWith('-')) {
+    const guess = given.startsWith('--') ? closestMatch(given.slice(2), ['help']) : undefined;
+    const hint = guess === undefined ? `; give a subcommand first (${known.join(', ')}), or --help` : `; did you mean '--${guess}'?`;
+    return new UsageError(`unknown option '${given}'${hint}`, usage);
+  }
   return new UsageError(`unknown subcommand '${given}'${didYouMean(given, known)}`, usage);
 }

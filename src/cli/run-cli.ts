@@ -1,6 +1,6 @@
 import { MagpieError, InputError } from '../common/errors.js';
 import { closestMatch } from '../config/edit-distance.js';
-import { ConfigError } from '../config/problems.js';
+import { ConfigError, UnsetVariableError } from '../config/problems.js';
 import { scrubSecrets, secretValuesFrom } from '../logging/scrub-secrets.js';
 import { EXIT, type CliCommand, type CliIo } from './command.js';
 import { UsageError } from './parse-flags.js';
@@ -60,7 +60,8 @@ export function topLevelUsage(): string {
 
 /**
  * Dispatches `magpie <command> ...` and turns whatever a command throws into an exit code:
- * `UsageError` → message + usage, 2; `ConfigError` → every problem, 3; other `InputError` → 2;
+ * `UsageError` → message + usage, 2; `ConfigError` → every problem, 3; `UnsetVariableError`
+ * (a variable the config needs, such as the PostgreSQL URL) → 3; other `InputError` → 2;
  * other `MagpieError` → its rendered text, 1. Only an unexpected error shows a stack trace.
  */
 export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
@@ -115,7 +116,7 @@ export function reportError(commandName: string, error: unknown, io: CliIo): num
     write(error.render());
     return EXIT.usage;
   }
-  if (error instanceof ConfigError) {
+  if (error instanceof ConfigError || error instanceof UnsetVariableError) {
     write(error.render());
     return EXIT.config;
   }

@@ -47,8 +47,8 @@ export class ConfigWatcher {
   private directoryWatcher: FSWatcher | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
   private debounceTimer: NodeJS.Timeout | undefined;
-  /** Text last seen (applied or refused), so a repeated event for the same content is a no-op. */
-  private lastText: string | undefined;
+  /** Bytes last seen (applied or refused), so a repeated event for the same content is a no-op. */
+  private lastText: Buffer | undefined;
   private lastSignature: string;
   private closed = false;
 
@@ -66,7 +66,7 @@ export class ConfigWatcher {
     }
   }
 
-  private differsFromRunning(text: string): boolean {
+  private differsFromRunning(text: Buffer): boolean {
     const result = checkConfigText(text, { source: this.file, env: this.options.env ?? process.env });
     return !result.ok || diffConfig(this.options.live.current(), result.config).length > 0;
   }
@@ -164,7 +164,7 @@ export class ConfigWatcher {
       this.lastText = undefined;
       return { status: 'missing' };
     }
-    if (text === this.lastText) return { status: 'unchanged' };
+    if (this.lastText !== undefined && text.equals(this.lastText)) return { status: 'unchanged' };
     this.lastText = text;
     const result = checkConfigText(text, { source: this.file, env: this.options.env ?? process.env });
     if (!result.ok) {
@@ -207,9 +207,10 @@ export function watchConfigFile(options: ConfigWatcherOptions): ConfigWatcher {
   return new ConfigWatcher(options);
 }
 
-function readText(file: string): string | undefined {
+/** The file's bytes: checkConfigText decodes them strictly (a file that is not UTF-8 is refused). */
+function readText(file: string): Buffer | undefined {
   try {
-    return readFileSync(file, 'utf8');
+    return readFileSync(file);
   } catch {
     return undefined;
   }

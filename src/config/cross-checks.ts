@@ -64,12 +64,52 @@ export function checkDiscordTiming(
  */
 export const EMERGENCY_FLOOR_TOKENS = 768;
 
+/** The emergency tier's room, when it is too small (see `answerRoomShortfall`). */
+export interface AnswerRoomShortfall {
+  /** `context_window − max_response_tokens`: what the thresholds apply to. */
+  room: number;
+  /** Tokens below the emergency threshold of that room. */
+  usable: number;
+  /** What must fit there: the system prompt plus `EMERGENCY_FLOOR_TOKENS`. */
+  needed: number;
+}
+
 /**
  * The thresholds apply to `context_window − max_response_tokens` (the answer's room is
  * reserved). Below the emergency threshold of that, the system prompt, the tools, a truncation
  * marker and the message being answered must fit, or every turn would truncate everything and
- * still overflow. Reported on `max_response_tokens`, naming `context_window` too; for a channel
- * override only when it sets one of the keys involved.
+ * still overflow. Undefined when they fit. The one rule for `config check` and for a window
+ * given on the command line (`magpie replay --context-window`).
+ */
+export function answerRoomShortfall(settings: Pick<ChannelSettings, 'contextWindow' | 'maxResponseTokens' | 'systemPrompt' | 'compaction'>): AnswerRoomShortfall | undefined {
+  const room = settings.contextWindow - settings.maxResponseTokens;
+  // The estimate's own rule (4 characters per token), without importing the channel code.
+  const needed = Math.ceil(settings.systemPrompt.length / 4) + EMERGENCY_FLOOR_TOKENS;
+  const usable = Math.floor(room * settings.compaction.emergencyThreshold);
+  return usable >= needed ? undefined : { room, usable, needed };
+}
+
+/** The smallest `context_window` that passes `answerRoomShortfall` with the other settings as they are. */
+export function smallestContextWindow(settings: Pick<ChannelSettings, 'maxResponseTokens' | 'systemPrompt' | 'compaction'>): number {
+  const needed = Math.ceil(settings.systemPrompt.length / 4) + EMERGENCY_FLOOR_TOKENS;
+  let window = settings.maxResponseTokens + Math.ceil(needed / settings.compaction.emergencyThreshold);
+  // Floating point may leave the floor one token short; the next whole window is enough.
+  while (answerRoomShortfall({ ...settings, contextWindow: window }) !== undefined) window += 1;
+  return window;
+}
+
+/** Why the room is too small, in the words `config check` and `replay --context-window` share. */
+export function answerRoomExplanation(settings: Pick<ChannelSettings, 'compaction'>, shortfall: AnswerRoomShortfall): string {
+  return (
+    `the thresholds apply to context_window - max_response_tokens = ${shortfall.room}, and below emergency_threshold (${settings.compaction.emergencyThreshold}) ` +
+    `that is ${Math.max(0, shortfall.usable)} tokens, less than the ${shortfall.needed} the emergency tier needs (system prompt ` +
+    `${shortfall.needed - EMERGENCY_FLOOR_TOKENS}, tools, marker and one message ${EMERGENCY_FLOOR_TOKENS})`
+  );
+}
+
+/**
+ * `answerRoomShortfall` for a table of the file. Reported on `max_response_tokens`, naming
+ * `context_window` too; for a channel override only when it sets one of the keys involved.
  */
 export function checkAnswerRoom(
   merged: ChannelSettings,
@@ -81,18 +121,13 @@ export function checkAnswerRoom(
   const involved = ['contextWindow', 'maxResponseTokens', 'systemPrompt', 'emergencyThreshold'];
   if (involved.some((key) => options.refused?.has(key))) return;
   if (options.isOverride && !involved.some((key) => ownKeys.has(key))) return;
-  const room = merged.contextWindow - merged.maxResponseTokens;
-  // The estimate's own rule (4 characters per token), without importing the channel code.
-  const needed = Math.ceil(merged.systemPrompt.length / 4) + EMERGENCY_FLOOR_TOKENS;
-  const usable = Math.floor(room * merged.compaction.emergencyThreshold);
-  if (usable >= needed) return;
+  const shortfall = answerRoomShortfall(merged);
+  if (shortfall === undefined) return;
   report(
     sink,
     [...filePath, 'max_response_tokens'],
-    `${merged.maxResponseTokens} leaves too little of context_window (${merged.contextWindow}): the thresholds apply to ` +
-      `context_window - max_response_tokens = ${room}, and below emergency_threshold (${merged.compaction.emergencyThreshold}) ` +
-      `that is ${Math.max(0, usable)} tokens, less than the ${needed} the emergency tier needs (system prompt ` +
-      `${needed - EMERGENCY_FLOOR_TOKENS}, tools, marker and one message ${EMERGENCY_FLOOR_TOKENS}); raise context_window or lower max_response_tokens`,
+    `${merged.maxResponseTokens} leaves too little of context_window (${merged.contextWindow}): ${answerRoomExplanation(merged, shortfall)}; ` +
+      'raise context_window or lower max_response_tokens',
   );
 }
 

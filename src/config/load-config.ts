@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse, TomlError } from 'smol-toml';
 import { buildConfig, deepFreeze } from './build-config.js';
+import { decodeConfigBytes } from './config-bytes.js';
 import { DEFAULTS } from './defaults.js';
 import { KeyLines } from './key-lines.js';
 import { ConfigError, type ConfigProblem } from './problems.js';
@@ -32,8 +33,19 @@ export type ConfigCheck =
   | { ok: true; config: MagpieConfig; problems: [] }
   | { ok: false; problems: ConfigProblem[] };
 
-/** Validates TOML text, collecting every problem instead of stopping at the first. */
-export function checkConfigText(rawText: string, options: ParseConfigOptions = {}): ConfigCheck {
+/**
+ * Validates TOML text, collecting every problem instead of stopping at the first. A file's
+ * bytes are given as they are (not decoded by the caller), so that bytes that are not UTF-8 are
+ * refused rather than replaced.
+ */
+export function checkConfigText(input: string | Uint8Array, options: ParseConfigOptions = {}): ConfigCheck {
+  let rawText: string;
+  if (typeof input === 'string') rawText = input;
+  else {
+    const decoded = decodeConfigBytes(input);
+    if (!decoded.ok) return { ok: false, problems: [decoded.problem] };
+    rawText = decoded.text;
+  }
   // Some Windows editors save a byte-order mark, which TOML does not allow.
   const text = rawText.startsWith('\uFEFF') ? rawText.slice(1) : rawText;
   let document: Record<string, unknown>;
@@ -68,8 +80,8 @@ export function checkConfigText(rawText: string, options: ParseConfigOptions = {
   return { ok: true, config: deepFreeze(applyEnvironment(config, options.env)), problems: [] };
 }
 
-/** Parses and validates TOML text; throws a `ConfigError` listing every problem. */
-export function parseConfigText(text: string, options: ParseConfigOptions = {}): MagpieConfig {
+/** Parses and validates TOML text (or a file's bytes); throws a `ConfigError` listing every problem. */
+export function parseConfigText(text: string | Uint8Array, options: ParseConfigOptions = {}): MagpieConfig {
   const result = checkConfigText(text, options);
   if (!result.ok) throw new ConfigError(options.source ?? 'config', result.problems);
   return result.config;
@@ -94,9 +106,9 @@ export function loadConfigFile(file: string, options: LoadConfigFileOptions = {}
     }
     return defaultConfig({ env });
   }
-  let text: string;
+  let text: Buffer;
   try {
-    text = readFileSync(file, 'utf8');
+    text = readFileSync(file);
   } catch (error) {
     throw new ConfigError(file, [{ path: '', message: `cannot read config file: ${(error as Error).message}` }], {
       cause: error,

@@ -54,3 +54,19 @@ export class ConfigError extends InputError {
     return lines.join('\n');
   }
 }
+
+/**
+ * An environment variable the config relies on is not set (the PostgreSQL URL that
+ * `[storage] url_env` names). A configuration problem like an invalid file, so the CLI exits 3
+ * (`EXIT.config`), as for a missing Discord token; shown as its message and what to set.
+ */
+export class UnsetVariableError extends InputError {
+  override name = 'UnsetVariableError';
+  /** The variable's name. */
+  readonly variable: string;
+
+  constructor(variable: string, message: string, options: { hint: string; context?: Record<string, unknown> }) {
+    super(message, { hint: options.hint, context: { variable, ...options.context } });
+    this.variable = variable;
+  }
+}

@@ -1,3 +1,4 @@
+import { snowflakeProblem, SNOWFLAKE_RULE } from '../common/snowflake.js';
 import type { FieldSpec } from './schema.js';
 
 /** The outcome of checking one value against its spec: the value to keep, or why not. */
@@ -32,7 +33,7 @@ export function checkValue(value: unknown, spec: Exclude<FieldSpec, { kind: 'tab
         return fail(`must be at most ${spec.max ?? Number.MAX_SAFE_INTEGER}, got ${value}`);
       }
       if (typeof value !== 'number') return fail(`must be a whole number, got ${describeType(value)}`);
-      if (!Number.isInteger(value)) return fail(`must be a whole number ${bounds}, got ${value}`);
+      if (!Number.isInteger(value)) return fail(`must be a whole number ${bounds}, got ${tomlNumber(value)}`);
       if (value < spec.min || (spec.max !== undefined && value > spec.max)) {
         return fail(`must be ${bounds}, got ${value}`);
       }
@@ -42,7 +43,7 @@ export function checkValue(value: unknown, spec: Exclude<FieldSpec, { kind: 'tab
       const unit = spec.meaning === undefined ? '' : ` (${spec.meaning})`;
       if (typeof value === 'bigint') return value < BigInt(spec.min) ? fail(`must be a number at least ${spec.min}${unit}, got ${value}`) : pass(Number(value));
       if (typeof value !== 'number' || !Number.isFinite(value)) {
-        return fail(`must be a number at least ${spec.min}${unit}, got ${typeof value === 'number' ? value : describeType(value)}`);
+        return fail(`must be a number at least ${spec.min}${unit}, got ${typeof value === 'number' ? tomlNumber(value) : describeType(value)}`);
       }
       if (value < spec.min) return fail(`must be a number at least ${spec.min}${unit}, got ${value}`);
       return pass(value);
@@ -51,10 +52,10 @@ export function checkValue(value: unknown, spec: Exclude<FieldSpec, { kind: 'tab
     case 'unit': {
       const range = spec.kind === 'fraction' ? 'in (0, 1] (above 0, at most 1)' : 'in [0, 1]';
       if (typeof value !== 'number' || Number.isNaN(value)) {
-        return fail(`must be a number ${range}, got ${describeType(value)}`);
+        return fail(`must be a number ${range}, got ${typeof value === 'number' ? tomlNumber(value) : describeType(value)}`);
       }
       const low = spec.kind === 'fraction' ? value <= 0 : value < 0;
-      if (low || value > 1) return fail(`must be a number ${range}, got ${value}`);
+      if (low || value > 1) return fail(`must be a number ${range}, got ${tomlNumber(value)}`);
       return pass(value);
     }
     case 'string': {
@@ -104,23 +105,8 @@ export function checkValue(value: unknown, spec: Exclude<FieldSpec, { kind: 'tab
     }
     case 'idList': {
       if (!Array.isArray(value)) return fail(`must be a list of quoted ids, got ${describeType(value)}`);
-      for (const [index, item] of value.entries()) {
-        if (typeof item === 'number' || typeof item === 'bigint') {
-          return fail(
-            `item ${index + 1} is a bare number; write Discord ids as quoted strings ("123…"), ` +
-              'since ids this long lose digits as numbers',
-          );
-        }
-        if (typeof item !== 'string') return fail(`item ${index + 1} must be a quoted Discord id, got ${describeType(item)}`);
-        if (item.trim() === '') return fail(`item ${index + 1} is empty; write a Discord id such as "123456789012345678"`);
-        // A name ("general", "@alice") never matches anything, so the bot would silently ignore everyone.
-        if (!/^\d+$/.test(item.trim())) {
-          return fail(
-            `item ${index + 1} is not a Discord id: ids are all digits (in Discord, turn on Developer Mode, ` +
-              'then right-click a server, channel, role or user and choose Copy ID); names do not work here',
-          );
-        }
-      }
+      const problem = idListProblem(value);
+      if (problem !== undefined) return fail(problem);
       // Stray spaces would make an id that never matches what Discord sends.
       return pass(Object.freeze(value.map((item: string) => item.trim())));
     }
@@ -151,6 +137,58 @@ export function splitListen(text: string): { host: string; port: number } {
   const at = text.lastIndexOf(':');
   const host = text.slice(0, at).replace(/^\[(.*)\]$/, '$1');
   return { host, port: Number(text.slice(at + 1)) };
+}
+
+/**
+ * Every bad item of an id list in one message, not only the first: the operator fixes the list
+ * in one pass. Items with the same fault are named together ("items 2 and 4 are not Discord
+ * ids: ..."), so the explanation is not repeated per item.
+ */
+function idListProblem(items: readonly unknown[]): string | undefined {
+  const faults = new Map<string, number[]>();
+  const note = (fault: string, index: number) => faults.set(fault, [...(faults.get(fault) ?? []), index + 1]);
+  for (const [index, item] of items.entries()) {
+    if (typeof item === 'number' || typeof item === 'bigint') note('bare', index);
+    else if (typeof item !== 'string') note(`type:${describeType(item)}`, index);
+    else if (item.trim() === '') note('empty', index);
+    // A name ("general", "@alice") never matches anything, so the bot would silently ignore everyone.
+    else if (!/^\d+$/.test(item.trim())) note('name', index);
+    else if (snowflakeProblem(item.trim()) !== undefined) note('range', index);
+  }
+  if (faults.size === 0) return undefined;
+  const parts = [...faults].map(([fault, numbers]) => {
+    const which = itemNumbers(numbers);
+    const plural = numbers.length > 1;
+    if (fault === 'bare') {
+      return `${which} ${plural ? 'are bare numbers' : 'is a bare number'}; write Discord ids as quoted strings ("123…"), since ids this long lose digits as numbers`;
+    }
+    if (fault === 'empty') return `${which} ${plural ? 'are' : 'is'} empty; write a Discord id such as "123456789012345678"`;
+    if (fault === 'name') {
+      return (
+        `${which} ${plural ? 'are not Discord ids' : 'is not a Discord id'}: ids are all digits (in Discord, turn on Developer Mode, ` +
+        'then right-click a server, channel, role or user and choose Copy ID); names do not work here'
+      );
+    }
+    if (fault === 'range') return `${which} ${plural ? 'are not Discord ids' : 'is not a Discord id'}: an id is ${SNOWFLAKE_RULE}`;
+    return `${which} must be ${plural ? 'quoted Discord ids' : 'a quoted Discord id'}, got ${fault.slice('type:'.length)}`;
+  });
+  // One fault a line: formatProblem puts the key and line on the first, the others under it.
+  return parts.join('\n');
+}
+
+/** "item 2", "items 2 and 3", "items 2, 3 and 5"; a long run is cut ("items 1, 2, ... 10 and 40 more"). */
+function itemNumbers(numbers: readonly number[]): string {
+  if (numbers.length === 1) return `item ${numbers[0]}`;
+  if (numbers.length > 10) return `items ${numbers.slice(0, 10).join(', ')} and ${numbers.length - 10} more`;
+  return `items ${numbers.slice(0, -1).join(', ')} and ${numbers.at(-1)}`;
+}
+
+/** A number as TOML spells it: `nan` and `inf`, not JavaScript's NaN and Infinity. */
+function tomlNumber(value: number): string {
+  if (Number.isNaN(value)) return 'nan';
+  if (value === Number.POSITIVE_INFINITY) return 'inf';
+  if (value === Number.NEGATIVE_INFINITY) return '-inf';
+  return String(value);
 }
 
 function integerBounds(spec: { min: number; max?: number; meaning?: string }): string {

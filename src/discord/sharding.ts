@@ -12,7 +12,7 @@ export interface ShardIdentity {
 export type ShardCount = number | 'auto';
 
 /** Discord's hard cap is far below this; a larger number is a typo. */
-const MAX_SHARDS = 4_096;
+export const MAX_SHARDS = 4_096;
 
 /** Parses `--shards auto|N`. */
 export function parseShardCount(value: string): ShardCount {

@@ -94,3 +94,21 @@ function format(value: number): string {
   if (!Number.isFinite(value)) return '—';
   return value < 10 && !Number.isInteger(value) ? value.toFixed(3) : Math.round(value).toLocaleString('en-US');
 }
+
+/** The costs of several stores of one run (a sharded data dir's shards), added up. */
+export function sumCosts(costs: ReadonlyArray<RunCost | undefined>): RunCost | undefined {
+  const present = costs.filter((cost): cost is RunCost => cost !== undefined);
+  if (present.length === 0) return undefined;
+  const total: RunCost = { requests: 0, inputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, billedInputTokens: 0, outputTokens: 0, hitRatios: new Map() };
+  for (const cost of present) {
+    total.requests += cost.requests;
+    total.inputTokens += cost.inputTokens;
+    total.cacheReadTokens += cost.cacheReadTokens;
+    total.cacheWriteTokens += cost.cacheWriteTokens;
+    total.billedInputTokens += cost.billedInputTokens;
+    total.outputTokens += cost.outputTokens;
+    // A channel lives in one shard; should two hold it, its points are shown together.
+    for (const [channelId, series] of cost.hitRatios) total.hitRatios.set(channelId, [...(total.hitRatios.get(channelId) ?? []), ...series]);
+  }
+  return total;
+}

@@ -3,7 +3,7 @@ import type { ChannelLog, CompactionTally, LoggedEvent, LoggedSettings } from '.
 import { readCompactionLog, sumTallies, tallyLog } from '../compaction-log/index.js';
 import type { SqlClient } from '../storage/sql-client.js';
 import { hasTable } from '../storage/read-only.js';
-import { runCost, type RunCost } from './cost-section.js';
+import { runCost, sumCosts, type RunCost } from './cost-section.js';
 
 /** One point of the usage line. */
 export interface SeriesPoint {
@@ -55,6 +55,18 @@ export async function runFromDatabase(db: SqlClient, options: { label: string; s
     for (const channel of channels) channel.lastPosition = Math.max(channel.lastPosition, ((await count.get(channel.channelId)) as { total: number }).total);
   }
   const cost = await runCost(db, options.channelId);
+  return { label: options.label, source: options.source, channels, total: sumTallies(channels.map((channel) => channel.tally)), ...(cost ? { cost } : {}) };
+}
+
+/**
+ * One run from the runs of a deployment's stores (the `shard-<N>` dirs of a sharded bot): each
+ * shard holds its own channels, so the run is their channels side by side and their totals
+ * added up, as `magpie status` lists them.
+ */
+export function mergeRuns(parts: readonly ReportRun[], options: { label: string; source: string }): ReportRun {
+  // In the order one store's log reads them (ORDER BY channel_id: code units, not the locale's).
+  const channels = parts.flatMap((part) => part.channels).sort((left, right) => (left.channelId < right.channelId ? -1 : left.channelId > right.channelId ? 1 : 0));
+  const cost = sumCosts(parts.map((part) => part.cost));
   return { label: options.label, source: options.source, channels, total: sumTallies(channels.map((channel) => channel.tally)), ...(cost ? { cost } : {}) };
 }
 

@@ -1,5 +1,5 @@
-import { InputError } from '../common/errors.js';
-import type { MagpieConfig } from '../config/types.js';
+import { UnsetVariableError } from '../config/problems.js';
+import type { MagpieConfig, StorageSettings } from '../config/types.js';
 import { openDataDirForWriting, type BackgroundCheckpoints } from './data-dir.js';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -11,13 +11,22 @@ import type { OpenedStorage, StorageTarget } from './storage-target.js';
 
 export { describeTarget, type OpenedStorage, type PostgresLimits, type StorageConnection, type StorageTarget } from './storage-target.js';
 
-/** The target `[storage]` names; PostgreSQL needs its URL in the environment variable `url_env` names. */
+/** The PostgreSQL URL in the variable `[storage] url_env` names; undefined when it is unset or blank. */
+export function postgresUrl(storage: Pick<StorageSettings, 'urlEnv'>, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  return env[storage.urlEnv]?.trim() || undefined;
+}
+
+/**
+ * The target `[storage]` names; PostgreSQL needs its URL in the environment variable `url_env`
+ * names. Without it: an `UnsetVariableError`, a configuration problem (exit 3) like a missing
+ * Discord token, not bad usage of the command.
+ */
 export function storageTarget(config: Pick<MagpieConfig, 'storage'>, dataDir: string, env: NodeJS.ProcessEnv = process.env): StorageTarget {
   const storage = config.storage;
   if (storage.backend === 'sqlite') return { backend: 'sqlite', dataDir };
-  const url = env[storage.urlEnv]?.trim();
+  const url = postgresUrl(storage, env);
   if (!url) {
-    throw new InputError(`[storage] backend = "postgres" needs a connection URL in ${storage.urlEnv}, which is not set`, {
+    throw new UnsetVariableError(storage.urlEnv, `[storage] backend = "postgres" needs a connection URL in ${storage.urlEnv}, which is not set`, {
       context: { key: 'storage.url_env' },
       hint: `export ${storage.urlEnv}=postgres://user@host:5432/database (or name another variable in [storage] url_env)`,
     });
@@ -29,6 +38,15 @@ export function storageTarget(config: Pick<MagpieConfig, 'storage'>, dataDir: st
     schema: storage.schema,
     limits: { statementTimeoutMs: storage.statementTimeoutMs, connectTimeoutMs: storage.connectTimeoutMs, poolSize: storage.poolSize },
   };
+}
+
+/**
+ * Refuses a `[storage]` that cannot be used as the environment stands (PostgreSQL without its
+ * URL), for commands that start other things first (the metrics endpoint, Discord): they call
+ * this before those, so the configuration problem is reported before anything else happens.
+ */
+export function checkStorageEnvironment(config: Pick<MagpieConfig, 'storage'>, env: NodeJS.ProcessEnv = process.env): void {
+  storageTarget(config, '', env);
 }
 
 /**

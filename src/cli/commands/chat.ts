@@ -3,6 +3,7 @@ import { openApp } from '../../app/index.js';
 import { EventStream } from '../../common/events.js';
 import { loadConfig, watchConfigFile } from '../../config/index.js';
 import { databaseProblem, openOperatorEndpoint, storageState } from '../../metrics/index.js';
+import { checkStorageEnvironment } from '../../storage/open-storage.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { COMMAND_SUMMARIES } from '../command-summaries.js';
 import { ConsoleAdapter } from '../console-adapter.js';
@@ -55,6 +56,8 @@ export const chatCommand: CliCommand = {
     const channelName = (parsed.values.channel ?? 'local').trim() || 'local';
     const loaded = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env });
     const config = loaded.config;
+    // PostgreSQL without its URL: refused before the metrics endpoint opens.
+    checkStorageEnvironment(config, io.env);
     const events = new EventStream();
     const dataDir = parsed.values['data-dir'];
     const operator = await openOperatorEndpoint({ listen: config.metrics.listen, events });

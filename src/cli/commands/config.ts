@@ -48,6 +48,11 @@ function checkCommand(argv: string[], io: CliIo): number {
     return EXIT.ok;
   }
   const named = parsed.positionals[0];
+  if (named !== undefined && named.trim() === '') {
+    // `config check "$UNSET"`: resolved, '' is the working directory, and EISDIR says nothing useful.
+    io.stderr.write('config check: the config file path is empty\n');
+    return EXIT.config;
+  }
   const file = path.resolve(io.cwd, named ?? DEFAULT_CONFIG_FILE);
   const shown = named ?? `./${DEFAULT_CONFIG_FILE}`;
   if (!existsSync(file)) {
@@ -59,9 +64,10 @@ function checkCommand(argv: string[], io: CliIo): number {
     io.stderr.write(`config check: file not found: ${file}\n`);
     return EXIT.config;
   }
-  let text: string;
+  // Bytes, not text: checkConfigText refuses a file that is not UTF-8 instead of replacing its bytes.
+  let text: Buffer;
   try {
-    text = readFileSync(file, 'utf8');
+    text = readFileSync(file);
   } catch (error) {
     io.stderr.write(`config check: cannot read ${file}: ${(error as Error).message}\n`);
     return EXIT.config;

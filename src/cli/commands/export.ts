@@ -1,6 +1,7 @@
 import { closeSync, existsSync, openSync, statSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { MagpieError } from '../../common/errors.js';
+import { snowflakeProblem, SNOWFLAKE_RULE } from '../../common/snowflake.js';
 import { loadConfig } from '../../config/index.js';
 import { ExportProgress } from '../../export/export-progress.js';
 import { transcriptLineFrom } from '../../export/transcript-from-discord.js';
@@ -31,7 +32,12 @@ Environment:
   MAGPIE_DISCORD_API  another Discord REST base URL (default: Discord's own)
 `;
 
-const SNOWFLAKE = /^\d{1,20}$/;
+/** A Discord id flag as a snowflake, or a usage error saying what a snowflake is. */
+function snowflakeFlag(value: string, flag: string, what: string): string {
+  const problem = snowflakeProblem(value);
+  if (problem === undefined) return value;
+  throw new UsageError(`${flag} needs a Discord ${what} id, ${SNOWFLAKE_RULE}; '${shorten(value)}' ${problem}`, USAGE);
+}
 
 export const exportCommand: CliCommand = {
   name: 'export',
@@ -51,19 +57,18 @@ export const exportCommand: CliCommand = {
       io.stdout.write(USAGE);
       return EXIT.ok;
     }
-    const channelId = requireFlag(parsed.values.channel, '--channel', USAGE).trim();
-    if (!SNOWFLAKE.test(channelId)) {
-      throw new UsageError(`--channel needs a Discord channel id (digits only), got '${shorten(channelId)}'`, USAGE);
-    }
-    const afterId = parsed.values.after?.trim();
-    if (afterId !== undefined && !SNOWFLAKE.test(afterId)) {
-      throw new UsageError(`--after needs a Discord message id (digits only), got '${shorten(afterId)}'`, USAGE);
-    }
+    const channelId = snowflakeFlag(requireFlag(parsed.values.channel, '--channel', USAGE).trim(), '--channel', 'channel');
+    const after = parsed.values.after?.trim();
+    const afterId = after === undefined ? undefined : snowflakeFlag(after, '--after', 'message');
     const limit = integerFlag(parsed.values.limit, '--limit', USAGE, { min: 1 });
     const out = requireFlag(parsed.values.out, '--out', USAGE);
     const target = out === '-' ? undefined : path.resolve(io.cwd, out);
     if (target !== undefined && existsSync(target) && statSync(target).isDirectory()) {
       throw new UsageError(`--out is a directory: ${target}; name a file such as ${path.join(out, `${channelId}.jsonl`)}`, USAGE);
+    }
+    // Checked before Discord is asked anything: the file is opened only after the first page.
+    if (target !== undefined && !isDirectory(path.dirname(target))) {
+      throw new UsageError(`--out ${out}: the directory ${path.dirname(target)} does not exist (it is not created); create it or name a file in a directory that exists`, USAGE);
     }
     const config = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env }).config;
     const token = io.env[config.discord.tokenEnv]?.trim() ?? '';
@@ -152,6 +157,14 @@ async function runExport(options: {
       '\n',
   );
   return EXIT.ok;
+}
+
+function isDirectory(directory: string): boolean {
+  try {
+    return statSync(directory).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 function shorten(text: string): string {

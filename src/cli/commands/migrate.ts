@@ -2,7 +2,8 @@ import path from 'node:path';
 import { closestMatch } from '../../config/edit-distance.js';
 import { loadConfig } from '../../config/load-config.js';
 import { migrateToPostgres, type MigratePhase, type MigrateResult } from '../../migrate/index.js';
-import { storageTarget } from '../../storage/open-storage.js';
+import { UnsetVariableError } from '../../config/problems.js';
+import { postgresUrl, storageTarget } from '../../storage/open-storage.js';
 import { redactUrl } from '../../storage/postgres/pg-error.js';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { COMMAND_SUMMARIES } from '../command-summaries.js';
@@ -42,7 +43,8 @@ memory ids, summary, compaction log and vector ids) are moved past the previous 
 vector indexes are rebuilt on first use. A channel with data in two shard dirs is refused.
 
 Exit codes: 0 copied and verified; 1 refused, failed or a mismatch (nothing committed);
-2 bad usage; 3 invalid config. Progress goes to stderr when it is a terminal.
+2 bad usage; 3 invalid config, or no URL in the variable [storage] url_env names. Progress
+goes to stderr when it is a terminal.
 
 Afterwards: set [storage] backend = "postgres" (or MAGPIE_STORAGE_BACKEND=postgres) and start
 each process with the same data dir (it keeps the index files).
@@ -81,6 +83,13 @@ export const migrateCommand: CliCommand = {
     const { config } = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env });
     const dataDir = path.resolve(io.cwd, parsed.values['data-dir'] ?? config.memory.dataDir);
     const storage = { ...config.storage, backend: 'postgres' as const, ...(schemaFlag === undefined ? {} : { schema: schemaFlag }) };
+    if (postgresUrl(storage, io.env) === undefined) {
+      // The config may well say sqlite (it still does before the move): the URL is wanted for
+      // --to postgres, not for [storage] backend, and the message says so.
+      throw new UnsetVariableError(storage.urlEnv, `--to postgres needs the target database's connection URL in ${storage.urlEnv}, which is not set`, {
+        hint: `export ${storage.urlEnv}=postgres://user@host:5432/database and run again (the variable's name is [storage] url_env)`,
+      });
+    }
     const target = storageTarget({ storage }, dataDir, io.env);
     if (target.backend !== 'postgres') throw new Error('unreachable: the target is PostgreSQL');
 

@@ -1,11 +1,11 @@
-import { createReadStream, existsSync, statSync } from 'node:fs';
+import { closeSync, createReadStream, existsSync, openSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { HistoryStore } from '../../channel/history-store.js';
 import type { IncomingMessage } from '../../context/types.js';
 import { ChannelRuntime } from '../../channel/runtime.js';
 import { EventStream } from '../../common/events.js';
 import { CompactionLog, LOGGED_EVENTS } from '../../compaction-log/index.js';
-import { InputError } from '../../common/errors.js';
+import { errorMessage, InputError } from '../../common/errors.js';
 import { createExtractiveSummarizer } from '../../compaction/extractive-summarizer.js';
 import { createLlmSummarizer } from '../../compaction/llm-summarizer.js';
 import { replayLines, TranscriptClock } from '../replay-lines.js';
@@ -29,7 +29,8 @@ import { COMMAND_SUMMARIES } from '../command-summaries.js';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
 import { createProgress, progressEnabled } from '../progress.js';
 import { compareDirs } from './report.js';
-import { checkReportOut, reportWritten, writeReport } from './report-output.js';
+import { checkCompareDirs, checkReportOut, reportWritten, writeReport } from './report-output.js';
+import { checkContextWindowFlag } from './replay-window.js';
 import { archiveCensus, readableSummary, replaySummary, ReplayTally } from './replay-summary.js';
 import { costSummary, CostTally, readableCost, replyPricer } from './replay-cost.js';
 import { jsonLine } from '../json-output.js';
@@ -37,12 +38,15 @@ import { jsonLine } from '../json-output.js';
 const USAGE = `Usage: magpie replay TRANSCRIPT.jsonl --data-dir DIR [options]
 
 Feeds a transcript through the channel runtime the bot uses (without replying) and reports what
-compaction did. Each line: { "id", "channel", "author", "content", "ts"?, "role"? }.
+compaction did. Each line: { "id", "channel", "author", "content", "ts"?, "role"? }. A
+transcript of '-' is read from stdin (magpie export --channel ID --out - | magpie replay - ...).
 
 Options:
   --data-dir DIR        where history and memory are written (left behind for 'magpie memory')
   --config FILE         config file (default ./config.toml if present, else defaults)
-  --context-window N    override every channel's context window (tokens)
+  --context-window N    override every channel's context window (tokens); like context_window in
+                        config check, it must leave the emergency tier room for the system
+                        prompt and one message beside max_response_tokens
   --summarizer KIND     extractive (default, offline) or llm (needs [llm] configured)
   --worker-lag N        land each worker's result after N more messages in its channel (default 0)
   --cost-replies        at each line of the bot's (role "assistant"), send the model the request the
@@ -97,7 +101,8 @@ export const replayCommand: CliCommand = {
       io.stdout.write(USAGE);
       return EXIT.ok;
     }
-    const transcript = resolve(io.cwd, parsed.positionals[0]!);
+    // `-` is stdin, as for `memory search --queries -`: `magpie export --out - | magpie replay -`.
+    const transcript = parsed.positionals[0] === '-' ? '-' : resolve(io.cwd, parsed.positionals[0]!);
     const dataDir = resolve(io.cwd, requireFlag(parsed.values['data-dir'], '--data-dir', USAGE));
     const contextWindow = integerFlag(parsed.values['context-window'], '--context-window', USAGE, { min: 100 });
     const workerLag = integerFlag(parsed.values['worker-lag'], '--worker-lag', USAGE, { min: 0 }) ?? 0;
@@ -105,14 +110,15 @@ export const replayCommand: CliCommand = {
     if (summarizerKind !== 'extractive' && summarizerKind !== 'llm') {
       throw new UsageError(`--summarizer must be 'extractive' or 'llm', got '${summarizerKind}'`, USAGE);
     }
-    if (!existsSync(transcript)) throw new InputError(`transcript not found: ${transcript}`);
-    if (!statSync(transcript).isFile()) throw new InputError(`transcript is not a file: ${transcript}`);
     const report = parsed.values.report;
     if (report !== undefined && report.trim() === '') throw new UsageError('--report needs a file name', USAGE);
     if (parsed.values.compare !== undefined && report === undefined) throw new UsageError('--compare goes with --report FILE.html', USAGE);
+    if (transcript !== '-') checkTranscript(transcript);
+    // Everything that could refuse the report is checked before the data dir is written.
     if (report !== undefined) checkReportOut(report, io.cwd, '--report');
-    const compare = compareDirs(parsed.values.compare, USAGE, 1).map((dir) => resolve(io.cwd, dir));
+    const compare = checkCompareDirs(compareDirs(parsed.values.compare, USAGE, 1), io.cwd);
     const loaded = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env }).config;
+    if (contextWindow !== undefined) checkContextWindowFlag(loaded, contextWindow, USAGE);
     const config = withContextWindow(loaded, contextWindow);
     return replay({
       io,
@@ -213,7 +219,7 @@ export async function replay(options: {
     });
     const started = performance.now();
     let invalidUtf8Lines = 0;
-    const lines = utf8Lines(createReadStream(options.transcript), {
+    const lines = utf8Lines(options.transcript === '-' ? io.stdin : createReadStream(options.transcript), {
       acceptInvalid: options.acceptInvalidUtf8,
       onInvalid: (line) => {
         invalidUtf8Lines += 1;
@@ -221,7 +227,8 @@ export async function replay(options: {
       },
     });
     const history = new HistoryStore(db);
-    const size = statSync(options.transcript).size;
+    // Read from stdin, the size is not known: the count and rate are shown without a percentage.
+    const size = options.transcript === '-' ? undefined : statSync(options.transcript).size;
     const meter = createProgress({ stream: io.stderr, label: 'replay', unit: 'messages', enabled: progressEnabled(io.stderr, io.env) });
     let bytes = 0;
     const pricer = options.costReplies
@@ -259,7 +266,7 @@ export async function replay(options: {
       shouldStop: () => stopSignal !== undefined,
       onLine: (counts, raw) => {
         bytes += Buffer.byteLength(raw) + 1;
-        meter.update(counts.messages + counts.duplicates, { fraction: size > 0 ? bytes / size : 1 });
+        meter.update(counts.messages + counts.duplicates, size === undefined ? {} : { fraction: size > 0 ? bytes / size : 1 });
       },
     });
     meter.finish();
@@ -329,6 +336,23 @@ export async function replay(options: {
     if (memory) await memory.close().catch(() => {});
     indexMeter.finish();
     await writable.close();
+  }
+}
+
+/**
+ * The transcript must be a file this process can read: found out now, before the data dir is
+ * created, rather than as a raw EACCES once the replay has begun.
+ */
+function checkTranscript(transcript: string): void {
+  if (!existsSync(transcript)) throw new InputError(`transcript not found: ${transcript}`, { hint: "give a JSONL file, or '-' to read the transcript from stdin" });
+  if (!statSync(transcript).isFile()) throw new InputError(`transcript is not a file: ${transcript}`);
+  try {
+    closeSync(openSync(transcript, 'r'));
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new InputError(`cannot read the transcript ${transcript}: ${code === 'EACCES' || code === 'EPERM' ? 'permission denied' : errorMessage(error)}`, {
+      hint: 'give this user read access to the file (ls -l shows who may read it)',
+    });
   }
 }
 

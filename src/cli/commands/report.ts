@@ -3,8 +3,8 @@ import { loadConfig } from '../../config/load-config.js';
 import { EXIT, type CliCommand } from '../command.js';
 import { COMMAND_SUMMARIES } from '../command-summaries.js';
 import { parseFlags, requireFlag, UsageError } from '../parse-flags.js';
-import { reportWritten, writeReport } from './report-output.js';
-import { storageTarget } from '../../storage/open-storage.js';
+import { checkCompareDirs, checkReportOut, reportWritten, writeReport } from './report-output.js';
+import { listStorage } from '../../storage/open-storage.js';
 
 const USAGE = `Usage: magpie report [--data-dir DIR] [--compare DIR]... [--channel ID] --out FILE.html
 
@@ -18,7 +18,8 @@ Comparing settings: replay the same transcript into two data dirs with two confi
 Every table gets a column per data dir (and a difference column for two); charts share axes.
 
 Options:
-  --data-dir DIR  data directory (default: MAGPIE_DATA_DIR, else [memory] data_dir of the config)
+  --data-dir DIR  data directory (default: MAGPIE_DATA_DIR, else [memory] data_dir of the config);
+                  the data dir of a sharded bot is read across its shard-<N> dirs
   --compare DIR   another data directory to show beside it (repeatable, up to 4 in all)
   --channel ID    only this channel
   --out FILE      where to write the HTML ('-' for stdout)
@@ -48,13 +49,18 @@ export const reportCommand: CliCommand = {
       return EXIT.ok;
     }
     const out = requireFlag(parsed.values.out, '--out', USAGE);
-    const compare = compareDirs(parsed.values.compare, USAGE, 1);
-    const { config } = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env });
-    const dataDir = path.resolve(io.cwd, parsed.values['data-dir'] ?? config.memory.dataDir);
-    // The data dir is read where [storage] says; compared runs are SQLite data dirs (replays).
-    const sources = [{ dataDir, target: storageTarget(config, dataDir, io.env) }, ...compare.map((dir) => ({ dataDir: path.resolve(io.cwd, dir) }))];
     const channel = parsed.values.channel;
     if (channel !== undefined && channel.trim() === '') throw new UsageError('--channel needs a channel id', USAGE);
+    // Where the report goes and what it compares are checked before any data dir is read.
+    checkReportOut(out, io.cwd, '--out');
+    const compare = checkCompareDirs(compareDirs(parsed.values.compare, USAGE, 1), io.cwd);
+    const { config } = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env });
+    const dataDir = path.resolve(io.cwd, parsed.values['data-dir'] ?? config.memory.dataDir);
+    // The data dir is read where [storage] says (a sharded bot's SQLite: every shard-<N> dir, as
+    // status reads them); compared runs are SQLite data dirs (replays).
+    const stores = listStorage(config, dataDir, io.env);
+    const main = stores.length > 0 ? { dataDir, targets: stores.map((entry) => entry.target) } : { dataDir };
+    const sources = [main, ...compare.map((dir) => ({ dataDir: dir }))];
     const runs = await writeReport({ sources, out, io, ...(channel === undefined ? {} : { channelId: channel }) });
     if (channel !== undefined && runs.every((run) => run.channels.length === 0)) {
       io.stderr.write(`magpie report: note: nothing is logged for channel '${channel}'\n`);

@@ -8,6 +8,7 @@ import { connectionProblem, createDiscordClient, destroyClient, DiscordAdapter }
 import { connectRefusal, retryUntilConnected } from '../../discord/connect-retry.js';
 import {
   currentShard,
+  MAX_SHARDS,
   parseShardCount,
   parseShardIds,
   recommendedShardCount,
@@ -15,6 +16,7 @@ import {
   type ShardCount,
 } from '../../discord/sharding.js';
 import { shardDataDir } from '../../storage/shard-dirs.js';
+import { checkStorageEnvironment } from '../../storage/open-storage.js';
 import { attachEventLogger, createLogger, followConfigLevel } from '../../logging/index.js';
 import { CatchUpPoints } from '../../channel/catch-up-points.js';
 import { announceOperatorEndpoint, databaseProblem, openOperatorEndpoint, shardListen, storageState } from '../../metrics/index.js';
@@ -85,6 +87,9 @@ export const startCommand: CliCommand = {
     const shardIdsFlag = parsed.values['shard-ids'];
     if (shardIdsFlag !== undefined && shardsFlag === undefined) throw new UsageError('--shard-ids needs --shards', USAGE);
     const shardCount = shardsFlag === undefined ? undefined : usage(() => parseShardCount(shardsFlag));
+    // Usage errors come before the config and the token: the ids' form is checked here, and
+    // against the shard count once it is known (with `auto`, only after asking Discord).
+    if (shardIdsFlag !== undefined) usage(() => parseShardIds(shardIdsFlag, shardCount === 'auto' || shardCount === undefined ? MAX_SHARDS : shardCount));
     const shard = currentShard(io.env);
     const loaded = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env });
     const config = loaded.config;
@@ -93,6 +98,8 @@ export const startCommand: CliCommand = {
       io.stderr.write(missingTokenMessage(config.discord.tokenEnv));
       return EXIT.config;
     }
+    // PostgreSQL without its URL is refused like the token, before the endpoint or any shard starts.
+    checkStorageEnvironment(config, io.env);
 
     const logger = createLogger({
       level: config.logging.level,

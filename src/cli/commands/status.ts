@@ -10,7 +10,8 @@ import { loadConfig } from '../../config/load-config.js';
 import { MEMORY_TOOL_DEFINITIONS } from '../../memory/tools.js';
 import { listPersonas } from '../../persona/persona-store.js';
 import { hasTable } from '../../storage/read-only.js';
-import { listStorage, openStorageForReading, storageTarget, type OpenedStorage } from '../../storage/open-storage.js';
+import { listStorage, openStorageForReading, storageTarget, type OpenedStorage, type StorageTarget } from '../../storage/open-storage.js';
+import { storageError } from '../../storage/storage-error.js';
 import { ALL_MIGRATIONS } from '../../app/migrations.js';
 import type { SqlClient } from '../../storage/sql-client.js';
 import { EXIT, type CliCommand } from '../command.js';
@@ -86,7 +87,7 @@ export const statusCommand: CliCommand = {
     const targets = entries.length > 0 ? entries.map((entry) => entry.target) : [storageTarget(config, dataDir, io.env)];
     const opened: OpenedStorage[] = [];
     try {
-      for (const target of targets) opened.push(await openStorageForReading(target, ALL_MIGRATIONS, { command: 'magpie status', anyVersion: true }));
+      for (const target of targets) opened.push(await openForStatus(target));
       const channel = parsed.values.channel;
       const known: Array<{ id: string; db: SqlClient }> = [];
       for (const storage of opened) for (const id of await channelIdsWithHistory(storage.db)) known.push({ id, db: storage.db });
@@ -117,11 +118,24 @@ export const statusCommand: CliCommand = {
         }
       }
       return EXIT.ok;
+    } catch (error) {
+      // A damaged database, a full or failing disk: what it is and what to do, as the memory
+      // commands and replay say it.
+      throw storageError(dataDir, error) ?? error;
     } finally {
       for (const storage of opened) await storage.close();
     }
   },
 };
+
+/** Opens one store read-only; a storage failure names that store (a shard's dir, if sharded). */
+async function openForStatus(target: StorageTarget): Promise<OpenedStorage> {
+  try {
+    return await openStorageForReading(target, ALL_MIGRATIONS, { command: 'magpie status', anyVersion: true });
+  } catch (error) {
+    throw storageError(target.dataDir, error) ?? error;
+  }
+}
 
 async function channelStatus(db: SqlClient, channelId: string, config: LiveConfig, now: number, persona: string | undefined): Promise<ChannelStatus> {
   const census = await contextCensus(db, channelId);
