@@ -40,7 +40,7 @@ describe('what a call costs', () => {
       ['[llm]\ncache_min_tokens = -5\n', 'llm.cache_min_tokens', /at least 0/],
       ['[llm]\nprice_input_per_mtok = -1\n', 'llm.price_input_per_mtok', /at least 0 \(price per million tokens\), got -1/],
       ['[llm]\nprice_output_per_mtok = "3 dollars"\n', 'llm.price_output_per_mtok', /got a string/],
-      ['[llm]\nprice_input_per_mtok = nan\n', 'llm.price_input_per_mtok', /got NaN/],
+      ['[llm]\nprice_input_per_mtok = nan\n', 'llm.price_input_per_mtok', /got nan$/],
       ['[defaults]\nbudget_unit = "dollars"\n', 'defaults.budget_unit', /one of tokens, billed/],
       ['[channels."123"]\nbudget_unit = 1\n', 'channels.123.budget_unit', /one of tokens, billed/],
     ];
