@@ -209,7 +209,7 @@ test('shard dirs merge into one schema: the first keeps its ids, the next are mo
   assert.match(refused.stderr, /channel chan-0 has data in both shard-0 .* and shard-1/);
 });
 
-test('kill -9 in the middle of the copy leaves the target without any of the data', { timeout: 300_000 }, async (t) => {
+test('kill -9 or Ctrl-C in the middle of the copy leaves the target without any of the data', { timeout: 300_000 }, async (t) => {
   const client = await postgresOrSkip(t);
   if (!client) return;
   const root = tempDir();
@@ -249,6 +249,24 @@ test('kill -9 in the middle of the copy leaves the target without any of the dat
 
   // The server rolled the transaction back: not one row of the data dir is there.
   for (const table of sqliteTables(dir)) assert.equal(await postgresCount(client, schema, table), 0, table);
+
+  // Ctrl-C midway: the same, and the command says so (130, as a shell expects).
+  const stopped = spawn(process.execPath, [MAGPIE_MAIN, 'migrate', '--to', 'postgres', '--data-dir', dir], { cwd: root.path, env: env(schema, { MAGPIE_PROGRESS: '1' }) });
+  let stoppedErr = '';
+  const stoppedCode = new Promise<number | null>((resolve) => stopped.on('close', (code) => resolve(code)));
+  await new Promise<void>((resolve) => {
+    stopped.stderr.on('data', (chunk: Buffer) => {
+      stoppedErr += chunk.toString();
+      const match = /migrate: ([\d,]+) \/ ([\d,]+) rows/.exec(stoppedErr);
+      if (match && Number(match[1]!.replaceAll(',', '')) > 0) resolve();
+    });
+    stopped.on('close', () => resolve());
+  });
+  stopped.kill('SIGINT');
+  assert.equal(await stoppedCode, 130, stoppedErr);
+  assert.match(stoppedErr, /magpie migrate: stopped by SIGINT; nothing was committed to .* schema t_migrate_killed\w* \(the copy is one transaction\)/);
+  for (const table of sqliteTables(dir)) assert.equal(await postgresCount(client, schema, table), 0, table);
+
   // Nothing left locked either: the same command runs through, without --force.
   const again = await migrate(['--data-dir', dir], root.path, schema);
   assert.equal(again.code, 0, again.stderr);

@@ -94,13 +94,26 @@ export const migrateCommand: CliCommand = {
     if (target.backend !== 'postgres') throw new Error('unreachable: the target is PostgreSQL');
 
     const meter = phaseMeter(io);
+    const where = `${redactUrl(target.url)} schema ${target.schema}`;
+    // The copy is one transaction: stopped midway, the connection closes, PostgreSQL rolls it
+    // back and the target is as it was. Saying so is all there is to do.
+    const interrupted = (signal: NodeJS.Signals, code: number) => () => {
+      meter.finish();
+      io.stderr.write(`magpie migrate: stopped by ${signal}; nothing was committed to ${where} (the copy is one transaction), and ${dataDir} is unchanged\n`);
+      process.exit(code);
+    };
+    const onInt = interrupted('SIGINT', 130);
+    const onTerm = interrupted('SIGTERM', 143);
+    process.once('SIGINT', onInt);
+    process.once('SIGTERM', onTerm);
     let result: MigrateResult;
     try {
       result = await migrateToPostgres({ dataDir, target, force: parsed.values.force === true, onProgress: meter.update });
     } finally {
+      process.off('SIGINT', onInt);
+      process.off('SIGTERM', onTerm);
       meter.finish();
     }
-    const where = `${redactUrl(target.url)} schema ${target.schema}`;
     if (parsed.values.json) io.stdout.write(jsonLine({ data_dir: dataDir, target: where, ...result }));
     else io.stdout.write(readableSummary(dataDir, where, result));
     if (!result.committed) {
