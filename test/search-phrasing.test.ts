@@ -58,6 +58,19 @@ describe('search phrasing (real process)', () => {
     assert.equal(asText.stdout, '(no results)\n');
   });
 
+  test('an empty or overlong query is bad usage, named before anything is opened', async () => {
+    for (const [query, message] of [
+      ['   ', /^magpie memory: QUERY must not be empty\n/],
+      ['x'.repeat(2001), /^magpie memory: QUERY is 2001 characters long; the limit is 2000\n/],
+    ] as const) {
+      const { code, stdout, stderr } = await search(query, false);
+      assert.equal(code, 2, stderr);
+      assert.equal(stdout, '');
+      assert.match(stderr, message);
+      assert.match(stderr, /Usage: magpie memory search QUERY/);
+    }
+  });
+
   test('a question sharing only function words with the archive returns no noise', async () => {
     for (const query of ['what database did we choose', 'who did what and when?', 'the of and to']) {
       const { code, stdout, stderr } = await search(query, true);

@@ -2,7 +2,7 @@ import path from 'node:path';
 import { closestMatch } from '../../config/edit-distance.js';
 import type { SqlMemoryStore } from '../../memory/sql-memory-store.js';
 import { MEMORY_TYPES } from '../../memory/types.js';
-import { MAX_QUERY_LENGTH, MAX_SEARCH_LIMIT } from '../../memory/validation.js';
+import { checkQuery, MAX_QUERY_LENGTH, MAX_SEARCH_LIMIT } from '../../memory/validation.js';
 import { EXIT, type CliIo } from '../command.js';
 import { integerFlag, parseFlags, requireFlag, UsageError } from '../parse-flags.js';
 import { COMMON_OPTIONS, kindFlag, typeFlag } from './memory-flags.js';
@@ -65,6 +65,12 @@ export async function searchCommand(argv: string[], io: CliIo): Promise<number> 
   }
   const query = parsed.positionals[0];
   if (query === undefined) throw new UsageError('missing QUERY (or --queries FILE)', SEARCH_USAGE);
+  // The store checks the query too; checked here first, a bad one is a usage error like a bad flag.
+  try {
+    checkQuery(query, 'QUERY');
+  } catch (error) {
+    throw new UsageError((error as Error).message, SEARCH_USAGE);
+  }
   const channelId = requireFlag(values.channel, '--channel', SEARCH_USAGE);
   return withStores(values, io, async (stores) => {
     const store = await stores.forChannel(channelId);
