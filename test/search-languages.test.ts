@@ -32,7 +32,7 @@ const PLANTED: Array<[string, string, string, string[]]> = [
   ['snake', 'Dev', 'Set max_retry_count to five in the worker config', ['max_retry_count']],
   // Joined or camelCase, the last part loses its ending to the stemmer ("bytes" → "byt") as a
   // word would, while the identifier is stored as written: each spelling finds the other.
-  ['snake-stemmed', 'Dev', 'Set max_upload_bytes to 5MB on staging', ['max_upload_bytes', 'maxuploadbytes', 'maxUploadBytes', 'MAX-UPLOAD-BYTES']],
+  ['snake-stemmed', 'Dev', 'Set max_upload_bytes to 5MB on staging', ['max_upload_bytes', 'maxuploadbytes', 'maxUploadBytes', 'MAX-UPLOAD-BYTES', 'what is maxUploadBytes?']],
   ['camel-stemmed', 'Dev', 'The retryDelays setting is read once at start', ['retryDelays', 'retry_delays', 'retrydelays']],
   ['camel', 'Dev', 'We went with PostgreSQL 16, not MongoDB', ['postgresql', 'MongoDB']],
 ];

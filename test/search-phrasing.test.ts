@@ -113,3 +113,27 @@ describe('search phrasing (real process)', () => {
     }
   });
 });
+
+test('a topic too common to rank is not taken for one nobody mentioned: the named person\'s lines stay', async () => {
+  const work = mkdtempSync(path.join(os.tmpdir(), 'magpie-'));
+  const db = await openTestDatabase(work);
+  // A posting budget of 5 leaves "meeting" (in 8 messages) out of the ranked words, as a word
+  // said in thousands of messages is left out of a real channel's.
+  const store = await openMemoryStore({ db, dataDir: work, settings: DEFAULTS.memory, tuning: { textPostingBudget: 5 } });
+  try {
+    const lines: Array<[string, string]> = [
+      ['Cleo', 'the meeting moved to Thursday'],
+      ['Cleo', 'I will bring the slides'],
+      ...Array.from({ length: 7 }, (_, index): [string, string] => ['Ana', `meeting notes part ${index}`]),
+    ];
+    await store.archiveTranscript(conversation('c9', lines));
+    await store.whenIndexed();
+    const results = await store.search({ location: { channelId: 'c9' }, query: 'what did Cleo say about the meeting', limit: 5 });
+    assert.ok(results.some((result) => result.source_ids.includes('m0')), JSON.stringify(results.map((result) => result.source_ids)));
+  } finally {
+    await store.close();
+    await db.close();
+    rmSync(work, { recursive: true, force: true });
+  }
+});
+

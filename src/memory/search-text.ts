@@ -136,12 +136,21 @@ export function onlyQuestion(text: string): boolean {
  */
 function otherSpellings(text: string): string[] {
   const spellings: string[] = [];
+  // A word typed whole is stored stemmed; the same letters joined from parts are stored as typed.
+  const unstemmed = (word: string): void => {
+    if (ENGLISH_WORD.test(word) && !STOP_WORDS.has(word) && word.length <= MAX_JOINED_LENGTH && stem(word) !== word) spellings.push(word);
+  };
   for (const chunk of normalize(text).split(/\s+/)) {
     if (PLAIN_WORD.test(chunk)) {
-      if (ENGLISH_WORD.test(chunk) && !STOP_WORDS.has(chunk) && chunk.length <= MAX_JOINED_LENGTH && stem(chunk) !== chunk) spellings.push(chunk);
+      unstemmed(chunk);
       continue;
     }
     const parts = chunk.match(PART);
+    if (parts?.length === 1) {
+      // One word with punctuation around it ("maxUploadBytes?").
+      unstemmed(parts[0]!);
+      continue;
+    }
     const joined = parts && parts.length > 1 ? joinedIdentifier(chunk, parts) : undefined;
     if (joined && ENGLISH_WORD.test(joined) && stem(joined) !== joined) spellings.push(stem(joined));
   }

@@ -43,12 +43,16 @@ export class TextCandidates {
    */
   async find(queryText: string, timeWords: string, filter: FullTextFilter, count: number): Promise<TextMatch> {
     const query = queryTerms(queryText);
-    const { terms, counts } = await this.affordableTerms(query.terms);
+    const { terms, counts, unaffordable } = await this.affordableTerms(query.terms);
     if (terms.length === 0) return { hits: [], offTopic: false };
     const hits = await this.fullText.candidates(terms, filter, count, this.postingBudget, counts);
     const incidental = new Set(searchTokens(timeWords));
     const about = (list: readonly string[]): string[] => list.filter((term) => !incidental.has(term));
-    return (await this.onlyNamesMatched(hits, about(terms), about(query.topical))) ? { hits: [], offTopic: true } : { hits, offTopic: false };
+    // A word the query is about that was left out for its cost (said in too many messages to
+    // rank) may well be in these hits: not knowing, the hits stand.
+    const topical = about(query.topical);
+    if (topical.length === 0 || topical.some((term) => unaffordable.has(term))) return { hits, offTopic: false };
+    return (await this.onlyNamesMatched(hits, about(terms), topical)) ? { hits: [], offTopic: true } : { hits, offTopic: false };
   }
 
   /**
@@ -63,18 +67,25 @@ export class TextCandidates {
     if (hits.length === 0) return false;
     const wanted = new Set(terms);
     const names = new Set<string>();
-    for (let start = 0; start < hits.length; start += CHECK_SLICE) {
-      const rows = await this.rows.load(hits.slice(start, start + CHECK_SLICE).map((hit) => hit.label));
+    // The first few hits nearly always settle it; the rest, when needed, in one more read.
+    for (const slice of [hits.slice(0, CHECK_SLICE), hits.slice(CHECK_SLICE)]) {
+      if (slice.length === 0) break;
+      const rows = await this.rows.load(slice.map((hit) => hit.label));
       for (const row of rows.values()) {
         if (searchTokens(ownText(row)).some((token) => wanted.has(token))) return false;
         for (const token of searchTokens(row.author_name ?? '')) names.add(token);
       }
+      // Asked about these people alone: their lines are the answer.
+      if (topical.every((term) => names.has(term))) return false;
     }
-    return topical.some((term) => !names.has(term));
+    return true;
   }
 
-  /** The rarest terms whose postings fit the budget, with their counts; terms found nowhere are dropped. */
-  private async affordableTerms(terms: string[]): Promise<{ terms: string[]; counts: number[] }> {
+  /**
+   * The rarest terms whose postings fit the budget, with their counts; terms found nowhere are
+   * dropped, and those found but over the budget are named apart.
+   */
+  private async affordableTerms(terms: string[]): Promise<{ terms: string[]; counts: number[]; unaffordable: Set<string> }> {
     const everyCount = await this.termCounts(terms);
     const counted = terms
       .map((term, position) => ({ term, count: everyCount[position]! }))
@@ -82,14 +93,18 @@ export class TextCandidates {
       .sort((left, right) => left.count - right.count);
     const chosen: string[] = [];
     const counts: number[] = [];
+    const unaffordable = new Set<string>();
     let postings = 0;
     for (const entry of counted) {
-      if (chosen.length > 0 && postings + entry.count > this.postingBudget) break;
+      if (unaffordable.size > 0 || (chosen.length > 0 && postings + entry.count > this.postingBudget)) {
+        unaffordable.add(entry.term);
+        continue;
+      }
       chosen.push(entry.term);
       counts.push(entry.count);
       postings += entry.count;
     }
-    return { terms: chosen, counts };
+    return { terms: chosen, counts, unaffordable };
   }
 
   /**

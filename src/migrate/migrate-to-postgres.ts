@@ -20,6 +20,8 @@ export interface MigrateOptions {
   rowsPerStatement?: number;
   /** Work done in a phase: rows copied, indexes built, checks run. */
   onProgress?: (phase: MigratePhase, done: number, total: number) => void;
+  /** Told as COMMIT is sent and once it succeeded: after that, stopping no longer undoes the copy. */
+  onCommit?: (state: 'committing' | 'committed') => void;
 }
 
 export interface MigratedSource {
@@ -151,8 +153,10 @@ async function inTransaction(client: pg.Client, options: MigrateOptions, sources
     const verification = await verifyCopy(client, plan, sources);
     const verifyMs = performance.now() - verifyStarted;
     if (verification.ok) {
+      options.onCommit?.('committing');
       await client.query('COMMIT');
       open = false;
+      options.onCommit?.('committed');
       // Fresh statistics, so the first queries on the copied tables are planned on real sizes;
       // autovacuum would get there too, so a refusal here changes nothing that was committed.
       await client.query(`ANALYZE ${plan.tables.map((table) => quote(table.name)).join(', ')}`).catch(() => undefined);

@@ -95,11 +95,22 @@ export const migrateCommand: CliCommand = {
 
     const meter = phaseMeter(io);
     const where = `${redactUrl(target.url)} schema ${target.schema}`;
-    // The copy is one transaction: stopped midway, the connection closes, PostgreSQL rolls it
-    // back and the target is as it was. Saying so is all there is to do.
+    // The copy is one transaction: stopped before its COMMIT, the connection closes, PostgreSQL
+    // rolls it back and the target is as it was. Saying so is all there is to do. Stopped while
+    // the COMMIT is on its way, the outcome is the server's; after it, only the statistics pass
+    // that follows is cut short, and the copy stands.
+    let commit: 'before' | 'committing' | 'committed' = 'before';
     const interrupted = (signal: NodeJS.Signals, code: number) => () => {
       meter.finish();
-      io.stderr.write(`magpie migrate: stopped by ${signal}; nothing was committed to ${where} (the copy is one transaction), and ${dataDir} is unchanged\n`);
+      if (commit === 'committed') {
+        io.stderr.write(`magpie migrate: stopped by ${signal} after the copy was committed to ${where}; only the statistics pass after it was cut short (autovacuum will redo it)\n`);
+        process.exit(EXIT.ok);
+      }
+      io.stderr.write(
+        commit === 'committing'
+          ? `magpie migrate: stopped by ${signal} while committing to ${where}: whether the copy is there is up to the server; run the same command again, which refuses a target that is no longer empty\n`
+          : `magpie migrate: stopped by ${signal}; nothing was committed to ${where} (the copy is one transaction), and ${dataDir} is unchanged\n`,
+      );
       process.exit(code);
     };
     const onInt = interrupted('SIGINT', 130);
@@ -108,7 +119,15 @@ export const migrateCommand: CliCommand = {
     process.once('SIGTERM', onTerm);
     let result: MigrateResult;
     try {
-      result = await migrateToPostgres({ dataDir, target, force: parsed.values.force === true, onProgress: meter.update });
+      result = await migrateToPostgres({
+        dataDir,
+        target,
+        force: parsed.values.force === true,
+        onProgress: meter.update,
+        onCommit: (state) => {
+          commit = state;
+        },
+      });
     } finally {
       process.off('SIGINT', onInt);
       process.off('SIGTERM', onTerm);
