@@ -132,6 +132,12 @@ describe('nothing missed across an outage', { timeout: 120_000 }, () => {
         60_000,
       );
       assert.ok(discord.handshakes.filter((handshake) => handshake.op === 2).length >= 2, 'the client identified again (no resume)');
+      // The operator's view of it: the first attempt told, then the session back, with how long it took.
+      const reconnecting = bot.events.find((event) => event.type === 'discord_reconnecting');
+      assert.equal(reconnecting?.attempt, 1, JSON.stringify(reconnecting));
+      assert.equal(reconnecting?.shard_id, 0);
+      const back = bot.events.find((event) => event.type === 'discord_reconnected');
+      assert.ok(back && back.resumed === false && Number(back.attempts) >= 1 && Number(back.down_ms) >= 0, JSON.stringify(back));
       const done = bot.events.find((event) => event.type === 'catch_up_completed' && event.channel_id === GENERAL && event.reason === 'new_session');
       // At least the 130 missed; on a network store the page may also repeat the newest message
       // stored before the drop (its row still in flight when the point was read), which is

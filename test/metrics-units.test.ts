@@ -169,4 +169,19 @@ test('the database condition of /readyz: open, and taking writes', () => {
     databaseProblem({ db: { open: true }, storage: { healthy: false, problem: { message: 'disk full (ENOSPC)' } } }),
     'storage failing: disk full (ENOSPC)',
   );
+  // PostgreSQL: the lock session away is a reconnect; the writer lock taken by another process is
+  // a failure for good, and /readyz says that rather than "being reopened".
+  const connection = (locks: boolean) => ({ health: () => ({ state: 'up', lastError: undefined }), locksHeld: () => locks });
+  assert.equal(
+    databaseProblem({ db: { open: true }, storage: { healthy: true, problem: undefined }, connection: connection(false) }),
+    'PostgreSQL writer lock not held (its connection is being reopened)',
+  );
+  assert.equal(
+    databaseProblem({
+      db: { open: true },
+      storage: { healthy: false, problem: { message: 'another process took the writer lock all while this one was reconnecting: this process no longer writes' } },
+      connection: connection(false),
+    }),
+    'storage failing: another process took the writer lock all while this one was reconnecting: this process no longer writes',
+  );
 });

@@ -133,6 +133,10 @@ test('connections the server terminates are replaced and the writer lock is take
         WHERE l.locktype = 'advisory' AND a.application_name LIKE 'magpie app-fault terminate%'`,
     );
     assert.ok((held.rows[0] as { n: number }).n >= 1, 'the writer lock is held again on the new session');
+    // The lock session's own loss and return reach the log, as the pool's do.
+    const lockEvents = rig.events.filter((event) => event.connection === 'locks').map((event) => event.type);
+    assert.deepEqual(lockEvents.slice(0, 2), ['storage_connection_lost', 'storage_connection_restored']);
+    assert.equal(rig.events.find((event) => event.connection === 'locks' && event.type === 'storage_connection_restored')?.writer_lock_held, true);
     assert.deepEqual(await storedIds(rig.schema), Array.from({ length: 10 }, (_, index) => `m${index}`));
     assert.equal(rig.events.filter((event) => event.type === 'storage_writer_lost').length, 0);
   } finally {

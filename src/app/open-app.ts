@@ -281,11 +281,23 @@ function watchConnection(writable: OpenedStorage, storage: StorageHealth, events
   const offHealth = connection.onHealthChange((health) => {
     events.emit({
       type: health.state === 'up' ? 'storage_connection_restored' : 'storage_connection_lost',
+      connection: 'pool',
       state: health.state,
       consecutive_failures: health.consecutiveFailures,
       ...(health.lastErrorCode ? { code: health.lastErrorCode } : {}),
       ...(health.lastError ? { error: health.lastError } : {}),
     });
+  });
+  // The lock session is a connection of its own: while it is away, writes wait (see open-postgres).
+  let locksAway = false;
+  const offLocks = connection.onLockSessionChange((state, error) => {
+    if (state === 'reconnecting' && !locksAway) {
+      locksAway = true;
+      events.emit({ type: 'storage_connection_lost', connection: 'locks', state, ...(error ? { error } : {}) });
+    } else if (state === 'up' && locksAway) {
+      locksAway = false;
+      events.emit({ type: 'storage_connection_restored', connection: 'locks', state, writer_lock_held: connection.locksHeld() });
+    }
   });
   const offLost = writable.onWriterLost?.((key) => {
     const error = new MagpieError('writer_lock_lost', `another process took the writer lock ${key} while this one was reconnecting: this process no longer writes`, {
@@ -297,6 +309,7 @@ function watchConnection(writable: OpenedStorage, storage: StorageHealth, events
   });
   return () => {
     offHealth();
+    offLocks();
     offLost?.();
   };
 }

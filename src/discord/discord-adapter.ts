@@ -8,6 +8,7 @@ import {
 } from 'discord.js';
 import { errorMessage } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
+import { GatewayOutages } from './gateway-outages.js';
 import type { LiveConfig } from '../config/live-config.js';
 import type { HistoryEntry, IncomingMessage } from '../context/types.js';
 import type { RedactedReply } from '../channel/message-changes.js';
@@ -92,6 +93,7 @@ export class DiscordAdapter {
   private readonly catchUp: ChannelCatchUp | undefined;
   /** Gateway sessions that turned ready: the first is the start, later ones could not resume. */
   private sessions = 0;
+  private readonly outages: GatewayOutages;
   /** Per channel, the newest message's turn to reach the store (see `arrivalOrder`). */
   private readonly arrivals = new Map<string, Promise<void>>();
   /** A message could not be stored: once storage takes writes again, a catch-up fetches it. */
@@ -99,6 +101,7 @@ export class DiscordAdapter {
 
   constructor(private readonly options: DiscordAdapterOptions) {
     this.debouncer = new Debouncer((channelId, burst) => this.fireTurn(channelId, burst), MAX_BURST_TRIGGERS);
+    this.outages = new GatewayOutages(options.events);
     this.storage = options.storage ?? new StorageHealth({ dataDir: options.dataDir ?? 'data dir', events: options.events });
     if (options.catchUp) {
       this.catchUp = new ChannelCatchUp({
@@ -200,12 +203,17 @@ export class DiscordAdapter {
     client.on(Events.Error, (error) => events.emit({ type: 'discord_error', error: errorMessage(error) }));
     client.on(Events.ShardError, (error) => events.emit({ type: 'discord_error', error: errorMessage(error) }));
     // Closing the gateway on shutdown is not a reconnect worth telling the operator about.
-    client.on(Events.ShardReconnecting, () => {
-      if (this.accepting) events.emit({ type: 'discord_reconnecting' });
+    client.on(Events.ShardReconnecting, (shardId) => {
+      if (this.accepting) this.outages.reconnecting(shardId);
     });
-    client.on(Events.ShardResume, (_id, replayed) => events.emit({ type: 'discord_resumed', replayed }));
+    client.on(Events.ShardDisconnect, (event, shardId) => events.emit({ type: 'discord_disconnected', shard_id: shardId, code: event.code }));
+    client.on(Events.ShardResume, (shardId, replayed) => {
+      events.emit({ type: 'discord_resumed', shard_id: shardId, replayed });
+      this.outages.back(shardId, true);
+    });
     // A resumed session replays what was missed; a new one (start, invalid session) does not.
-    client.on(Events.ShardReady, () => {
+    client.on(Events.ShardReady, (shardId) => {
+      this.outages.back(shardId, false);
       this.sessions += 1;
       const catchUp = this.catchUp;
       if (!catchUp || this.stopped) return;

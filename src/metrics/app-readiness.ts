@@ -14,9 +14,10 @@ export function databaseProblem(app: DatabaseState): string | undefined {
   if (connection) {
     const health = connection.health();
     if (health.state !== 'up') return `PostgreSQL ${health.state}${health.lastError ? `: ${health.lastError}` : ''}`;
-    if (!connection.locksHeld()) return 'PostgreSQL writer lock not held (its connection is being reopened)';
   }
+  // Before the lock: a writer lock another process took is a failure for good, not a reconnect.
   if (app.storage && !app.storage.healthy) return `storage failing: ${app.storage.problem?.message ?? 'writes fail'}`;
+  if (connection && !connection.locksHeld()) return 'PostgreSQL writer lock not held (its connection is being reopened)';
   return undefined;
 }
 

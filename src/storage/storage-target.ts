@@ -28,6 +28,11 @@ export interface StorageConnection {
   locksHeld(): boolean;
   /** Hears when the pool's state changes; returns a function that removes the listener. */
   onHealthChange(listener: (health: PgHealth) => void): () => void;
+  /**
+   * Hears when the lock session's connection is lost (`reconnecting`, with why) and when it is
+   * back with its locks taken again (`up`); returns a function that removes the listener.
+   */
+  onLockSessionChange(listener: (state: 'up' | 'reconnecting', error: string | undefined) => void): () => void;
 }
 
 /** An open store and what closes it (the database, then the writer lock). */

@@ -63,6 +63,11 @@ export async function openPostgresForWriting(
         health: () => db.health,
         locksHeld: () => opened.state === 'up' && opened.keys.includes(`writer:${key}`),
         onHealthChange: (listener) => db.onHealthChange(listener),
+        onLockSessionChange: (listener) =>
+          opened.onStateChange((state, error) => {
+            if (state === 'up') listener('up', undefined);
+            else if (state === 'reconnecting') listener('reconnecting', error instanceof Error ? error.message : error === undefined ? undefined : String(error));
+          }),
       },
       async lockWriterKey(other: string) {
         const held = await takeWriterLock(opened, db, other, options.command);
