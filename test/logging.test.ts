@@ -109,6 +109,16 @@ describe('attachEventLogger', () => {
     assert.equal(lines[3]?.summary, undefined, 'content is not logged by default');
   });
 
+  it('never lets a field of the event take the place of its name', () => {
+    const out = capture();
+    const events = new EventStream();
+    attachEventLogger(events, createLogger({ destination: out.stream, level: 'info', env: {} }));
+    events.emit({ type: 'discord_event_failed', event: 'catch_up', error: 'connection lost' });
+    const [line] = out.json();
+    assert.equal(line?.event, 'discord_event_failed');
+    assert.equal(line?.event_detail, 'catch_up');
+  });
+
   it('keeps counts whose names could carry content (compaction_started messages: 13), drops the text', () => {
     const out = capture();
     const events = new EventStream();

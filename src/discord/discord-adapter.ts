@@ -271,7 +271,7 @@ export class DiscordAdapter {
 
   private track(what: string, work: () => Promise<void>): void {
     const promise = work().catch((error: unknown) => {
-      this.options.events.emit({ type: 'discord_event_failed', event: what, error: errorMessage(error) });
+      this.options.events.emit({ type: 'discord_event_failed', handler: what, error: errorMessage(error) });
     });
     this.inFlight.add(promise);
     void promise.finally(() => this.inFlight.delete(promise));

@@ -59,8 +59,10 @@ function eventFields(event: MagpieEvent, options: EventLoggerOptions): Record<st
   for (const [key, value] of Object.entries(rest)) {
     // A number under such a name is a count (`messages: 13` on compaction_started), not text.
     if (!options.includeContent && CONTENT_FIELDS.has(key) && typeof value !== 'number') continue;
-    // `type` is taken by the event name; a long string is cut so one event stays one line.
-    fields[key] = typeof value === 'string' && value.length > 500 ? `${value.slice(0, 500)}…` : value;
+    // `event` is the event's name: a field of the same name must not replace it in the line.
+    const name = key === 'event' ? 'event_detail' : key;
+    // A long string is cut so one event stays one line.
+    fields[name] = typeof value === 'string' && value.length > 500 ? `${value.slice(0, 500)}…` : value;
   }
   return fields;
 }
