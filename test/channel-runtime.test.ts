@@ -42,14 +42,14 @@ test('buildModelRequest alternates roles, pairs tool blocks, and the estimate co
     first.turnId,
   );
   const request = await runtime.buildModelRequest('c1', { tools, maxTokens: 256 });
+  // Bob wrote while the turn was running: his message follows the reply it did not get, so the
+  // request ends with it (see test/model-request-order.test.ts).
   assert.deepEqual(
     request.messages.map((message) => message.role),
-    ['user', 'assistant', 'user', 'assistant'],
+    ['user', 'assistant', 'user', 'assistant', 'user'],
   );
-  assert.deepEqual(request.messages[0]!.content, [
-    { type: 'text', text: 'alice: What did we decide?' },
-    { type: 'text', text: 'bob: Yes, tell us.' },
-  ]);
+  assert.deepEqual(request.messages[0]!.content, [{ type: 'text', text: 'alice: What did we decide?' }]);
+  assert.deepEqual(request.messages[4]!.content, [{ type: 'text', text: 'bob: Yes, tell us.' }]);
   assert.equal((request.messages[1]!.content as Array<{ type: string }>)[0]!.type, 'tool_use');
   assert.equal((request.messages[2]!.content as Array<{ type: string }>)[0]!.type, 'tool_result');
   const sent = estimateTokens(request.system) + estimateTokens(JSON.stringify(request.tools)) +

@@ -44,13 +44,17 @@ export function buildMessages(entries: readonly HistoryEntry[], decorate?: Entry
   const messages: ModelMessage[] = [];
   let role: 'user' | 'assistant' | undefined;
   let blocks: ContentBlock[] = [];
+  // Each turn's entries together, turns in order: a reply (and its tool calls) follows the
+  // message it answers even when others wrote while it was being made. In arrival order the
+  // request for those later messages would end with the earlier reply, which the API reads as
+  // the start of its own answer to continue (and its tool calls would be split from their results).
+  const ordered = [...entries].sort((left, right) => left.turnId - right.turnId || left.seq - right.seq);
   const flush = () => {
     if (role === undefined || blocks.length === 0) return;
     // The API wants tool results first in the user message that answers the tool calls.
-    const ordered = role === 'user' ? orderedUserBlocks(blocks) : blocks;
-    messages.push({ role, content: ordered });
+    messages.push({ role, content: role === 'user' ? orderedUserBlocks(blocks) : blocks });
   };
-  for (const entry of entries) {
+  for (const entry of ordered) {
     if (entry.role !== role) {
       flush();
       role = entry.role;
