@@ -253,8 +253,16 @@ describe('the bot on a fake Discord', () => {
     bot.discord.dispatch('SOMETHING_NEW', { whatever: true });
     bot.discord.dispatch('MESSAGE_DELETE', {});
     bot.discord.dispatch('MESSAGE_UPDATE', { id: '1', channel_id: GENERAL });
+    // Shapes discord.js itself throws on while decoding them.
+    bot.discord.dispatch('MESSAGE_DELETE_BULK', { ids: null, channel_id: GENERAL, guild_id: FAKE_GUILD_ID });
+    bot.discord.dispatch('INTERACTION_CREATE', { id: '1300000000000000001', type: 2, token: 't', channel_id: GENERAL, data: null });
+    bot.discord.dispatch('CHANNEL_UPDATE', { id: GENERAL, type: 0, guild_id: FAKE_GUILD_ID, permission_overwrites: 'garbage' });
+    bot.discord.dispatch('MESSAGE_CREATE', { id: '1300000000000000002', channel_id: GENERAL, author: null, content: 'x', guild_id: FAKE_GUILD_ID });
     const id = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'still alive?', mentionsBot: true });
     await bot.discord.waitForPost((message) => message.messageReference?.message_id === id);
+    // Each dropped one is named in the log.
+    const malformed = bot.events.filter((event) => event.type === 'discord_event_malformed').map((event) => event.event_type);
+    for (const type of ['MESSAGE_DELETE_BULK', 'INTERACTION_CREATE', 'CHANNEL_UPDATE', 'MESSAGE_CREATE']) assert.ok(malformed.includes(type), `${type} in ${malformed.join(', ')}`);
   });
 
   test('the per-user rate limit answers with a friendly message (hot reloaded)', async () => {

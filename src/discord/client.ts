@@ -37,6 +37,28 @@ export function createDiscordClient(options: DiscordClientOptions = {}): Client 
   });
 }
 
+/**
+ * Keeps a gateway event discord.js cannot decode from ending the process. discord.js turns each
+ * dispatch into its objects inside `handlePacket`, and a payload of an unexpected shape (a list
+ * that is null, an author that is missing) throws there, inside an async socket handler: an
+ * unhandled rejection, which ends a Node process. The event is dropped and reported instead;
+ * the ones after it are handled as usual. Library internals, reached defensively: without the
+ * method nothing is wrapped.
+ */
+export function catchMalformedPackets(client: Client, report: (eventType: string, error: unknown) => void): void {
+  const manager = client.ws as unknown as { handlePacket?: (packet?: { t?: unknown }, shard?: unknown) => boolean };
+  const original = manager.handlePacket;
+  if (typeof original !== 'function') return;
+  manager.handlePacket = function (this: unknown, packet, shard) {
+    try {
+      return original.call(this, packet, shard);
+    } catch (error) {
+      report(typeof packet?.t === 'string' ? packet.t : 'unknown', error);
+      return true;
+    }
+  };
+}
+
 /** The part of a gateway socket this module touches. */
 interface ListenableSocket {
   on(event: 'error', listener: (error: unknown) => void): unknown;

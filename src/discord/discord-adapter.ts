@@ -22,7 +22,7 @@ import { withStorageRetry } from '../storage/storage-retry.js';
 import { decideAccess, shouldReply } from './access-policy.js';
 import { interactionSubject, messageSubject } from './access-subject.js';
 import { ChannelCatchUp, type CatchUpSource } from './catch-up.js';
-import { destroyClient } from './client.js';
+import { catchMalformedPackets, destroyClient } from './client.js';
 import { Debouncer } from './debouncer.js';
 import { attachMessageFiles } from './message-files.js';
 import { normalizeMessage, type NormalizedMessage } from './normalize-message.js';
@@ -199,6 +199,7 @@ export class DiscordAdapter {
     client.on(Events.ChannelUpdate, (_previous, next) => this.track('channel_update', async () => this.onChannelUpdate(next)));
     client.on(Events.ThreadCreate, (thread) => this.track('thread_create', async () => this.onChannelUpdate(thread)));
     client.on(Events.InteractionCreate, (interaction) => this.track('interaction_create', () => this.onInteraction(interaction)));
+    catchMalformedPackets(client, (eventType, error) => events.emit({ type: 'discord_event_malformed', event_type: eventType, error: errorMessage(error) }));
     // Without these listeners an 'error' event would throw and end the process.
     client.on(Events.Error, (error) => events.emit({ type: 'discord_error', error: errorMessage(error) }));
     client.on(Events.ShardError, (error) => events.emit({ type: 'discord_error', error: errorMessage(error) }));
