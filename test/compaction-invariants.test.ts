@@ -188,14 +188,16 @@ test('6. failure is safe: throw, timeout and empty summary leave history unchang
   const summarizer = new ScriptedSummarizer().enqueue(failWith('HTTP 500'), never, replyWith('   '));
   const harness = await openHarness({
     summarizer,
-    configValue: testConfig({ compaction: { workerTimeoutMs: 30, fallbackAfterFailures: 3, emergencyThreshold: 1 } }),
+    // Long enough for a worker's own reads on a busy PostgreSQL (30 ms was not, so the first
+    // attempt timed out before it asked the summarizer), short enough for the one that hangs.
+    configValue: testConfig({ compaction: { workerTimeoutMs: 1_000, fallbackAfterFailures: 3, emergencyThreshold: 1 } }),
   });
   const { runtime } = harness;
   let next = await fill(harness, 'c1', 0, () => started(harness) === 1);
   const reasons: string[] = [];
   for (let attempt = 0; attempt < 3; attempt += 1) {
     const before = await runtime.liveContext('c1');
-    while (harness.ofType('compaction_failed').length === attempt) await new Promise((resolve) => setTimeout(resolve, 5));
+    await waitUntil(() => harness.ofType('compaction_failed').length > attempt, `compaction failure ${attempt + 1}`, 20_000);
     reasons.push(String(harness.ofType('compaction_failed')[attempt]!.reason));
     assert.deepEqual(await runtime.liveContext('c1'), before, 'history unchanged');
     assert.equal((await runtime.status('c1')).compactionRunning, false, 'lock released');
