@@ -199,3 +199,26 @@ test('a failed write is reported by finish, and a stream never shown declines to
   const never = new StreamedReply({ clock, poster: recordingPoster(clock) });
   assert.equal(await never.fail('note'), false);
 });
+
+test('a redaction that changes mid-stream edits every part shown, leaves fewer parts when the text shrinks, and still applies after finish', async () => {
+  const clock = virtualClock();
+  const poster = recordingPoster(clock);
+  const gone = new Set<string>();
+  const redact = (text: string): string => [...gone].reduce((result, word) => result.replaceAll(word, '[deleted message]'), text);
+  const reply = new StreamedReply({ poster, clock, chunk: (text) => chunkMessage(text, 40), redact });
+  const secret = 'SECRET-'.repeat(8);
+  reply.update(`a ${secret} b`);
+  await reply.refresh();
+  assert.ok(poster.visible().join('').includes('SECRET'), 'shown as written before the change');
+  assert.ok(poster.visible().length >= 2, 'in several parts');
+  gone.add(secret);
+  await reply.refresh();
+  assert.deepEqual(poster.visible(), chunkMessage('a [deleted message] b', 40), 'every part follows; surplus parts go');
+  reply.update(`a ${secret} b and ${secret} again`);
+  await reply.finish(`a ${secret} b and ${secret} again, the end`);
+  assert.deepEqual(poster.visible(), chunkMessage('a [deleted message] b and [deleted message] again, the end', 40), 'parts posted after the change never show it');
+  gone.add('the end');
+  await reply.refresh();
+  assert.deepEqual(poster.visible(), chunkMessage('a [deleted message] b and [deleted message] again, [deleted message]', 40), 'a change after finish edits the finished reply');
+  checkSpacing(poster.operations);
+});

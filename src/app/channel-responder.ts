@@ -5,6 +5,7 @@ import type { LiveConfig } from '../config/live-config.js';
 import type { ChatModel } from '../llm/chat-model.js';
 import type { ToolContext, ToolHandler } from '../llm/tool.js';
 import { runAgentTurn, type AgentIdentity, type AgentRuntime } from '../channel/agent-turn.js';
+import type { TurnWatch } from '../channel/turn-watches.js';
 import { DailyTokenBudget, UserRateLimiter } from './cost-guards.js';
 import { withSourceCheck } from '../privacy/source-check.js';
 import { usageFields } from '../llm/usage.js';
@@ -15,8 +16,12 @@ export interface ReplyTarget {
   send(text: string): Promise<string | undefined>;
   /** Shows that the bot is working; returns a function that stops showing it. */
   startTyping?(): () => void;
-  /** A reply shown while it is written; targets that cannot edit what they posted leave it out. */
-  stream?(): ReplyStream;
+  /**
+   * A reply shown while it is written; targets that cannot edit what they posted leave it out.
+   * `redact` is applied to every text before it is shown (quotes of messages deleted or edited
+   * meanwhile taken out); it may change while the reply is shown (see `ReplyStream.refresh`).
+   */
+  stream?(options?: { redact?: (text: string) => string }): ReplyStream;
 }
 
 /** A reply that appears as it is generated (see `StreamedReply` for Discord). */
@@ -32,6 +37,11 @@ export interface ReplyStream {
   fail(note: string): Promise<boolean>;
   /** The id of the first message once it is posted (history records the reply under it). */
   readonly firstMessageId?: string | undefined;
+  /**
+   * What `redact` returns changed: what is shown follows it (every part, edited at the usual
+   * pace), also once finished. Resolves when the screen matches.
+   */
+  refresh?(): Promise<void>;
 }
 
 /** Ends a streamed reply whose model call failed midway, instead of a dangling half-sentence. */
@@ -40,6 +50,8 @@ export const STREAM_BROKEN_NOTE = '*(the answer was cut off here: the model stop
 /** The runtime as the responder needs it: an agent turn plus the per-channel serial queue. */
 export interface ResponderRuntime extends AgentRuntime {
   runSerial<T>(channelId: string, work: () => Promise<T>): Promise<T>;
+  /** Follows the deletes and edits that reach the channel while a turn runs (see `TurnWatch`). */
+  watchTurn?(channelId: string): TurnWatch;
 }
 
 export interface TurnRequest {
@@ -219,7 +231,17 @@ export class ChannelResponder {
       // Settings are read now, not at arrival: a hot reload applies to the next turn.
       const settings = config.settingsFor(channelId, request.parentId);
       let stopTyping = target.startTyping?.() ?? (() => {});
-      const stream = settings.streamReplies ? target.stream?.() : undefined;
+      // Deletes and edits that reach the channel from now on are taken out of the answer: from
+      // what the turn records, and (unless `[privacy] edit_own_replies = false` leaves what the
+      // bot posts alone) from what it posts and has posted.
+      const watch = runtime.watchTurn?.(channelId);
+      const shownWatch = config.current().privacy?.editOwnReplies === false ? undefined : watch;
+      const stream = settings.streamReplies ? target.stream?.(shownWatch ? { redact: (text) => shownWatch.redact(text) } : undefined) : undefined;
+      if (shownWatch && stream?.refresh) {
+        shownWatch.onChange(() => {
+          void stream.refresh!().catch(() => {});
+        });
+      }
       let finishing: Promise<unknown> | undefined;
       const startedAt = Date.now();
       try {
@@ -243,13 +265,20 @@ export class ChannelResponder {
           ...(this.self ? { self: this.self } : {}),
           deliver: async (reply) => {
             stopTyping();
-            if (!stream) return target.send(reply);
+            if (!stream) {
+              const text = shownWatch ? shownWatch.redact(reply) : reply;
+              const id = await target.send(text);
+              if (id !== undefined) shownWatch?.posted(id, text);
+              return id;
+            }
             const finished = stream.finish(reply);
             finishing = finished;
             // The first part is on screen already: history records the reply now, under its id,
             // while the last edits (at most one a second) land; a message arriving meanwhile
             // then comes after the reply in history, as it did on screen.
-            return stream.firstMessageId ?? (await finished);
+            const id = stream.firstMessageId ?? (await finished);
+            if (id !== undefined) shownWatch?.posted(id);
+            return id;
           },
           signal: this.abort.signal,
           ...(stream
@@ -311,8 +340,25 @@ export class ChannelResponder {
         return 'failed';
       } finally {
         stopTyping();
+        if (watch) await this.endWatch(watch, channelId, shownWatch ? stream : undefined);
       }
     });
+  }
+
+  /**
+   * After the turn: what it recorded loses the quotes of what was deleted or edited while it ran,
+   * before the channel's next turn can read it. What it posted follows in the background, until
+   * no change came since (the channel does not wait for those edits).
+   */
+  private async endWatch(watch: TurnWatch, channelId: string, stream: ReplyStream | undefined): Promise<void> {
+    const failed = (error: unknown): void => {
+      this.options.events.emit({ type: 'reply_redaction_failed', channel_id: channelId, step: 'turn', error: errorMessage(error) });
+    };
+    await watch.settle().catch(failed);
+    const refresh = stream?.refresh ? () => stream.refresh!() : undefined;
+    const closing = watch.close(refresh).catch(failed);
+    this.running.add(closing);
+    void closing.then(() => this.running.delete(closing));
   }
 
   /** True (after telling the channel) when its daily token budget is spent. */

@@ -9,24 +9,27 @@ import type { ChannelState } from '../context/channel-state.js';
 import { cappedEntryTokens, fitFiles } from './oversized-message.js';
 import type { RuntimeParts, UserErasure } from './runtime-types.js';
 import { userErasedEvent } from './user-erasure.js';
+import { SerialQueue } from './serial-queue.js';
+import { TurnWatches, type LateChange, type RedactedReply, type TurnWatch } from './turn-watches.js';
 import type { HistoryEntry } from '../context/types.js';
+
+export type { RedactedReply, TurnWatch } from './turn-watches.js';
 
 /**
  * Messages that change after they came in — edited or deleted on the platform, forgotten on
  * request, given their files — in history, the live context and the archive, with their old
  * words taken out of every copy by the privacy propagation.
  */
-/** One of the bot's own replies lost the quote of a deleted or edited message. */
-export interface RedactedReply {
-  channelId: string;
-  /** The platform id of the reply (its first part, when it was sent in several). */
-  messageId: string;
-  before: string;
-  after: string;
-}
-
 export class MessageChanges {
   private readonly replyListeners = new Set<(reply: RedactedReply) => void>();
+  /** The turns running per channel, which follow the changes that reach them (see `watchTurn`). */
+  private readonly turns: TurnWatches;
+  /**
+   * Per channel, the propagations of its changes and the late redactions of its turns, one at
+   * a time: each reads the rows the one before it wrote, so none writes back a text another
+   * has just redacted.
+   */
+  private readonly propagations = new SerialQueue();
 
   /** Called for every own reply redacted (the platform adapter edits its copy); returns a detach function. */
   onReplyRedacted(listener: (reply: RedactedReply) => void): () => void {
@@ -37,7 +40,18 @@ export class MessageChanges {
   constructor(
     private readonly parts: RuntimeParts,
     private readonly privacy: PrivacyPropagator,
-  ) {}
+  ) {
+    this.turns = new TurnWatches({
+      redactLate: (channelId, changes) => this.redactLate(channelId, changes),
+      replyRedacted: (reply) => this.tellReplyRedacted(reply),
+      clearTraces: (channelId) => clearErasedTraces(parts.options.db, parts.options.events, channelId),
+    });
+  }
+
+  /** See `ChannelRuntime.watchTurn`. */
+  watchTurn(channelId: string): TurnWatch {
+    return this.turns.watch(channelId);
+  }
 
   /** Resolves once the messages of the channel that came in so far are admitted and their rows written (or given up). */
   private async arrived(channelId: string): Promise<void> {
@@ -67,6 +81,7 @@ export class MessageChanges {
     const { parts } = this;
     const state = await parts.channel(channelId);
     await this.arrived(channelId);
+    let late: LateChange | undefined;
     const row = await state.exclusive(async () => {
       await parts.writer.flush();
       const row = await parts.store.findByMessageId(channelId, messageId);
@@ -78,6 +93,8 @@ export class MessageChanges {
       const index = state.indexOfSeq(row.seq);
       if (index >= 0) state.replaceEntry(index, edited);
       state.replaceMarkerEntry(edited);
+      // A turn answering the old text now leaves it out of what it posts and records.
+      if (row.kind === 'message') late = this.turns.changed(channelId, [removedOf(row)], 'edit');
       return row;
     });
     if (!row) return false;
@@ -88,9 +105,7 @@ export class MessageChanges {
       await parts.archiver.settled(state);
       await parts.options.memory.updateTranscript(channelId, messageId, content);
       // The earlier text leaves tool results, summaries and memories like a deleted message.
-      const changes = await this.privacy.propagate(channelId, [removedOf(row)], 'edit');
-      await this.apply(changes);
-      await this.redactReplies(channelId, changes.replies);
+      await this.propagate(channelId, [removedOf(row)], 'edit', late);
       // The earlier text also leaves what the database keeps beside its rows, as after a delete.
       await clearErasedTraces(parts.options.db, parts.options.events, channelId);
     }
@@ -125,13 +140,13 @@ export class MessageChanges {
       }
       state.archivedCount -= seqs.length;
     });
+    // A turn answering one of them now leaves it out of what it posts and records.
+    const late = this.turns.changed(channelId, removed, 'delete');
     if (messageIds.length === 0) return { messages: 0, counts: { toolEntries: 0, summaries: 0, memoriesDeleted: 0, memoriesUpdated: 0, workerTasks: 0, replies: 0 } };
     // A transcript write still in flight would bring a deleted message back: let it land first.
     await parts.archiver.settled(state);
     await parts.options.memory.deleteTranscript(channelId, messageIds);
-    const changes = await this.privacy.propagate(channelId, removed, 'delete');
-    await this.apply(changes);
-    await this.redactReplies(channelId, changes.replies);
+    const changes = await this.propagate(channelId, removed, 'delete', late);
     parts.publish({ kind: 'messages_deleted', channelId, ids: messageIds });
     parts.options.events.emit({
       type: 'deletion_propagated',
@@ -182,10 +197,41 @@ export class MessageChanges {
   }
 
   /**
-   * The bot's replies that quoted the text: their archive copy (full text and vector) follows
-   * the history row, and the platform adapter is told so that it edits what it posted.
+   * The privacy propagation of a change, queued behind the channel's others, and mirrored in
+   * the live contexts, the archive and the platform once committed.
    */
-  private async redactReplies(channelId: string, replies: PropagationChanges['replies']): Promise<void> {
+  private propagate(channelId: string, removed: RemovedMessage[], mode: 'delete' | 'edit', late: LateChange | undefined): Promise<PropagationChanges> {
+    // A turn running meanwhile was told of the change before this was queued (`turns.changed`).
+    return this.propagations.run(channelId, async () => {
+      const changes = await this.privacy.propagate(channelId, removed, mode);
+      // A turn's late redaction queued behind this takes out what this did (memories' words too).
+      if (late && changes.target) late.target = changes.target;
+      await this.apply(changes);
+      await this.redactReplies(channelId, changes.replies);
+      return changes;
+    });
+  }
+
+  /** See `TurnWatch.settle`: queued behind the propagations of the changes that reached the turn. */
+  private redactLate(channelId: string, changes: readonly LateChange[]): Promise<boolean> {
+    return this.propagations.run(channelId, async () => {
+      const redacted = await this.privacy.redactLate(channelId, changes);
+      if (redacted.entries.length === 0 && redacted.replies.length === 0) return false;
+      await this.apply({ entries: redacted.entries, summaries: [] });
+      // The turn's archive writes may still be in flight: they land first, then are corrected.
+      await this.parts.archiver.settled(await this.parts.channel(channelId));
+      // What the turn posted is the turn's to edit (`TurnWatch.close`), not the listeners'.
+      await this.redactReplies(channelId, redacted.replies, { tell: false });
+      return true;
+    });
+  }
+
+  /**
+   * The bot's replies that quoted the text: their archive copy (full text and vector) follows
+   * the history row, and the platform adapter is told so that it edits what it posted (unless
+   * a running turn still updates that copy itself).
+   */
+  private async redactReplies(channelId: string, replies: PropagationChanges['replies'], options: { tell?: boolean } = {}): Promise<void> {
     if (replies.length === 0) return;
     await this.apply({ entries: replies.map((reply) => reply.entry), summaries: [] });
     const { memory, events } = this.parts.options;
@@ -195,12 +241,17 @@ export class MessageChanges {
       } catch (error) {
         events.emit({ type: 'reply_redaction_failed', channel_id: channelId, step: 'archive', error: errorMessage(error) });
       }
-      for (const listener of this.replyListeners) {
-        try {
-          listener({ channelId, messageId: entry.messageId, before, after: entry.content });
-        } catch (error) {
-          events.emit({ type: 'reply_redaction_failed', channel_id: channelId, step: 'platform', error: errorMessage(error) });
-        }
+      if (options.tell === false || this.turns.claims(channelId, entry.messageId)) continue;
+      this.tellReplyRedacted({ channelId, messageId: entry.messageId, before, after: entry.content });
+    }
+  }
+
+  private tellReplyRedacted(reply: RedactedReply): void {
+    for (const listener of this.replyListeners) {
+      try {
+        listener(reply);
+      } catch (error) {
+        this.parts.options.events.emit({ type: 'reply_redaction_failed', channel_id: reply.channelId, step: 'platform', error: errorMessage(error) });
       }
     }
   }

@@ -6,7 +6,7 @@ import { estimateEntryTokens } from '../context/token-estimate.js';
 import { markerText } from '../compaction/emergency.js';
 import { extractiveSummary } from '../compaction/extractive-summarizer.js';
 import type { MemoryStore } from '../memory/types.js';
-import { MIN_QUOTE_LENGTH, quoteIndex, redactQuotes } from '../privacy/quoted-spans.js';
+import { MIN_QUOTE_LENGTH, quoteIndex, redactQuotes, type QuoteIndex } from '../privacy/quoted-spans.js';
 import { DELETED_NOTE, EDITED_NOTE, redactionTarget, redactToolBlock, replaceTexts, type RedactionTarget } from '../privacy/redact.js';
 import { KeyedRead } from '../storage/keyed-read.js';
 import { MemoryRewrites } from './memory-rewrites.js';
@@ -30,6 +30,8 @@ export interface PropagationChanges {
   /** Summaries of the channel that changed: turned into markers, rewritten, or retired (`live: false`). */
   summaries: Array<SummaryEntry & { live: boolean }>;
   counts: { toolEntries: number; summaries: number; memoriesDeleted: number; memoriesUpdated: number; workerTasks: number; replies: number };
+  /** What was taken out of tool rows and worker tasks (absent when nothing was removed). */
+  target?: RedactionTarget;
 }
 
 export interface PrivacyPropagatorOptions extends SummaryRewriteOptions {
@@ -113,16 +115,12 @@ export class PrivacyPropagator {
       // No model to restate them: deleted rather than kept with what they drew from the message.
       this.options.events.emit({ type: 'memory_rewrite_dropped', channel_id: channelId, reason: 'no_model', memories: unrestated });
     }
-    const target = redactionTarget({
-      messageIds: removed.map((message) => message.messageId),
-      texts: [
-        ...removed.flatMap((message) => (message.content === '' ? [] : [message.content, `${message.authorName}: ${message.content}`])),
-        // A memory drawn from the message, deleted or waiting for its rewrite: its old words go too.
-        ...dropped.deleted.map((memory) => memory.content),
-        ...dropped.rewriting.flatMap((memory) => (memory.content === undefined ? [] : [memory.content])),
-      ],
-      note: mode === 'delete' ? DELETED_NOTE : EDITED_NOTE,
-    });
+    const target = removalTarget(removed, mode, [
+      // A memory drawn from the message, deleted or waiting for its rewrite: its old words go too.
+      ...dropped.deleted.map((memory) => memory.content),
+      ...dropped.rewriting.flatMap((memory) => (memory.content === undefined ? [] : [memory.content])),
+    ]);
+    changes.target = target;
     const toRewrite = await this.options.db.transaction(async () => {
       changes.entries = await this.redactToolRows(target, channelId);
       changes.replies = await this.redactOwnReplies(channelId, removed, target.note);
@@ -137,6 +135,31 @@ export class PrivacyPropagator {
     changes.counts.replies = changes.replies.length;
     changes.counts.summaries = changes.summaries.length;
     return changes;
+  }
+
+  /**
+   * What a turn recorded after changes that reached it while it ran (`ChannelTurnWatch`): its
+   * reply and notes, tool calls and results, and any worker it started lose the quotes of each
+   * change, in order, exactly as the propagation of that change does for a reply already stored.
+   * Tombstones, memories and summaries are the propagation's own, done once. Returns the rows
+   * that changed, each reply with the text it had before the first change.
+   */
+  redactLate(
+    channelId: string,
+    late: ReadonlyArray<{ removed: readonly RemovedMessage[]; target: RedactionTarget }>,
+  ): Promise<Pick<PropagationChanges, 'entries' | 'replies'>> {
+    return this.options.db.transaction(async () => {
+      const entries = new Map<string, HistoryEntry>();
+      const replies = new Map<number, { entry: HistoryEntry; before: string }>();
+      for (const { removed, target } of late) {
+        for (const entry of await this.redactToolRows(target, channelId)) entries.set(`${entry.channelId}|${entry.seq}`, entry);
+        for (const reply of await this.redactOwnReplies(channelId, removed, target.note)) {
+          replies.set(reply.entry.seq, { entry: reply.entry, before: replies.get(reply.entry.seq)?.before ?? reply.before });
+        }
+        await this.redactWorkerTasks(target);
+      }
+      return { entries: [...entries.values()], replies: [...replies.values()] };
+    });
   }
 
   /** A forgotten memory's text leaves the tool results (and worker tasks) that quoted it. */
@@ -199,9 +222,9 @@ export class PrivacyPropagator {
     removed: readonly RemovedMessage[],
     note: string,
   ): Promise<Array<{ entry: HistoryEntry; before: string }>> {
+    const index = ownReplyQuotes(removed);
+    if (!index) return [];
     const quoted = removed.filter((message) => message.seq >= 0 && message.content.length >= MIN_QUOTE_LENGTH);
-    if (quoted.length === 0) return [];
-    const index = quoteIndex(quoted.map((message) => message.content));
     const after = Math.min(...quoted.map((message) => message.seq));
     const changed: Array<{ entry: HistoryEntry; before: string }> = [];
     for (const row of (await this.statements.repliesAfter.all(channelId, after)) as EntryRow[]) {
@@ -308,6 +331,27 @@ export class PrivacyPropagator {
   }
 
 
+}
+
+/**
+ * What leaves tool rows and worker tasks when `removed` change: their texts (alone and after
+ * their author's name) and any `also` (memories drawn from them), replaced by the mode's note.
+ */
+export function removalTarget(removed: readonly RemovedMessage[], mode: 'delete' | 'edit', also: readonly string[] = []): RedactionTarget {
+  return redactionTarget({
+    messageIds: removed.map((message) => message.messageId),
+    texts: [...removed.flatMap((message) => (message.content === '' ? [] : [message.content, `${message.authorName}: ${message.content}`])), ...also],
+    note: mode === 'delete' ? DELETED_NOTE : EDITED_NOTE,
+  });
+}
+
+/**
+ * The quotes a reply loses when `removed` change (as `redactOwnReplies` finds them): undefined
+ * when none of them is long enough to be quoted.
+ */
+export function ownReplyQuotes(removed: readonly RemovedMessage[]): QuoteIndex | undefined {
+  const quoted = removed.filter((message) => message.seq >= 0 && message.content.length >= MIN_QUOTE_LENGTH);
+  return quoted.length === 0 ? undefined : quoteIndex(quoted.map((message) => message.content));
 }
 
 /** How long the ids of deleted messages are remembered (longer than any worker runs). */

@@ -30,7 +30,7 @@ import { EntryExtras } from './entry-extras.js';
 import { HistoryStore } from './history-store.js';
 import { IngestPath } from './ingest-path.js';
 import { IngestWriter } from './ingest-writer.js';
-import { MessageChanges, type RedactedReply } from './message-changes.js';
+import { MessageChanges, type RedactedReply, type TurnWatch } from './message-changes.js';
 import { channelSettingsIn, windowChanged } from './reload-check.js';
 import type { ChannelRuntimeOptions, EstimateObserver, LiveContext, RequestEstimate, RuntimeParts, TurnEntryInput, UserErasure } from './runtime-types.js';
 import { SerialQueue } from './serial-queue.js';
@@ -293,7 +293,6 @@ export class ChannelRuntime {
     return this.changes.editMessage(channelId, messageId, content);
   }
 
-  /** Messages deleted on the platform leave history, live context and archive. Returns how many. */
   /**
    * Called for each of the bot's own replies that lost the quote of a deleted (or edited)
    * message, so that the platform copy is edited too; returns a function that detaches.
@@ -302,6 +301,16 @@ export class ChannelRuntime {
     return this.changes.onReplyRedacted(listener);
   }
 
+  /**
+   * Starts following, for a turn of the channel about to run, the deletes and edits that reach
+   * it: its answer was written from text that may be gone when it is posted or recorded, and is
+   * then treated as a stored reply would be (see `TurnWatch`).
+   */
+  watchTurn(channelId: string): TurnWatch {
+    return this.changes.watchTurn(channelId);
+  }
+
+  /** Messages deleted on the platform leave history, live context and archive. Returns how many. */
   async deleteMessages(channelId: string, messageIds: string[]): Promise<number> {
     return (await this.changes.removeMessages(channelId, messageIds)).messages;
   }

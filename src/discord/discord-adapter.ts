@@ -12,6 +12,7 @@ import { GatewayOutages } from './gateway-outages.js';
 import type { LiveConfig } from '../config/live-config.js';
 import type { HistoryEntry, IncomingMessage } from '../context/types.js';
 import type { RedactedReply } from '../channel/message-changes.js';
+import { SerialQueue } from '../channel/serial-queue.js';
 import type { MemoryLocation, MemoryStore } from '../memory/types.js';
 import type { ChannelResponder, ResponderRuntime } from '../app/channel-responder.js';
 import type { CommandRuntime, TaskControl } from '../app/channel-commands.js';
@@ -96,6 +97,8 @@ export class DiscordAdapter {
   private readonly outages: GatewayOutages;
   /** Per channel, the newest message's turn to reach the store (see `arrivalOrder`). */
   private readonly arrivals = new Map<string, Promise<void>>();
+  /** Edits of the bot's own replies that lost a quote, in order per channel. */
+  private readonly replyEdits = new SerialQueue();
   /** A message could not be stored: once storage takes writes again, a catch-up fetches it. */
   private lostWhileUnhealthy = false;
 
@@ -187,10 +190,14 @@ export class DiscordAdapter {
     client.on(Events.MessageUpdate, (previous, next) => this.track('message_update', () => this.onEdit(previous, next)));
     this.options.runtime.onReplyRedacted?.((reply) => {
       if (this.options.config.current().privacy?.editOwnReplies === false) return;
-      this.track('own_reply_edit', async () => {
-        const edited = await editOwnReply(client, reply);
-        events.emit({ type: 'own_reply_edited', channel_id: reply.channelId, messages_edited: edited });
-      });
+      // One after another per channel: a reply redacted twice in quick succession ends as the
+      // second redaction says, never as the first.
+      this.track('own_reply_edit', () =>
+        this.replyEdits.run(reply.channelId, async () => {
+          const edited = await editOwnReply(client, reply);
+          events.emit({ type: 'own_reply_edited', channel_id: reply.channelId, messages_edited: edited });
+        }),
+      );
     });
     client.on(Events.MessageDelete, (message) => this.track('message_delete', () => this.onDelete(message.channelId, [message.id])));
     client.on(Events.MessageBulkDelete, (messages, channel) =>

@@ -12,8 +12,9 @@ export function replyTarget(trigger: Message): ReplyTarget {
   // Users may be pinged by name; @everyone, @here and roles never.
   const allowedMentions = { parse: ['users' as const], repliedUser: true };
   return {
-    stream: () =>
+    stream: (options) =>
       new StreamedReply({
+        ...(options?.redact ? { redact: options.redact } : {}),
         poster: {
           post: async (content, index) => {
             if (!channel.isSendable()) throw new Error('the channel no longer accepts messages');

@@ -22,6 +22,11 @@ export interface StreamedReplyOptions {
   /** Splits text into messages; default `chunkMessage` (2,000 characters, fences balanced). */
   chunk?: (text: string) => string[];
   clock?: StreamClock;
+  /**
+   * Applied to the text before it is chunked (quotes of deleted or edited messages taken out);
+   * when what it returns changes, `refresh` brings the screen in line.
+   */
+  redact?: (text: string) => string;
 }
 
 interface Part {
@@ -52,6 +57,8 @@ export class StreamedReply implements ReplyStream {
   private closed = false;
   private pump: Promise<void> | undefined;
   private failure: unknown;
+  /** `redact` changed once: parts the text no longer fills may go before the reply is finished. */
+  private refreshed = false;
   private readonly interval: number;
   private readonly chunk: (text: string) => string[];
   private readonly clock: StreamClock;
@@ -92,6 +99,19 @@ export class StreamedReply implements ReplyStream {
     return this.parts[0]?.id;
   }
 
+  async refresh(): Promise<void> {
+    this.refreshed = true;
+    if (this.failure !== undefined) return;
+    if (!this.closed) {
+      // Still being written: the pump (or `finish`, which waits for the screen to match) takes it up.
+      this.kick();
+      await this.pump;
+      return;
+    }
+    // Finished: the parts shown are brought in line with the final text as it reads now.
+    if (this.parts.length > 0) await this.settle();
+  }
+
   async fail(note: string): Promise<boolean> {
     if (this.closed) return false;
     // What is on screen may lag what was generated; the note follows all of it.
@@ -129,7 +149,8 @@ export class StreamedReply implements ReplyStream {
   }
 
   private desired(): string[] {
-    return this.target.trim() === '' ? [] : this.chunk(this.target);
+    const text = this.options.redact ? this.options.redact(this.target) : this.target;
+    return text.trim() === '' ? [] : this.chunk(text);
   }
 
   private inSync(): boolean {
@@ -149,8 +170,9 @@ export class StreamedReply implements ReplyStream {
         this.parts.push({ id, content, writtenAt: this.clock.now() });
         continue;
       }
-      if (this.finalizing && this.parts.length > desired.length) {
-        // The final text needs fewer messages than were shown (a removal is not an edit).
+      if ((this.finalizing || this.refreshed) && this.parts.length > desired.length) {
+        // The final text (or the text without a deleted quote) needs fewer messages than were
+        // shown (a removal is not an edit).
         const surplus = this.parts[this.parts.length - 1]!;
         await poster.remove(surplus.id);
         this.parts.pop();

@@ -1,0 +1,166 @@
+/**
+ * Deleted means gone, also for the reply being written: a message deleted or edited while the
+ * bot answers it leaves the answer as it leaves a reply already stored. The real bot against
+ * the fake Discord and the fake Messages API: what Discord shows, the next request the model
+ * receives, the archive's search and the stored rows.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { DELETED_NOTE, EDITED_NOTE } from '../src/privacy/redact.js';
+import { chunkMessage } from '../src/discord/chunk-message.js';
+import { ALICE, BOB, BURST, GENERAL, LONG, QUIET, isAgentRequest, startTestBot, waitUntil, type TestBot } from './discord-helpers.js';
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+function pieces(text: string, size: number): string[] {
+  const result: string[] = [];
+  for (let at = 0; at < text.length; at += size) result.push(text.slice(at, at + size));
+  return result;
+}
+
+describe('a message deleted or edited while the bot answers it leaves the answer', () => {
+  let bot: TestBot;
+  let turns = 0;
+
+  before(async () => {
+    bot = await startTestBot({ defaults: { streamReplies: false }, channels: { [LONG]: { streamReplies: true } } });
+    bot.model.setDefault({ text: 'Noted.' });
+  });
+  after(async () => bot.close());
+
+  async function turnDone(channelId: string): Promise<void> {
+    turns += 1;
+    const count = bot.events.filter((event) => event.channel_id === channelId && (event.type === 'agent_turn_completed' || event.type === 'agent_turn_failed')).length + 1;
+    await waitUntil(
+      () => bot.events.filter((event) => event.channel_id === channelId && (event.type === 'agent_turn_completed' || event.type === 'agent_turn_failed')).length >= count,
+      'the agent turn to end',
+      30_000,
+    );
+    await bot.adapter.idle();
+  }
+
+  /** The next agent request of the channel carries no copy of `gone`. */
+  async function nextRequestLacks(channelId: string, gone: string): Promise<string> {
+    const since = bot.model.requests.length;
+    const done = turnDone(channelId);
+    bot.discord.sendMessage({ channelId, authorId: BOB, content: `anything else? (${turns})`, mentionsBot: true });
+    await done;
+    const request = bot.model.requests.slice(since).find((candidate) => isAgentRequest(candidate.body));
+    assert.ok(request, 'the next turn asked the model');
+    const body = JSON.stringify(request.body);
+    assert.ok(!body.includes(gone), 'the next request holds no copy of the old text');
+    return body;
+  }
+
+  /** Neither the archive's search nor any stored row finds `word`. */
+  async function storeLacks(channelId: string, word: string): Promise<void> {
+    const hits = await bot.app.memory.search({ location: { channelId }, query: word, limit: 20 });
+    assert.deepEqual(
+      hits.filter((hit) => hit.content.includes(word)).map((hit) => hit.content),
+      [],
+      'search finds no copy',
+    );
+    const rows = (await bot.app.db
+      .prepare(`SELECT content FROM history_entries WHERE content LIKE ? UNION ALL SELECT content FROM memory_items WHERE content LIKE ?`)
+      .all(`%${word}%`, `%${word}%`)) as Array<{ content: string }>;
+    assert.deepEqual(rows, [], 'no stored row holds it');
+  }
+
+  test('a delete during the model call: the reply is posted and recorded without the quote', async () => {
+    const secret = 'the alarm code for the shed is 7731-WOMBAT-ECHO';
+    bot.model.enqueue({ delayMs: 1_000, then: { text: `You said: ${secret}. Noted.` } });
+    const done = turnDone(QUIET);
+    const id = bot.discord.sendMessage({ channelId: QUIET, authorId: ALICE, content: secret, mentionsBot: true });
+    await waitUntil(() => bot.model.requests.some((request) => JSON.stringify(request.body).includes('WOMBAT')), 'the model to be asked');
+    bot.discord.deleteMessage({ channelId: QUIET, messageId: id });
+    await done;
+
+    const replies = bot.discord.visibleReplies(QUIET);
+    assert.deepEqual(replies.map((reply) => reply.content), [`You said: ${DELETED_NOTE}. Noted.`]);
+    const stored = (await bot.app.runtime.liveContext(QUIET)).entries.find((entry) => entry.messageId === replies[0]!.id);
+    assert.equal(stored?.content, `You said: ${DELETED_NOTE}. Noted.`, 'history holds the reply without the quote');
+    await storeLacks(QUIET, 'WOMBAT');
+    await nextRequestLacks(QUIET, 'WOMBAT');
+  });
+
+  test('a delete right after the reply is posted (before or after it is recorded): the posted reply is edited', async () => {
+    const secret = 'the boat key hangs behind the blue door, hook 42-KESTREL';
+    bot.model.enqueue({ text: `Good to know: ${secret}.` });
+    const done = turnDone(BURST);
+    const id = bot.discord.sendMessage({ channelId: BURST, authorId: ALICE, content: secret, mentionsBot: true });
+    const posted = await bot.discord.waitForPost((message) => message.messageReference?.message_id === id, { timeoutMs: 10_000 });
+    bot.discord.deleteMessage({ channelId: BURST, messageId: id });
+    await done;
+    await waitUntil(() => bot.discord.contentOf(posted.id) === `Good to know: ${DELETED_NOTE}.`, 'the posted reply to be edited', 10_000);
+    await bot.adapter.idle();
+    assert.equal(bot.discord.contentOf(posted.id), `Good to know: ${DELETED_NOTE}.`);
+    await storeLacks(BURST, 'KESTREL');
+    await nextRequestLacks(BURST, 'KESTREL');
+  });
+
+  test('a delete between the parts of a streamed reply: every part, those posted after it too, loses the quote', async () => {
+    const secret = 'the vault combination is 90-17-LYNX-33, keep it safe';
+    const filler = Array.from({ length: 60 }, (_, index) => `Line ${index + 1} of the long answer goes on for a while here.`).join('\n');
+    const answer = `You told me: ${secret}.\n${filler}\nOnce more, as you said: ${secret}.`;
+    assert.ok(chunkMessage(answer).length >= 2, 'the answer needs several parts');
+    bot.model.enqueue({ text: answer, chunks: pieces(answer, 150), chunkDelayMs: 60 });
+    const done = turnDone(LONG);
+    const id = bot.discord.sendMessage({ channelId: LONG, authorId: ALICE, content: secret, mentionsBot: true });
+    const first = await bot.discord.waitForPost((message) => message.messageReference?.message_id === id, { timeoutMs: 10_000 });
+    assert.ok(first.content.includes('LYNX'), 'precondition: the first part quoted the message before the delete');
+    await sleep(200);
+    bot.discord.deleteMessage({ channelId: LONG, messageId: id });
+    await done;
+    // The stream's last edits land at most one a second per message.
+    await waitUntil(() => !bot.discord.visibleReplies(LONG).some((reply) => reply.content.includes('LYNX')), 'every part to lose the quote', 15_000);
+    await bot.adapter.idle();
+
+    const parts = bot.discord.visibleReplies(LONG).map((reply) => reply.content);
+    const expected = answer.replaceAll(secret, DELETED_NOTE);
+    assert.deepEqual(parts, chunkMessage(expected), 'Discord shows the answer without the quote, chunked as a finished reply');
+    assert.ok(bot.discord.posted.filter((message) => message.channelId === LONG).length >= 2, 'a later part was posted after the delete');
+    const reply = (await bot.app.runtime.liveContext(LONG)).entries.find((entry) => entry.messageId === first.id);
+    assert.equal(reply?.content, expected, 'history holds the reply without the quote');
+    await storeLacks(LONG, 'LYNX');
+    await nextRequestLacks(LONG, 'LYNX');
+  });
+
+  test('an edit during the model call: the reply loses the earlier text, the new text is what the next request reads', async () => {
+    const old = 'my PIN for the locker is 4455-OLDPIN-ZZ please';
+    bot.model.enqueue({ delayMs: 1_000, then: { text: `Got it: ${old}` } });
+    const done = turnDone(GENERAL);
+    const id = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: old, mentionsBot: true });
+    await waitUntil(() => bot.model.requests.some((request) => JSON.stringify(request.body).includes('OLDPIN')), 'the model to be asked');
+    bot.discord.editMessage({ messageId: id, content: 'never mind, the locker is NEWTEXT-open' });
+    await done;
+
+    const replies = bot.discord.visibleReplies(GENERAL);
+    assert.deepEqual(replies.map((reply) => reply.content), [`Got it: ${EDITED_NOTE}`]);
+    const stored = (await bot.app.runtime.liveContext(GENERAL)).entries.find((entry) => entry.messageId === replies[0]!.id);
+    assert.equal(stored?.content, `Got it: ${EDITED_NOTE}`);
+    await storeLacks(GENERAL, 'OLDPIN');
+    const hits = await bot.app.memory.search({ location: { channelId: GENERAL }, query: 'NEWTEXT', limit: 5 });
+    assert.ok(hits.some((hit) => hit.content.includes('NEWTEXT-open')), 'search finds the new text');
+    const body = await nextRequestLacks(GENERAL, 'OLDPIN');
+    assert.ok(body.includes('NEWTEXT-open'), 'the next request reads the new text');
+  });
+
+  test('an edit between the parts of a streamed reply: the parts follow it', async () => {
+    const old = 'the meeting moved to room ORCHID-7 on the third floor';
+    const filler = Array.from({ length: 55 }, (_, index) => `Point ${index + 1}: another sentence of the answer, long enough to matter.`).join('\n');
+    const answer = `Noted that ${old}.\n${filler}\nAgain: ${old}.`;
+    bot.model.enqueue({ text: answer, chunks: pieces(answer, 150), chunkDelayMs: 60 });
+    const done = turnDone(LONG);
+    const id = bot.discord.sendMessage({ channelId: LONG, authorId: ALICE, content: old, mentionsBot: true });
+    await bot.discord.waitForPost((message) => message.messageReference?.message_id === id, { timeoutMs: 10_000 });
+    await sleep(200);
+    bot.discord.editMessage({ messageId: id, content: 'scratch that, same room as always' });
+    await done;
+    await waitUntil(() => !bot.discord.visibleReplies(LONG).some((reply) => reply.content.includes('ORCHID')), 'every part to lose the old text', 15_000);
+    await bot.adapter.idle();
+    const parts = bot.discord.visibleReplies(LONG).map((reply) => reply.content).slice(-chunkMessage(answer.replaceAll(old, EDITED_NOTE)).length);
+    assert.deepEqual(parts, chunkMessage(answer.replaceAll(old, EDITED_NOTE)));
+    await storeLacks(LONG, 'ORCHID');
+    await nextRequestLacks(LONG, 'ORCHID');
+  });
+});
