@@ -67,10 +67,12 @@ export class TextCandidates {
     if (hits.length === 0) return false;
     const wanted = new Set(terms);
     const names = new Set<string>();
+    let read = 0;
     // The first few hits nearly always settle it; the rest, when needed, in one more read.
     for (const slice of [hits.slice(0, CHECK_SLICE), hits.slice(CHECK_SLICE)]) {
       if (slice.length === 0) break;
       const rows = await this.rows.load(slice.map((hit) => hit.label));
+      read += rows.size;
       for (const row of rows.values()) {
         if (searchTokens(ownText(row)).some((token) => wanted.has(token))) return false;
         for (const token of searchTokens(row.author_name ?? '')) names.add(token);
@@ -78,7 +80,8 @@ export class TextCandidates {
       // Asked about these people alone: their lines are the answer.
       if (topical.every((term) => names.has(term))) return false;
     }
-    return true;
+    // Hits whose rows are gone (deleted since) prove nothing either way: they stand, as before.
+    return read > 0;
   }
 
   /**
