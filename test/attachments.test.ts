@@ -1,8 +1,5 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import {
   classifyAttachment,
   decodeUtf8Text,
@@ -12,16 +9,14 @@ import {
   resolveAttachments,
   sniffImage,
 } from '../src/attachments/index.js';
-import { openApp, type MagpieApp } from '../src/app/index.js';
 import { filesIn } from '../src/attachments/summary-note.js';
 import { estimateSummaryTokens } from '../src/context/summary-text.js';
 import { estimateEntryTokens } from '../src/context/token-estimate.js';
 import type { IncomingMessage } from '../src/context/types.js';
 import { markerFiles } from '../src/compaction/emergency.js';
-import { DEFAULTS } from '../src/config/defaults.js';
 import { openHarness, ScriptedSummarizer, tempDir, testConfig, userMessage } from './compaction-support.js';
 import { makeGifHeader, makeJpegHeader, makePng, makeWebpHeader } from './support/images.js';
-import { appEnv, withTestStorage } from './support/storage.js';
+import { withOfflineApp } from './support/offline-app.js';
 
 const OPTIONS = { vision: true, maxImages: 4, maxChars: 20_000 };
 
@@ -107,16 +102,6 @@ test('resolving respects max_images_per_message, vision = false, max_attachment_
   assert.ok(refused[0]!.kind === 'file' && refused[0]!.failed, 'a download that fails never throws');
 });
 
-async function withOfflineApp(work: (app: MagpieApp) => Promise<void>): Promise<void> {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-attach-'));
-  const app = await openApp({ config: withTestStorage({ ...DEFAULTS, memory: { ...DEFAULTS.memory, dataDir } }), env: appEnv() });
-  try {
-    await work(app);
-  } finally {
-    await app.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  }
-}
 
 function message(id: string, content: string, extra: { replyToMessageId?: string; authorName?: string } = {}) {
   return {
@@ -132,7 +117,7 @@ function message(id: string, content: string, extra: { replyToMessageId?: string
 }
 
 test('an attached image raises the estimate by exactly its token count, once, survives an edit, and leaves with a delete', async () => {
-  await withOfflineApp(async (app) => {
+  await withOfflineApp('magpie-attach-', async (app) => {
     const runtime = app.runtime;
     await runtime.ingest(message('m1', 'look at this\n[attachment: plan.png]'));
     const before = (await runtime.status('c-files')).estimatedTokens;
@@ -173,7 +158,7 @@ test('an attached image raises the estimate by exactly its token count, once, su
 });
 
 test('a text file is inlined with its name and counted; when its message is compacted the summary names the files', async () => {
-  await withOfflineApp(async (app) => {
+  await withOfflineApp('magpie-attach-', async (app) => {
     const runtime = app.runtime;
     await runtime.ingest(message('f1', 'here are my notes\n[attachment: notes.md]\n[attachment: chart.png]'));
     const png = makePng(200, 200);
@@ -208,7 +193,7 @@ test('a text file is inlined with its name and counted; when its message is comp
 });
 
 test('a reply to a compacted message brings it, and a bounded chain, back from the archive; deleted ones stay gone', async () => {
-  await withOfflineApp(async (app) => {
+  await withOfflineApp('magpie-attach-', async (app) => {
     const runtime = app.runtime;
     await runtime.ingest(message('a', 'The codename for the launch is BLUEBIRD.'));
     await runtime.ingest(message('b', 'And BLUEBIRD ships on the 14th.', { replyToMessageId: 'a', authorName: 'Bo' }));

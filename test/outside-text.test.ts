@@ -5,19 +5,14 @@
  * naming the field. And the terminal display of stored text.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
-import { openApp, type MagpieApp } from '../src/app/open-app.js';
 import { normalizeIncoming } from '../src/channel/incoming-message.js';
 import { InputError } from '../src/common/errors.js';
 import { checkId, withoutNul } from '../src/common/outside-text.js';
 import { terminalSafe, terminalSafeLines } from '../src/cli/terminal-text.js';
-import { DEFAULTS } from '../src/config/defaults.js';
 import type { IncomingMessage } from '../src/context/types.js';
 import { createMemoryTools } from '../src/memory/tools.js';
-import { appEnv, withTestStorage } from './support/storage.js';
+import { withOfflineApp } from './support/offline-app.js';
 
 const CHANNEL = 'c-outside';
 
@@ -25,16 +20,6 @@ function message(id: string, content: string, extra: Partial<IncomingMessage> = 
   return { messageId: id, channelId: CHANNEL, authorId: 'u-ana', authorName: 'Ana', role: 'user', content, createdAt: Date.UTC(2026, 0, 1), ...extra };
 }
 
-async function withApp(work: (app: MagpieApp) => Promise<void>): Promise<void> {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-outside-'));
-  const app = await openApp({ config: withTestStorage({ ...DEFAULTS, memory: { ...DEFAULTS.memory, dataDir } }), env: appEnv() });
-  try {
-    await work(app);
-  } finally {
-    await app.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  }
-}
 
 test('withoutNul replaces only U+0000; checkId names the field and the character', () => {
   assert.equal(withoutNul('a\u0000b\u0000'), 'a\uFFFDb\uFFFD');
@@ -64,7 +49,7 @@ test('normalizeIncoming checks every id field and cleans the free text, and is i
 });
 
 test('the runtime stores U+0000 in a message, its author name, an edit and a reply as U+FFFD, and refuses a bad channel id before touching the store', async () => {
-  await withApp(async (app) => {
+  await withOfflineApp('magpie-outside-', async (app) => {
     const { runtime, memory } = app;
     const entry = await runtime.ingest(message('m1', 'hello\u0000world', { authorName: 'A\u0000na' }));
     assert.equal(entry.content, 'hello\uFFFDworld');
@@ -95,7 +80,7 @@ test('the runtime stores U+0000 in a message, its author name, an edit and a rep
 });
 
 test('the memory store: memory_save content and queries lose U+0000, a channel id with one is refused', async () => {
-  await withApp(async (app) => {
+  await withOfflineApp('magpie-outside-', async (app) => {
     const tools = createMemoryTools(app.memory);
     const saved = await tools.memorySave.run({ content: 'Jo\u0000 likes tea', memory_type: 'preference' }, { channelId: CHANNEL });
     assert.equal(saved.isError, false, saved.content);
