@@ -222,9 +222,9 @@ export class PrivacyPropagator {
     removed: readonly RemovedMessage[],
     note: string,
   ): Promise<Array<{ entry: HistoryEntry; before: string }>> {
-    const index = ownReplyQuotes(removed);
-    if (!index) return [];
-    const quoted = removed.filter((message) => message.seq >= 0 && message.content.length >= MIN_QUOTE_LENGTH);
+    const quoted = quotable(removed);
+    if (quoted.length === 0) return [];
+    const index = quoteIndex(quoted.map((message) => message.content));
     const after = Math.min(...quoted.map((message) => message.seq));
     const changed: Array<{ entry: HistoryEntry; before: string }> = [];
     for (const row of (await this.statements.repliesAfter.all(channelId, after)) as EntryRow[]) {
@@ -350,8 +350,13 @@ export function removalTarget(removed: readonly RemovedMessage[], mode: 'delete'
  * when none of them is long enough to be quoted.
  */
 export function ownReplyQuotes(removed: readonly RemovedMessage[]): QuoteIndex | undefined {
-  const quoted = removed.filter((message) => message.seq >= 0 && message.content.length >= MIN_QUOTE_LENGTH);
+  const quoted = quotable(removed);
   return quoted.length === 0 ? undefined : quoteIndex(quoted.map((message) => message.content));
+}
+
+/** The removed messages a reply could have quoted: still in history, and long enough to quote. */
+function quotable(removed: readonly RemovedMessage[]): RemovedMessage[] {
+  return removed.filter((message) => message.seq >= 0 && message.content.length >= MIN_QUOTE_LENGTH);
 }
 
 /** How long the ids of deleted messages are remembered (longer than any worker runs). */

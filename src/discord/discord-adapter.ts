@@ -214,7 +214,9 @@ export class DiscordAdapter {
     client.on(Events.ShardReconnecting, (shardId) => {
       if (this.accepting) this.outages.reconnecting(shardId);
     });
-    client.on(Events.ShardDisconnect, (event, shardId) => events.emit({ type: 'discord_disconnected', shard_id: shardId, code: event.code }));
+    client.on(Events.ShardDisconnect, (event, shardId) => {
+      if (this.accepting) events.emit({ type: 'discord_disconnected', shard_id: shardId, code: event.code });
+    });
     client.on(Events.ShardResume, (shardId, replayed) => {
       events.emit({ type: 'discord_resumed', shard_id: shardId, replayed });
       this.outages.back(shardId, true);

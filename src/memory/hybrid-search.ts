@@ -139,15 +139,16 @@ export class HybridSearch {
     const candidateCount = Math.max(tuning.candidates, request.limit * 3);
     const named = namedTime(request.queryText, request.now ?? Date.now());
     const time = named?.span;
+    // A month of any year ("in June") is no stretch to list, and stays a word to match.
+    const stretch = time && !('month' in time) ? time : undefined;
     const phrase = named ? request.queryText.slice(named.from, named.to) : '';
     const rest = named ? `${request.queryText.slice(0, named.from)} ${request.queryText.slice(named.to)}` : request.queryText;
-    // A query naming a time and nothing else lists what was said then. A month of any year
-    // ("in June") lists nothing and stays a word to match.
-    if (time && !('month' in time) && onlyQuestion(rest)) return this.timeListing(request, time, candidateCount);
+    // A query naming a time and nothing else lists what was said then.
+    if (stretch && onlyQuestion(rest)) return this.timeListing(request, stretch, candidateCount);
     // A date says when, not what: "deploy on 3 October 2023" looks for "deploy" near that day,
     // not for every message with a 3 in it. Relative words stay: a message about that day
     // often says "yesterday" or "last week" itself (its own time for them is read apart).
-    const topicText = time && !('month' in time) && !RELATIVE_TIME.test(phrase) ? rest : request.queryText;
+    const topicText = stretch && !RELATIVE_TIME.test(phrase) ? rest : request.queryText;
     const { hits: textHits, offTopic } = await this.textCandidates(request, topicText, candidateCount, phrase);
     if (offTopic) return [];
     const vectorFloor = textHits.length === 0 ? Math.max(tuning.vectorMinSimilarity, tuning.vectorOnlySimilarity) : tuning.vectorMinSimilarity;
