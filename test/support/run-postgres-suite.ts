@@ -66,6 +66,8 @@ export const POSTGRES_SUITE = [
   'processes',
   'outside-text',
   'outside-text-cli',
+  'discord-privacy-turn',
+  'model-request-order',
 ];
 
 /**
