@@ -346,3 +346,85 @@ test('6b. back-to-back truncations grow one marker instead of stacking markers w
   assert.match((await second.runtime.liveContext('c1')).summaries[0]!.content, /^31 older messages/);
   await second.close();
 });
+
+test('2. a worker whose plan held messages back, overtaken by an emergency cut, still lands on the marker for what it read', async () => {
+  const dir = tempDir().path;
+  const pending = gate('Alice asked and was answered about words 1 to 40.');
+  const summarizer = new ScriptedSummarizer().enqueue(pending.behaviour);
+  const harness = await openHarness({ dir, summarizer });
+  const { runtime } = harness;
+  // A busy channel: the bot answers one message at a time, and while it writes, someone else
+  // talks and the next question comes in, so each reply lands after the next question: turns
+  // overlap in a chain and no turn boundary lies near any fraction.
+  let next = 0;
+  let question = await runtime.ingest(userMessage('c1', next++));
+  const talk = async (until: () => boolean): Promise<void> => {
+    for (let rounds = 0; !until() && rounds < 100; rounds += 1) {
+      await runtime.runSerial('c1', async () => {
+        await runtime.ingest(userMessage('c1', next++, { author: 'bob' }));
+        const following = await runtime.ingest(userMessage('c1', next++));
+        const reply = { kind: 'message' as const, role: 'assistant' as const, authorId: 'bot', authorName: 'Magpie', content: `Reply to ${question.messageId}.` };
+        await runtime.appendToTurn('c1', [reply], question.turnId);
+        question = following;
+      });
+    }
+    assert.ok(until(), 'the channel reached the state asked for');
+  };
+  await talk(() => started(harness) === 1);
+  const start = harness.ofType('compaction_started')[0]!;
+  assert.ok(Number(start.messages_held) > 0, 'the worker held back questions whose replies lay past its cut');
+  const read = summarizer.requests[0]!.entries;
+  const readSeqs = new Set(read.map((entry) => entry.seq));
+  // The talk goes on, the held questions get their replies, and the window fills up while the
+  // worker is still out: an emergency cut overtakes it.
+  await talk(() => harness.ofType('emergency_truncation').length === 1);
+  assert.equal(harness.ofType('emergency_truncation')[0]!.preempted_worker, true);
+  const beforeLanding = await runtime.liveContext('c1');
+  assert.ok(read.every((entry) => !beforeLanding.entries.some((live) => live.seq === entry.seq)), 'the cut dropped all the worker read');
+
+  pending.open();
+  await runtime.compactionsIdle();
+  assert.deepEqual(harness.ofType('compaction_replanned'), [], 'the summary was not thrown away');
+  const completed = harness.ofType('compaction_completed');
+  assert.equal(completed.length, 1);
+  assert.equal(completed[0]!.replaced_marker, true);
+  assert.equal(completed[0]!.messages_compacted, read.length);
+
+  const after = await runtime.liveContext('c1');
+  const summary = after.summaries.find((item) => item.kind === 'summary')!;
+  assert.ok(summary, 'the summary is live');
+  assert.match(summary.content, /words 1 to 40/);
+  assert.deepEqual([summary.fromSeq, summary.toSeq], [read[0]!.seq, start.to_seq], 'it stands for exactly the range the worker read');
+  const markers = after.summaries.filter((item) => item.kind === 'marker');
+  for (const marker of markers) assert.ok(marker.fromSeq > summary.toSeq, 'what the marker still stands for comes after the summary');
+  for (let at = 1; at < after.summaries.length; at += 1) assert.ok(after.summaries[at - 1]!.toSeq < after.summaries[at]!.fromSeq, 'ranges in order, apart');
+
+  // Nothing lost, nothing twice: each archived entry is live, under the summary (read by the
+  // worker) or behind the marker, and the marker counts exactly the rest.
+  const archive = await new HistoryStore(harness.db).archive('c1');
+  const live = after.entries.map((entry) => entry.seq);
+  assert.deepEqual(live, [...new Set(live)].sort((left, right) => left - right), 'live entries in order, each once');
+  assert.ok(live.every((seq) => !readSeqs.has(seq)), 'nothing the summary covers is live as well');
+  const behindMarkers = archive.filter((entry) => !live.includes(entry.seq) && !readSeqs.has(entry.seq));
+  const counted = markers.reduce((sum, marker) => sum + Number(/^(\d+) older message/.exec(marker.content)![1]), 0);
+  assert.equal(counted, behindMarkers.length, 'the markers stand for every entry neither live nor summarized');
+  // The questions the worker held back did not go under its summary: the cut had dropped them
+  // with their replies, so they stay behind the marker.
+  const heldBack = archive.filter((entry) => entry.seq <= Number(start.to_seq) && !readSeqs.has(entry.seq));
+  assert.equal(heldBack.length, Number(start.messages_held));
+  assert.ok(heldBack.every((entry) => !live.includes(entry.seq)), 'dropped by the cut');
+  // Each turn whole in one place: live, under the summary or behind the marker.
+  const place = (seq: number) => (live.includes(seq) ? 'live' : readSeqs.has(seq) ? 'summary' : 'marker');
+  const places = new Map<number, Set<string>>();
+  for (const entry of archive) places.set(entry.turnId, (places.get(entry.turnId) ?? new Set()).add(place(entry.seq)));
+  for (const [turnId, sides] of places) assert.equal(sides.size, 1, `turn ${turnId} is split: ${[...sides].join(', ')}`);
+
+  // The database agrees, and a restart brings back the same context.
+  const stored = await new HistoryStore(harness.db).load('c1');
+  assert.deepEqual(stored.entries.map((entry) => entry.seq), live);
+  assert.deepEqual(stored.summaries, after.summaries);
+  await harness.close({ keepDir: true });
+  const second = await openHarness({ dir, summarizer: new ScriptedSummarizer() });
+  assert.deepEqual(await second.runtime.liveContext('c1'), after);
+  await second.close();
+});

@@ -1,7 +1,7 @@
 import type { ChannelState } from '../context/channel-state.js';
 import type { SpliceChange, SummaryWrites } from '../context/history-store.js';
 import { estimateSummaryTokens } from '../context/summary-text.js';
-import type { SummaryEntry } from '../context/types.js';
+import type { HistoryEntry, SummaryEntry } from '../context/types.js';
 import { filesIn } from '../attachments/summary-note.js';
 import { markerText, NO_FILES, withFiles } from './emergency.js';
 import type { CompactionPlan } from './planner.js';
@@ -9,31 +9,56 @@ import type { CompactionPlan } from './planner.js';
 /** Where a finished worker's snapshot is found now. */
 export type SnapshotMatch =
   | { place: 'head' }
-  /** An emergency truncation dropped it meanwhile: it is the start of this marker's range. */
-  | { place: 'marker'; marker: SummaryEntry; remaining: number }
+  /**
+   * An emergency truncation dropped it meanwhile: this marker stands for it, and for `rest`
+   * besides (what the summary will not cover, in the marker's order).
+   */
+  | { place: 'marker'; marker: SummaryEntry; rest: HistoryEntry[] }
   | { place: 'gone'; reason: string };
 
 /**
  * Compare-and-swap check: the snapshot must still be exactly what it was (the same entry
- * objects, so an edit or a deletion shows), either as the oldest live entries or as the start of
- * a truncation marker, and every summary it folds must still be live.
+ * objects, so an edit or a deletion shows), either as the oldest live entries (with the messages
+ * it held back) or as the start of what a truncation marker dropped (see `restOfMarker`), and
+ * every summary it folds must still be live.
  */
 export function matchSnapshot(state: ChannelState, plan: CompactionPlan): SnapshotMatch {
   for (const prior of plan.priorSummaries) {
     if (!state.summaries.includes(prior)) return { place: 'gone', reason: 'summaries_changed' };
   }
-  const count = plan.entries.length;
   if (sameStart(state.entries, plan.range ?? plan.entries)) return { place: 'head' };
-  // A plan that held messages back lands only where it was planned: at the head.
-  if (plan.range) return { place: 'gone', reason: 'range_changed' };
+  const held = new Set(plan.held ?? []);
   for (const marker of state.summaries) {
     if (marker.kind !== 'marker') continue;
     const dropped = state.markerEntries.get(marker.id);
-    if (dropped && sameStart(dropped, plan.entries)) {
-      return { place: 'marker', marker, remaining: dropped.length - count };
-    }
+    const rest = dropped && restOfMarker(dropped, plan, held);
+    if (rest) return { place: 'marker', marker, rest };
   }
   return { place: 'gone', reason: 'range_changed' };
+}
+
+/**
+ * What a marker still stands for once a summary of the plan's snapshot takes its place, or
+ * undefined when the snapshot is not the start of what it dropped. Messages the plan held back
+ * (their replies lay past its cut) were not read: where the truncation dropped them too, with
+ * their replies, they may sit among the snapshot's entries and stay behind the marker. Anything
+ * else in between, or a snapshot that only partly left with this marker (the rest is live or
+ * behind another marker), means it re-plans: nothing is summarized that it did not read.
+ */
+function restOfMarker(dropped: readonly HistoryEntry[], plan: CompactionPlan, held: ReadonlySet<HistoryEntry>): HistoryEntry[] | undefined {
+  const read = plan.entries;
+  const rest: HistoryEntry[] = [];
+  let found = 0;
+  for (const entry of dropped) {
+    if (found < read.length && entry === read[found]) found += 1;
+    else if (found < read.length && !held.has(entry)) return undefined;
+    else rest.push(entry);
+  }
+  if (found < read.length) return undefined;
+  // The marker's range starts after the summary's; it needs an entry there to start at (a held
+  // message's reply deleted meanwhile can leave none): otherwise the marker stays as it is.
+  if (rest.length > 0 && !rest.some((entry) => entry.seq > plan.toSeq)) return undefined;
+  return rest;
 }
 
 function sameStart(list: readonly unknown[], start: readonly unknown[]): boolean {
@@ -74,18 +99,20 @@ export async function applySplice(options: {
     retiredSummaryIds: plan.priorSummaries.map((summary) => summary.id),
     summary: { ...summaryDraft, summarizer: options.summarizer },
   };
-  let shrunk: SummaryEntry | undefined;
+  let shrunk: { marker: SummaryEntry; entries: HistoryEntry[] } | undefined;
   if (match.place === 'head') {
     // A roll-up of summaries alone leaves the live start where it is (a marker may have moved it on).
     if (plan.entries.length > 0) change.entryRange = { toSeq: plan.toSeq };
-  } else if (match.remaining === 0) {
+  } else if (match.rest.length === 0) {
     change.retiredSummaryIds.push(match.marker.id);
   } else {
-    const rest = state.markerEntries.get(match.marker.id)!.slice(plan.entries.length);
+    const { rest } = match;
     const content = markerText(rest.length, withFiles(NO_FILES, rest.flatMap(filesIn)));
-    const fromSeq = rest[0]!.seq;
-    shrunk = { ...match.marker, fromSeq, content, tokens: estimateSummaryTokens({ ...match.marker, fromSeq, content }) };
-    change.shrunkMarker = { id: shrunk.id, fromSeq, content, tokens: shrunk.tokens };
+    // Held messages it keeps lie inside the summary's range, as held messages live do.
+    const fromSeq = rest.find((entry) => entry.seq > plan.toSeq)!.seq;
+    const marker = { ...match.marker, fromSeq, content, tokens: estimateSummaryTokens({ ...match.marker, fromSeq, content }) };
+    shrunk = { marker, entries: rest };
+    change.shrunkMarker = { id: marker.id, fromSeq, content, tokens: marker.tokens };
   }
 
   const id = await options.store.splice(change);
@@ -94,8 +121,8 @@ export async function applySplice(options: {
   if (match.place === 'head') state.removeHeadExcept((plan.range ?? plan.entries).length, new Set(plan.held ?? []));
   for (const retired of change.retiredSummaryIds) state.removeSummary(retired);
   if (shrunk) {
-    state.replaceSummary(shrunk);
-    state.markerEntries.set(shrunk.id, state.markerEntries.get(shrunk.id)!.slice(plan.entries.length));
+    state.replaceSummary(shrunk.marker);
+    state.markerEntries.set(shrunk.marker.id, shrunk.entries);
   }
   state.addSummary(summary);
   return summary;
