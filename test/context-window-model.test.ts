@@ -12,7 +12,7 @@ import { APOLOGY_REPLY } from '../src/app/channel-responder.js';
 import { runAgentTurn } from '../src/channel/agent-turn.js';
 import type { ChannelSettings } from '../src/config/types.js';
 import { ANSWER_NOW, DROPPED_RESULT } from '../src/llm/index.js';
-import { definitionsOf, type ToolHandler } from '../src/llm/tool.js';
+import { definitionsOf, type ToolHandler, type ToolOutcome } from '../src/llm/tool.js';
 import { characterTokenCounter, startFakeAnthropic, type FakeAnthropic, type FakeAnthropicOptions } from './fakes/fake-anthropic.js';
 import { isAgentRequest, lastUserText, testConfig } from './discord-helpers.js';
 import { appEnv } from './support/storage.js';
@@ -122,6 +122,129 @@ test('a tool loop with large results ends tool use before a request would exceed
     assert.ok(JSON.stringify(last.messages).includes(DROPPED_RESULT), 'the oldest results were dropped');
     for (const request of fake.requests) assert.ok(request.inputTokens! <= 3000 - 200, `request of ${request.inputTokens} tokens leaves the answer its room`);
     assert.ok(calls >= 2, 'tools did run before the window filled');
+  });
+});
+
+/** Runs `tool` as given and keeps what it answered, so a test sees the result before the loop fitted it. */
+function recording(tool: ToolHandler): ToolHandler & { outcomes: ToolOutcome[] } {
+  const outcomes: ToolOutcome[] = [];
+  return {
+    outcomes,
+    definition: tool.definition,
+    run: async (input, context) => {
+      const outcome = await tool.run(input, context);
+      outcomes.push(outcome);
+      return outcome;
+    },
+  };
+}
+
+/** A model that calls `name` once with `input`, then answers in text (always when told to answer now). */
+function callOnceThenAnswer(fake: FakeAnthropic, name: string, input: Record<string, unknown>): void {
+  fake.setDefault((request) => {
+    if (!isAgentRequest(request.body)) return { text: 'Summary.' };
+    const last = request.body.messages.at(-1);
+    const answered = Array.isArray(last?.content) && last.content.some((block: { type: string }) => block.type === 'tool_result');
+    return request.body.tool_choice?.type === 'none' || answered ? { text: 'Here is what I recall.' } : { toolUse: [{ name, input }] };
+  });
+}
+
+/** The result the last request carried for the turn's only tool call. */
+function lastToolResult(fake: FakeAnthropic): { content: string; is_error?: boolean } {
+  const blocks = fake.requests.at(-1)!.body.messages.flatMap((message: { content: unknown }) => (Array.isArray(message.content) ? message.content : []));
+  const results = blocks.filter((block: { type: string }) => block.type === 'tool_result');
+  assert.equal(results.length, 1, 'one tool result, still paired with its call');
+  return results[0];
+}
+
+const WORDS = ['harbor', 'violet', 'granite', 'lantern', 'meadow', 'cobalt', 'ember', 'falcon', 'juniper', 'quartz', 'saffron', 'thistle', 'willow', 'zephyr', 'marble', 'orchid'];
+
+test('a memory_search answer larger than the room left is cut to its best whole results, with a note, and never refused', async () => {
+  const window = 3000;
+  await withModel({ countTokens: characterTokenCounter(), contextWindow: window }, { contextWindow: window, maxResponseTokens: 200 }, async ({ app, fake }) => {
+    const channelId = 'recall';
+    const location = { channelId, guildId: 'g1' };
+    for (let index = 0; index < 20; index += 1) {
+      const words = Array.from({ length: 36 }, (_, offset) => WORDS[(index * 7 + offset * 5) % WORDS.length]).join(' ');
+      const saved = await app.memory.save({ location, content: `Release fact ${index + 1}: build ${1000 + index} ${words}.`, memoryType: 'fact' });
+      assert.equal(saved.status, 'saved');
+    }
+    const search = recording(app.tools.find((tool) => tool.definition.name === 'memory_search')!);
+    const tools = app.tools.map((tool) => (tool.definition.name === 'memory_search' ? search : tool));
+    callOnceThenAnswer(fake, 'memory_search', { query: 'release fact build', limit: 20 });
+    await app.runtime.ingest(message(channelId, 1, 'What do we know about the release builds?'));
+    // What the turn stores in history, seen as it is appended (a compaction may follow at once).
+    const stored: string[] = [];
+    const runtime = Object.create(app.runtime) as typeof app.runtime;
+    runtime.appendToTurn = (id, entries, turnId) => {
+      for (const entry of entries) if (entry.kind === 'tool_result') stored.push(entry.content);
+      return app.runtime.appendToTurn(id, entries, turnId);
+    };
+    const result = await app.runtime.runSerial(channelId, () =>
+      runAgentTurn({ runtime, channelId, model: app.model!, tools, settings: app.config.settingsFor(channelId), context: location }),
+    );
+
+    assert.equal(fake.refusedTooLong, 0, 'never a refused request');
+    assert.equal(result.reply, 'Here is what I recall.');
+    for (const request of fake.requests) assert.ok(request.inputTokens! + request.body.max_tokens <= window, `request of ${request.inputTokens} tokens and max_tokens ${request.body.max_tokens} fits`);
+    const full = JSON.parse(search.outcomes[0]!.content) as unknown[];
+    assert.equal(full.length, 20, 'the search found every fact');
+    const sent = lastToolResult(fake);
+    assert.notEqual(sent.content, DROPPED_RESULT);
+    assert.notEqual(sent.is_error, true);
+    const shortened = JSON.parse(sent.content) as unknown[];
+    const kept = shortened.slice(0, -1);
+    const note = shortened.at(-1);
+    assert.ok(kept.length >= 2 && kept.length < full.length, `kept ${kept.length} of ${full.length}`);
+    assert.deepEqual(kept, full.slice(0, kept.length), 'whole results, the best first, as the search ranked them');
+    assert.equal(typeof note, 'string');
+    assert.match(note as string, new RegExp(`^${full.length - kept.length} more results left out`));
+    assert.match(note as string, /narrower query/);
+    assert.match(note as string, /limit/);
+    // History keeps what the model was sent, not the whole answer.
+    assert.deepEqual(stored.map((json) => (JSON.parse(json) as { content: string }).content), [sent.content]);
+  });
+});
+
+test('a result list of which not even one result fits is still dropped whole', async () => {
+  const huge: ToolHandler = {
+    definition: { name: 'records', description: 'Lists records.', input_schema: { type: 'object', properties: {} } },
+    run: () => ({ isError: false, content: JSON.stringify([1, 2, 3].map((index) => ({ id: index, text: `record ${index} ${'payload '.repeat(2000)}` }))) }),
+  };
+  await withModel({ countTokens: characterTokenCounter(), contextWindow: 4000 }, { contextWindow: 4000, maxResponseTokens: 200 }, async ({ app, fake }) => {
+    callOnceThenAnswer(fake, 'records', {});
+    await app.runtime.ingest(message('records', 1, 'List the records.'));
+    const result = await turn(app, 'records', [...app.tools, huge]);
+    assert.equal(fake.refusedTooLong, 0);
+    assert.equal(result.reply, 'Here is what I recall.');
+    const sent = lastToolResult(fake);
+    assert.equal(sent.content, DROPPED_RESULT);
+    assert.equal(sent.is_error, true);
+  });
+});
+
+test('a long text result is cut at a line boundary with a note saying how many lines were left out', async () => {
+  const lines = Array.from({ length: 400 }, (_, index) => `line ${index + 1}: ${WORDS[index % WORDS.length]} ${WORDS[(index * 3) % WORDS.length]} status ok`);
+  const log: ToolHandler = {
+    definition: { name: 'read_log', description: 'Reads the log.', input_schema: { type: 'object', properties: {} } },
+    run: () => ({ isError: false, content: lines.join('\n') }),
+  };
+  await withModel({ countTokens: characterTokenCounter(), contextWindow: 4000 }, { contextWindow: 4000, maxResponseTokens: 200 }, async ({ app, fake }) => {
+    callOnceThenAnswer(fake, 'read_log', {});
+    await app.runtime.ingest(message('log', 1, 'What does the log say?'));
+    const result = await turn(app, 'log', [...app.tools, log]);
+    // The channel's first turn: its estimate does not know yet of the API's tool-use prompt, which
+    // the first response's count shows, and the cut request must leave room for it.
+    assert.equal(fake.refusedTooLong, 0);
+    for (const request of fake.requests) assert.ok(request.inputTokens! + request.body.max_tokens <= 4000);
+    assert.equal(result.reply, 'Here is what I recall.');
+    const sent = lastToolResult(fake);
+    assert.notEqual(sent.is_error, true);
+    const sentLines = sent.content.split('\n');
+    const kept = sentLines.slice(0, -1);
+    assert.ok(kept.length >= 1 && kept.length < lines.length, `kept ${kept.length} lines`);
+    assert.deepEqual(kept, lines.slice(0, kept.length), 'whole lines, from the start');
+    assert.match(sentLines.at(-1)!, new RegExp(`${lines.length - kept.length} more lines left out`));
   });
 });
 

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import type { LlmSettings } from '../src/config/types.js';
-import { createAnthropicModel, ModelError, runToolLoop, type ChatModel } from '../src/llm/index.js';
+import { ANSWER_NOW, createAnthropicModel, DROPPED_RESULT, ModelError, runToolLoop, type ChatModel } from '../src/llm/index.js';
+import type { ModelMessage } from '../src/llm/chat-model.js';
+import { estimateMessageTokens } from '../src/context/token-estimate.js';
 import type { ToolContext, ToolHandler } from '../src/llm/tool.js';
 import { startFakeAnthropic, type FakeAnthropic } from './fakes/fake-anthropic.js';
 import { DEFAULTS } from '../src/config/defaults.js';
@@ -323,5 +325,53 @@ describe('runToolLoop with the real SDK against the fake', () => {
       }
     }
     assert.deepEqual(sent[1]!.content.map((block) => block.type), ['tool_use']);
+  });
+  it('over its budget, drops what cannot be cut and cuts a list to whole results, oldest first, each result beside its call', async () => {
+    const status: ToolHandler = {
+      definition: { name: 'status', description: 'Says how things stand.', input_schema: { type: 'object' } },
+      run: () => ({ isError: false, content: JSON.stringify({ state: 'green', detail: 'all systems nominal '.repeat(20) }) }),
+    };
+    const items = Array.from({ length: 10 }, (_, index) => ({ rank: index + 1, text: `finding ${index + 1}: ${'lorem ipsum '.repeat(10)}` }));
+    const search: ToolHandler = {
+      definition: { name: 'search', description: 'Searches.', input_schema: { type: 'object' } },
+      run: () => ({ isError: false, content: JSON.stringify(items) }),
+    };
+    fake.enqueue(
+      { toolUse: [{ name: 'status', input: {}, id: 'tu_status' }, { name: 'search', input: {}, id: 'tu_search' }] },
+      { text: 'Answered.' },
+    );
+    const budget = { startTokens: 50, maxTokens: 450, estimate: estimateMessageTokens };
+    const result = await runToolLoop({
+      model,
+      system: 'sys',
+      messages: [{ role: 'user', content: 'how are things?' }],
+      tools: [status, search],
+      context: CONTEXT,
+      maxSteps: 4,
+      maxTokens: 100,
+      budget,
+    });
+    assert.equal(result.text, 'Answered.');
+    assert.equal(result.droppedResults, 1);
+    assert.equal(result.shortenedResults, 1);
+    const sent = fake.requests[1]!.body;
+    assert.equal(sent.tool_choice?.type, 'none');
+    const results = sent.messages[2].content.filter((block: { type: string }) => block.type === 'tool_result');
+    assert.deepEqual(results.map((block: { tool_use_id: string }) => block.tool_use_id), ['tu_status', 'tu_search'], 'every call keeps its result');
+    // A JSON object cut would no longer parse: it is dropped whole.
+    assert.equal(results[0].content, DROPPED_RESULT);
+    const list = JSON.parse(results[1].content) as unknown[];
+    const kept = list.slice(0, -1);
+    assert.ok(kept.length >= 1 && kept.length < items.length, `kept ${kept.length}`);
+    assert.deepEqual(kept, items.slice(0, kept.length));
+    assert.equal(list.at(-1), `${items.length - kept.length} more results left out to fit the context window; a narrower query or a smaller limit may find more`);
+    // Inside the budget by the budget's own estimate, ANSWER_NOW included; one more result would not be.
+    const [calls, answered] = result.newMessages as [ModelMessage, ModelMessage];
+    assert.equal(JSON.stringify(answered.content).includes(ANSWER_NOW), true);
+    const estimateOf = (message: ModelMessage) => budget.startTokens + budget.estimate(calls) + budget.estimate(message);
+    assert.ok(estimateOf(answered) <= budget.maxTokens, `estimated at ${estimateOf(answered)}`);
+    const oneMore = structuredClone(answered);
+    (oneMore.content as Array<{ content: string }>)[1]!.content = JSON.stringify([...items.slice(0, kept.length + 1), list.at(-1)]);
+    assert.ok(estimateOf(oneMore) > budget.maxTokens, 'as many results as fit');
   });
 });

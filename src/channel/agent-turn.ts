@@ -115,10 +115,17 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
     const estimate = await runtime.requestEstimate?.(channelId);
     // The calibration as it is now: responses earlier in the loop may have moved it.
     addedTools = 0;
-    const calibrated = (estimatedTokens: number): number =>
-      runtime.calibratedTokens ? runtime.calibratedTokens(channelId, estimatedTokens, addedTools) : estimatedTokens * (estimate?.factor ?? 1);
+    const calibrated = (estimatedTokens: number, toolTokens = addedTools): number =>
+      runtime.calibratedTokens ? runtime.calibratedTokens(channelId, estimatedTokens, toolTokens) : estimatedTokens * (estimate?.factor ?? 1);
     const ceiling = (realTokens: number, toolTokens: number): number =>
       runtime.estimateFor ? runtime.estimateFor(channelId, realTokens, toolTokens) : realTokens / (estimate?.factor ?? 1);
+    // What the server counted of the last request beyond its calibrated estimate (before the
+    // channel has calibrated, the API's tool-use prompt). Each request of the loop starts with
+    // the one before it, so the next one is short of it too: kept off the window's room, since a
+    // result cut to fit leaves no slack of its own. Against the calibration as it is now, which
+    // may have learnt it since.
+    let counted: { estimatedTokens: number; toolTokens: number; realTokens: number } | undefined;
+    const undercount = (): number => (counted ? Math.max(0, counted.realTokens - calibrated(counted.estimatedTokens, counted.toolTokens)) : 0);
     const result = await runToolLoop({
       model: options.model,
       system: request.system,
@@ -136,7 +143,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
             // The Compactor's own line: an estimate is an estimate, the window's edge is not where to aim.
             budget: {
               startTokens: estimate.estimatedTokens,
-              maxTokens: (toolTokens) => ceiling(settings.compaction.emergencyThreshold * estimate.usableWindow, toolTokens),
+              maxTokens: (toolTokens) => ceiling(settings.compaction.emergencyThreshold * estimate.usableWindow - undercount(), toolTokens),
               estimate: estimateMessageTokens,
               toolEstimate: estimateToolBlockTokens,
             },
@@ -145,6 +152,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
               addedTools = toolTokens;
             },
             onResponse: (response, { estimatedTokens, toolTokens }) => {
+              counted = { estimatedTokens, toolTokens, realTokens: wholeInputTokens(response.usage) };
               // Learnt before the next request is built (the loop awaits the model in between); a
               // failure only loses one observation, the next response teaches the factor again.
               void runtime.recordUsage?.(channelId, estimatedTokens, wholeInputTokens(response.usage), toolTokens).catch(() => {});
@@ -154,7 +162,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
               contextWindow: settings.contextWindow,
               minTokens: settings.minResponseTokens,
               // The factor as it is now: responses earlier in the loop may have moved it.
-              inputTokens: (_request, estimatedTokens) => Math.ceil(calibrated(estimatedTokens) * (1 + CALIBRATION.margin)),
+              inputTokens: (_request, estimatedTokens) => Math.ceil((calibrated(estimatedTokens) + undercount()) * (1 + CALIBRATION.margin)),
               onRefusal: (error, estimatedTokens) => {
                 if (error.overflow?.tokens !== undefined) void runtime.recordUsage?.(channelId, estimatedTokens, error.overflow.tokens, addedTools).catch(() => {});
               },

@@ -12,33 +12,12 @@ import type {
 } from './chat-model.js';
 import { fitAnswer, type AnswerRoom } from './answer-room.js';
 import { abortedModelError, ModelError } from './model-error.js';
+import { ceilingOf, fitResults, type ToolLoopBudget } from './fit-results.js';
 import { addUsage } from './usage.js';
 import { definitionsOf, type ToolContext, type ToolHandler, type ToolOutcome } from './tool.js';
 
-/**
- * Keeps one turn's requests inside the model's window while tool results pile up. Tokens are in
- * the caller's estimate units (the channel's 4-characters-per-token estimate).
- */
-export interface ToolLoopBudget {
-  /** Estimate of the first request (system prompt, tools, conversation). */
-  startTokens: number;
-  /**
-   * The most a request may be estimated at (the window less the answer's room, corrected); a
-   * function of the tool calls and results appended so far when the caller corrects them apart.
-   */
-  maxTokens: number | ((toolTokens: number) => number);
-  /** Estimate of one message the loop appends. */
-  estimate(message: ModelMessage): number;
-  /**
-   * The part of `estimate(message)` that is tool calls and results, when the caller corrects
-   * them apart (they tokenize otherwise than prose); the loop's running total of it is passed
-   * with each request's estimate as `toolTokens`.
-   */
-  toolEstimate?(message: ModelMessage): number;
-}
+export { DROPPED_RESULT, type ToolLoopBudget } from './fit-results.js';
 
-/** Put in place of a tool result dropped to keep the request inside the window. */
-export const DROPPED_RESULT = 'result dropped: the context window is full; answer with what you have';
 /** Told to the model when it must answer without more tools. */
 export const ANSWER_NOW = 'The context window is nearly full: answer now with what you have, without calling tools.';
 
@@ -113,6 +92,8 @@ export interface ToolLoopResult {
   stopReason: string;
   /** Tool results dropped to stay inside the budget (their calls got a short note instead). */
   droppedResults?: number;
+  /** Tool results cut to their first results or lines to stay inside the budget (see `shorten-result.ts`). */
+  shortenedResults?: number;
 }
 
 /**
@@ -134,9 +115,10 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
   let estimatedTokens = budget?.startTokens ?? 0;
   let toolTokens = 0;
   let droppedResults = 0;
+  let shortenedResults = 0;
   let answerNow = false;
   const toolPart = (message: ModelMessage): number => budget?.toolEstimate?.(message) ?? 0;
-  const ceiling = (): number => (budget === undefined ? Infinity : typeof budget.maxTokens === 'function' ? budget.maxTokens(toolTokens) : budget.maxTokens);
+  const ceiling = (): number => (budget === undefined ? Infinity : ceilingOf(budget, toolTokens));
   const appended = (message: ModelMessage): void => {
     if (budget) estimatedTokens += budget.estimate(message);
     toolTokens += toolPart(message);
@@ -145,35 +127,22 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
   for (let step = 1; ; step += 1) {
     if (signal?.aborted) throw abortedModelError(signal);
     if (budget && step > 1 && estimatedTokens > ceiling()) {
-      // Oldest results first: the latest ones are what the model asked for last.
-      for (const message of newMessages) {
-        if (estimatedTokens <= ceiling()) break;
-        if (message.role !== 'user' || typeof message.content === 'string') continue;
-        const before = budget.estimate(message);
-        const toolsBefore = toolPart(message);
-        let changed = false;
-        message.content = message.content.map((block) => {
-          if (block.type !== 'tool_result' || block.content === DROPPED_RESULT) return block;
-          changed = true;
-          droppedResults += 1;
-          return { ...block, content: DROPPED_RESULT, is_error: true };
-        });
-        if (changed) {
-          estimatedTokens += budget.estimate(message) - before;
-          toolTokens += toolPart(message) - toolsBefore;
-        }
-      }
       answerNow = true;
+      // Told before the results are fitted, so that the request fits with it.
+      const last = conversation[conversation.length - 1];
+      if (last && last.role === 'user' && typeof last.content !== 'string') {
+        const before = budget.estimate(last);
+        const toolsBefore = toolPart(last);
+        last.content = [...last.content, { type: 'text', text: ANSWER_NOW }];
+        estimatedTokens += budget.estimate(last) - before;
+        toolTokens += toolPart(last) - toolsBefore;
+      }
+      const fitted = fitResults(newMessages, { estimatedTokens, toolTokens }, budget);
+      ({ estimatedTokens, toolTokens } = fitted);
+      droppedResults += fitted.dropped;
+      shortenedResults += fitted.shortened;
     }
     const toolChoice: ToolChoice | undefined = answerNow ? { type: 'none' } : choiceForStep(options.toolChoice, step);
-    if (answerNow && step > 1) {
-      const last = conversation[conversation.length - 1];
-      if (last && last.role === 'user' && typeof last.content !== 'string' && !last.content.some((block) => block.type === 'text' && block.text === ANSWER_NOW)) {
-        const before = budget ? budget.estimate(last) : 0;
-        last.content = [...last.content, { type: 'text', text: ANSWER_NOW }];
-        if (budget) estimatedTokens += budget.estimate(last) - before;
-      }
-    }
     options.onRequest?.({ estimatedTokens, toolTokens, step });
     const request = {
       system,
@@ -224,6 +193,7 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
       usage,
       stopReason,
       ...(droppedResults > 0 ? { droppedResults } : {}),
+      ...(shortenedResults > 0 ? { shortenedResults } : {}),
     });
     if (toolUses.length === 0) return done(response.stopReason);
 
