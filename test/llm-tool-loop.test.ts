@@ -374,4 +374,34 @@ describe('runToolLoop with the real SDK against the fake', () => {
     (oneMore.content as Array<{ content: string }>)[1]!.content = JSON.stringify([...items.slice(0, kept.length + 1), list.at(-1)]);
     assert.ok(estimateOf(oneMore) > budget.maxTokens, 'as many results as fit');
   });
+  it('keeps a result no longer than the note that would replace it, and cuts the list after it', async () => {
+    const saved = JSON.stringify({ id: 'm1', status: 'saved' });
+    const save: ToolHandler = {
+      definition: { name: 'save', description: 'Saves.', input_schema: { type: 'object' } },
+      run: () => ({ isError: false, content: saved }),
+    };
+    const items = Array.from({ length: 10 }, (_, index) => ({ rank: index + 1, text: `finding ${index + 1}: ${'lorem ipsum '.repeat(10)}` }));
+    const search: ToolHandler = {
+      definition: { name: 'search', description: 'Searches.', input_schema: { type: 'object' } },
+      run: () => ({ isError: false, content: JSON.stringify(items) }),
+    };
+    fake.enqueue({ toolUse: [{ name: 'save', input: {}, id: 'tu_save' }, { name: 'search', input: {}, id: 'tu_search' }] }, { text: 'Answered.' });
+    const result = await runToolLoop({
+      model,
+      system: 'sys',
+      messages: [{ role: 'user', content: 'remember this and look it up' }],
+      tools: [save, search],
+      context: CONTEXT,
+      maxSteps: 4,
+      maxTokens: 100,
+      budget: { startTokens: 50, maxTokens: 350, estimate: estimateMessageTokens },
+    });
+    assert.equal(result.text, 'Answered.');
+    assert.equal(result.droppedResults ?? 0, 0);
+    assert.equal(result.shortenedResults, 1);
+    const results = fake.requests[1]!.body.messages[2].content.filter((block: { type: string }) => block.type === 'tool_result');
+    assert.equal(results[0].content, saved, 'the save is not reported as failed');
+    assert.equal(results[0].is_error, undefined);
+    assert.ok(JSON.parse(results[1].content).length < items.length + 1);
+  });
 });

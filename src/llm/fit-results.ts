@@ -69,6 +69,9 @@ export function fitResults(
       // An error is short and says what went wrong: it is kept whole or dropped, never cut.
       const cut = block.is_error ? undefined : shortenToolResult(block.content, fits);
       const replaced = withResult(cut === undefined ? { ...block, content: DROPPED_RESULT, is_error: true } : { ...block, content: cut });
+      // A result no longer than the note that would replace it (a save's `{id, status}`) frees
+      // nothing: it stays, so the model is not told that a call which worked failed.
+      if (cut === undefined && budget.estimate(replaced) >= before) continue;
       if (cut === undefined) dropped += 1;
       else shortened += 1;
       ({ estimatedTokens, toolTokens } = sizes(replaced));
