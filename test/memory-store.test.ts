@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
-import type { TranscriptEntryInput } from '../src/memory/index.js';
+import { DEFAULTS } from '../src/config/defaults.js';
+import { blobToVector, dot } from '../src/memory/embedder.js';
+import { HashingEmbedder, type TranscriptEntryInput } from '../src/memory/index.js';
+import type { SearchResult } from '../src/memory/types.js';
 import { openTestStore, type OpenedStore } from './support/memory-store.js';
+import { withOfflineApp } from './support/offline-app.js';
 
 function message(channelId: string, messageId: string, authorName: string, content: string, at = 1_700_000_000_000): TranscriptEntryInput {
   return { channelId, messageId, authorId: `id-${authorName}`, authorName, content, createdAt: at };
@@ -252,5 +257,115 @@ describe('transcript archive and hybrid search', () => {
     assert.equal(await opened.store.forget('not-an-id'), false);
     const again = await opened.store.search({ location, query: 'quarterly budget review', limit: 20 });
     assert.ok(!again.some((result) => result.id === id));
+  });
+});
+
+describe('edits and deletes reach the vectors at once', () => {
+  const said = 'call me on 555 0199 about the lighthouse';
+  const edited = 'the ferry timetable changed to noon';
+  const found = (results: readonly SearchResult[], messageId: string): boolean => results.some((result) => result.source_ids.includes(messageId));
+
+  test('a store of one message, edited, is searched at once: its new words find it, its old words never do', async () => {
+    // Alone in the store, a word is in every row and BM25 gives it no weight: the match rests on
+    // the vector side, which must meet the new text from the moment the edit resolved, whether
+    // the edit came before the background embedding, during it or after it.
+    for (const delayMs of [0, 2, 4, 6, 8, 10, 12, 14]) {
+      await withOfflineApp('magpie-edit-', async ({ runtime, memory }) => {
+        const location = { channelId: 'c-edit' };
+        await runtime.ingest({ messageId: 'm1', channelId: 'c-edit', authorId: 'u-ana', authorName: 'Ana', role: 'user', content: said, createdAt: Date.UTC(2026, 0, 1) });
+        await sleep(delayMs);
+        assert.equal(await runtime.editMessage('c-edit', 'm1', edited), true);
+        const fresh = await memory.search({ location, query: 'ferry timetable' });
+        assert.ok(found(fresh, 'm1'), `edited ${delayMs} ms after it came in, found by its new words: ${JSON.stringify(fresh)}`);
+        for (const query of ['lighthouse', '555 0199', said]) {
+          const stale = await memory.search({ location, query });
+          assert.deepEqual(stale, [], `edited ${delayMs} ms after it came in, not found by "${query}"`);
+        }
+      });
+    }
+  });
+
+  test('edits racing the background embedding leave no vector of an old text behind', async () => {
+    const opened = await openTestStore();
+    try {
+      const { store, db } = opened;
+      const stage = store.transcriptStager(db)!;
+      const channels = Array.from({ length: 24 }, (_, index) => `c${index}`);
+      // Each message staged as ingest stages it (its vector owed), then edited a little later:
+      // some edits land before the backlog reads the row, some while it writes, some after.
+      await Promise.all(
+        channels.map(async (channelId, index) => {
+          await db.transaction(() => stage([message(channelId, 'm1', 'Ana', `${said} ${index}`)]));
+          await sleep(index % 12);
+          await store.updateTranscript(channelId, 'm1', `${edited} ${index}`);
+        }),
+      );
+      for (const channelId of channels) {
+        assert.ok(found(await store.search({ location: { channelId }, query: 'ferry timetable' }), 'm1'), `${channelId}: found by its new words`);
+        assert.deepEqual(await store.search({ location: { channelId }, query: 'lighthouse' }), [], `${channelId}: not by its old ones`);
+      }
+      await store.whenIndexed();
+      const hashing = new HashingEmbedder({ dimension: DEFAULTS.memory.hashDimension });
+      const rows = (await db.prepare('SELECT i.content, v.vector FROM memory_items i JOIN memory_vectors v ON v.item_rowid = i.rowid').all()) as Array<{
+        content: string;
+        vector: Buffer;
+      }>;
+      assert.equal(rows.length, channels.length, 'every message has its vector');
+      const made = await hashing.embed(rows.map((row) => row.content));
+      rows.forEach((row, position) => {
+        assert.ok(dot(blobToVector(row.vector), made[position]!) > 0.999, `the vector of "${row.content}" is made from that text`);
+      });
+    } finally {
+      await opened.close();
+    }
+  });
+
+  test('an index that holds the old vector does not answer for an edited message or a rewritten memory', async () => {
+    const opened = await openTestStore();
+    try {
+      const { store } = opened;
+      const location = { channelId: 'room' };
+      await store.archiveTranscript([message('room', 'm1', 'Ana', said)]);
+      // Drawn from the message and another, it is restated (not deleted) when the message changes.
+      await store.save({ location, content: 'Ana keeps the lighthouse keys', memoryType: 'fact', sourceIds: ['m1', 'm0'] });
+      // The channel's index is loaded and has taken in both vectors.
+      assert.ok(found(await store.search({ location, query: 'lighthouse' }), 'm1'));
+      await store.whenIndexed();
+
+      await store.updateTranscript('room', 'm1', edited);
+      const [memory] = (await store.dropSources('room', ['m1'], { rewrite: true })).rewriting;
+      assert.equal(await store.finishRewrite(memory!.id, { content: 'Ana keeps the harbour keys', sourceIds: ['m0'] }), 'rewritten');
+      assert.deepEqual(await store.search({ location, query: 'lighthouse' }), []);
+      assert.deepEqual(await store.search({ location, query: 'lighthouse 555 0199' }), []);
+      assert.ok(found(await store.search({ location, query: 'ferry timetable' }), 'm1'));
+      const keys = await store.search({ location, query: 'harbour keys', kind: 'memory' });
+      assert.equal(keys[0]?.content, 'Ana keeps the harbour keys');
+    } finally {
+      await opened.close();
+    }
+  });
+
+  test('a deleted message is not found through its vector, written or still owed', async () => {
+    const opened = await openTestStore();
+    try {
+      const { store, db } = opened;
+      const location = { channelId: 'room' };
+      // One whose vector is in the loaded index, one whose vector is still owed.
+      await store.archiveTranscript([message('room', 'm1', 'Ana', said)]);
+      assert.ok(found(await store.search({ location, query: 'lighthouse' }), 'm1'));
+      await store.whenIndexed();
+      await db.transaction(() => store.transcriptStager(db)!([message('room', 'm2', 'Ana', 'the lighthouse lamp needs a new bulb')]));
+      await store.deleteTranscript('room', ['m1', 'm2']);
+      for (const query of ['lighthouse', 'call me about the lighthouse', 'lighthouse lamp bulb']) {
+        assert.deepEqual(await store.search({ location, query }), [], query);
+      }
+      const left = (await db.prepare('SELECT (SELECT COUNT(*) FROM memory_vectors) AS vectors, (SELECT COUNT(*) FROM memory_vector_backlog) AS owed').get()) as {
+        vectors: number;
+        owed: number;
+      };
+      assert.deepEqual([Number(left.vectors), Number(left.owed)], [0, 0], 'no vector is left, none is owed');
+    } finally {
+      await opened.close();
+    }
   });
 });

@@ -42,6 +42,16 @@ export interface MemoryDialect {
    */
   writeBacklogVectors(db: SqlClient, rows: readonly BacklogRow[], vectors: readonly Float32Array[]): Promise<{ written: number; keys: Set<string> }>;
   /**
+   * Inside the caller's transaction, before vectors made from items' texts are written: the
+   * rowids of those items whose text still has the hash the vector was made from, held so until
+   * the transaction ends. An item an edit or a deletion is changing at that moment is left out,
+   * not waited for: the change owes its vector anew (or needs none) and wakes the backlog itself.
+   * PostgreSQL holds the rows (`FOR SHARE SKIP LOCKED`): without it, an edit committed between a
+   * check and the write would leave the old text's vector in place, owed no more. SQLite needs
+   * no hold: the transaction is the only writer.
+   */
+  unchangedItems(db: SqlClient, items: ReadonlyArray<{ rowid: number; contentHash: string }>): Promise<Set<number>>;
+  /**
    * Makes saves into one scope serial, inside the caller's transaction, before its duplicate
    * checks. SQLite: nothing to do, the transaction holds the one connection until it commits.
    * PostgreSQL: a transaction-level advisory lock on the scope's index key, since several
@@ -50,4 +60,13 @@ export interface MemoryDialect {
   serializeSaves(db: SqlClient, indexKey: string): Promise<void>;
   /** Sets `fts_text` of a batch of rows (a schema step filling the column). */
   writeSearchTexts(db: SqlClient, rowids: readonly number[], texts: readonly string[]): Promise<void>;
+}
+
+/** The rowids of `items` whose row (as read) still has the item's hash. */
+export function sameHashes(
+  items: ReadonlyArray<{ rowid: number; contentHash: string }>,
+  rows: ReadonlyArray<{ rowid: number | string; content_hash: string }>,
+): Set<number> {
+  const hashes = new Map(rows.map((row) => [Number(row.rowid), row.content_hash]));
+  return new Set(items.filter((item) => hashes.get(item.rowid) === item.contentHash).map((item) => item.rowid));
 }

@@ -91,6 +91,11 @@ export interface HybridSearchRequest {
   memoryType?: MemoryType;
   /** Exact similarities of visible items the vector indexes cannot see yet (their vector is owed). */
   extraVectorHits?: Array<{ label: number; similarity: number }>;
+  /**
+   * Of these labels, those whose vector is owed: a vector index may still hold one made from
+   * their text before an edit, which must neither find them nor score them.
+   */
+  owedAmong?: (labels: readonly number[]) => Promise<ReadonlySet<number>>;
   /** What "yesterday" or "last week" in the query is relative to (default: the system clock). */
   now?: number;
   /** The channel searched from: a query naming only a time lists that channel's messages of then. */
@@ -287,8 +292,10 @@ export class HybridSearch {
     const hits: Array<{ label: number; similarity: number }> = [];
     const memoriesOnly = request.kind === 'memory' || request.memoryType !== undefined;
     if (memoriesOnly) {
-      // Typed memories are few per scope: an exact scan is both exact and fast.
+      // Typed memories are few per scope: an exact scan is both exact and fast. Those whose
+      // vector is owed (just rewritten) have none stored: the backlog's similarities speak for them.
       hits.push(...(await this.exactMemoryScan(request, queryVector, visibility.sql, visibility.params)));
+      hits.push(...(request.extraVectorHits ?? []));
     } else {
       let filter: ((label: number) => boolean) | undefined;
       if (request.kind === 'transcript') {
@@ -301,14 +308,19 @@ export class HybridSearch {
         );
         filter = (label) => !memoryLabels.has(label);
       }
-      for (const key of visibility.keys) hits.push(...(await this.indexes.search(key, queryVector, count, filter)));
+      const indexed: Array<{ label: number; similarity: number }> = [];
+      for (const key of visibility.keys) indexed.push(...(await this.indexes.search(key, queryVector, count, filter)));
+      // An index (this process's, or one loaded from a file) keeps an edited item's old vector
+      // until the new one is made: an owed item is found by its exact similarity alone.
+      const owed = request.owedAmong && indexed.length > 0 ? await request.owedAmong(indexed.map((hit) => hit.label)) : undefined;
+      for (const hit of indexed) if (!owed?.has(hit.label)) hits.push(hit);
       for (const hit of request.extraVectorHits ?? []) if (!filter || filter(hit.label)) hits.push(hit);
       if (visibility.wider.kind !== 'none' && request.kind !== 'transcript') {
         hits.push(...(await this.exactMemoryScan(request, queryVector, visibility.widerSql, visibility.widerParams)));
       }
     }
-    // A row can come from two places (an index not yet told of an edit, and the backlog): it
-    // counts once in the list, with its better cosine.
+    // A row can come from two places (the backlog scanned it, then its vector was written and
+    // the index found it): it counts once in the list, with its better cosine.
     const best = new Map<number, { label: number; similarity: number }>();
     for (const hit of hits) if ((best.get(hit.label)?.similarity ?? -Infinity) < hit.similarity) best.set(hit.label, hit);
     return [...best.values()].sort((left, right) => right.similarity - left.similarity).slice(0, count);

@@ -66,9 +66,15 @@ export function insertVector(db: SqlClient, rowid: number, indexKey: string, vec
 
 const OWE_VECTOR = 'INSERT OR IGNORE INTO memory_vector_backlog (item_rowid, index_key) VALUES (?, ?)';
 
-/** The item's vector is owed: the backlog makes it later (and search scans it exactly meanwhile). */
-export function oweVector(db: SqlClient, rowid: number, indexKey: string): Promise<SqlRunResult> {
-  return db.prepare(OWE_VECTOR).run(rowid, indexKey);
+/**
+ * An item whose text was just changed, inside the transaction that changed it: the vector of the
+ * old text goes and a new one is owed, so no search meets the old vector meanwhile (search scans
+ * owed items exactly, and leaves out what a vector index still holds of them). The backlog makes
+ * the new one in the background.
+ */
+export async function oweNewVector(db: SqlClient, rowid: number, indexKey: string): Promise<void> {
+  await db.prepare('DELETE FROM memory_vectors WHERE item_rowid = ?').run(rowid);
+  await db.prepare(OWE_VECTOR).run(rowid, indexKey);
 }
 
 /** A changed item gets a new vector row, so its new `seq` puts it in the not-yet-indexed tail. */

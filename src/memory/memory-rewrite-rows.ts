@@ -1,5 +1,5 @@
 import { KeyedRead } from '../storage/keyed-read.js';
-import { hashContent, oweVector } from './item-writes.js';
+import { hashContent, oweNewVector } from './item-writes.js';
 import { itemId, parseItemId, parseSourceIds } from './search-results.js';
 import { searchText } from './search-text.js';
 import type { StoreContext } from './store-context.js';
@@ -53,7 +53,7 @@ export class MemoryRewriteRows {
       await db
         .prepare('UPDATE memory_items SET content = ?, content_hash = ?, fts_text = ?, needs_rewrite = 0, updated_at = ? WHERE rowid = ?')
         .run(outcome.content, hashContent(outcome.content), searchText(outcome.content), clock.now(), rowid);
-      await oweVector(db, rowid, row.index_key);
+      await oweNewVector(db, rowid, row.index_key);
       return { status: 'rewritten' as const };
     });
     if (result.status === 'deleted') await indexes.applyDeleted(result.key, [rowid]);

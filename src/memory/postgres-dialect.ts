@@ -1,6 +1,6 @@
 import type { SqlClient } from '../storage/sql-client.js';
 import { vectorToBlob } from './embedder.js';
-import type { BacklogRow, MemoryDialect } from './dialect.js';
+import { sameHashes, type BacklogRow, type MemoryDialect } from './dialect.js';
 import type { ItemRowValues } from './item-writes.js';
 import { stageEach } from './item-writes.js';
 import { PgFullText } from './pg-full-text.js';
@@ -37,36 +37,32 @@ export const postgresMemoryDialect: MemoryDialect = {
     await stageMany(db, rows, now);
   },
 
-  // The batch in three statements, with the same checks as SQLite's row by row.
+  // The batch in four statements, with the same checks as SQLite's row by row; its items are
+  // held unchanged first, so an edit either comes before (its row is left alone) or waits for
+  // the commit (and then deletes the vector written here, owing a new one).
   async writeBacklogVectors(db: SqlClient, rows: readonly BacklogRow[], vectors: readonly Float32Array[]) {
-    const batch = {
-      rowids: rows.map((row) => row.rowid),
-      hashes: rows.map((row) => row.content_hash),
-      vectors: vectors.map((vector) => vectorToBlob(vector)),
-    };
-    const current = `unnest(@rowids::bigint[], @hashes::text[], @vectors::bytea[]) AS batch (item_rowid, content_hash, vector)
-      JOIN memory_vector_backlog b ON b.item_rowid = batch.item_rowid
-      JOIN memory_items i ON i.rowid = batch.item_rowid AND i.content_hash = batch.content_hash`;
-    // The same rows, without the vectors: the DELETE need not carry half a megabyte of them.
-    const currentRows = `unnest(@rowids::bigint[], @hashes::text[]) AS batch (item_rowid, content_hash)
-      JOIN memory_vector_backlog b ON b.item_rowid = batch.item_rowid
-      JOIN memory_items i ON i.rowid = batch.item_rowid AND i.content_hash = batch.content_hash`;
     const added = await db.transaction(async () => {
-      await db
-        .prepare(`DELETE FROM memory_vectors WHERE item_rowid IN (SELECT batch.item_rowid FROM ${currentRows})`)
-        .run({ rowids: batch.rowids, hashes: batch.hashes });
-      const inserted = (await db
-        .prepare(
-          `INSERT INTO memory_vectors (item_rowid, index_key, vector)
-           SELECT batch.item_rowid, b.index_key, batch.vector FROM ${current} RETURNING item_rowid, index_key`,
-        )
-        .all(batch)) as Array<{ item_rowid: number; index_key: string }>;
-      if (inserted.length > 0) {
-        await db.prepare('DELETE FROM memory_vector_backlog WHERE item_rowid = ANY(@done::bigint[])').run({ done: inserted.map((row) => row.item_rowid) });
-      }
-      return inserted;
+      const unchanged = await postgresMemoryDialect.unchangedItems(
+        db,
+        rows.map((row) => ({ rowid: row.rowid, contentHash: row.content_hash })),
+      );
+      const held = rows.flatMap((row, position) => (unchanged.has(row.rowid) ? [{ row, vector: vectors[position]! }] : []));
+      if (held.length === 0) return [];
+      return writeHeldVectors(db, {
+        rowids: held.map(({ row }) => row.rowid),
+        hashes: held.map(({ row }) => row.content_hash),
+        vectors: held.map(({ vector }) => vectorToBlob(vector)),
+      });
     });
     return { written: added.length, keys: new Set(added.map((row) => row.index_key)) };
+  },
+
+  async unchangedItems(db, items) {
+    if (items.length === 0) return new Set<number>();
+    const rows = (await db
+      .prepare('SELECT rowid, content_hash FROM memory_items WHERE rowid = ANY(@rowids::bigint[]) FOR SHARE SKIP LOCKED')
+      .all({ rowids: items.map((item) => item.rowid) })) as Array<{ rowid: number | string; content_hash: string }>;
+    return sameHashes(items, rows);
   },
 
   async serializeSaves(db, indexKey) {
@@ -108,4 +104,35 @@ async function stageMany(db: SqlClient, rows: readonly ItemRowValues[], now: num
        SELECT * FROM unnest(@rowids::bigint[], @indexKeys::text[]) ON CONFLICT DO NOTHING`,
     )
     .run({ rowids: inserted.map((row) => row.rowid), indexKeys: inserted.map((row) => row.index_key) });
+}
+
+/**
+ * The vectors of items held unchanged (see `unchangedItems`), in three statements: the old
+ * vectors go, the new ones come, the backlog rows are settled. The joins still check that each
+ * row is owed and of the same text. Returns the rows written.
+ */
+async function writeHeldVectors(
+  db: SqlClient,
+  batch: { rowids: number[]; hashes: string[]; vectors: Buffer[] },
+): Promise<Array<{ item_rowid: number; index_key: string }>> {
+  const current = `unnest(@rowids::bigint[], @hashes::text[], @vectors::bytea[]) AS batch (item_rowid, content_hash, vector)
+    JOIN memory_vector_backlog b ON b.item_rowid = batch.item_rowid
+    JOIN memory_items i ON i.rowid = batch.item_rowid AND i.content_hash = batch.content_hash`;
+  // The same rows, without the vectors: the DELETE need not carry half a megabyte of them.
+  const currentRows = `unnest(@rowids::bigint[], @hashes::text[]) AS batch (item_rowid, content_hash)
+    JOIN memory_vector_backlog b ON b.item_rowid = batch.item_rowid
+    JOIN memory_items i ON i.rowid = batch.item_rowid AND i.content_hash = batch.content_hash`;
+  await db
+    .prepare(`DELETE FROM memory_vectors WHERE item_rowid IN (SELECT batch.item_rowid FROM ${currentRows})`)
+    .run({ rowids: batch.rowids, hashes: batch.hashes });
+  const inserted = (await db
+    .prepare(
+      `INSERT INTO memory_vectors (item_rowid, index_key, vector)
+       SELECT batch.item_rowid, b.index_key, batch.vector FROM ${current} RETURNING item_rowid, index_key`,
+    )
+    .all(batch)) as Array<{ item_rowid: number; index_key: string }>;
+  if (inserted.length > 0) {
+    await db.prepare('DELETE FROM memory_vector_backlog WHERE item_rowid = ANY(@done::bigint[])').run({ done: inserted.map((row) => row.item_rowid) });
+  }
+  return inserted;
 }

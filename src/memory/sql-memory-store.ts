@@ -172,15 +172,17 @@ export class SqlMemoryStore implements MemoryStore {
     }
     this.context.assertOpen();
     const seen = await visibility(location, this.options.scope, this.options.views);
-    // Rows whose vector is still owed are compared exactly: accepted means searchable.
+    // Rows whose vector is still owed are compared exactly: accepted means searchable (a memory
+    // just rewritten too, in a search of memories alone).
     const memoriesOnly = query.kind === 'memory' || memoryType !== undefined;
-    const lagging = memoriesOnly || !queryVector ? [] : await this.backlog.scan(seen.keys, queryVector);
+    const only = memoriesOnly ? { kind: 'memory' as const, ...(memoryType ? { memoryType } : {}) } : {};
+    const lagging = queryVector ? await this.backlog.scan(seen.keys, queryVector, only) : undefined;
     this.context.assertOpen();
     return this.searcher.run({
       queryText: text,
       ...(queryVector ? { queryVector } : {}),
       visibility: seen,
-      extraVectorHits: lagging,
+      ...(lagging ? { extraVectorHits: lagging.hits, owedAmong: lagging.owedAmong } : {}),
       now: this.context.clock.now(),
       channelId: location.channelId,
       limit,

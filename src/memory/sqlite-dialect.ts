@@ -1,6 +1,6 @@
 import type { SqlClient } from '../storage/sql-client.js';
 import { vectorToBlob } from './embedder.js';
-import type { BacklogRow, MemoryDialect } from './dialect.js';
+import { sameHashes, type BacklogRow, type MemoryDialect } from './dialect.js';
 import { Fts5FullText } from './fts5-full-text.js';
 import { stageEach } from './item-writes.js';
 import { padded } from './item-rows.js';
@@ -57,6 +57,15 @@ export const sqliteMemoryDialect: MemoryDialect = {
       written = current.length;
     });
     return { written, keys };
+  },
+
+  async unchangedItems(db, items) {
+    if (items.length === 0) return new Set<number>();
+    const rowids = padded(items.map((item) => item.rowid));
+    const rows = (await db
+      .prepare(`SELECT rowid, content_hash FROM memory_items WHERE rowid IN (${rowids.map(() => '?').join(', ')})`)
+      .all(...rowids)) as Array<{ rowid: number; content_hash: string }>;
+    return sameHashes(items, rows);
   },
 
   async serializeSaves() {},

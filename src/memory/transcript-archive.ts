@@ -1,4 +1,4 @@
-import { hashContent, insertItem, insertVector, replaceVector, stageSteps, transcriptRow, transcriptSearchText, transcriptText } from './item-writes.js';
+import { hashContent, insertItem, insertVector, oweNewVector, stageSteps, transcriptRow, transcriptSearchText, transcriptText } from './item-writes.js';
 import type { ScriptStep } from '../storage/sql-client.js';
 import { channelKey } from './scope.js';
 import type { StoreContext } from './store-context.js';
@@ -84,32 +84,29 @@ export class TranscriptArchive {
     }
   }
 
-  /** A message edited in Discord: its archived text (and vector) change too. */
+  /**
+   * A message edited in Discord: its archived text changes and, in the same transaction, the
+   * vector of the old text goes and a new one is owed. From the commit on, a search meets only
+   * the new text (scanned exactly until the backlog has made its vector), and the old words find
+   * nothing; nor does an edit wait for the embedder, so words taken out leave at once.
+   */
   async update(channelId: string, messageId: string, content: string): Promise<void> {
-    const { db, embedder, indexes, clock, backlog } = this.context;
-    const row = (await db
-      .prepare(`SELECT rowid, author_name FROM memory_items WHERE channel_id = ? AND message_id = ? AND kind = 'transcript'`)
-      .get(channelId, messageId)) as { rowid: number; author_name: string | null } | undefined;
-    if (!row) return;
-    const text = transcriptText(row.author_name ?? '', content);
-    const rewrite = (): Promise<{ changes: number }> =>
-      db
+    const { db, clock, backlog } = this.context;
+    this.context.assertOpen();
+    const changed = await db.transaction(async () => {
+      const row = (await db
+        .prepare(`SELECT rowid, author_name, index_key FROM memory_items WHERE channel_id = ? AND message_id = ? AND kind = 'transcript'`)
+        .get(channelId, messageId)) as { rowid: number; author_name: string | null; index_key: string } | undefined;
+      if (!row) return false;
+      const text = transcriptText(row.author_name ?? '', content);
+      const info = await db
         .prepare(`UPDATE memory_items SET content = ?, content_hash = ?, fts_text = ?, updated_at = ? WHERE rowid = ?`)
         .run(text, hashContent(text), transcriptSearchText(row.author_name ?? '', content), clock.now(), row.rowid);
-    if (await db.prepare('SELECT 1 FROM memory_vector_backlog WHERE item_rowid = ?').get(row.rowid)) {
-      // Its vector is still owed: the backlog embeds whatever text the row holds when it gets there.
-      await rewrite();
-      db.afterCommit(() => backlog.schedule());
-      return;
-    }
-    const [vector] = await embedder.embed([text]);
-    this.context.assertOpen();
-    const indexKey = channelKey(channelId);
-    await db.transaction(async () => {
-      const info = await rewrite();
-      if (info.changes > 0) await replaceVector(db, row.rowid, indexKey, vector!);
+      if (info.changes === 0) return false;
+      await oweNewVector(db, row.rowid, row.index_key);
+      return true;
     });
-    indexes.noteInserted(indexKey);
+    if (changed) db.afterCommit(() => backlog.schedule());
   }
 
   /** Messages deleted in Discord leave the archive and every index. */

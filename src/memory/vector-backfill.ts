@@ -20,24 +20,27 @@ export class VectorBackfill {
    * rejects when the embedder still fails.
    */
   async run(limit = 256): Promise<number> {
-    const { db, embedder, indexes } = this.context;
+    const { db, dialect, embedder, indexes } = this.context;
     const rows = (await db
       .prepare(
-        `SELECT i.rowid, i.index_key, i.content FROM memory_items i
+        `SELECT i.rowid, i.index_key, i.content, i.content_hash FROM memory_items i
           WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.item_rowid = i.rowid) ORDER BY i.rowid LIMIT ?`,
       )
-      .all(limit)) as Array<{ rowid: number; index_key: string; content: string }>;
+      .all(limit)) as Array<{ rowid: number; index_key: string; content: string; content_hash: string }>;
     if (rows.length === 0) return 0;
     const vectors = await embedder.embed(rows.map((row) => row.content));
     this.context.assertOpen();
     const keys = new Set<string>();
-    const exists = db.prepare('SELECT 1 FROM memory_items WHERE rowid = ? AND content = ?');
     const insert = db.prepare('INSERT OR IGNORE INTO memory_vectors (item_rowid, index_key, vector) VALUES (?, ?, ?)');
     const settle = db.prepare('DELETE FROM memory_vector_backlog WHERE item_rowid = ?');
     await db.transaction(async () => {
+      // Deleted or edited meanwhile, or being so now: an edit owes its vector anew, a deletion needs none.
+      const unchanged = await dialect.unchangedItems(
+        db,
+        rows.map((row) => ({ rowid: row.rowid, contentHash: row.content_hash })),
+      );
       for (const [position, row] of rows.entries()) {
-        // Deleted or edited meanwhile: the edit brought its own vector, a deletion needs none.
-        if (!(await exists.get(row.rowid, row.content))) continue;
+        if (!unchanged.has(row.rowid)) continue;
         await insert.run(row.rowid, row.index_key, vectorToBlob(vectors[position]!));
         // Owed by the ingest backlog too: settled now.
         await settle.run(row.rowid);

@@ -4,6 +4,8 @@ import type { SqlClient } from '../storage/sql-client.js';
 import type { BacklogRow, MemoryDialect } from './dialect.js';
 import { dot, type Embedder } from './embedder.js';
 import type { VectorIndexManager } from './index-manager.js';
+import { padded } from './item-rows.js';
+import type { MemoryType } from './types.js';
 import type { VectorHit } from './vector-index.js';
 
 export interface VectorBacklogOptions {
@@ -21,6 +23,17 @@ export interface VectorBacklogOptions {
   maxScan?: number;
   /** How long new rows wait for company before a drain starts (default 10 ms). */
   delayMs?: number;
+}
+
+/** What a search learns from the backlog under the keys it can see. */
+export interface BacklogScan {
+  /** The exact similarity to the query of each owed row scanned (the newest `maxScan` under each key). */
+  hits: VectorHit[];
+  /**
+   * Of these labels, those whose vector is owed. Whatever a vector index still holds for them was
+   * made from an older text (the item was edited since), so only `hits` speaks for them.
+   */
+  owedAmong(labels: readonly number[]): Promise<ReadonlySet<number>>;
 }
 
 /** Vectors made at search time that are kept (a few times the rows one search embeds). */
@@ -96,21 +109,42 @@ export class VectorBacklog {
   }
 
   /**
-   * Exact similarity of the newest backlog rows under `keys` to the query (embedding them now).
-   * Empty when the backlog is empty, the usual case, at the cost of one indexed lookup per key.
+   * Exact similarity of the newest backlog rows under `keys` to the query (embedding them now),
+   * and which rows are owed. Empty when the backlog is empty, the usual case, at the cost of one
+   * indexed lookup per key.
    */
-  async scan(keys: readonly string[], queryVector: Float32Array): Promise<VectorHit[]> {
+  async scan(keys: readonly string[], queryVector: Float32Array, filter: { kind?: 'memory'; memoryType?: MemoryType } = {}): Promise<BacklogScan> {
     const rows: Array<{ label: number; content: string; content_hash: string }> = [];
+    // A search of memories alone scans owed memories alone (of the type it asks for).
+    const kindSql = `${filter.kind ? ` AND i.kind = 'memory'` : ''}${filter.memoryType ? ' AND i.memory_type = ?' : ''}`;
+    const kindParams = filter.memoryType ? [filter.memoryType] : [];
+    // Every owed row under the keys was read when no key filled its scan.
+    let whole = true;
     for (const key of keys) {
-      rows.push(
-        ...((await this.options.db
-          .prepare(
-            `SELECT b.item_rowid AS label, i.content, i.content_hash FROM memory_vector_backlog b JOIN memory_items i ON i.rowid = b.item_rowid
-             WHERE b.index_key = ? ORDER BY b.item_rowid DESC LIMIT ?`,
-          )
-          .all(key, this.maxScan)) as Array<{ label: number; content: string; content_hash: string }>),
-      );
+      const owed = (await this.options.db
+        .prepare(
+          `SELECT b.item_rowid AS label, i.content, i.content_hash FROM memory_vector_backlog b JOIN memory_items i ON i.rowid = b.item_rowid
+           WHERE b.index_key = ?${kindSql} ORDER BY b.item_rowid DESC LIMIT ?`,
+        )
+        .all(key, ...kindParams, this.maxScan)) as Array<{ label: number; content: string; content_hash: string }>;
+      if (owed.length >= this.maxScan) whole = false;
+      rows.push(...owed);
     }
+    const scanned = new Set(rows.map((row) => row.label));
+    const owedAmong = async (labels: readonly number[]): Promise<ReadonlySet<number>> => {
+      const known = labels.filter((label) => scanned.has(label));
+      if (whole || labels.length === 0) return new Set(known);
+      const list = padded(labels);
+      const more = (await this.options.db
+        .prepare(`SELECT item_rowid AS label FROM memory_vector_backlog WHERE item_rowid IN (${list.map(() => '?').join(', ')})`)
+        .all(...list)) as Array<{ label: number }>;
+      return new Set([...known, ...more.map((row) => Number(row.label))]);
+    };
+    return { hits: await this.similarities(rows, queryVector), owedAmong };
+  }
+
+  /** The rows' exact similarities to the query: each embedded once while its text stays the same. */
+  private async similarities(rows: ReadonlyArray<{ label: number; content: string; content_hash: string }>, queryVector: Float32Array): Promise<VectorHit[]> {
     if (rows.length === 0) return [];
     // Successive searches see mostly the same backlog rows: each is embedded once, not per search.
     const missing = rows.filter((row) => this.scanned.get(row.label)?.hash !== row.content_hash);
