@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { DELETED_NOTE, EDITED_NOTE } from '../src/privacy/redact.js';
 import { chunkMessage } from '../src/discord/chunk-message.js';
+import type { FakeReply } from './fakes/fake-anthropic.js';
 import { ALICE, BOB, BURST, GENERAL, LONG, QUIET, isAgentRequest, startTestBot, waitUntil, type TestBot } from './discord-helpers.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -16,6 +17,34 @@ function pieces(text: string, size: number): string[] {
   const result: string[] = [];
   for (let at = 0; at < text.length; at += size) result.push(text.slice(at, at + size));
   return result;
+}
+
+/** Every tool call of a request's messages is answered at the start of the next message, by id. */
+function assertPaired(messages: Array<{ role: string; content: unknown }>): void {
+  messages.forEach((message, index) => {
+    if (message.role !== 'assistant' || typeof message.content === 'string') return;
+    const calls = (message.content as Array<{ type: string; id?: string }>).filter((block) => block.type === 'tool_use').map((block) => block.id);
+    if (calls.length === 0) return;
+    const next = messages[index + 1];
+    assert.equal(next?.role, 'user', 'tool calls are followed by a user message');
+    const results = (next!.content as Array<{ type: string; tool_use_id?: string }>).slice(0, calls.length).map((block) => block.type === 'tool_result' && block.tool_use_id);
+    assert.deepEqual(results, calls, 'each call is answered first, by its id');
+  });
+}
+
+/** A reply the fake sends only once `release` is called (while it waits, the test changes the channel). */
+function heldReply(reply: FakeReply): { reply: FakeReply; release: () => void } {
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  return {
+    reply: async () => {
+      await held;
+      return reply;
+    },
+    release,
+  };
 }
 
 describe('a message deleted or edited while the bot answers it leaves the answer', () => {
@@ -162,5 +191,101 @@ describe('a message deleted or edited while the bot answers it leaves the answer
     assert.deepEqual(parts, chunkMessage(answer.replaceAll(old, EDITED_NOTE)));
     await storeLacks(LONG, 'ORCHID');
     await nextRequestLacks(LONG, 'ORCHID');
+  });
+
+  /** The agent requests the model received since `since`. */
+  function agentRequests(since: number): Array<{ body: any }> {
+    return bot.model.requests.slice(since).filter((request) => isAgentRequest(request.body));
+  }
+
+  /** Resolves once `count` more events of `type` were logged for the channel. */
+  async function eventsSeen(channelId: string, type: string, before: number): Promise<void> {
+    await waitUntil(() => bot.events.filter((event) => event.channel_id === channelId && event.type === type).length > before, `${type} in the channel`, 10_000);
+  }
+
+  function eventCount(channelId: string, type: string): number {
+    return bot.events.filter((event) => event.channel_id === channelId && event.type === type).length;
+  }
+
+  test('a delete while a tool call is handled: the next request of the same turn carries none of it', async () => {
+    const secret = 'the gate code for the orchard is 5512-PLOVER-NINE';
+    const first = heldReply({ text: `You said: ${secret}. Let me look that up.`, toolUse: [{ name: 'memory_search', input: { query: secret } }] });
+    bot.model.enqueue(first.reply, { text: 'Looked it up.' });
+    const since = bot.model.requests.length;
+    const done = turnDone(BURST);
+    const id = bot.discord.sendMessage({ channelId: BURST, authorId: ALICE, content: secret, mentionsBot: true });
+    await waitUntil(() => agentRequests(since).some((request) => JSON.stringify(request.body).includes('PLOVER')), 'the model to be asked');
+    const deletes = eventCount(BURST, 'deletion_propagated');
+    bot.discord.deleteMessage({ channelId: BURST, messageId: id });
+    await eventsSeen(BURST, 'deletion_propagated', deletes);
+    first.release();
+    await done;
+
+    const requests = agentRequests(since);
+    assert.equal(requests.length, 2, 'the turn asked the model twice');
+    const followUp = JSON.stringify(requests[1]!.body);
+    assert.ok(!followUp.includes('PLOVER'), 'the follow-up request holds no copy of the deleted message');
+    assert.ok(followUp.includes(DELETED_NOTE), 'the message and its quotes are marked deleted');
+    assertPaired(requests[1]!.body.messages);
+    await storeLacks(BURST, 'PLOVER');
+  });
+
+  test('a delete of an earlier message a search result quoted: the next request of the turn carries none of it', async () => {
+    const secret = 'the spare key sits under the third flowerpot, tag 8840-HERON-LIMA';
+    bot.discord.sendMessage({ channelId: QUIET, authorId: ALICE, content: secret });
+    await waitUntil(
+      async () => (await bot.app.memory.search({ location: { channelId: QUIET }, query: 'HERON', limit: 5 })).some((hit) => hit.content.includes('HERON')),
+      'the message to be searchable',
+      10_000,
+    );
+    const id = (await bot.app.runtime.liveContext(QUIET)).entries.find((entry) => entry.content.includes('HERON'))!.messageId;
+    const second = heldReply({ text: `Found it: ${secret}. One more look.`, toolUse: [{ name: 'memory_search', input: { query: secret } }] });
+    bot.model.enqueue({ toolUse: [{ name: 'memory_search', input: { query: 'spare key tag' } }] }, second.reply, { text: 'That is all I know.' });
+    const since = bot.model.requests.length;
+    const done = turnDone(QUIET);
+    bot.discord.sendMessage({ channelId: QUIET, authorId: BOB, content: 'where is the spare key?', mentionsBot: true, replyToMessageId: id });
+    await waitUntil(() => agentRequests(since).length >= 2, 'the request after the search');
+    assert.ok(JSON.stringify(agentRequests(since)[0]!.body).includes('(replying to Alice: \\"the spare key sits'), 'precondition: the question quotes the message it replies to');
+    const results = (agentRequests(since)[1]!.body.messages as Array<{ content: unknown }>).at(-1)!.content;
+    assert.ok(JSON.stringify(results).includes('HERON'), 'precondition: the search result quoted the message');
+    const deletes = eventCount(QUIET, 'deletion_propagated');
+    bot.discord.deleteMessage({ channelId: QUIET, messageId: id });
+    await eventsSeen(QUIET, 'deletion_propagated', deletes);
+    second.release();
+    await done;
+
+    const requests = agentRequests(since);
+    assert.equal(requests.length, 3, 'the turn asked the model three times');
+    const followUp = JSON.stringify(requests[2]!.body);
+    assert.ok(!followUp.includes('HERON'), 'no copy in the message, the search result, the tool call or the words before it');
+    assert.ok(followUp.includes(DELETED_NOTE));
+    assert.ok(followUp.includes('where is the spare key?'), 'the question itself stays');
+    assert.ok(followUp.includes('(replying to Alice: a message that is no longer available)'), 'the reply no longer quotes it');
+    assertPaired(requests[2]!.body.messages);
+    await storeLacks(QUIET, 'HERON');
+    await nextRequestLacks(QUIET, 'HERON');
+  });
+
+  test('an edit while a tool call is handled: the next request of the same turn reads the new text', async () => {
+    const old = 'please book the table for six at LANTERN-HALL tonight';
+    const first = heldReply({ text: `Booking: ${old}.`, toolUse: [{ name: 'memory_search', input: { query: old } }] });
+    bot.model.enqueue(first.reply, { text: 'Booked.' });
+    const since = bot.model.requests.length;
+    const done = turnDone(GENERAL);
+    const id = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: old, mentionsBot: true });
+    await waitUntil(() => agentRequests(since).some((request) => JSON.stringify(request.body).includes('LANTERN')), 'the model to be asked');
+    const edits = eventCount(GENERAL, 'message_edited');
+    bot.discord.editMessage({ messageId: id, content: 'actually make it the BRASS-KETTLE at eight' });
+    await eventsSeen(GENERAL, 'message_edited', edits);
+    first.release();
+    await done;
+
+    const requests = agentRequests(since);
+    assert.equal(requests.length, 2, 'the turn asked the model twice');
+    const followUp = JSON.stringify(requests[1]!.body);
+    assert.ok(!followUp.includes('LANTERN'), 'the follow-up request holds no copy of the earlier text');
+    assert.ok(followUp.includes('actually make it the BRASS-KETTLE at eight'), 'it reads the new text');
+    assert.ok(followUp.includes(EDITED_NOTE), 'the quotes of the earlier text are marked');
+    assertPaired(requests[1]!.body.messages);
   });
 });

@@ -3,7 +3,7 @@ import { after, before, beforeEach, describe, it } from 'node:test';
 import type { LlmSettings } from '../src/config/types.js';
 import { ANSWER_NOW, createAnthropicModel, DROPPED_RESULT, ModelError, runToolLoop, type ChatModel } from '../src/llm/index.js';
 import type { ModelMessage } from '../src/llm/chat-model.js';
-import { estimateMessageTokens } from '../src/context/token-estimate.js';
+import { estimateMessageTokens, estimateToolBlockTokens } from '../src/context/token-estimate.js';
 import type { ToolContext, ToolHandler } from '../src/llm/tool.js';
 import { startFakeAnthropic, type FakeAnthropic } from './fakes/fake-anthropic.js';
 import { DEFAULTS } from '../src/config/defaults.js';
@@ -403,5 +403,104 @@ describe('runToolLoop with the real SDK against the fake', () => {
     assert.equal(results[0].content, saved, 'the save is not reported as failed');
     assert.equal(results[0].is_error, undefined);
     assert.ok(JSON.parse(results[1].content).length < items.length + 1);
+  });
+
+  /** Replaces `from` by `to` in every message that holds it (new objects for those), once `active()`. */
+  function replacing(from: string, to: string, active: () => boolean): (messages: readonly ModelMessage[]) => ModelMessage[] | undefined {
+    return (messages) => {
+      if (!active() || !messages.some((message) => JSON.stringify(message).includes(from))) return undefined;
+      return messages.map((message) => (JSON.stringify(message).includes(from) ? (JSON.parse(JSON.stringify(message).replaceAll(from, to)) as ModelMessage) : message));
+    };
+  }
+
+  it('sends each request as beforeRequest has it, keeps the replacements, and its estimate follows them', async () => {
+    let changed = false;
+    const note: ToolHandler = {
+      definition: { name: 'note', description: 'Writes a note.', input_schema: { type: 'object' } },
+      run: () => {
+        // The change arrives while the tool call is handled.
+        changed = true;
+        return { content: 'noted 1234-SECRET', isError: false };
+      },
+    };
+    fake.enqueue({ text: 'You said 1234-SECRET.', toolUse: [{ name: 'note', input: { text: '1234-SECRET' }, id: 'tu_1' }] }, { text: 'Done.' });
+    const original: ModelMessage = { role: 'user', content: [{ type: 'text', text: 'Ana: my code is 1234-SECRET' }] };
+    const replacement = 'a much longer text standing where the code was, longer than the code';
+    const estimates: Array<{ estimatedTokens: number; toolTokens: number }> = [];
+    const budget = { startTokens: 50, maxTokens: 100_000, estimate: estimateMessageTokens, toolEstimate: estimateToolBlockTokens };
+    const result = await runToolLoop({
+      model,
+      system: 'sys',
+      messages: [original],
+      tools: [note],
+      context: CONTEXT,
+      maxSteps: 3,
+      maxTokens: 100,
+      budget,
+      beforeRequest: replacing('1234-SECRET', replacement, () => changed),
+      onRequest: ({ estimatedTokens, toolTokens }) => estimates.push({ estimatedTokens, toolTokens }),
+    });
+    assert.equal(result.text, 'Done.');
+    assert.ok(JSON.stringify(fake.requests[0]!.body.messages).includes('1234-SECRET'), 'the first request was sent before the change');
+    const second = JSON.stringify(fake.requests[1]!.body.messages);
+    assert.ok(!second.includes('1234-SECRET'), 'the second request carries none of the old text');
+    assert.ok(second.includes(replacement));
+    assert.deepEqual(fake.requests[1]!.body.messages[1].content[1], { type: 'tool_use', id: 'tu_1', name: 'note', input: { text: replacement } });
+    assert.equal(fake.requests[1]!.body.messages[2].content[0].tool_use_id, 'tu_1');
+    assert.ok(!JSON.stringify(result.newMessages).includes('1234-SECRET'), 'what the loop returns is what it sent');
+    assert.equal((original.content as Array<{ text: string }>)[0]!.text, 'Ana: my code is 1234-SECRET', 'the caller\'s messages are not modified');
+
+    const base = JSON.parse(JSON.stringify(original).replaceAll('1234-SECRET', replacement)) as ModelMessage;
+    const added = result.newMessages.slice(0, 2);
+    const sum = (estimate: (message: ModelMessage) => number): number => added.reduce((total, message) => total + estimate(message), 0);
+    assert.deepEqual(estimates[1], {
+      estimatedTokens: budget.startTokens + estimateMessageTokens(base) - estimateMessageTokens(original) + sum(estimateMessageTokens),
+      toolTokens: sum(estimateToolBlockTokens),
+    });
+  });
+
+  it('ends tool use when beforeRequest grows a request past its budget', async () => {
+    let changed = false;
+    const note: ToolHandler = {
+      definition: { name: 'note', description: 'Writes a note.', input_schema: { type: 'object' } },
+      run: () => {
+        changed = true;
+        return { content: 'ok', isError: false };
+      },
+    };
+    fake.enqueue({ toolUse: [{ name: 'note', input: {}, id: 'tu_1' }] }, { text: 'Answered.' });
+    const result = await runToolLoop({
+      model,
+      system: 'sys',
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'Ana: short' }] }],
+      tools: [note],
+      context: CONTEXT,
+      maxSteps: 4,
+      maxTokens: 100,
+      budget: { startTokens: 50, maxTokens: 400, estimate: estimateMessageTokens },
+      beforeRequest: replacing('Ana: short', `Ana: ${'a long edit '.repeat(200)}`, () => changed),
+    });
+    assert.equal(result.text, 'Answered.');
+    const second = fake.requests[1]!.body;
+    assert.deepEqual(second.tool_choice, { type: 'none' }, 'no more tools once the request is over its budget');
+    assert.ok(JSON.stringify(second.messages).includes(ANSWER_NOW));
+  });
+
+  it('refuses a beforeRequest that adds or removes messages', async () => {
+    fake.enqueue({ text: 'unused' });
+    await assert.rejects(
+      runToolLoop({
+        model,
+        system: 'sys',
+        messages: [{ role: 'user', content: 'hi' }],
+        tools: [],
+        context: CONTEXT,
+        maxSteps: 1,
+        maxTokens: 100,
+        beforeRequest: () => [],
+      }),
+      TypeError,
+    );
+    assert.equal(fake.requests.length, 0, 'nothing was sent');
   });
 });

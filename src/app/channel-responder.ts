@@ -281,6 +281,8 @@ export class ChannelResponder {
             return id;
           },
           signal: this.abort.signal,
+          // What the model is sent follows the changes whatever is shown (`edit_own_replies`).
+          ...(watch ? { watch } : {}),
           ...(stream
             ? {
                 stream: {

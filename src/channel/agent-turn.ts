@@ -9,13 +9,17 @@ import { isCapped, shownLength } from './oversized-message.js';
 import { estimateMessageTokens, estimateTokens, estimateToolBlockTokens } from '../context/token-estimate.js';
 import type { RequestEstimate, TurnEntryInput } from './runtime.js';
 import type { HistoryEntry } from '../context/types.js';
+import type { BlockSources } from './model-request.js';
+import type { TurnWatch } from './turn-watches.js';
+import { followChanges } from './turn-requests.js';
 
 /** One entry the agent adds to the turn it answers. */
 export type AgentEntry = TurnEntryInput;
 
 /** The part of the channel runtime a turn needs (`ChannelRuntime` satisfies it). */
 export interface AgentRuntime {
-  buildModelRequest(channelId: string, options: { tools: ToolDefinition[]; maxTokens: number }): Promise<ModelRequest>;
+  /** With `sources`, which entry each block of the request's messages stands for. */
+  buildModelRequest(channelId: string, options: { tools: ToolDefinition[]; maxTokens: number; sources?: BlockSources }): Promise<ModelRequest>;
   appendToTurn(channelId: string, entries: AgentEntry[], turnId: number): Promise<HistoryEntry[]>;
   liveContext(channelId: string): Promise<{ entries: HistoryEntry[] }>;
   /** The estimate of the request `buildModelRequest` builds, its calibration and window (keeps tool loops inside it). */
@@ -58,6 +62,12 @@ export interface AgentTurnOptions {
    */
   deliver?: (reply: string) => Promise<string | undefined>;
   signal?: AbortSignal;
+  /**
+   * The deletes and edits reaching the channel while the turn runs: each request of its tool
+   * loop carries the messages as they read now (see `followChanges`), not as they read when the
+   * turn began.
+   */
+  watch?: Pick<TurnWatch, 'changes' | 'redact'>;
   /**
    * Shows the answer while it is generated. With it, what people see is everything the model
    * wrote in the turn, the words it wrote before a tool call included (they were on screen
@@ -110,8 +120,16 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
   let failedEstimate = 0;
   // The tool calls and results the loop has added by the request being built or answered.
   let addedTools = 0;
+  // The loop's messages as the model wrote them, by what replaced them when a change came
+  // (`watch`): what is shown is the display's to redact (`edit_own_replies`), not the request's.
+  const written = new Map<ModelMessage, ModelMessage>();
   const attempt = async (): Promise<{ request: ModelRequest; result: ToolLoopResult }> => {
-    const request = await runtime.buildModelRequest(channelId, { tools: definitions, maxTokens: settings.maxResponseTokens });
+    const sources: BlockSources = new Map();
+    const request = await runtime.buildModelRequest(channelId, {
+      tools: definitions,
+      maxTokens: settings.maxResponseTokens,
+      ...(options.watch ? { sources } : {}),
+    });
     const estimate = await runtime.requestEstimate?.(channelId);
     // The calibration as it is now: responses earlier in the loop may have moved it.
     addedTools = 0;
@@ -138,6 +156,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
       purpose: 'channel',
       ...(options.signal ? { signal: options.signal } : {}),
       ...(options.stream ? streamHooks(options.stream) : {}),
+      ...(options.watch ? { beforeRequest: remembering(followChanges(options.watch, sources), written) } : {}),
       ...(estimate
         ? {
             // The Compactor's own line: an estimate is an estimate, the window's edge is not where to aim.
@@ -188,7 +207,9 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
   const asked = live.findLast((entry) => entry.turnId === turnId && entry.role === 'user' && entry.kind === 'message');
   if (asked && isCapped(asked)) reply = `${truncatedNotice(shownLength(asked), asked.content.length)}\n\n${reply}`;
   const workEntries = entriesOf(result.newMessages, self);
-  const shown = options.stream ? shownText([...notesOf(workEntries), reply]) : reply;
+  const shown = options.stream
+    ? shownText([...notesOf(entriesOf(result.newMessages.map((message) => written.get(message) ?? message), self)), reply])
+    : reply;
   const replyMessageId = (await options.deliver?.(shown)) ?? `magpie-reply-${randomUUID()}`;
   await runtime.appendToTurn(
     channelId,
@@ -202,6 +223,21 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
   const reported = budgetTokens(result.usage, settings.budgetUnit);
   const estimated = estimateTokens(request.system) + estimateTokens(JSON.stringify(request.messages)) + estimateTokens(reply);
   return { reply, usage: result.usage, steps: result.steps, stopReason: result.stopReason, spentTokens: reported > 0 ? reported : estimated };
+}
+
+/** `update`, noting what each message it replaces was first (in `written`). */
+function remembering(
+  update: (messages: readonly ModelMessage[]) => readonly ModelMessage[] | undefined,
+  written: Map<ModelMessage, ModelMessage>,
+): (messages: readonly ModelMessage[]) => readonly ModelMessage[] | undefined {
+  return (messages) => {
+    const updated = update(messages);
+    updated?.forEach((message, index) => {
+      const before = messages[index]!;
+      if (message !== before) written.set(message, written.get(before) ?? before);
+    });
+    return updated;
+  };
 }
 
 /** Texts of the steps, as one message: blank ones left out, a blank line between the others. */

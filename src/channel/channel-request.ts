@@ -4,7 +4,7 @@ import { resolveReplyReferences } from '../privacy/reply-reference.js';
 import type { ChannelState } from '../context/channel-state.js';
 import type { EntryExtras } from './entry-extras.js';
 import type { HistoryStore } from './history-store.js';
-import { buildRequest } from './model-request.js';
+import { buildRequest, type BlockSources } from './model-request.js';
 import type { HistoryEntry } from '../context/types.js';
 
 /**
@@ -19,6 +19,8 @@ export async function channelRequest(input: {
   extras: EntryExtras;
   tools: ToolDefinition[];
   maxTokens: number;
+  /** Filled with the entry each block stands for (see `buildMessages`). */
+  sources?: BlockSources;
 }): Promise<ModelRequest> {
   const { state, settings } = input;
   const channelId = state.channelId;
@@ -36,6 +38,7 @@ export async function channelRequest(input: {
     tools: input.tools,
     maxTokens: input.maxTokens,
     ...(decorate ? { decorate } : {}),
+    ...(input.sources ? { sources: input.sources } : {}),
   });
 }
 

@@ -94,7 +94,7 @@ export class MessageChanges {
       if (index >= 0) state.replaceEntry(index, edited);
       state.replaceMarkerEntry(edited);
       // A turn answering the old text now leaves it out of what it posts and records.
-      if (row.kind === 'message') late = this.turns.changed(channelId, [removedOf(row)], 'edit');
+      if (row.kind === 'message') late = this.turns.changed(channelId, [removedOf(row)], 'edit', [edited]);
       return row;
     });
     if (!row) return false;

@@ -35,12 +35,25 @@ export function systemBreaksOf(systemPrompt: string, summaries: readonly Summary
   return breaks;
 }
 
+/** Which history entry a block of a built request stands for (see `buildMessages`). */
+export interface BlockSource {
+  /** The entry, as the request shows it (reply references resolved). */
+  entry: HistoryEntry;
+  /** The entry's own text or tool block; false for what travels with it (reply context, files). */
+  own: boolean;
+}
+
+/** Filled by `buildMessages`: each block of the messages it built, by identity, with its entry. */
+export type BlockSources = Map<ContentBlock, BlockSource>;
+
 /**
  * Turns live history into alternating user/assistant messages. Consecutive entries of one role
  * merge into one message; people's messages carry their speaker, tool calls and results go
- * back as the blocks they were (their content is the block's JSON, see `appendToTurn`).
+ * back as the blocks they were (their content is the block's JSON, see `appendToTurn`). With
+ * `sources`, records which entry each block stands for (a turn brings them up to date when a
+ * message changes while it runs).
  */
-export function buildMessages(entries: readonly HistoryEntry[], decorate?: EntryDecorator): ModelMessage[] {
+export function buildMessages(entries: readonly HistoryEntry[], decorate?: EntryDecorator, sources?: BlockSources): ModelMessage[] {
   const messages: ModelMessage[] = [];
   let role: 'user' | 'assistant' | undefined;
   let blocks: ContentBlock[] = [];
@@ -61,8 +74,9 @@ export function buildMessages(entries: readonly HistoryEntry[], decorate?: Entry
       blocks = [];
     }
     const block = toBlock(entry);
-    if (decorate) blocks.push(...decorate(entry, block));
-    else blocks.push(block);
+    const decorated = decorate ? decorate(entry, block) : [block];
+    blocks.push(...decorated);
+    for (const each of decorated) sources?.set(each, { entry, own: each === block });
   }
   flush();
   pairToolBlocks(messages);
@@ -133,10 +147,12 @@ export function buildRequest(options: {
   tools: ToolDefinition[];
   maxTokens: number;
   decorate?: EntryDecorator;
+  /** See `buildMessages`. */
+  sources?: BlockSources;
 }): ModelRequest {
   const request: ModelRequest = {
     system: buildSystemPrompt(options.systemPrompt, options.summaries),
-    messages: buildMessages(options.entries, options.decorate),
+    messages: buildMessages(options.entries, options.decorate, options.sources),
     maxTokens: options.maxTokens,
   };
   const systemBreaks = systemBreaksOf(options.systemPrompt, options.summaries);
@@ -160,7 +176,8 @@ function toBlock(entry: HistoryEntry): ContentBlock {
   return textBlock(entry);
 }
 
-function textBlock(entry: HistoryEntry): TextBlock {
+/** The text block a message entry is sent as. */
+export function textBlock(entry: HistoryEntry): TextBlock {
   // The API refuses blank text blocks.
   const content = entry.content.trim() === '' ? '(empty message)' : requestContent(entry);
   // The bot's own words go back unlabelled; people are named so the model knows who spoke.

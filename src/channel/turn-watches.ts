@@ -1,5 +1,6 @@
 import { redactQuotes, type QuoteIndex } from '../privacy/quoted-spans.js';
 import type { RedactionTarget } from '../privacy/redact.js';
+import type { HistoryEntry } from '../context/types.js';
 import { ownReplyQuotes, removalTarget, type RemovedMessage } from './privacy-propagator.js';
 
 /** One of the bot's own replies lost the quote of a deleted or edited message. */
@@ -13,7 +14,10 @@ export interface RedactedReply {
 
 /** A delete or an edit of a message that reached its channel while a turn there was running. */
 export interface LateChange {
+  mode: 'delete' | 'edit';
   removed: readonly RemovedMessage[];
+  /** For an edit: the messages as history holds them now (their new text). */
+  edited: readonly HistoryEntry[];
   /** What a reply loses: stretches quoting the old text (undefined when none is long enough to quote). */
   quotes: QuoteIndex | undefined;
   /**
@@ -31,6 +35,8 @@ export interface LateChange {
 export interface TurnWatch {
   /** `text` without the quotes of every change so far, as a stored reply loses them. */
   redact(text: string): string;
+  /** Every change so far, in the order they came. */
+  changes(): readonly LateChange[];
   /** Called after each change (what `redact` returns may differ). */
   onChange(listener: () => void): void;
   /**
@@ -88,10 +94,10 @@ export class TurnWatches {
    * turn running there follows. Called before the change's propagation is queued; returns the
    * record whose target the propagation completes (undefined when no turn runs).
    */
-  changed(channelId: string, removed: readonly RemovedMessage[], mode: 'delete' | 'edit'): LateChange | undefined {
+  changed(channelId: string, removed: readonly RemovedMessage[], mode: 'delete' | 'edit', edited: readonly HistoryEntry[] = []): LateChange | undefined {
     const watches = this.open.get(channelId);
     if (!watches || removed.length === 0) return undefined;
-    const change: LateChange = { removed, quotes: ownReplyQuotes(removed), target: removalTarget(removed, mode) };
+    const change: LateChange = { mode, removed, edited, quotes: ownReplyQuotes(removed), target: removalTarget(removed, mode) };
     for (const watch of watches) watch.add(change);
     return change;
   }
@@ -104,7 +110,7 @@ export class TurnWatches {
 }
 
 class ChannelTurnWatch implements TurnWatch {
-  private readonly changes: LateChange[] = [];
+  private readonly seen: LateChange[] = [];
   private readonly listeners: Array<() => void> = [];
   private readonly claimed = new Set<string>();
   /** A reply posted whole, which `close` edits: what was posted, and what it reads now. */
@@ -121,7 +127,7 @@ class ChannelTurnWatch implements TurnWatch {
   ) {}
 
   add(change: LateChange): void {
-    this.changes.push(change);
+    this.seen.push(change);
     for (const listener of this.listeners) {
       try {
         listener();
@@ -136,8 +142,12 @@ class ChannelTurnWatch implements TurnWatch {
   }
 
   redact(text: string): string {
-    for (const change of this.changes) if (change.quotes) text = redactQuotes(text, change.quotes, change.target.note);
+    for (const change of this.seen) if (change.quotes) text = redactQuotes(text, change.quotes, change.target.note);
     return text;
+  }
+
+  changes(): readonly LateChange[] {
+    return this.seen;
   }
 
   onChange(listener: () => void): void {
@@ -151,15 +161,15 @@ class ChannelTurnWatch implements TurnWatch {
 
   async settle(): Promise<void> {
     // Taken now: a change that comes later is queued behind this and finds the turn's rows itself.
-    const late = this.changes.slice(this.settledCount);
-    this.settledCount = this.changes.length;
+    const late = this.seen.slice(this.settledCount);
+    this.settledCount = this.seen.length;
     if (late.length > 0 && (await this.host.redactLate(this.channelId, late))) this.redactedHistory = true;
   }
 
   async close(show?: () => Promise<void>): Promise<void> {
     try {
-      while (this.shownCount < this.changes.length) {
-        this.shownCount = this.changes.length;
+      while (this.shownCount < this.seen.length) {
+        this.shownCount = this.seen.length;
         const reply = this.reply;
         if (reply) {
           const after = this.redact(reply.text);

@@ -69,6 +69,15 @@ export interface ToolLoopOptions {
   onRequest?: (request: LoopRequestEstimate) => void;
   /** Called after every model response with the estimate of the request it answered (calibration). */
   onResponse?: (response: ModelResponse, request: LoopRequestEstimate) => void;
+  /**
+   * Called before every model call with the messages about to be sent (the conversation and what
+   * the loop added): returns them as they must be sent now, or undefined when none changed. The
+   * result has the same messages in the same order, each either the same object or a replacement
+   * of the same role whose tool calls and results keep their ids (text may change, blocks other
+   * than tool blocks may go). A replacement stands for the rest of the loop, in `newMessages` and
+   * `progress` too, and the budget's estimate follows it (see `ToolLoopBudget.estimate`).
+   */
+  beforeRequest?: (messages: readonly ModelMessage[]) => readonly ModelMessage[] | undefined;
 }
 
 /** A request of the loop, as its budget estimated it. */
@@ -124,8 +133,31 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
     toolTokens += toolPart(message);
   };
 
+  // The messages as the caller wants them sent now; the estimate follows what grew or shrank.
+  const update = (): void => {
+    const updated = options.beforeRequest?.(conversation);
+    if (!updated) return;
+    if (updated.length !== conversation.length) throw new TypeError(`beforeRequest returned ${updated.length} messages for ${conversation.length}`);
+    updated.forEach((message, index) => {
+      const before = conversation[index]!;
+      if (message === before) return;
+      if (message.role !== before.role) throw new TypeError(`beforeRequest changed the role of message ${index}`);
+      if (budget) estimatedTokens += budget.estimate(message) - budget.estimate(before);
+      conversation[index] = message;
+      const added = newMessages.indexOf(before);
+      if (added >= 0) {
+        newMessages[added] = message;
+        // `toolTokens` counts what the loop appended; the caller's messages are in `startTokens`.
+        toolTokens += toolPart(message) - toolPart(before);
+      }
+      const kept = options.progress?.indexOf(before) ?? -1;
+      if (kept >= 0) options.progress![kept] = message;
+    });
+  };
+
   for (let step = 1; ; step += 1) {
     if (signal?.aborted) throw abortedModelError(signal);
+    update();
     if (budget && step > 1 && estimatedTokens > ceiling()) {
       answerNow = true;
       // Told before the results are fitted, so that the request fits with it.

@@ -31,10 +31,7 @@ export function resolveReplyReferences(
     const match = REFERENCE.exec(entry.content);
     if (!match) return;
     const answered = lookup(match[2]!);
-    const who = answered?.authorName ?? match[1]!;
-    const text = answered
-      ? `(replying to ${who}: "${clip(stripReference(answered.content).replace(/\s+/g, ' '), QUOTE_LIMIT)}")`
-      : `(replying to ${who}: a message that is no longer available)`;
+    const text = resolvedReference(answered?.authorName ?? match[1]!, answered);
     resolved ??= [...entries];
     const content = text + entry.content.slice(match[0].length);
     // The quote's length is the estimate's allowance, not a reason to cut the message as oversized.
@@ -42,6 +39,18 @@ export function resolveReplyReferences(
     resolved[index] = { ...entry, content, tokens: entry.tokens + extra };
   });
   return resolved ?? entries;
+}
+
+/** How a resolved reference shows the message it names (`answered`, undefined when it is gone). */
+export function resolvedReference(who: string, answered: { content: string } | undefined): string {
+  return answered
+    ? `(replying to ${who}: "${clip(stripReference(answered.content).replace(/\s+/g, ' '), QUOTE_LIMIT)}")`
+    : `(replying to ${who}: a message that is no longer available)`;
+}
+
+/** The stored reference a message's text opens with (`(replying to Alice [msg 123])`), or ''. */
+export function leadingReference(content: string): string {
+  return REFERENCE.exec(content)?.[0] ?? '';
 }
 
 /**
