@@ -106,6 +106,7 @@ async function startRig(storage: StorageSettings, env: NodeJS.ProcessEnv): Promi
     status: (id) => runtime.status(id),
     compactNow: (id) => runtime.compactNow(id),
     runSerial: (id, work) => runtime.runSerial(id, work),
+    awaitAnswer: (id, turnId) => runtime.awaitAnswer(id, turnId),
     buildModelRequest: (id, request) => runtime.buildModelRequest(id, request),
     appendToTurn: (id, entries, turnId) => runtime.appendToTurn(id, entries, turnId),
     liveContext: (id) => runtime.liveContext(id),

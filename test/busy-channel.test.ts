@@ -14,8 +14,9 @@ import type { HistoryEntry } from '../src/context/types.js';
 import { planCompaction } from '../src/compaction/planner.js';
 import { characterTokenCounter, startFakeAnthropic } from './fakes/fake-anthropic.js';
 import { isAgentRequest, testConfig } from './discord-helpers.js';
-import { openHarness, replyWith, ScriptedSummarizer, tempDir, userMessage } from './compaction-support.js';
+import { gate, openHarness, replyWith, ScriptedSummarizer, started, tempDir, testConfig as harnessConfig, userMessage } from './compaction-support.js';
 import { appEnv } from './support/storage.js';
+import { waitUntil } from './support/wait-until.js';
 
 function entry(seq: number, turnId: number, role: 'user' | 'assistant' = 'user'): HistoryEntry {
   return { seq, channelId: 'c', messageId: `m${seq}`, kind: 'message', role, authorId: role, authorName: role, content: `text ${seq}`, createdAt: seq, tokens: 10, turnId };
@@ -91,6 +92,51 @@ test('a cut through overlapping turns lands, and a restart brings back the same 
   await second.close();
 });
 
+test('a background worker in a chain of overlapping turns takes about its fraction, not everything up to the next clean boundary', async () => {
+  const pending = gate('The questions and their replies so far.');
+  const summarizer = new ScriptedSummarizer().enqueue(pending.behaviour);
+  // The aggressive tier out of the way: the message that crosses the background threshold starts the worker under test.
+  const harness = await openHarness({ summarizer, configValue: harnessConfig({ compaction: { aggressiveThreshold: 0.9 } }) });
+  const { runtime } = harness;
+  const channelId = 'busy';
+  const reply = (question: HistoryEntry) =>
+    runtime.appendToTurn(channelId, [{ kind: 'message', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: `Reply to ${question.messageId}.`, messageId: `r-${question.messageId}` }], question.turnId);
+  // Each reply lands after the next question: no clean turn boundary anywhere in the chain.
+  let next = 0;
+  let question = await runtime.ingest(userMessage(channelId, next++));
+  while ((await runtime.status(channelId)).usage < 0.7) {
+    const following = await runtime.ingest(userMessage(channelId, next++));
+    await reply(question);
+    question = following;
+  }
+  // The chain ends: a question still waiting for its reply comes in, then the last reply lands,
+  // and there is a clean boundary again, just before the newest message.
+  const waiting = await runtime.ingest(userMessage(channelId, next++));
+  await reply(question);
+  assert.equal(started(harness), 0);
+  const status = await runtime.status(channelId);
+  const words = Math.ceil(((0.83 - status.usage) * (2000 - 16) * 4) / 7);
+  await runtime.ingest(userMessage(channelId, next++, { words }));
+  assert.equal(started(harness), 1, 'the message crossing the threshold started a worker');
+  const start = harness.ofType('compaction_started')[0]!;
+  assert.equal(start.tier, 'background');
+  const live = Number(harness.ofType('compaction_triggered')[0]!.live_messages);
+  const target = Math.ceil(0.3 * live);
+  const range = Number(start.messages) + Number(start.messages_held);
+  assert.ok(range >= 0.75 * target && range <= 1.25 * target, `the range is ${range} entries (${start.messages} read, ${start.messages_held} held) of ${live} live, for a target of ${target}`);
+  await waitUntil(() => summarizer.requests.length === 1, 'the worker reading its range');
+  const read = summarizer.requests[0]!.entries;
+  assert.ok(!read.some((item) => item.seq === waiting.seq), 'the question waiting for its reply is not summarized');
+  const before = (await runtime.liveContext(channelId)).entries;
+  pending.open();
+  await runtime.compactionsIdle();
+  assert.equal(harness.ofType('compaction_completed').length, 1);
+  const after = (await runtime.liveContext(channelId)).entries;
+  const taken = before.filter((item) => !after.includes(item));
+  assert.deepEqual(splitTurns(before, taken), [], 'every message is on the side of its reply');
+  await harness.close();
+});
+
 test('a busy channel, the bot asked every third message and each reply streaming while others write: background compaction does the work, no emergency', async () => {
   const fake = await startFakeAnthropic({ countTokens: characterTokenCounter(), contextWindow: 8000 });
   const reply = 'Noted, thanks. I will keep track of that and come back to it when it matters.';
@@ -142,6 +188,8 @@ test('a busy channel, the bot asked every third message and each reply streaming
       const live = Number(triggeredBefore.get(event)?.live_messages);
       const range = Number(event.messages) + Number(event.messages_held);
       assert.ok(range >= 0.2 * live && Number(event.messages) >= 0.1 * live, `background compaction ${index} took ${event.messages} (and held ${event.messages_held}) of ${live} live entries`);
+      // Nor much more: at most a quarter over the fraction.
+      assert.ok(range <= 1.25 * Math.ceil(0.3 * live), `background compaction ${index} took ${event.messages} (and held ${event.messages_held}) of ${live} live entries`);
     }
     assert.deepEqual(events.filter((event) => event.type === 'emergency_truncation'), [], 'emergency truncation never fired');
     assert.equal(fake.requests.filter((request) => request.refusal !== undefined).length, 0, 'no request refused');

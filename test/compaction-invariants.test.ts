@@ -18,6 +18,8 @@ import {
   userMessage,
   fill,
   started,
+  channelTurns,
+  type Harness,
 } from './compaction-support.js';
 import { waitUntil } from './support/wait-until.js';
 import { LiveConfig } from '../src/config/live-config.js';
@@ -314,6 +316,121 @@ test('4. a worker started during a turn leaves the message being answered with i
   await harness.runtime.compactionsIdle();
   const live = (await runtime.liveContext('c1')).entries;
   assert.equal(live[0]!.seq, question.seq);
+  await harness.close();
+});
+
+/**
+ * A busy channel answered one message at a time, as the bot does: while each answer is being
+ * written the next question comes in and is asked, so each reply lands after the next question
+ * (turns overlap in a chain). Returns the question whose turn is running now, its model call
+ * waiting, the reply before it stored after it.
+ */
+async function answeringChain(harness: Harness, turns: ReturnType<typeof channelTurns>, questions: number): Promise<{ question: HistoryEntry; next: number }> {
+  const { runtime } = harness;
+  let next = 0;
+  let question = await runtime.ingest(userMessage('c1', next++));
+  void turns.ask(question);
+  await waitUntil(() => turns.model.calls.length === 1, 'the first turn');
+  for (let asked = 1; asked < questions; asked += 1) {
+    const following = await runtime.ingest(userMessage('c1', next++));
+    void turns.ask(following);
+    turns.model.calls[asked - 1]!.answer(`Answer to ${question.messageId}.`);
+    await waitUntil(() => turns.model.calls.length === asked + 1, 'the next turn');
+    question = following;
+  }
+  const live = (await runtime.liveContext('c1')).entries;
+  assert.ok(live.at(-1)!.role === 'assistant' && live.at(-1)!.seq > question.seq, 'the previous reply landed after the question now answered');
+  assert.ok(turns.model.sent(questions - 1, question.content), 'the turn read its question');
+  return { question, next };
+}
+
+/** Gives the running turn its answer and checks that its question and its reply ended up together, live. */
+async function answerAndCheck(harness: Harness, turns: ReturnType<typeof channelTurns>, question: HistoryEntry): Promise<void> {
+  turns.model.calls.at(-1)!.answer(`Answer to ${question.messageId}.`);
+  assert.equal(await turns.outcomes.at(-1), 'replied');
+  const live = (await harness.runtime.liveContext('c1')).entries;
+  const turn = live.filter((entry) => entry.turnId === question.turnId);
+  assert.deepEqual(turn.map((entry) => entry.role), ['user', 'assistant'], 'the question is live with its reply');
+}
+
+test('4. a turn whose question came in before the previous reply landed keeps it live while a worker lands', async () => {
+  const pending = gate('Older talk.');
+  // A worker that takes nearly everything it may: only the protection keeps the question out.
+  const harness = await openHarness({ summarizer: new ScriptedSummarizer().enqueue(pending.behaviour), configValue: testConfig({ compaction: { backgroundFraction: 0.99 } }) });
+  const turns = channelTurns(harness, 'c1');
+  const { question, next } = await answeringChain(harness, turns, 8);
+  await fill(harness, 'c1', next, () => started(harness) === 1);
+  pending.open();
+  await harness.runtime.compactionsIdle();
+  assert.equal(harness.ofType('compaction_completed').length, 1, 'the worker landed while the turn ran');
+  const live = (await harness.runtime.liveContext('c1')).entries;
+  assert.ok(live.some((entry) => entry.seq === question.seq), 'the question being answered is live');
+  assert.equal(turns.model.calls.length, 8, 'the same turn is still running');
+  await answerAndCheck(harness, turns, question);
+  await harness.close();
+});
+
+test('4. a turn whose question came in before the previous reply landed keeps it live through an emergency cut', async () => {
+  const harness = await openHarness({ summarizer: new ScriptedSummarizer() });
+  const turns = channelTurns(harness, 'c1');
+  const chain = await answeringChain(harness, turns, 8);
+  const { question } = chain;
+  let { next } = chain;
+  // Long pastes while the bot writes: the window overflows at once, far past what the oldest
+  // half frees.
+  while (harness.ofType('emergency_truncation').length === 0 && next < 20) await harness.runtime.ingest(userMessage('c1', next++, { words: 600 }));
+  const truncation = harness.ofType('emergency_truncation')[0]!;
+  assert.ok(Number(truncation.messages_dropped) > 0, 'the cut dropped the older talk');
+  const live = (await harness.runtime.liveContext('c1')).entries;
+  assert.ok(live.some((entry) => entry.seq === question.seq), 'the question being answered is live');
+  await answerAndCheck(harness, turns, question);
+  await harness.close();
+});
+
+test('4. a queued turn keeps its question live: the check after the turn ahead of it plans no worker that reads it', async () => {
+  const harness = await openHarness({ summarizer: new ScriptedSummarizer() });
+  const turns = channelTurns(harness, 'c1');
+  const { runtime } = harness;
+  let next = 0;
+  const first = await runtime.ingest(userMessage('c1', next++));
+  void turns.ask(first);
+  await waitUntil(() => turns.model.calls.length === 1, 'the first turn');
+  // The next question is asked while the first answer is written: its turn waits in the queue.
+  const question = await runtime.ingest(userMessage('c1', next++));
+  void turns.ask(question);
+  // Others talk meanwhile until a worker is due; none may start while the first turn runs.
+  next = await fill(harness, 'c1', next, async () => (await runtime.status('c1')).usage >= 0.8);
+  assert.equal(started(harness), 0);
+  turns.model.calls[0]!.answer('Answer to the first question.');
+  await waitUntil(() => turns.model.calls.length === 2, 'the queued turn');
+  assert.ok(turns.model.sent(1, question.content), 'the queued turn read its question');
+  // A worker starts (and is given its range) inside the check that plans it.
+  for (const event of harness.ofType('compaction_started')) {
+    assert.ok(Number(event.to_seq) < question.seq, `a worker took the question its queued turn answers: ${JSON.stringify(event)}`);
+  }
+  assert.ok((await runtime.liveContext('c1')).entries.some((entry) => entry.seq === question.seq), 'the question is live');
+  await answerAndCheck(harness, turns, question);
+  await harness.close();
+});
+
+test('4. a worker that read a message before the bot was asked to answer it does not land while that turn runs', async () => {
+  const pending = gate('Older talk, the question included.');
+  const summarizer = new ScriptedSummarizer().enqueue(pending.behaviour);
+  const harness = await openHarness({ summarizer, configValue: testConfig({ compaction: { backgroundFraction: 0.99 } }) });
+  const { runtime } = harness;
+  const turns = channelTurns(harness, 'c1');
+  const next = await fill(harness, 'c1', 0, async () => (await runtime.status('c1')).usage > 0.6);
+  const question = await runtime.ingest(userMessage('c1', next));
+  await fill(harness, 'c1', next + 1, () => started(harness) === 1);
+  await waitUntil(() => summarizer.requests.length === 1, 'the worker reading its range');
+  assert.ok(summarizer.requests[0]!.entries.some((entry) => entry.seq === question.seq), 'the worker read the question before it was asked');
+  void turns.ask(question);
+  await waitUntil(() => turns.model.calls.length === 1, 'the turn');
+  pending.open();
+  await runtime.compactionsIdle();
+  assert.deepEqual(harness.ofType('compaction_replanned').map((event) => event.reason), ['answer_awaited']);
+  assert.ok((await runtime.liveContext('c1')).entries.some((entry) => entry.seq === question.seq), 'the question is live');
+  await answerAndCheck(harness, turns, question);
   await harness.close();
 });
 

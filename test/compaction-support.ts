@@ -3,8 +3,10 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ChannelResponder, type TurnOutcome } from '../src/app/channel-responder.js';
 import { ChannelRuntime, HistoryStore, type ChannelRuntimeOptions } from '../src/channel/index.js';
-import type { IncomingMessage } from '../src/context/types.js';
+import type { HistoryEntry, IncomingMessage } from '../src/context/types.js';
+import type { ChatModel, ModelRequest, ModelResponse } from '../src/llm/chat-model.js';
 import type { Clock } from '../src/common/clock.js';
 import { EventStream, type MagpieEvent } from '../src/common/events.js';
 import type { SummarizeRequest, SummarizeResult, Summarizer } from '../src/compaction/summarizer.js';
@@ -276,3 +278,49 @@ export async function fill(harness: Harness, channelId: string, from: number, un
 
 /** How many workers have started in the harness so far. */
 export const started = (harness: Harness): number => harness.ofType('compaction_started').length;
+
+/** A channel model whose every answer waits until the test gives it (a reply being written). */
+export class GatedModel implements ChatModel {
+  readonly model = 'gated';
+  readonly calls: Array<{ request: ModelRequest; answer(text: string): void }> = [];
+
+  createMessage(request: ModelRequest): Promise<ModelResponse> {
+    return new Promise((resolve) => {
+      // No input count: the channel's calibration stays at 1.
+      const answer = (text: string) => resolve({ content: [{ type: 'text', text }], stopReason: 'end_turn', usage: { inputTokens: 0, outputTokens: 1 } });
+      this.calls.push({ request, answer });
+    });
+  }
+
+  /** True when some request of a call carries `text`. */
+  sent(call: number, text: string): boolean {
+    return JSON.stringify(this.calls[call]?.request.messages ?? []).includes(text);
+  }
+}
+
+/**
+ * The bot answering in a channel of the harness, as it does in Discord: each asked message gets
+ * a turn in the channel's queue (the responder), the model's answers given by the test.
+ */
+export function channelTurns(harness: Harness, channelId: string): { model: GatedModel; outcomes: Array<Promise<TurnOutcome>>; ask(entry: HistoryEntry): Promise<TurnOutcome> } {
+  const model = new GatedModel();
+  const responder = new ChannelResponder({ runtime: harness.runtime, model, tools: [], config: harness.config, events: harness.stream });
+  const outcomes: Array<Promise<TurnOutcome>> = [];
+  let replies = 0;
+  return {
+    model,
+    outcomes,
+    ask(entry) {
+      const outcome = responder.respond({
+        channelId,
+        userId: entry.authorId,
+        turnId: entry.turnId,
+        rateLimit: false,
+        context: { channelId, guildId: 'g1', sourceMessageIds: [entry.messageId] },
+        target: { send: async () => `reply-${(replies += 1)}` },
+      });
+      outcomes.push(outcome);
+      return outcome;
+    },
+  };
+}

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ALICE, CAROL, isAgentRequest, lastUserText, LONG, startTestBot } from './discord-helpers.js';
+import { ALICE, CAROL, isAgentRequest, lastUserText, LONG, QUIET, startTestBot, waitUntil } from './discord-helpers.js';
 import { systemText } from './fakes/fake-prompt-cache.js';
 
 test('during a long conversation in a small window, compaction fires and replies keep flowing', async () => {
@@ -33,6 +33,23 @@ test('during a long conversation in a small window, compaction fires and replies
     // What the agent was last sent fits the window and carries the summary.
     const lastAgent = bot.model.requests.filter((request) => isAgentRequest(request.body)).at(-1)!;
     assert.match(systemText(lastAgent.body), /Summary: Alice and Carol planned the garden/);
+  } finally {
+    await bot.close();
+  }
+});
+
+test('a mention waiting out its debounce is not compacted before its turn reads it', async () => {
+  // A burst that waits for a minute of quiet: the mention has no turn yet, only its trigger.
+  const bot = await startTestBot({ discord: { debounceMs: 60_000, debounceMaxMs: 60_000 } });
+  try {
+    bot.model.setDefault(() => ({ text: 'Summary: the mention and what followed.' }));
+    bot.discord.sendMessage({ channelId: QUIET, authorId: ALICE, content: 'can you sum up the garden plan?', mentionsBot: true });
+    for (let index = 0; index < 6; index += 1) bot.discord.sendMessage({ channelId: QUIET, authorId: CAROL, content: `message ${index} about the watering rota` });
+    await waitUntil(async () => (await bot.app.runtime.liveContext(QUIET)).entries.length === 7, 'the messages stored');
+    // The oldest half would take the mention: it waits for an answer, and what follows it stays too.
+    const outcome = await bot.app.runtime.compactNow(QUIET);
+    assert.equal(outcome.status, 'nothing_to_compact', JSON.stringify(outcome));
+    assert.equal((await bot.app.runtime.liveContext(QUIET)).entries.length, 7);
   } finally {
     await bot.close();
   }

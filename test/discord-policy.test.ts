@@ -111,3 +111,15 @@ test('debouncer coalesces a burst and honours the maximum wait', async () => {
   debouncer.cancelAll();
   assert.equal(debouncer.size, 0);
 });
+
+test('debouncer hands what it lets go without firing to its dropped callback', () => {
+  const fired: number[][] = [];
+  const dropped: number[] = [];
+  const debouncer = new Debouncer<number>((_key, items) => fired.push(items), 2, (item) => dropped.push(item));
+  for (const item of [1, 2, 3]) debouncer.push('a', item, { quietMs: 10_000, maxWaitMs: 10_000 });
+  assert.deepEqual(dropped, [1], 'over the cap: the oldest');
+  debouncer.push('b', 4, { quietMs: 10_000, maxWaitMs: 10_000 });
+  debouncer.cancelAll();
+  assert.deepEqual(dropped.sort(), [1, 2, 3, 4]);
+  assert.deepEqual(fired, []);
+});

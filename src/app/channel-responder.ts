@@ -1,3 +1,8 @@
+/*
+ * Just over 400 lines: a request is held, guarded, queued or folded into the waiting turn, and
+ * answered here, and the order of those steps (what holds a message live, and until when) is
+ * read in one file.
+ */
 import { systemClock, type Clock } from '../common/clock.js';
 import { errorMessage, MagpieError } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
@@ -50,6 +55,8 @@ export const STREAM_BROKEN_NOTE = '*(the answer was cut off here: the model stop
 /** The runtime as the responder needs it: an agent turn plus the per-channel serial queue. */
 export interface ResponderRuntime extends AgentRuntime {
   runSerial<T>(channelId: string, work: () => Promise<T>): Promise<T>;
+  /** Keeps a message to be answered live until released (see `ChannelRuntime.awaitAnswer`). */
+  awaitAnswer(channelId: string, turnId: number): () => void;
   /** Follows the deletes and edits that reach the channel while a turn runs (see `TurnWatch`). */
   watchTurn?(channelId: string): TurnWatch;
 }
@@ -62,10 +69,21 @@ export interface TurnRequest {
   userId: string;
   /** The turn being answered. */
   turnId?: number;
+  /**
+   * The turns of every message the request answers (a burst of triggers), `turnId` alone when
+   * absent: they stay live, uncompacted, from the call until the turn has run.
+   */
+  answers?: readonly number[];
   /** The per-user rate limit applies unless false (the terminal has one trusted user). */
   rateLimit?: boolean;
   context: ToolContext;
   target: ReplyTarget;
+}
+
+/** A turn queued behind the running one: the request it will answer, and what it holds live (see `holdAnswers`). */
+interface WaitingTurn {
+  request: TurnRequest;
+  holds: Array<() => void>;
 }
 
 /** `coalesced`: folded into a turn already waiting in the same channel, which answers for both. */
@@ -112,7 +130,7 @@ export class ChannelResponder {
    * into it instead of queueing another turn: a flood into one channel costs at most one running
    * and one waiting turn, and the waiting one answers the newest message with the whole context.
    */
-  private readonly waiting = new Map<string, TurnRequest>();
+  private readonly waiting = new Map<string, WaitingTurn>();
 
   constructor(private readonly options: ChannelResponderOptions) {
     this.self = options.self;
@@ -191,6 +209,19 @@ export class ChannelResponder {
   }
 
   private async respondNow(request: TurnRequest): Promise<TurnOutcome> {
+    // Held from the moment it is asked (this runs before the first await): no worker summarizes
+    // the messages it answers, nor a truncation drops them, before its turn has read them.
+    const held = this.holdAnswers(request);
+    let handedOver = false;
+    try {
+      return await this.queueTurn(request, held, () => (handedOver = true));
+    } finally {
+      if (!handedOver) held();
+    }
+  }
+
+  /** The guards, then the turn queued (or folded into the waiting one, which takes over `held`). */
+  private async queueTurn(request: TurnRequest, held: () => void, handOver: () => void): Promise<TurnOutcome> {
     const { config, events, runtime } = this.options;
     const { channelId } = request;
     const target = request.target;
@@ -215,136 +246,168 @@ export class ChannelResponder {
 
     const queued = this.waiting.get(channelId);
     if (queued) {
-      this.waiting.set(channelId, coalesce(queued, request));
+      queued.request = coalesce(queued.request, request);
+      queued.holds.push(held);
+      handOver();
       this.options.events.emit({ type: 'turn_coalesced', channel_id: channelId });
       return 'coalesced';
     }
-    this.waiting.set(channelId, request);
-    return runtime.runSerial(channelId, async () => {
-      // The newest request folded into this turn while it waited.
-      request = this.waiting.get(channelId) ?? request;
-      this.waiting.delete(channelId);
-      const { target } = request;
-      if (this.abort.signal.aborted) return 'stopped';
-      // Checked again in the queue: the turns ahead of this one may have spent the budget.
-      if (await this.overBudget(request)) return 'over_budget';
-      // Settings are read now, not at arrival: a hot reload applies to the next turn.
-      const settings = config.settingsFor(channelId, request.parentId);
-      let stopTyping = target.startTyping?.() ?? (() => {});
-      // Deletes and edits that reach the channel from now on are taken out of the answer: from
-      // what the turn records, and (unless `[privacy] edit_own_replies = false` leaves what the
-      // bot posts alone) from what it posts and has posted.
-      const watch = runtime.watchTurn?.(channelId);
-      const shownWatch = config.current().privacy?.editOwnReplies === false ? undefined : watch;
-      const stream = settings.streamReplies ? target.stream?.(shownWatch ? { redact: (text) => shownWatch.redact(text) } : undefined) : undefined;
-      if (shownWatch && stream?.refresh) {
-        shownWatch.onChange(() => {
-          void stream.refresh!().catch(() => {});
-        });
-      }
-      let finishing: Promise<unknown> | undefined;
-      const startedAt = Date.now();
-      try {
-        const result = await runAgentTurn({
-          runtime,
-          channelId,
-          model,
-          tools: this.options.tools,
-          settings,
-          // A worker started in this turn reports back where it was asked; memory_save takes
-          // its sources from the live context only.
-          context: withSourceCheck(
-            {
-              ...request.context,
-              ...(request.parentId ? { parentChannelId: request.parentId } : {}),
-              postToChannel: request.context.postToChannel ?? ((text) => target.send(text)),
-            },
-            (await runtime.liveContext(channelId)).entries,
-          ),
-          ...(request.turnId === undefined ? {} : { turnId: request.turnId }),
-          ...(this.self ? { self: this.self } : {}),
-          deliver: async (reply) => {
-            stopTyping();
-            if (!stream) {
-              const text = shownWatch ? shownWatch.redact(reply) : reply;
-              const id = await target.send(text);
-              if (id !== undefined) shownWatch?.posted(id, text);
-              return id;
-            }
-            const finished = stream.finish(reply);
-            finishing = finished;
-            // The first part is on screen already: history records the reply now, under its id,
-            // while the last edits (at most one a second) land; a message arriving meanwhile
-            // then comes after the reply in history, as it did on screen.
-            const id = stream.firstMessageId ?? (await finished);
-            if (id !== undefined) shownWatch?.posted(id);
-            return id;
-          },
-          signal: this.abort.signal,
-          // What the model is sent follows the changes whatever is shown (`edit_own_replies`).
-          ...(watch ? { watch } : {}),
-          ...(stream
-            ? {
-                stream: {
-                  update: (shown: string) => {
-                    stopTyping();
-                    stopTyping = () => {};
-                    stream.update(shown);
-                  },
-                  // Text on screen stopped the indicator; tools may take a while, so it comes back.
-                  toolsRunning: () => {
-                    stopTyping();
-                    stopTyping = target.startTyping?.() ?? (() => {});
-                  },
-                },
-              }
-            : {}),
-        });
-        if (finishing) await finishing.catch((error: unknown) => events.emit({ type: 'reply_failed', channel_id: channelId, error: errorMessage(error) }));
+    const waiting: WaitingTurn = { request, holds: [held] };
+    this.waiting.set(channelId, waiting);
+    handOver();
+    const releaseAll = (): void => {
+      for (const release of waiting.holds) release();
+    };
+    try {
+      return await runtime.runSerial(channelId, async () => {
+        // The newest request folded into this turn while it waited.
+        if (this.waiting.get(channelId) === waiting) this.waiting.delete(channelId);
         try {
-          this.budget.record(budgetKey(request), result.spentTokens);
-        } catch (error) {
-          // The reply went out; only its count toward the budget is missing.
-          events.emit({ type: 'budget_record_failed', channel_id: channelId, tokens: result.spentTokens, error: errorMessage(error) });
+          return await this.runTurn(waiting.request, model);
+        } finally {
+          // Before the check that follows the turn, which may then compact what it answered.
+          releaseAll();
         }
-        events.emit({
-          type: 'agent_turn_completed',
-          channel_id: channelId,
-          steps: result.steps,
-          ...usageFields(result.usage),
-          output_tokens: result.usage.outputTokens,
-          reply_chars: result.reply.length,
-          streamed: stream !== undefined,
-          duration_ms: Date.now() - startedAt,
-        });
-        return 'replied';
+      });
+    } finally {
+      // Also when the turn never ran (its channel could not be loaded).
+      if (this.waiting.get(channelId) === waiting) this.waiting.delete(channelId);
+      releaseAll();
+    }
+  }
+
+  /** One turn, run in the channel's queue. */
+  private async runTurn(request: TurnRequest, model: ChatModel): Promise<TurnOutcome> {
+    const { config, events, runtime } = this.options;
+    const { channelId, target } = request;
+    if (this.abort.signal.aborted) return 'stopped';
+    // Checked again in the queue: the turns ahead of this one may have spent the budget.
+    if (await this.overBudget(request)) return 'over_budget';
+    // Settings are read now, not at arrival: a hot reload applies to the next turn.
+    const settings = config.settingsFor(channelId, request.parentId);
+    let stopTyping = target.startTyping?.() ?? (() => {});
+    // Deletes and edits that reach the channel from now on are taken out of the answer: from
+    // what the turn records, and (unless `[privacy] edit_own_replies = false` leaves what the
+    // bot posts alone) from what it posts and has posted.
+    const watch = runtime.watchTurn?.(channelId);
+    const shownWatch = config.current().privacy?.editOwnReplies === false ? undefined : watch;
+    const stream = settings.streamReplies ? target.stream?.(shownWatch ? { redact: (text) => shownWatch.redact(text) } : undefined) : undefined;
+    if (shownWatch && stream?.refresh) {
+      shownWatch.onChange(() => {
+        void stream.refresh!().catch(() => {});
+      });
+    }
+    let finishing: Promise<unknown> | undefined;
+    const startedAt = Date.now();
+    try {
+      const result = await runAgentTurn({
+        runtime,
+        channelId,
+        model,
+        tools: this.options.tools,
+        settings,
+        // A worker started in this turn reports back where it was asked; memory_save takes
+        // its sources from the live context only.
+        context: withSourceCheck(
+          {
+            ...request.context,
+            ...(request.parentId ? { parentChannelId: request.parentId } : {}),
+            postToChannel: request.context.postToChannel ?? ((text) => target.send(text)),
+          },
+          (await runtime.liveContext(channelId)).entries,
+        ),
+        ...(request.turnId === undefined ? {} : { turnId: request.turnId }),
+        ...(this.self ? { self: this.self } : {}),
+        deliver: async (reply) => {
+          stopTyping();
+          if (!stream) {
+            const text = shownWatch ? shownWatch.redact(reply) : reply;
+            const id = await target.send(text);
+            if (id !== undefined) shownWatch?.posted(id, text);
+            return id;
+          }
+          const finished = stream.finish(reply);
+          finishing = finished;
+          // The first part is on screen already: history records the reply now, under its id,
+          // while the last edits (at most one a second) land; a message arriving meanwhile
+          // then comes after the reply in history, as it did on screen.
+          const id = stream.firstMessageId ?? (await finished);
+          if (id !== undefined) shownWatch?.posted(id);
+          return id;
+        },
+        signal: this.abort.signal,
+        // What the model is sent follows the changes whatever is shown (`edit_own_replies`).
+        ...(watch ? { watch } : {}),
+        ...(stream
+          ? {
+              stream: {
+                update: (shown: string) => {
+                  stopTyping();
+                  stopTyping = () => {};
+                  stream.update(shown);
+                },
+                // Text on screen stopped the indicator; tools may take a while, so it comes back.
+                toolsRunning: () => {
+                  stopTyping();
+                  stopTyping = target.startTyping?.() ?? (() => {});
+                },
+              },
+            }
+          : {}),
+      });
+      if (finishing) await finishing.catch((error: unknown) => events.emit({ type: 'reply_failed', channel_id: channelId, error: errorMessage(error) }));
+      try {
+        this.budget.record(budgetKey(request), result.spentTokens);
       } catch (error) {
-        events.emit({
-          type: 'agent_turn_failed',
-          channel_id: channelId,
-          error: errorMessage(error),
-          code: error instanceof MagpieError ? error.code : 'unexpected',
-          streamed: stream !== undefined,
-          duration_ms: Date.now() - startedAt,
-        });
-        stopTyping();
-        // A reply already on screen ends with a note; nothing else is posted after it.
-        let ended = false;
-        if (finishing) {
-          // The answer was complete and is being shown; only recording it failed.
-          await finishing.catch(() => {});
-          ended = true;
-        } else if (stream) {
-          ended = await stream.fail(STREAM_BROKEN_NOTE).catch(() => true);
-        }
-        if (this.abort.signal.aborted) return 'stopped';
-        if (!ended) await this.safeSend(target, channelId, APOLOGY_REPLY);
-        return 'failed';
-      } finally {
-        stopTyping();
-        if (watch) await this.endWatch(watch, channelId, shownWatch ? stream : undefined);
+        // The reply went out; only its count toward the budget is missing.
+        events.emit({ type: 'budget_record_failed', channel_id: channelId, tokens: result.spentTokens, error: errorMessage(error) });
       }
-    });
+      events.emit({
+        type: 'agent_turn_completed',
+        channel_id: channelId,
+        steps: result.steps,
+        ...usageFields(result.usage),
+        output_tokens: result.usage.outputTokens,
+        reply_chars: result.reply.length,
+        streamed: stream !== undefined,
+        duration_ms: Date.now() - startedAt,
+      });
+      return 'replied';
+    } catch (error) {
+      events.emit({
+        type: 'agent_turn_failed',
+        channel_id: channelId,
+        error: errorMessage(error),
+        code: error instanceof MagpieError ? error.code : 'unexpected',
+        streamed: stream !== undefined,
+        duration_ms: Date.now() - startedAt,
+      });
+      stopTyping();
+      // A reply already on screen ends with a note; nothing else is posted after it.
+      let ended = false;
+      if (finishing) {
+        // The answer was complete and is being shown; only recording it failed.
+        await finishing.catch(() => {});
+        ended = true;
+      } else if (stream) {
+        ended = await stream.fail(STREAM_BROKEN_NOTE).catch(() => true);
+      }
+      if (this.abort.signal.aborted) return 'stopped';
+      if (!ended) await this.safeSend(target, channelId, APOLOGY_REPLY);
+      return 'failed';
+    } finally {
+      stopTyping();
+      if (watch) await this.endWatch(watch, channelId, shownWatch ? stream : undefined);
+    }
+  }
+
+  /** Holds the messages a request answers live (see `TurnRequest.answers`); returns the release. */
+  private holdAnswers(request: TurnRequest): () => void {
+    const turns = request.answers ?? (request.turnId === undefined ? [] : [request.turnId]);
+    const releases = [...new Set(turns)].map((turnId) => this.options.runtime.awaitAnswer(request.channelId, turnId));
+    return () => {
+      for (const release of releases) release();
+    };
   }
 
   /**

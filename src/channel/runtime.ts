@@ -77,6 +77,8 @@ export class ChannelRuntime {
   private readonly repairTimer: NodeJS.Timeout | undefined;
   /** What other processes on the same store change in loaded channels, and what this one tells them. */
   private readonly storeChanges: StoreChanges;
+  /** Per channel, the turns whose messages are awaiting an answer (see `awaitAnswer`). */
+  private readonly awaited = new Map<string, Map<number, number>>();
 
   constructor(private readonly options: ChannelRuntimeOptions) {
     this.clock = options.clock ?? systemClock;
@@ -92,6 +94,7 @@ export class ChannelRuntime {
       isQuiet: (state) => this.isQuiet(state),
       unloaded: (state, reason) => {
         this.parents.delete(state.channelId);
+        if (state.awaitedTurns.size === 0) this.awaited.delete(state.channelId);
         void this.options.memory.releaseChannel?.(state.channelId).catch((error: unknown) => {
           this.options.events.emit({ type: 'channel_release_failed', channel_id: state.channelId, error: errorMessage(error) });
         });
@@ -235,7 +238,9 @@ export class ChannelRuntime {
 
   /**
    * Runs work in the channel's serial turn queue; the Compactor checks when it is done. While it
-   * runs, workers leave the newest message (the one the turn answers) and what follows alone.
+   * runs, compaction leaves the newest entry at its start and what follows alone: what
+   * `runAgentTurn` answers when it is given no turn. A turn that answers an earlier message (its
+   * reply may land after later ones) holds that message with `awaitAnswer`, as the responder does.
    */
   runSerial<T>(channelId: string, work: () => Promise<T>): Promise<T> {
     return this.queue.run(channelId, async () => {
@@ -248,6 +253,32 @@ export class ChannelRuntime {
         this.coordinator.check(state);
       }
     });
+  }
+
+  /**
+   * The message of turn `turnId` is to be answered: from now until the returned function is
+   * called (once the turn that answers it has run, or will not), no worker summarizes it and no
+   * truncation drops it, nor anything that came after it. Synchronous: the hold applies to the
+   * very next check, loaded channel or not.
+   */
+  awaitAnswer(channelId: string, turnId: number): () => void {
+    let turns = this.awaited.get(channelId);
+    if (!turns) {
+      turns = new Map();
+      this.awaited.set(channelId, turns);
+    }
+    const held = turns;
+    held.set(turnId, (held.get(turnId) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = held.get(turnId)! - 1;
+      if (left > 0) held.set(turnId, left);
+      else held.delete(turnId);
+      // A channel not loaded keeps no empty entry (a loaded one keeps the map its state shares).
+      if (held.size === 0 && !this.states.peek(channelId) && this.awaited.get(channelId) === held) this.awaited.delete(channelId);
+    };
   }
 
   async liveContext(channelId: string): Promise<LiveContext> {
@@ -581,6 +612,7 @@ export class ChannelRuntime {
       state.failedArchives.size === 0 &&
       state.unsavedMarkers.size === 0 &&
       state.protectFromSeq === undefined &&
+      state.awaitedTurns.size === 0 &&
       !this.queue.has(state.channelId)
     );
   }
@@ -595,6 +627,13 @@ export class ChannelRuntime {
     ]);
     const state = new ChannelState(channelId, loaded);
     state.calibration = calibration;
+    // Holds taken before the channel was loaded apply, and later ones reach it.
+    let awaited = this.awaited.get(channelId);
+    if (!awaited) {
+      awaited = new Map();
+      this.awaited.set(channelId, awaited);
+    }
+    state.awaitedTurns = awaited;
     // A check held back while a write was in flight runs when it is done.
     state.onIdle = () => void this.coordinator.checkOwed(state);
     // Repairs a crash between the history write and the transcript index write.

@@ -251,13 +251,14 @@ export class CompactionCoordinator {
       const rollUp = planRollUp({ summaries: state.summaries, summaryTokens: state.summaryTokens, rollupTokens: rollupTokens(state, settings) });
       if (rollUp && rollUp.tokens <= summaryInputTokens(state, settings)) return rollUp;
     }
+    const protectFromSeq = state.protectedFrom();
     return planCompaction({
       entries: state.entries,
       summaries: state.summaries,
       summaryTokens: state.summaryTokens,
       fraction: tier === 'background' ? compaction.backgroundFraction : compaction.aggressiveFraction,
       rollupTokens: rollupTokens(state, settings),
-      ...(state.protectFromSeq !== undefined ? { protectFromSeq: state.protectFromSeq } : {}),
+      ...(protectFromSeq !== undefined ? { protectFromSeq } : {}),
       ...(this.summarizerFor(state, settings).boundedByWindow ? { maxTokens: summaryInputTokens(state, settings), lineTokens: SUMMARY_LINE_TOKENS } : {}),
     });
   }

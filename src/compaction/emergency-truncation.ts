@@ -25,8 +25,8 @@ export interface TruncationContext {
 /**
  * Emergency: in memory at once, then one small transaction. Drops the oldest live entries
  * behind a truncation marker until the estimate is below the emergency threshold (and at most
- * `ceilingTokens` when given), never the turn being answered. False when nothing could be
- * dropped (only that turn is live).
+ * `ceilingTokens` when given), never the earliest message the bot is to answer nor anything
+ * after it (`ChannelState.protectedFrom`). False when nothing could be dropped.
  */
 export function truncateInPlace(
   context: TruncationContext,
@@ -59,14 +59,15 @@ export function truncateInPlace(
   const factor = context.factorAt ? context.factorAt(state, settings, tokensBefore) : state.calibration.factor;
   const ceiling = Math.min(ceilingTokens ?? Infinity, emergencyCeiling(settings, factor));
   const mustFree = Math.max(0, tokensBefore - ceiling);
-  const protectFrom = state.protectFromSeq === undefined ? undefined : firstIndexFrom(state.entries, state.protectFromSeq);
+  const protectFromSeq = state.protectedFrom();
+  const protectFrom = protectFromSeq === undefined ? undefined : firstIndexFrom(state.entries, protectFromSeq);
   const { count, held } = truncationCut(state.entries, settings.compaction.emergencyFraction, {
     markerTokens,
     mustFree,
     ...(protectFrom === undefined ? {} : { protectFrom }),
   });
   if (count === 0) {
-    // Only the turn being answered is live: it stays, and the request is sized to what is left.
+    // Only what is being answered is live: it stays, and the request is sized to what is left.
     context.events.emit({ type: 'compaction_skipped', channel_id: state.channelId, tier: 'emergency', reason: 'only_current_turn_live' });
     return false;
   }

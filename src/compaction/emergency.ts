@@ -75,7 +75,7 @@ export interface TruncationOptions {
   markerTokens?: (count: number) => number;
   /** Tokens the cut must free beyond its marker's cost (to get under the emergency threshold). */
   mustFree?: number;
-  /** Index of the first entry of a turn being answered now: kept live when any cut before it frees room. */
+  /** Index of the earliest message a queued or running turn answers: it and all after it stay live. */
   protectFrom?: number;
 }
 
@@ -90,8 +90,8 @@ export interface TruncationOptions {
  * shrank on reload, one huge paste) would leave the next request over the window; either way
  * the next message would truncate again.
  *
- * With `protectFrom`, the message a running turn answers (and whatever came after it) always
- * stays live: the model is answering it, and without it the answer would be to nothing. The cut
+ * With `protectFrom`, the messages queued and running turns answer (and whatever came after the
+ * earliest of them) always stay live: without them the answers would be to nothing. The cut
  * frees what it can before it (0 when nothing there frees room); short of `mustFree`, the
  * request is sized to what is left and the check after the turn truncates again, once the turn
  * is whole.

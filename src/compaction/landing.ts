@@ -13,6 +13,12 @@ import { saveUnsavedMarkersHeld } from './marker-writes.js';
 import { applySplice, matchSnapshot } from './splice.js';
 import type { WorkerOutcome } from './worker.js';
 
+/** Whether the plan read a live message that compaction must now leave alone (`ChannelState.protectedFrom`). */
+function readsAwaited(state: ChannelState, plan: CompactionPlan): boolean {
+  const from = state.protectedFrom();
+  return from !== undefined && plan.entries.some((entry) => entry.seq >= from);
+}
+
 /** Appended to a meta-summary that folded a truncation marker, so the hint is not lost. */
 const FOLDED_MARKER_NOTE = '(Some older messages were truncated without a summary; recall them with memory_search.)';
 
@@ -61,11 +67,15 @@ export async function landWorkerOutcome(context: LandingContext, state: ChannelS
   };
   if (!outcome.ok) return fail(outcome.reason);
 
+  const replan = (reason: string): CompactionOutcome => {
+    context.events.emit({ type: 'compaction_replanned', ...base, reason });
+    return { status: 'replanned', compactionId, reason };
+  };
   const match = matchSnapshot(state, plan);
-  if (match.place === 'gone') {
-    context.events.emit({ type: 'compaction_replanned', ...base, reason: match.reason });
-    return { status: 'replanned', compactionId, reason: match.reason };
-  }
+  if (match.place === 'gone') return replan(match.reason);
+  // A message the worker read may since have been asked to be answered (its hold comes just
+  // after it arrives): summarized now, it would leave from under the turn that answers it.
+  if (readsAwaited(state, plan)) return replan('answer_awaited');
   const content = landedContent(plan, outcome.summary);
   // What the range cost minus what its summary costs: a summary that frees too little would
   // trigger again at once (or even grow the context). The next attempt uses the extractive

@@ -53,21 +53,37 @@ export function cutThrough(entries: readonly HistoryEntry[], cut: number): Throu
  * (0 when there is none). O(n), run only when a compaction or truncation is planned.
  */
 export function alignedCut(entries: readonly HistoryEntry[], target: number, maxCut = entries.length): number {
-  if (entries.length === 0 || maxCut <= 0) return 0;
+  const { below, above } = cleanCuts(entries, target, maxCut);
+  return below > 0 ? below : above;
+}
+
+/**
+ * The clean cuts (turn boundaries) on either side of `target`: the largest not above it and the
+ * smallest above it, neither above `maxCut`; 0 where there is none. The whole history counts as
+ * one. O(n).
+ */
+function cleanCuts(entries: readonly HistoryEntry[], target: number, maxCut = entries.length): { below: number; above: number } {
+  let below = 0;
+  if (entries.length === 0 || maxCut <= 0) return { below, above: 0 };
   const lastIndex = new Map<number, number>();
   for (let index = 0; index < entries.length; index += 1) lastIndex.set(entries[index]!.turnId, index);
-  let best = 0;
   let reach = -1;
   for (let index = 0; index < entries.length; index += 1) {
     reach = Math.max(reach, lastIndex.get(entries[index]!.turnId)!);
     if (reach !== index) continue;
     const cut = index + 1;
-    if (cut > maxCut) return best;
-    if (cut <= target) best = cut;
-    else return best > 0 ? best : cut;
+    if (cut > maxCut) break;
+    if (cut > target) return { below, above: cut };
+    below = cut;
   }
-  return best > 0 ? best : entries.length;
+  return { below, above: 0 };
 }
+
+/**
+ * How far from its target a worker's clean cut may fall, as a share of the target: one within
+ * it is taken as it is; past it, the cut is made at the target through the turns there.
+ */
+const CLEAN_CUT_SLACK = 0.25;
 
 /** How many of the oldest entries weigh at most `budget`, each with `perEntry` more. */
 function fittingCount(entries: readonly HistoryEntry[], budget: number, perEntry: number): number {
@@ -85,10 +101,12 @@ export function targetCount(liveEntries: number, fraction: number): number {
 }
 
 /**
- * Plans a worker's range: the oldest `fraction` of live entries, turn-aligned. Never the whole
- * live history, nor the message a running turn is answering (its reply would be cut off from
- * it). When the live summaries take more
- * than `rollupTokens`, they are folded in as well. Undefined when nothing can be compacted.
+ * Plans a worker's range: the oldest `fraction` of live entries, at a turn boundary within
+ * `CLEAN_CUT_SLACK` of it, else through the turns there with messages held (so at most a quarter
+ * more than the fraction, unless one turn spans it). Never the whole live history, nor a message
+ * a queued or running turn answers (its reply would be cut off from it). When the live summaries
+ * take more than `rollupTokens`, they are folded in as well. Undefined when nothing can be
+ * compacted.
  */
 export function planCompaction(options: {
   entries: readonly HistoryEntry[];
@@ -96,7 +114,7 @@ export function planCompaction(options: {
   summaryTokens: number;
   fraction: number;
   rollupTokens: number;
-  /** Entries from this seq on belong to a turn being answered right now: not taken. */
+  /** Entries from this seq on are not taken: the earliest a queued or running turn answers, and after. */
   protectFromSeq?: number;
   /**
    * The most the range may weigh for its summary request to fit the model's window with room
@@ -116,14 +134,20 @@ export function planCompaction(options: {
   const rollUp = options.summaryTokens > options.rollupTokens && options.summaryTokens < cap / 2;
   let target = targetCount(entries.length, options.fraction);
   if (cap !== Infinity) target = Math.min(target, Math.max(1, fittingCount(entries, cap - (rollUp ? options.summaryTokens : 0), options.lineTokens ?? 0)));
-  let cut = alignedCut(entries, target, maxCut);
-  let held: Set<HistoryEntry> | undefined;
-  // No turn boundary near the fraction (overlapping turns): cut through them instead.
+  // A clean turn boundary within a quarter of the target is taken (the one below it first);
+  // otherwise (overlapping turns, or one long turn across the target) the cut is made at the
+  // target and the messages whose replies lie past it are held. Only when every entry before
+  // the target would be held (one turn spans it) does the cut go on to the next clean boundary.
+  const { below, above } = cleanCuts(entries, target, maxCut);
   // An aligned cut past a target the summary request's room lowered would not fit it either.
-  const overCap = cut > target && cap !== Infinity;
-  if (cut === 0 || cut >= entries.length || cut > maxCut || cut < target * 0.75 || overCap) {
+  const aboveFits = above > 0 && above < entries.length && above <= target * (1 + CLEAN_CUT_SLACK) && cap === Infinity;
+  const belowFits = below > 0 && below < entries.length && below >= target * (1 - CLEAN_CUT_SLACK);
+  let cut = belowFits ? below : aboveFits ? above : 0;
+  let held: Set<HistoryEntry> | undefined;
+  if (cut === 0) {
     const through = cutThrough(entries, Math.min(target, maxCut, entries.length - 1));
     if (through) ({ cut, held } = through);
+    else cut = below > 0 ? below : above;
   }
   if (cut === 0 || cut >= entries.length) return undefined;
   const range = entries.slice(0, cut);

@@ -52,8 +52,17 @@ export class ChannelState {
    */
   readonly unsavedMarkers = new Set<number>();
   compaction: RunningCompaction | undefined;
-  /** While a turn runs: the seq of the newest entry when it began (what it answers) — not compacted. */
+  /**
+   * Entries from this seq on are not compacted: while a turn that names no message runs, the
+   * newest entry when it began; during the check after a message comes in, that message.
+   */
   protectFromSeq: number | undefined;
+  /**
+   * The turns whose messages the bot is to answer (a turn queued or running for them, a trigger
+   * waiting for its turn), with how many hold each; shared with the runtime, which holds them
+   * even before the channel is loaded. See `protectedFrom`.
+   */
+  awaitedTurns: ReadonlyMap<number, number> = new Map();
   consecutiveFailures = 0;
   lastCompaction: LastCompaction | undefined;
   /** The system prompt last counted, and its estimate (recounted only when it changes). */
@@ -89,6 +98,24 @@ export class ChannelState {
     this.newestPlatformId = loaded.newestPlatformId;
     for (const entry of this.entries) this.count(entry, 1);
     for (const summary of this.summaries) this.summaryTokens += summary.tokens;
+  }
+
+  /**
+   * The first seq no compaction or truncation may take now: the earliest live message of an
+   * awaited turn, or `protectFromSeq`, whichever comes first. O(live entries) while a turn is
+   * awaited: read when a cut is planned or landed, never by the check itself.
+   */
+  protectedFrom(): number | undefined {
+    let from = this.protectFromSeq;
+    if (this.awaitedTurns.size === 0) return from;
+    for (const entry of this.entries) {
+      if (from !== undefined && entry.seq >= from) break;
+      if (this.awaitedTurns.has(entry.turnId)) {
+        from = entry.seq;
+        break;
+      }
+    }
+    return from;
   }
 
   /** True while an exclusive section (a write whose mirror follows its commit) is in flight. */

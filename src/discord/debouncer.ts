@@ -8,11 +8,13 @@ export class Debouncer<T> {
 
   /**
    * `maxItems`: most items a burst keeps (the newest): a flood into one channel costs bounded
-   * memory while it waits, and its turn answers the newest message anyway.
+   * memory while it waits, and its turn answers the newest message anyway. `dropped` is given
+   * each item let go without firing (over `maxItems`, or cancelled).
    */
   constructor(
     private readonly fire: (key: string, items: T[]) => void,
     private readonly maxItems = Number.POSITIVE_INFINITY,
+    private readonly dropped?: (item: T) => void,
   ) {}
 
   push(key: string, item: T, timing: { quietMs: number; maxWaitMs: number }): void {
@@ -22,7 +24,7 @@ export class Debouncer<T> {
     const firstAt = existing?.firstAt ?? now;
     const items = existing?.items ?? [];
     items.push(item);
-    if (items.length > this.maxItems) items.splice(0, items.length - this.maxItems);
+    if (items.length > this.maxItems) for (const removed of items.splice(0, items.length - this.maxItems)) this.dropped?.(removed);
     const delay = Math.max(0, Math.min(timing.quietMs, firstAt + timing.maxWaitMs - now));
     const timer = setTimeout(() => this.release(key), delay);
     this.pending.set(key, { items, firstAt, timer });
@@ -39,8 +41,12 @@ export class Debouncer<T> {
 
   /** Drops every pending burst without firing. */
   cancelAll(): void {
-    for (const entry of this.pending.values()) clearTimeout(entry.timer);
+    const entries = [...this.pending.values()];
     this.pending.clear();
+    for (const entry of entries) {
+      clearTimeout(entry.timer);
+      for (const item of entry.items) this.dropped?.(item);
+    }
   }
 
   private release(key: string): void {

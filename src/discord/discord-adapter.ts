@@ -69,6 +69,8 @@ interface PendingTrigger {
   message: Message;
   normalized: NormalizedMessage;
   entry: HistoryEntry;
+  /** Ends the hold that keeps the message live until its turn takes it over (see `onMessage`). */
+  release: () => void;
 }
 
 /** Newest triggering messages a burst keeps while it waits (older ones are in history anyway). */
@@ -103,7 +105,7 @@ export class DiscordAdapter {
   private lostWhileUnhealthy = false;
 
   constructor(private readonly options: DiscordAdapterOptions) {
-    this.debouncer = new Debouncer((channelId, burst) => this.fireTurn(channelId, burst), MAX_BURST_TRIGGERS);
+    this.debouncer = new Debouncer((channelId, burst) => this.fireTurn(channelId, burst), MAX_BURST_TRIGGERS, (trigger) => trigger.release());
     this.outages = new GatewayOutages(options.events);
     this.storage = options.storage ?? new StorageHealth({ dataDir: options.dataDir ?? 'data dir', events: options.events });
     if (options.catchUp) {
@@ -352,12 +354,20 @@ export class DiscordAdapter {
       isDm: normalized.incoming.guildId === undefined,
     };
     if (!this.replying || !shouldReply(policy, trigger)) return;
-    // Files of a message the bot answers are downloaded once, before its turn.
-    if (message.attachments.size > 0 && this.options.runtime.attachFiles) await attachMessageFiles(this.options, message, normalized);
+    // The message is to be answered: no compaction takes it while its files download and the
+    // burst waits, nor (the responder holds it then) until its turn has run.
+    const release = this.options.runtime.awaitAnswer(normalized.incoming.channelId, entry.turnId);
+    try {
+      // Files of a message the bot answers are downloaded once, before its turn.
+      if (message.attachments.size > 0 && this.options.runtime.attachFiles) await attachMessageFiles(this.options, message, normalized);
+    } catch (error) {
+      release();
+      throw error;
+    }
     const discord = this.options.config.current().discord;
     this.debouncer.push(
       normalized.incoming.channelId,
-      { message, normalized, entry },
+      { message, normalized, entry, release },
       { quietMs: discord.debounceMs, maxWaitMs: discord.debounceMaxMs },
     );
   }
@@ -372,12 +382,15 @@ export class DiscordAdapter {
       ...(parentId ? { parentId } : {}),
       userId: incoming.authorId,
       turnId: last.entry.turnId,
+      answers: burst.map((item) => item.entry.turnId),
       context: {
         ...this.locationOf(incoming),
         sourceMessageIds: burst.map((item) => item.normalized.incoming.messageId),
       },
       target: replyTarget(last.message),
     });
+    // The responder holds them now (it took its holds as it was called).
+    for (const item of burst) item.release();
   }
 
   private locationOf(incoming: IncomingMessage): MemoryLocation {
