@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import type { HistoryEntry } from '../src/context/types.js';
 import { decide } from '../src/compaction/compactor.js';
 import { extractiveSummary } from '../src/compaction/extractive-summarizer.js';
-import { truncationCount } from '../src/compaction/emergency.js';
+import { truncationCount, truncationCut } from '../src/compaction/emergency.js';
 import { alignedCut, planCompaction } from '../src/compaction/planner.js';
 import { LaggedScheduler } from '../src/compaction/scheduler.js';
 import { parseTranscriptLine } from '../src/compaction/transcript-line.js';
@@ -104,6 +104,32 @@ test('transcript lines: clear errors naming line and field', () => {
     ['{"id":"1","channel":"c","author":"a","content":"x","role":"bot"}', /line 3: field "role"/],
   ];
   for (const [text, pattern] of cases) assert.throws(() => parseTranscriptLine(text, 3, 0), pattern);
+});
+
+test('emergency cut in a chain of overlapping turns: about half, held messages staying, not the far clean boundary', () => {
+  // Each reply lands after the next question (m1 m2 r1 m3 r2 … m9 r8 r9), then two clean turns:
+  // the only turn boundary short of the end is after r9, 18 of 22 entries in.
+  const entries: HistoryEntry[] = [];
+  let seq = 0;
+  const add = (turnId: number) => entries.push({ ...entry(++seq, turnId), tokens: 50 });
+  add(1);
+  for (let turn = 2; turn <= 9; turn += 1) {
+    add(turn);
+    add(turn - 1);
+  }
+  add(9);
+  add(10);
+  add(10);
+  add(11);
+  add(11);
+  assert.equal(alignedCut(entries, 11), 18, 'the clean boundary lies far past half');
+  const cut = truncationCut(entries, 0.5, { markerTokens: () => 10, mustFree: 100 });
+  assert.equal(cut.count, 11, 'the cut stays at half');
+  // The entries before the cut whose turn goes on past it stay live, with their replies.
+  const held = [...cut.held].map((held) => held.seq);
+  assert.deepEqual(held, [10]);
+  // When half through the turns cannot free what must be freed, the cut still goes as far as it must.
+  assert.equal(truncationCount(entries, 0.5, { markerTokens: () => 10, mustFree: 1e6 }), 22);
 });
 
 test('LaggedScheduler lands a result only after N more messages in its channel', async () => {

@@ -1,6 +1,6 @@
 import { filesIn, SHARED_PREFIX } from '../attachments/summary-note.js';
 import type { HistoryEntry } from '../context/types.js';
-import { alignedCut, targetCount } from './planner.js';
+import { alignedCut, CLEAN_CUT_SLACK, targetCount } from './planner.js';
 
 export const MARKER_SUFFIX = 'recall them with memory_search.';
 
@@ -114,11 +114,15 @@ export function truncationCut(entries: readonly HistoryEntry[], fraction: number
   if (limit === 0) return NOTHING;
   const aligned = cutWithin(entries, fraction, options, limit);
   const target = targetCount(entries.length, fraction);
-  if (aligned > 0 && (aligned < entries.length || target >= entries.length)) return { count: aligned, held: NO_HELD };
+  // A turn boundary far past the fraction (where a chain of overlapping turns first ends) would
+  // drop much more than asked, as the whole history would: a cut through the turns nearer the
+  // fraction is tried first, as a worker's is.
+  const near = aligned <= target * (1 + CLEAN_CUT_SLACK);
+  if (aligned > 0 && (near || target >= entries.length) && (aligned < entries.length || target >= entries.length)) return { count: aligned, held: NO_HELD };
   const through = throughCut(entries, target, limit, options);
-  // The whole history is the one boundary: a cut through the turns takes over only if it frees
-  // what must be freed (emergency frees room whatever the shape of the history).
-  if (through && (aligned === 0 || through.enough)) return { count: through.count, held: through.held };
+  // It takes over only if it frees what must be freed, in fewer entries (emergency frees room
+  // whatever the shape of the history).
+  if (through && (aligned === 0 || (through.enough && through.count < aligned))) return { count: through.count, held: through.held };
   return { count: aligned, held: NO_HELD };
 }
 

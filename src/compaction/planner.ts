@@ -83,7 +83,7 @@ function cleanCuts(entries: readonly HistoryEntry[], target: number, maxCut = en
  * How far from its target a worker's clean cut may fall, as a share of the target: one within
  * it is taken as it is; past it, the cut is made at the target through the turns there.
  */
-const CLEAN_CUT_SLACK = 0.25;
+export const CLEAN_CUT_SLACK = 0.25;
 
 /** How many of the oldest entries weigh at most `budget`, each with `perEntry` more. */
 function fittingCount(entries: readonly HistoryEntry[], budget: number, perEntry: number): number {
