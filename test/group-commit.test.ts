@@ -2,7 +2,8 @@
  * A group commit writes its whole group at once (on PostgreSQL in a few multi-row statements),
  * yet keeps the per-message contract: a message already held rejects alone, every other one is
  * stored with its transcript row, and the vectors that follow skip a row edited meanwhile. On
- * PostgreSQL two groups are written at once, and their outcomes are still told in order.
+ * PostgreSQL two groups are written at once, and their outcomes are still told in order. A group
+ * held back before it was sent (the writer lock unconfirmed) fails whole, not once per write.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -11,7 +12,9 @@ import { IngestWriter } from '../src/channel/ingest-writer.js';
 import type { HistoryEntry } from '../src/context/types.js';
 import { DEFAULTS } from '../src/config/defaults.js';
 import { HashingEmbedder, openMemoryStore, type Embedder } from '../src/memory/index.js';
+import { MagpieError } from '../src/common/errors.js';
 import { GroupCommit } from '../src/storage/group-commit.js';
+import { WRITES_HELD } from '../src/storage/sql-client.js';
 import { tempDir } from './compaction-support.js';
 import { openTestDatabase, TEST_STORAGE } from './support/storage.js';
 import { waitUntil } from './support/wait-until.js';
@@ -252,6 +255,31 @@ test('flush waits for every write queued before it, however many groups they tak
     assert.equal(Number(count.n), 10, 'all ten committed by the time flush resolves');
     await Promise.all(writes);
     assert.equal(group.stats.commits, 4, 'ten writes in groups of at most three');
+    assert.equal(group.idle, true);
+  } finally {
+    await db.close();
+    dir.remove();
+  }
+});
+
+test('a group held back before it was sent fails whole at once, not once more per write', async () => {
+  const dir = tempDir();
+  const db = await openTestDatabase(dir.path);
+  try {
+    let calls = 0;
+    const group = new GroupCommit<string>({
+      db,
+      write: async () => {
+        calls += 1;
+        throw new MagpieError(WRITES_HELD, 'writes wait until the writer lock is confirmed', { retryable: true });
+      },
+    });
+    const outcomes = await Promise.allSettled(Array.from({ length: 5 }, (_, index) => group.submit(`w${index}`)));
+    assert.deepEqual(
+      outcomes.map((outcome) => (outcome.status === 'rejected' ? (outcome.reason as { code?: string }).code : 'stored')),
+      Array.from({ length: 5 }, () => WRITES_HELD),
+    );
+    assert.equal(calls, 1, 'one attempt for the group: retrying each write alone would only wait again');
     assert.equal(group.idle, true);
   } finally {
     await db.close();

@@ -2,10 +2,12 @@
  * The whole app on PostgreSQL while the database goes away, through a TCP proxy in the test: a
  * server that stops answering leaves the event loop free and the app unready, with its state on
  * `/healthz`; connections the server terminates are replaced and the locks taken back; nothing
- * acknowledged is lost.
+ * acknowledged is lost. When only the lock session goes, a message arriving meanwhile waits for it
+ * and lands as soon as the lock is back, and `magpie start` stops within its grace even while the
+ * lock session cannot come back.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -18,8 +20,10 @@ import { withStorageRetry } from '../src/storage/storage-retry.js';
 import { userMessage } from './compaction-support.js';
 import { freshSchema, requirePostgres } from './support/postgres-available.js';
 import { TEST_DATABASE_URL } from './support/storage.js';
-import { startDelayedPostgres, type DelayedPostgres } from './support/tcp-delay-proxy.js';
+import { startDelayedPostgres, type DelayedPostgres, type StartupParameters } from './support/tcp-delay-proxy.js';
 import { waitUntil } from './support/wait-until.js';
+import { startFakeDiscord } from './fakes/fake-discord.js';
+import { startMagpie } from './support/magpie-process.js';
 
 const RUN_PREFIX = `t${process.env.MAGPIE_TEST_RUN ?? ''}`;
 
@@ -31,7 +35,7 @@ interface Rig {
   close(): Promise<void>;
 }
 
-async function openRig(command: string): Promise<Rig> {
+async function openRig(command: string, storage: { statementTimeoutMs?: number; connectTimeoutMs?: number } = {}): Promise<Rig> {
   const proxy = await startDelayedPostgres(TEST_DATABASE_URL, 0);
   const schema = freshSchema(RUN_PREFIX);
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-pg-app-faults-'));
@@ -43,7 +47,7 @@ async function openRig(command: string): Promise<Rig> {
       ...DEFAULTS,
       memory: { ...DEFAULTS.memory, dataDir },
       // Short deadlines: a hung server costs a second or two here, not five.
-      storage: { ...DEFAULTS.storage, backend: 'postgres', schema, statementTimeoutMs: 800, connectTimeoutMs: 1_000 },
+      storage: { ...DEFAULTS.storage, backend: 'postgres', schema, statementTimeoutMs: 800, connectTimeoutMs: 1_000, ...storage },
     },
     env: { MAGPIE_DATABASE_URL: proxy.url },
     events: stream,
@@ -172,5 +176,192 @@ test('every connection cut mid-ingest (a crashed server, a dropped link): each a
     assert.deepEqual((await rig.app.runtime.liveContext('c1')).entries.map((entry) => entry.messageId), stored, 'memory and database agree');
   } finally {
     await rig.close();
+  }
+});
+
+/** The lock session of `command` (its application name), as the proxy and pg_stat_activity see it. */
+function lockSessionOf(command: string): (parameters: StartupParameters) => boolean {
+  return (parameters) => parameters.application_name === `${command} locks`;
+}
+
+/** Ends the lock session of `command` on the server, as an operator's pg_terminate_backend would. */
+async function terminateLockSession(admin: pg.Client, command: string): Promise<void> {
+  const found = await admin.query(`SELECT pid FROM pg_stat_activity WHERE application_name = $1`, [`${command} locks`]);
+  assert.equal(found.rows.length, 1, 'one lock session');
+  await admin.query('SELECT pg_terminate_backend($1)', [(found.rows[0] as { pid: number }).pid]);
+}
+
+/**
+ * A message arriving while the lock session is away, through the Discord adapter's retry path
+ * (`withStorageRetry` with its default backoff); what happens is written to `timeline`.
+ */
+function ingestNoting(rig: Rig, index: number, timeline: string[]): Promise<unknown> {
+  return withStorageRetry(() => rig.app.runtime.ingest(userMessage('c1', index)), {
+    health: rig.app.storage,
+    dataDir: rig.app.dataDir,
+    onRetry: (attempt) => timeline.push(`retry ${attempt}`),
+  }).then(() => timeline.push(`stored m${index}`));
+}
+
+function noteLockEvents(rig: Rig, timeline: string[]): void {
+  rig.app.events.subscribe((event) => {
+    if (event.connection === 'locks') timeline.push(`${event.type === 'storage_connection_lost' ? 'lock lost' : 'lock back'}`);
+    if (event.type === 'ingest_failed' || event.type === 'storage_writer_lost') timeline.push(event.type);
+  });
+}
+
+test('the lock session terminated: a message arriving meanwhile waits for the lock and lands once it is back, with no failure or retry', async (t) => {
+  if (!(await requirePostgres(t))) return;
+  // The default deadlines, as a deployment has them.
+  const command = 'magpie app-fault lock blip';
+  const rig = await openRig(command, { statementTimeoutMs: DEFAULTS.storage.statementTimeoutMs, connectTimeoutMs: DEFAULTS.storage.connectTimeoutMs });
+  const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await admin.connect();
+  try {
+    for (let index = 0; index < 3; index += 1) await rig.app.runtime.ingest(userMessage('c1', index));
+    const timeline: string[] = [];
+    noteLockEvents(rig, timeline);
+    const killed = Date.now();
+    await terminateLockSession(admin, command);
+    await waitUntil(() => timeline.includes('lock lost'), 'the loss to be noticed');
+    await ingestNoting(rig, 3, timeline);
+    const landed = Date.now() - killed;
+    assert.deepEqual(timeline, ['lock lost', 'lock back', 'stored m3'], 'the write waited for the lock, then went, with no retry');
+    // A blip is a blip: far within the statement deadline a write may wait for the lock.
+    assert.ok(landed < 5_000, `stored ${landed} ms after the kill`);
+    assert.equal(rig.app.connection?.locksHeld(), true);
+    assert.deepEqual(await storedIds(rig.schema), ['m0', 'm1', 'm2', 'm3']);
+  } finally {
+    await admin.end();
+    await rig.close();
+  }
+});
+
+test('the lock session cut and unable to reconnect for a while: it is back within about a second once it can be, and the message that waited lands then', async (t) => {
+  if (!(await requirePostgres(t))) return;
+  const command = 'magpie app-fault lock outage';
+  const rig = await openRig(command, { statementTimeoutMs: DEFAULTS.storage.statementTimeoutMs, connectTimeoutMs: DEFAULTS.storage.connectTimeoutMs });
+  try {
+    for (let index = 0; index < 3; index += 1) await rig.app.runtime.ingest(userMessage('c1', index));
+    const timeline: string[] = [];
+    noteLockEvents(rig, timeline);
+    // The link of the lock session fails, and keeps failing for four seconds; the pool's is fine.
+    rig.proxy.proxy.refuse(lockSessionOf(command));
+    assert.equal(rig.proxy.proxy.cut(lockSessionOf(command)), 1);
+    await waitUntil(() => timeline.includes('lock lost'), 'the loss to be noticed');
+    const pending = ingestNoting(rig, 3, timeline);
+    await new Promise((resolve) => setTimeout(resolve, 4_000));
+    assert.deepEqual(timeline, ['lock lost'], 'the write waits; it has not failed');
+    assert.equal(rig.app.connection?.locksHeld(), false);
+    const back = Date.now();
+    rig.proxy.proxy.refuse(undefined);
+    await waitUntil(() => timeline.includes('lock back'), 'the lock session to be back', 10_000);
+    const restoredAfter = Date.now() - back;
+    await pending;
+    // A backoff grown to several seconds would leave the store unwritable that much longer.
+    assert.ok(restoredAfter < 2_000, `the lock came back ${restoredAfter} ms after it could`);
+    assert.deepEqual(timeline, ['lock lost', 'lock back', 'stored m3'], 'no failure, no retry: the write went once the lock was back');
+    assert.equal(rig.app.connection?.locksHeld(), true);
+    assert.deepEqual(await storedIds(rig.schema), ['m0', 'm1', 'm2', 'm3']);
+  } finally {
+    await rig.close();
+  }
+});
+
+test('closing the app while the lock session is away (or silent) does not wait for it', async (t) => {
+  if (!(await requirePostgres(t))) return;
+  for (const fault of ['away', 'silent'] as const) {
+    const command = `magpie app-fault lock close ${fault}`;
+    const rig = await openRig(command, { statementTimeoutMs: DEFAULTS.storage.statementTimeoutMs, connectTimeoutMs: DEFAULTS.storage.connectTimeoutMs });
+    try {
+      await rig.app.runtime.ingest(userMessage('c1', 0));
+      let pending: Promise<unknown> | undefined;
+      if (fault === 'away') {
+        rig.proxy.proxy.refuse(lockSessionOf(command));
+        rig.proxy.proxy.cut(lockSessionOf(command));
+        await waitUntil(() => rig.app.connection?.locksHeld() === false, 'the loss to be noticed');
+        // A write waiting for the lock when the close begins fails then, unacknowledged.
+        pending = rig.app.runtime.ingest(userMessage('c1', 1)).then(
+          () => 'stored',
+          (error: { code?: string }) => error.code,
+        );
+      } else {
+        // The lock session's peer stops answering: closing must not wait out its reply deadline.
+        rig.proxy.proxy.stallOpen(lockSessionOf(command));
+      }
+      const started = Date.now();
+      await rig.app.close();
+      const took = Date.now() - started;
+      assert.ok(took < DEFAULTS.discord.shutdownGraceMs, `${fault}: closed in ${took} ms`);
+      if (pending) assert.equal(await pending, 'storage_writes_held');
+    } finally {
+      await rig.close();
+    }
+  }
+});
+
+test('magpie start stops within its grace on SIGTERM while its lock session is reconnecting', async (t) => {
+  if (!(await requirePostgres(t))) return;
+  const alice = '100000000000000001';
+  const general = '700000000000000001';
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-pg-lock-stop-'));
+  const discord = await startFakeDiscord({ users: [{ id: alice, username: 'alice' }], channels: [{ id: general, name: 'general', type: 0 }] });
+  const proxy = await startDelayedPostgres(TEST_DATABASE_URL, 0);
+  const schema = freshSchema(RUN_PREFIX);
+  const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await admin.connect();
+  const graceMs = 5_000;
+  const configFile = path.join(dir, 'magpie.toml');
+  writeFileSync(
+    configFile,
+    [
+      '[memory]',
+      `data_dir = "${path.join(dir, 'data')}"`,
+      '[discord]',
+      `shutdown_grace_ms = ${graceMs}`,
+      '[metrics]',
+      'listen = "127.0.0.1:0"',
+      '',
+    ].join('\n'),
+  );
+  const run = startMagpie(['start', '--config', configFile], {
+    cwd: dir,
+    env: {
+      PATH: process.env.PATH,
+      HOME: dir,
+      DISCORD_TOKEN: 'test-token',
+      MAGPIE_DISCORD_API: discord.restApi,
+      MAGPIE_STORAGE_BACKEND: 'postgres',
+      MAGPIE_DATABASE_URL: proxy.url,
+      MAGPIE_STORAGE_SCHEMA: schema,
+    },
+  });
+  try {
+    await discord.waitForReady(20_000);
+    await waitUntil(() => run.output.stdout.includes('magpie is running'), 'the bot to run', 20_000);
+    discord.sendMessage({ channelId: general, authorId: alice, content: 'before the outage' });
+    await waitUntil(async () => (await admin.query(`SELECT count(*)::int AS n FROM "${schema}".history_entries WHERE kind = 'message'`)).rows[0].n === 1, 'the first message stored');
+    // The lock session is terminated and cannot come back; a message arrives meanwhile and waits.
+    proxy.proxy.refuse(lockSessionOf('magpie start'));
+    await terminateLockSession(admin, 'magpie start');
+    await waitUntil(() => run.output.stdout.includes('"connection":"locks"'), 'the loss to be logged');
+    discord.sendMessage({ channelId: general, authorId: alice, content: 'during the outage' });
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const signalled = Date.now();
+    run.child.kill('SIGTERM');
+    const code = await Promise.race([run.exited, new Promise<'hung'>((resolve) => setTimeout(resolve, 30_000, 'hung').unref())]);
+    const took = Date.now() - signalled;
+    if (code === 'hung') run.child.kill('SIGKILL');
+    assert.equal(code, 0, run.output.stderr);
+    assert.ok(took < graceMs, `stopped ${took} ms after SIGTERM (grace ${graceMs} ms)`);
+    assert.match(run.output.stdout, /"event":"stopped"/);
+    assert.doesNotMatch(run.output.stdout, /storage_writer_lost/);
+  } finally {
+    if (run.child.exitCode === null) run.child.kill('SIGKILL');
+    await discord.close();
+    await proxy.close();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await admin.end();
+    rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -253,6 +253,8 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     async close() {
       if (closed) return;
       closed = true;
+      // Nothing below waits for a writer lock that is away: it is about to be released.
+      writable.connection?.beginClose();
       try {
         await erasures?.close();
         await workerManager.close();

@@ -90,6 +90,8 @@ export class DiscordAdapter {
   private readonly inFlight = new Set<Promise<unknown>>();
   /** Set by `stop`, which may come while `start` is still connecting. */
   private stopped = false;
+  /** Aborted by `stop`: a write waiting to be retried gives up then rather than after its backoff. */
+  private readonly stopping = new AbortController();
   /** Pending `/memory forget-me` confirmation codes. */
   private readonly confirmations = new ErasureConfirmations();
   private readonly storage: StorageHealth;
@@ -169,6 +171,7 @@ export class DiscordAdapter {
    */
   async stop(graceMs: number): Promise<void> {
     this.stopped = true;
+    this.stopping.abort();
     this.replying = false;
     this.debouncer.flushAll();
     await this.options.responder.drain(graceMs);
@@ -260,7 +263,7 @@ export class DiscordAdapter {
       return await withStorageRetry(() => this.options.runtime.ingest(incoming), {
         health: this.storage,
         dataDir: this.options.dataDir ?? 'data dir',
-        stopped: () => this.stopped,
+        signal: this.stopping.signal,
         ...(this.options.storageRetryDelaysMs ? { delaysMs: this.options.storageRetryDelaysMs } : {}),
         onRetry: (attempt, delayMs, error) =>
           this.options.events.emit({ type: 'message_store_retry', channel_id: incoming.channelId, attempt, delay_ms: delayMs, error: errorMessage(error) }),

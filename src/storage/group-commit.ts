@@ -1,4 +1,4 @@
-import { COMMIT_UNKNOWN, type SqlClient } from './sql-client.js';
+import { COMMIT_UNKNOWN, WRITES_HELD, type SqlClient } from './sql-client.js';
 
 export interface GroupCommitOptions<P> {
   db: SqlClient;
@@ -54,7 +54,8 @@ export const DEFAULT_GROUP_COMMIT_BATCH = 1_000;
  * can write it in a few multi-row statements.
  *
  * A group whose write throws rolls back; it is then retried one payload per transaction, so the
- * bad payload rejects alone (and a full disk rejects each with its own error).
+ * bad payload rejects alone (and a full disk rejects each with its own error). A group held back
+ * before it was sent (`WRITES_HELD`: the writer lock is not confirmed) fails whole at once.
  *
  * With `concurrency` above 1 (PostgreSQL, where a transaction holds a connection of its own), the
  * next group is written while the previous one commits. Their rows never overlap: a message is
@@ -178,6 +179,12 @@ export class GroupCommit<P> {
       } catch (error) {
         // The COMMIT got no answer: what it stored is read back before anyone is told anything.
         if (isCommitUnknown(error)) left = await this.readBack(held, error);
+        // Held back before anything was sent (the writer lock is not confirmed): every write
+        // fails with it at once, rather than each waiting as long again one by one.
+        else if (isWritesHeld(error)) {
+          for (const item of held) item.reject(error);
+          return decided;
+        }
       }
       // Undefined: not even the read-back answered, and every write was decided so.
       if (left === undefined) return decided;
@@ -232,7 +239,7 @@ export class GroupCommit<P> {
   }
 
   private async commitOneByOne(batch: QueuedWrite<P>[]): Promise<void> {
-    for (const item of batch) {
+    for (const [index, item] of batch.entries()) {
       try {
         await this.commitGroup([item.payload]);
         this.stats.commits += 1;
@@ -245,6 +252,11 @@ export class GroupCommit<P> {
           if (left?.length !== 1) continue;
         }
         item.reject(error);
+        // Held back (the writer lock went unconfirmed meanwhile): the rest would be too, each after a wait.
+        if (isWritesHeld(error)) {
+          for (const rest of batch.slice(index + 1)) rest.reject(error);
+          return;
+        }
       }
     }
   }
@@ -274,6 +286,10 @@ export class GroupCommit<P> {
       }
     }
   }
+}
+
+function isWritesHeld(error: unknown): boolean {
+  return (error as { code?: unknown } | undefined)?.code === WRITES_HELD;
 }
 
 function isCommitUnknown(error: unknown): boolean {

@@ -99,6 +99,14 @@ export interface SqlClient {
  */
 export const COMMIT_UNKNOWN = 'storage_commit_unknown';
 
+/**
+ * The code of a write held back before it was sent because this process could not confirm that
+ * it still holds its writer lock (PostgreSQL's lock session was reconnecting past the write's
+ * deadline, or the store is closing). No write of the caller's was at fault and none reached the
+ * database: retrying the same writes one at a time cannot tell a bad one apart.
+ */
+export const WRITES_HELD = 'storage_writes_held';
+
 /** Whether the client (or connection) speaks PostgreSQL. */
 export function isPostgres(db: { readonly dialect?: SqlDialect }): boolean {
   return db.dialect === 'postgres';

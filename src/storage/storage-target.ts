@@ -33,6 +33,12 @@ export interface StorageConnection {
    * back with its locks taken again (`up`); returns a function that removes the listener.
    */
   onLockSessionChange(listener: (state: 'up' | 'reconnecting', error: string | undefined) => void): () => void;
+  /**
+   * Shutdown has begun and the locks are about to be released: from now on a write that finds
+   * the lock session away fails at once (`storage_writes_held`) instead of waiting for it, and a
+   * session that is away stops reconnecting. Writes go on as before while the session is up.
+   */
+  beginClose(): void;
 }
 
 /** An open store and what closes it (the database, then the writer lock). */

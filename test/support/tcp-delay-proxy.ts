@@ -2,10 +2,11 @@
  * A TCP proxy on 127.0.0.1 in front of PostgreSQL, for fault tests and benchmarks (src/ never
  * imports it). It delays every chunk by a fixed time per direction (so +5 ms is a 10 ms round
  * trip), can stop forwarding (a server that never answers) and start again, and can cut every
- * connection. It reads the frontend protocol from the client's side to count round trips: each
- * simple query (`Q`) and each extended-protocol `Sync` (`S`) after the startup packet asks for
- * one answer. `exchanges` counts the times the client spoke again after the server did: the
- * round trips a pipelined client actually waits for.
+ * connection (or those whose startup packet names a given application). It reads the frontend
+ * protocol from the client's side to count round trips: each simple query (`Q`) and each
+ * extended-protocol `Sync` (`S`) after the startup packet asks for one answer. `exchanges`
+ * counts the times the client spoke again after the server did: the round trips a pipelined
+ * client actually waits for.
  */
 import { createServer, Socket, type AddressInfo, type Server } from 'node:net';
 
@@ -59,13 +60,30 @@ class DelayedPipe {
   }
 }
 
-/** Reads the client's side of the protocol: counts Q and S messages once the startup is over. */
+/** The connection parameters of a startup packet (`user`, `database`, `application_name`, …). */
+export type StartupParameters = Readonly<Record<string, string>>;
+
+function startupParameters(packet: Buffer): StartupParameters {
+  const fields = packet.subarray(8).toString('utf8').split('\0');
+  const parameters: Record<string, string> = {};
+  for (let index = 0; index + 1 < fields.length && fields[index] !== ''; index += 2) parameters[fields[index]!] = fields[index + 1]!;
+  return parameters;
+}
+
+/**
+ * Reads the client's side of the protocol: the startup packet's parameters, then counts Q and S
+ * messages once the startup is over.
+ */
 class FrontendCounter {
   private buffer: Buffer = Buffer.alloc(0);
   private startup = true;
   serverSpoke = true;
+  parameters: StartupParameters | undefined;
 
-  constructor(private readonly proxy: TcpDelayProxy) {}
+  constructor(
+    private readonly proxy: TcpDelayProxy,
+    private readonly onStartup: (parameters: StartupParameters) => void,
+  ) {}
 
   feed(chunk: Buffer): void {
     if (this.serverSpoke && !this.startup) {
@@ -79,8 +97,13 @@ class FrontendCounter {
         const length = this.buffer.readInt32BE(0);
         if (this.buffer.length < length) return;
         const code = this.buffer.readInt32BE(4);
+        const packet = this.buffer.subarray(0, length);
         this.buffer = this.buffer.subarray(length);
-        if (!NEGOTIATION_CODES.has(code)) this.startup = false;
+        if (!NEGOTIATION_CODES.has(code)) {
+          this.startup = false;
+          this.parameters = startupParameters(packet);
+          this.onStartup(this.parameters);
+        }
         continue;
       }
       if (this.buffer.length < 5) return;
@@ -93,12 +116,20 @@ class FrontendCounter {
   }
 }
 
+interface Pair {
+  client: Socket;
+  server: Socket;
+  pipes: DelayedPipe[];
+  counter: FrontendCounter;
+}
+
 export class TcpDelayProxy {
   delayMs: number;
   paused = false;
   roundTripCount = 0;
   exchangeCount = 0;
-  private readonly pairs = new Set<{ client: Socket; server: Socket; pipes: DelayedPipe[] }>();
+  private readonly pairs = new Set<Pair>();
+  private refusing: ((parameters: StartupParameters) => boolean) | undefined;
 
   private constructor(
     private readonly server: Server,
@@ -144,16 +175,40 @@ export class TcpDelayProxy {
   }
 
   /**
-   * Stops forwarding on the connections open now, in both directions, while new ones still work:
-   * the peer of a stalled connection does not know it is gone (as after a silent network loss).
+   * Stops forwarding on the connections open now (or those whose startup parameters match), in
+   * both directions, while new ones still work: the peer of a stalled connection does not know it
+   * is gone (as after a silent network loss).
    */
-  stallOpen(): void {
-    for (const pair of this.pairs) for (const pipe of pair.pipes) pipe.stalled = true;
+  stallOpen(where?: (parameters: StartupParameters) => boolean): void {
+    for (const pair of this.pairs) {
+      if (where && !(pair.counter.parameters && where(pair.counter.parameters))) continue;
+      for (const pipe of pair.pipes) pipe.stalled = true;
+    }
   }
 
   /** Cuts every connection at once, as a crashed server or a dropped link would. */
   cutAll(): void {
     for (const pair of this.pairs) this.drop(pair);
+  }
+
+  /** Cuts the open connections whose startup parameters match; returns how many. */
+  cut(where: (parameters: StartupParameters) => boolean): number {
+    let cut = 0;
+    for (const pair of this.pairs) {
+      if (pair.counter.parameters && where(pair.counter.parameters)) {
+        this.drop(pair);
+        cut += 1;
+      }
+    }
+    return cut;
+  }
+
+  /**
+   * Until called again with undefined, a new connection whose startup parameters match is cut as
+   * soon as it sends them (before the server sees it), as a link that keeps failing would.
+   */
+  refuse(where: ((parameters: StartupParameters) => boolean) | undefined): void {
+    this.refusing = where;
   }
 
   async close(): Promise<void> {
@@ -167,12 +222,14 @@ export class TcpDelayProxy {
     server.setNoDelay(true);
     const toServer = new DelayedPipe(this, server);
     const toClient = new DelayedPipe(this, client);
-    const pair = { client, server, pipes: [toServer, toClient] };
+    let refused = false;
+    const counter = new FrontendCounter(this, (parameters) => (refused = this.refusing?.(parameters) === true));
+    const pair: Pair = { client, server, pipes: [toServer, toClient], counter };
     this.pairs.add(pair);
-    const counter = new FrontendCounter(this);
     client.on('data', (chunk: Buffer) => {
       counter.feed(chunk);
-      toServer.push(chunk);
+      if (refused) this.drop(pair);
+      else toServer.push(chunk);
     });
     server.on('data', (chunk: Buffer) => {
       counter.serverSpoke = true;
@@ -186,7 +243,7 @@ export class TcpDelayProxy {
     server.connect(this.target.port, this.target.host);
   }
 
-  private drop(pair: { client: Socket; server: Socket; pipes: DelayedPipe[] }): void {
+  private drop(pair: Pair): void {
     if (!this.pairs.delete(pair)) return;
     for (const pipe of pair.pipes) pipe.stop();
     pair.client.destroy();

@@ -276,6 +276,9 @@ export const startCommand: CliCommand = {
     logger.info({ event: 'stopping', signal, grace_ms: graceMs }, 'stopping: finishing running replies');
     watcher?.close();
     operator.readiness.require('shutdown', () => 'shutting down');
+    // The grace is for running replies, not for a lock session that is away: writes that would
+    // wait for it fail now (the messages are fetched again by the next start's catch-up).
+    app.connection?.beginClose();
     await adapter.stop(graceMs);
     await app.close();
     await operator.close();

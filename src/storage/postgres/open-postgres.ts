@@ -4,8 +4,9 @@ import { describeTarget, type OpenedStorage, type StorageTarget } from '../stora
 import { applyPgMigrations, missingPgMigrations } from './pg-migrations.js';
 import { PgPoolClient } from './pg-pool-client.js';
 import { PgSession } from './pg-session.js';
-import { SessionChannelLocks, STORAGE_WRITERS_TABLE, takeWriterLock, type HeldWriterLock } from './pg-session-locks.js';
+import { SessionChannelLocks, STORAGE_WRITERS_TABLE, takeWriterLock } from './pg-session-locks.js';
 import type { PgConnectionSettings } from './pg-settings.js';
+import { WriteFence } from './pg-write-fence.js';
 
 type PostgresTarget = Extract<StorageTarget, { backend: 'postgres' }>;
 
@@ -29,31 +30,32 @@ export async function openPostgresForWriting(
     // Locks live on a connection of their own that reconnects and takes them back.
     session = await PgSession.open({ settings: pgSettings(target, `${options.command.slice(0, 50)} locks`) });
     const opened = session;
-    const writer = await takeWriterLock(opened, db, key, options.command);
+    await takeWriterLock(opened, db, key, options.command);
     const lost = new Set<(key: string) => void>();
-    const extra: HeldWriterLock[] = [];
     // While the lock session reconnects, this process does not know whether it still holds the
     // writer lock: writes wait until it has taken its locks back (or heard it lost one).
-    let fence: { promise: Promise<void>; release(): void } | undefined;
+    const fence = new WriteFence(target.schema);
+    let closing = false;
     opened.onStateChange((state) => {
-      if (state === 'reconnecting' || state === 'connecting') {
-        if (!fence) {
-          let release!: () => void;
-          const promise = new Promise<void>((resolve) => (release = resolve));
-          fence = { promise, release };
-        }
-      } else {
-        fence?.release();
-        fence = undefined;
-      }
+      if (state === 'up') fence.lower();
+      else fence.raise();
+      // Closing: a session that went away is not waited for (its locks are about to be released).
+      if (closing && state === 'reconnecting') void opened.close();
     });
-    db.fenceWrites(() => fence?.promise);
+    db.fenceWrites(() => fence.current());
     opened.onLost((lockKey) => {
       if (!lockKey.startsWith('writer:')) return;
       // Another process writes these channels now: this one stops writing at once.
       db.refuseWrites(`the writer lock ${lockKey.slice('writer:'.length)} was taken by another process while the connection was lost`);
       for (const listener of lost) listener(lockKey.slice('writer:'.length));
     });
+    const beginClose = (): void => {
+      if (closing) return;
+      closing = true;
+      fence.refuse('the store is closing, and the writer lock cannot be confirmed while the lock session is away');
+      // No reconnect loop outlives the decision to stop: the server dropped the locks with the connection.
+      if (opened.state !== 'up') void opened.close();
+    };
     return {
       target,
       dataDir: target.dataDir,
@@ -68,19 +70,18 @@ export async function openPostgresForWriting(
             if (state === 'up') listener('up', undefined);
             else if (state === 'reconnecting') listener('reconnecting', error instanceof Error ? error.message : error === undefined ? undefined : String(error));
           }),
+        beginClose,
       },
-      async lockWriterKey(other: string) {
-        const held = await takeWriterLock(opened, db, other, options.command);
-        extra.push(held);
-        return held;
-      },
+      lockWriterKey: (other: string) => takeWriterLock(opened, db, other, options.command),
       onWriterLost(listener) {
         lost.add(listener);
         return () => lost.delete(listener);
       },
       async close() {
+        beginClose();
         try {
-          for (const held of [...extra, writer]) await held.release();
+          // Ending the session releases every lock it holds (server side): no unlock round trip
+          // per key that a connection gone silent would make the shutdown wait for.
           await opened.close();
         } finally {
           await closePool();

@@ -7,11 +7,19 @@ import { pgClientConfig, type ResolvedPgSettings } from './pg-settings.js';
 const PROBE_DELAYS_MS = [250, 500, 1_000, 2_000, 5_000];
 
 /**
+ * How long `close` waits for connections still in use: everything that writes was closed before
+ * the pool, so one still busy is stuck (a peer that stopped answering), and a shutdown must not
+ * wait out its reply deadline.
+ */
+const CLOSE_DEADLINE_MS = 1_000;
+
+/**
  * The pool under `PgPoolClient` and what it knows about the server's health. Connections are
  * pipelined (a transaction's BEGIN leaves with its first statement); one that failed at the
  * connection level is destroyed, socket first, so a peer that stopped answering cannot hold it.
  * While the server is not answering, a `SELECT 1` probe retries with backoff so the health comes
- * back to `up` by itself, even with no caller asking.
+ * back to `up` by itself, even with no caller asking. `close` waits a second at most: past it,
+ * connections still in use are dropped (the server rolls back what they had not committed).
  */
 export class PgConnections {
   private readonly pool: pg.Pool;
@@ -74,7 +82,16 @@ export class PgConnections {
     if (!this.isOpen) return;
     this.isOpen = false;
     if (this.probeTimer) clearTimeout(this.probeTimer);
-    await this.pool.end();
+    const ended = this.pool.end();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), CLOSE_DEADLINE_MS)));
+    const outcome = await Promise.race([ended.then(() => 'ended' as const), late]).finally(() => clearTimeout(timer));
+    if (outcome === 'ended') return;
+    // Their holders see the connection fail and release it; the pool then ends without us waiting.
+    ended.catch(() => undefined);
+    for (const client of (this.pool as unknown as { _clients: pg.PoolClient[] })._clients) {
+      (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+    }
   }
 
   private scheduleProbe(): void {

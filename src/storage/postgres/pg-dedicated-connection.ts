@@ -8,6 +8,16 @@ export type DedicatedState = 'connecting' | 'up' | 'reconnecting' | 'closed';
 /** Runs one statement on the connection being set up. */
 export type SetupQuery = (text: string, values?: unknown[]) => Promise<pg.QueryResult>;
 
+/**
+ * What a reconnecting `setUp` knows of this connection's earlier server processes: the one of the
+ * connection that was lost, then those of attempts given up after they connected. Any of them may
+ * still hold what the session held (the server has not noticed the socket closed, or the process
+ * is still exiting).
+ */
+export interface Reconnect {
+  previousPids: number[];
+}
+
 export interface DedicatedConnectionOptions {
   settings: PgConnectionSettings;
   /** Waits before each reconnect attempt; the last one repeats (default 0.1 s doubling to 5 s). */
@@ -16,19 +26,22 @@ export interface DedicatedConnectionOptions {
   heartbeatMs?: number;
   /**
    * Runs on every new connection before it counts as up (LISTEN again, take locks again). A
-   * throw counts as a failed attempt. `previousPid` is the server process of the connection
-   * that was lost, if any.
+   * throw counts as a failed attempt. `reconnect` is undefined on the first connection.
    */
-  setUp(client: pg.Client, query: SetupQuery, reconnect: { previousPid: number | undefined } | undefined): Promise<void>;
+  setUp(client: pg.Client, query: SetupQuery, reconnect: Reconnect | undefined): Promise<void>;
 }
 
 export const DEFAULT_RECONNECT_DELAYS_MS: readonly number[] = [100, 200, 500, 1_000, 2_000, 5_000];
+
+/** How long `close` lets the server acknowledge the end of the connection before dropping the socket. */
+const CLOSE_DEADLINE_MS = 500;
 
 /**
  * One PostgreSQL connection of its own, outside the pool, for what belongs to a session: advisory
  * locks, LISTEN. When it is lost (a reply deadline passed, the server ended it, the socket
  * dropped, a heartbeat got no answer) it is destroyed and opened again with backoff until it is
  * up or closed; `setUp` then restores the session's state. Statements run one at a time.
+ * `close` ends the reconnect loop and any attempt in flight, and never waits on a silent peer.
  */
 export class DedicatedConnection {
   readonly settings: ResolvedPgSettings;
@@ -37,6 +50,8 @@ export class DedicatedConnection {
   private chain: Promise<unknown> = Promise.resolve();
   private heartbeat: NodeJS.Timeout | undefined;
   private retry: NodeJS.Timeout | undefined;
+  /** The client of the reconnect attempt in flight, if any. */
+  private attempting: pg.Client | undefined;
   private attempt = 0;
   private readonly listeners = new Set<(state: DedicatedState, error: unknown) => void>();
 
@@ -97,27 +112,44 @@ export class DedicatedConnection {
     return result;
   }
 
+  /**
+   * Ends the connection (the server then releases what the session held), within
+   * `CLOSE_DEADLINE_MS`: past it the socket is dropped. A reconnect attempt in flight is dropped.
+   */
   async close(): Promise<void> {
     if (this.current === 'closed') return;
     this.setState('closed', undefined);
     if (this.heartbeat) clearInterval(this.heartbeat);
     if (this.retry) clearTimeout(this.retry);
+    this.retry = undefined;
+    if (this.attempting) destroy(this.attempting);
+    this.attempting = undefined;
     const client = this.client;
     this.client = undefined;
-    await client?.end().catch(() => undefined);
+    if (!client) return;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), CLOSE_DEADLINE_MS)));
+    const ended = await Promise.race([client.end().then(() => 'ended' as const, () => 'ended' as const), late]).finally(() => clearTimeout(timer));
+    if (ended === 'late') destroy(client);
   }
 
-  private async open(reconnect: { previousPid: number | undefined } | undefined): Promise<pg.Client> {
+  private async open(reconnect: Reconnect | undefined): Promise<pg.Client> {
     const client = new pg.Client(pgClientConfig(this.settings));
     // Errors before `adopt` are the attempt's own; after it they mean the connection was lost.
     client.on('error', () => undefined);
+    this.attempting = client;
     try {
       await client.connect();
       await this.options.setUp(client, (text, values) => client.query(text, values), reconnect);
       return client;
     } catch (error) {
+      // Given up after it connected: its server process may hold what `setUp` took back.
+      const pid = (client as { processID?: number | null }).processID;
+      if (reconnect && typeof pid === 'number' && !reconnect.previousPids.includes(pid)) reconnect.previousPids.push(pid);
       destroy(client);
       throw error;
+    } finally {
+      if (this.attempting === client) this.attempting = undefined;
     }
   }
 
@@ -135,10 +167,10 @@ export class DedicatedConnection {
     this.client = undefined;
     destroy(client);
     this.setState('reconnecting', error);
-    this.scheduleReconnect({ previousPid });
+    this.scheduleReconnect({ previousPids: previousPid === undefined ? [] : [previousPid] });
   }
 
-  private scheduleReconnect(reconnect: { previousPid: number | undefined }): void {
+  private scheduleReconnect(reconnect: Reconnect): void {
     const delays = this.options.reconnectDelaysMs ?? DEFAULT_RECONNECT_DELAYS_MS;
     const delay = delays[Math.min(this.attempt, delays.length - 1)] ?? 1_000;
     this.attempt += 1;

@@ -130,7 +130,8 @@ export class PgPoolClient implements SqlClient, PgRunner {
    * Writes (and transactions) started while `fence` returns a promise wait for it first, up to
    * the statement deadline: while the lock session reconnects, this process does not know
    * whether it still holds its writer lock, and must not write until it does (or hears it lost
-   * it: then `refuseWrites` has been called and the write fails with `writer_lock_lost`).
+   * it: then `refuseWrites` has been called and the write fails with `writer_lock_lost`). A
+   * fence that rejects fails the waiting writes with its error (the store is closing).
    */
   fenceWrites(fence: () => Promise<void> | undefined): void {
     this.writeFence = fence;
