@@ -31,6 +31,13 @@ export async function channelIdsWithHistory(db: SqlClient): Promise<string[]> {
   );
 }
 
+/**
+ * Turns with an entry in the live suffix. Their earlier entries are live too: a cut through
+ * overlapping turns holds back a message whose reply lies past it (see the compaction planner),
+ * and such a message, though its seq is inside a summary's range, was not summarized.
+ */
+const LIVE_TURNS = 'SELECT turn_id FROM history_entries WHERE channel_id = @channelId AND seq >= @liveFrom';
+
 export async function contextCensus(db: SqlClient, channelId: string): Promise<ContextCensus> {
   const liveFrom =
     ((await db.prepare('SELECT live_from_seq FROM history_channels WHERE channel_id = ?').get(channelId)) as { live_from_seq: number } | undefined)
@@ -38,9 +45,9 @@ export async function contextCensus(db: SqlClient, channelId: string): Promise<C
   const counts = (await db
     .prepare(
       `SELECT SUM(CASE WHEN kind = 'message' THEN 1 ELSE 0 END) AS messages,
-              SUM(CASE WHEN kind = 'message' AND seq >= @liveFrom THEN 1 ELSE 0 END) AS live_messages,
-              SUM(CASE WHEN seq >= @liveFrom THEN 1 ELSE 0 END) AS live_entries,
-              SUM(CASE WHEN seq >= @liveFrom THEN tokens ELSE 0 END) AS live_tokens,
+              SUM(CASE WHEN kind = 'message' AND (seq >= @liveFrom OR turn_id IN (${LIVE_TURNS})) THEN 1 ELSE 0 END) AS live_messages,
+              SUM(CASE WHEN seq >= @liveFrom OR turn_id IN (${LIVE_TURNS}) THEN 1 ELSE 0 END) AS live_entries,
+              SUM(CASE WHEN seq >= @liveFrom OR turn_id IN (${LIVE_TURNS}) THEN tokens ELSE 0 END) AS live_tokens,
               MAX(created_at) AS last_at
          FROM history_entries WHERE channel_id = @channelId`,
     )
@@ -60,6 +67,7 @@ export async function contextCensus(db: SqlClient, channelId: string): Promise<C
          FROM history_summaries s
          JOIN history_entries e ON e.channel_id = s.channel_id AND e.seq BETWEEN s.from_seq AND s.to_seq
         WHERE s.channel_id = @channelId AND s.live = 1 AND e.kind = 'message' AND e.seq < @liveFrom
+          AND e.turn_id NOT IN (${LIVE_TURNS})
         GROUP BY s.kind`,
     )
     .all({ channelId, liveFrom })) as Array<{ kind: string; total: number }>;

@@ -195,6 +195,27 @@ export const STORE_CONTRACT: readonly ContractCase[] = [
       }),
   },
   {
+    name: 'census: a message held back by a cut through overlapping turns counts as live, not as summarized',
+    run: (backend) =>
+      withStore(backend, async ({ db }) => {
+        const history = new HistoryStore(db);
+        // Turn 2's reply (seq 5) lands after turn 3's question: a cut after seq 3 holds seq 2.
+        const turns = [1, 2, 1, 3, 2, 3];
+        for (const [index, turnId] of turns.entries()) {
+          const seq = index + 1;
+          const reply = turns.indexOf(turnId) < index;
+          await history.insert(entry('c1', seq, { turnId, ...(reply ? { role: 'assistant' as const, authorId: 'bot' } : {}) }), {});
+        }
+        await history.splice({ channelId: 'c1', entryRange: { toSeq: 3 }, retiredSummaryIds: [], summary: summary('c1', 1, 3) });
+        assert.deepEqual((await history.load('c1')).entries.map((row) => row.seq), [2, 4, 5, 6], 'the held message is live');
+        const census = await contextCensus(db, 'c1');
+        assert.deepEqual(
+          [census.messages, census.liveMessages, census.underSummaries, census.underMarkers, census.liveEntries, census.liveEntryTokens],
+          [6, 4, 2, 0, 4, 20],
+        );
+      }),
+  },
+  {
     name: 'history: truncation markers, extended and shrunk, and a seq counter that survives them',
     run: (backend) =>
       withStore(backend, async ({ db }) => {
