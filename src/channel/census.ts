@@ -61,14 +61,18 @@ export async function contextCensus(db: SqlClient, channelId: string): Promise<C
   const heads = (await db
     .prepare('SELECT kind, COUNT(*) AS total, SUM(tokens) AS tokens FROM history_summaries WHERE channel_id = ? AND live = 1 GROUP BY kind')
     .all(channelId)) as Array<{ kind: string; total: number; tokens: number }>;
+  // Each message once: the ranges of live summaries can overlap (a summary that took a message
+  // held back before starts at it, inside the range of the one that held it), and one under a
+  // summary and a marker both counts under the summary.
+  const within = (kind: string) =>
+    `EXISTS (SELECT 1 FROM history_summaries s WHERE s.channel_id = e.channel_id AND s.live = 1 AND s.kind = '${kind}' AND e.seq BETWEEN s.from_seq AND s.to_seq)`;
   const covered = (await db
     .prepare(
-      `SELECT s.kind AS kind, COUNT(*) AS total
-         FROM history_summaries s
-         JOIN history_entries e ON e.channel_id = s.channel_id AND e.seq BETWEEN s.from_seq AND s.to_seq
-        WHERE s.channel_id = @channelId AND s.live = 1 AND e.kind = 'message' AND e.seq < @liveFrom
+      `SELECT CASE WHEN ${within('summary')} THEN 'summary' WHEN ${within('marker')} THEN 'marker' ELSE 'none' END AS kind, COUNT(*) AS total
+         FROM history_entries e
+        WHERE e.channel_id = @channelId AND e.kind = 'message' AND e.seq < @liveFrom
           AND e.turn_id NOT IN (${LIVE_TURNS})
-        GROUP BY s.kind`,
+        GROUP BY 1`,
     )
     .all({ channelId, liveFrom })) as Array<{ kind: string; total: number }>;
   const head = (kind: string) => heads.find((row) => row.kind === kind);

@@ -213,6 +213,12 @@ export const STORE_CONTRACT: readonly ContractCase[] = [
           [census.messages, census.liveMessages, census.underSummaries, census.underMarkers, census.liveEntries, census.liveEntryTokens],
           [6, 4, 2, 0, 4, 20],
         );
+        // The next summary takes the held message: it starts at seq 2, inside the first one's range.
+        await history.insert(entry('c1', 7, { turnId: 4 }), {});
+        await history.insert(entry('c1', 8, { turnId: 4, role: 'assistant', authorId: 'bot' }), {});
+        await history.splice({ channelId: 'c1', entryRange: { toSeq: 6 }, retiredSummaryIds: [], summary: summary('c1', 2, 6) });
+        const later = await contextCensus(db, 'c1');
+        assert.deepEqual([later.messages, later.liveMessages, later.underSummaries, later.underMarkers], [8, 2, 6, 0], 'each message counted once');
       }),
   },
   {
