@@ -92,6 +92,45 @@ test('a cut through overlapping turns lands, and a restart brings back the same 
   await second.close();
 });
 
+test('a summary rewritten after a delete reads what it summarized, not the messages it held back', async () => {
+  const summarizer = new ScriptedSummarizer();
+  const harness = await openHarness({ summarizer });
+  const { runtime } = harness;
+  const channelId = 'busy';
+  const asked: Array<{ turnId: number; index: number }> = [];
+  try {
+    for (let index = 0; index < 60; index += 1) {
+      const stored = await runtime.ingest(userMessage(channelId, index));
+      if (index % 3 === 0) asked.push({ turnId: stored.turnId, index });
+      if (index % 3 === 2 && asked.length > 1) {
+        const question = asked.shift()!;
+        await runtime.appendToTurn(channelId, [{ kind: 'message', role: 'assistant', authorId: 'bot', authorName: 'Magpie', content: `Reply to ${question.index}.`, messageId: `r${question.index}` }], question.turnId);
+      }
+    }
+    await runtime.compactionsIdle();
+    summarizer.fallback = replyWith('The questions and their replies so far.');
+    assert.equal((await runtime.compactNow(channelId)).status, 'completed');
+    const live = await runtime.liveContext(channelId);
+    const summary = live.summaries.at(-1)!;
+    const held = new Set(live.entries.filter((item) => item.seq < summary.toSeq).map((item) => item.seq));
+    assert.ok(held.size > 0, 'some question stayed live with its reply');
+    const read = summarizer.requests.at(-1)!.entries.map((item) => item.seq);
+    const asks = summarizer.requests.length;
+    // A message the summary read is deleted: the summary is written again from what is left of it.
+    const gone = summarizer.requests.at(-1)!.entries.find((item) => item.role === 'user')!;
+    await runtime.deleteMessages(channelId, [gone.messageId!]);
+    await waitUntil(() => summarizer.requests.length > asks, 'the summary being written again');
+    await runtime.compactionsIdle();
+    const reread = summarizer.requests.at(-1)!.entries.map((item) => item.seq);
+    assert.deepEqual(reread.filter((seq) => held.has(seq)), [], 'no message the summary held back');
+    assert.ok(!reread.includes(gone.seq), 'not the deleted message');
+    // Everything else it read (and the messages of any marker it folded in, which it read as the marker).
+    assert.deepEqual(read.filter((seq) => seq !== gone.seq && !reread.includes(seq)), [], 'every other message it read');
+  } finally {
+    await harness.close();
+  }
+});
+
 test('a background worker in a chain of overlapping turns takes about its fraction, not everything up to the next clean boundary', async () => {
   const pending = gate('The questions and their replies so far.');
   const summarizer = new ScriptedSummarizer().enqueue(pending.behaviour);

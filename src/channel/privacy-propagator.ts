@@ -10,7 +10,7 @@ import { MIN_QUOTE_LENGTH, quoteIndex, redactQuotes, type QuoteIndex } from '../
 import { DELETED_NOTE, EDITED_NOTE, redactionTarget, redactToolBlock, replaceTexts, type RedactionTarget } from '../privacy/redact.js';
 import { KeyedRead } from '../storage/keyed-read.js';
 import { MemoryRewrites } from './memory-rewrites.js';
-import { RETIRED_PLACEHOLDER, SummaryRewrites, type SummaryRewriteOptions, type SummaryRow } from './summary-rewrites.js';
+import { RETIRED_PLACEHOLDER, SUMMARIZED_MESSAGES, SummaryRewrites, type SummaryRewriteOptions, type SummaryRow } from './summary-rewrites.js';
 
 /** A message whose words must leave every copy: deleted, edited (its old text), erased. */
 export interface RemovedMessage {
@@ -71,9 +71,7 @@ export class PrivacyPropagator {
       pending: new KeyedRead(db, 'SELECT id FROM history_summaries WHERE channel_id = @key AND live = 1 AND needs_rewrite = 1'),
       tombstone: db.prepare('INSERT OR REPLACE INTO deleted_messages (channel_id, message_id, deleted_at) VALUES (?, ?, ?)'),
       pruneTombstones: db.prepare('DELETE FROM deleted_messages WHERE deleted_at < ?'),
-      rangeMessages: db.prepare(
-        `SELECT * FROM history_entries WHERE channel_id = ? AND seq BETWEEN ? AND ? AND kind = 'message' ORDER BY seq`,
-      ),
+      rangeMessages: db.prepare(SUMMARIZED_MESSAGES),
     };
   }
 
@@ -302,7 +300,7 @@ export class PrivacyPropagator {
         continue;
       }
       if (row.kind === 'marker' && row.needs_rewrite === 0) continue; // A marker quotes nothing.
-      const messages = (await this.statements.rangeMessages.all(channelId, row.from_seq, row.to_seq)) as EntryRow[];
+      const messages = (await this.statements.rangeMessages.all(channelId, row.from_seq, row.to_seq, row.to_seq)) as EntryRow[];
       if (row.summarizer === 'extractive' || messages.length === 0) {
         changed.push(await this.rewriteExtractive(row, messages.map(toEntry)));
       } else {

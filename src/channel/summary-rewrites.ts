@@ -9,6 +9,18 @@ import type { CompactionSettings } from '../config/types.js';
 import type { MemoryLocation } from '../memory/types.js';
 import type { SqlClient, SqlQuery } from '../storage/sql-client.js';
 
+
+/**
+ * The messages a summary stands for, to write it again from: those in its seq range whose turn
+ * ends inside it. A cut through overlapping turns holds back a message whose reply lies past the
+ * cut (see the compaction planner): it is in the range but was not summarized (it stayed live, or
+ * a later summary took it). Parameters: channel id, from_seq, to_seq, to_seq.
+ */
+export const SUMMARIZED_MESSAGES = `SELECT * FROM history_entries e
+  WHERE e.channel_id = ? AND e.seq BETWEEN ? AND ? AND e.kind = 'message'
+    AND NOT EXISTS (SELECT 1 FROM history_entries later WHERE later.channel_id = e.channel_id AND later.turn_id = e.turn_id AND later.seq > ?)
+  ORDER BY e.seq`;
+
 export interface SummaryRewriteOptions {
   db: SqlClient;
   events: EventStream;
@@ -52,9 +64,7 @@ export class SummaryRewrites {
   constructor(private readonly options: SummaryRewriteOptions) {
     const { db } = options;
     this.summary = db.prepare('SELECT * FROM history_summaries WHERE id = ?');
-    this.rangeMessages = db.prepare(
-      `SELECT * FROM history_entries WHERE channel_id = ? AND seq BETWEEN ? AND ? AND kind = 'message' ORDER BY seq`,
-    );
+    this.rangeMessages = db.prepare(SUMMARIZED_MESSAGES);
     this.updateSummary = db.prepare('UPDATE history_summaries SET kind = ?, content = ?, tokens = ?, needs_rewrite = ?, live = ? WHERE id = ?');
   }
 
@@ -98,7 +108,7 @@ export class SummaryRewrites {
     const generation = this.generations.get(id) ?? 0;
     const row = (await this.summary.get(id)) as SummaryRow | undefined;
     if (!row || row.live === 0 || row.needs_rewrite === 0) return false;
-    const entries = ((await this.rangeMessages.all(row.channel_id, row.from_seq, row.to_seq)) as EntryRow[]).map(toEntry);
+    const entries = ((await this.rangeMessages.all(row.channel_id, row.from_seq, row.to_seq, row.to_seq)) as EntryRow[]).map(toEntry);
     const settings = this.options.fallbackSettings(row.channel_id);
     let content = '';
     let summarizer = this.options.summarizer.name;
