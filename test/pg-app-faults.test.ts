@@ -185,8 +185,12 @@ function lockSessionOf(command: string): (parameters: StartupParameters) => bool
 }
 
 /** Ends the lock session of `command` on the server, as an operator's pg_terminate_backend would. */
-async function terminateLockSession(admin: pg.Client, command: string): Promise<void> {
-  const found = await admin.query(`SELECT pid FROM pg_stat_activity WHERE application_name = $1`, [`${command} locks`]);
+async function terminateLockSession(admin: pg.Client, command: string, proxy: DelayedPostgres): Promise<void> {
+  // Through this test's proxy: another test's process may run under the same name meanwhile.
+  const found = await admin.query(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND client_port = ANY($2::int[])`, [
+    `${command} locks`,
+    proxy.proxy.serverPorts(lockSessionOf(command)),
+  ]);
   assert.equal(found.rows.length, 1, 'one lock session');
   await admin.query('SELECT pg_terminate_backend($1)', [(found.rows[0] as { pid: number }).pid]);
 }
@@ -222,7 +226,7 @@ test('the lock session terminated: a message arriving meanwhile waits for the lo
     const timeline: string[] = [];
     noteLockEvents(rig, timeline);
     const killed = Date.now();
-    await terminateLockSession(admin, command);
+    await terminateLockSession(admin, command, rig.proxy);
     await waitUntil(() => timeline.includes('lock lost'), 'the loss to be noticed');
     await ingestNoting(rig, 3, timeline);
     const landed = Date.now() - killed;
@@ -343,7 +347,7 @@ test('magpie start stops within its grace on SIGTERM while its lock session is r
     await waitUntil(async () => (await admin.query(`SELECT count(*)::int AS n FROM "${schema}".history_entries WHERE kind = 'message'`)).rows[0].n === 1, 'the first message stored');
     // The lock session is terminated and cannot come back; a message arrives meanwhile and waits.
     proxy.proxy.refuse(lockSessionOf('magpie start'));
-    await terminateLockSession(admin, 'magpie start');
+    await terminateLockSession(admin, 'magpie start', proxy);
     await waitUntil(() => run.output.stdout.includes('"connection":"locks"'), 'the loss to be logged');
     discord.sendMessage({ channelId: general, authorId: alice, content: 'during the outage' });
     await new Promise((resolve) => setTimeout(resolve, 1_000));

@@ -186,6 +186,19 @@ export class TcpDelayProxy {
     }
   }
 
+  /**
+   * The local ports of the proxy's own connections to the server for the open connections whose
+   * startup parameters match: `client_port` in the server's `pg_stat_activity`, which tells them
+   * from other processes' connections of the same application name.
+   */
+  serverPorts(where: (parameters: StartupParameters) => boolean): number[] {
+    const ports: number[] = [];
+    for (const pair of this.pairs) {
+      if (pair.counter.parameters && where(pair.counter.parameters) && pair.server.localPort !== undefined) ports.push(pair.server.localPort);
+    }
+    return ports;
+  }
+
   /** Cuts every connection at once, as a crashed server or a dropped link would. */
   cutAll(): void {
     for (const pair of this.pairs) this.drop(pair);

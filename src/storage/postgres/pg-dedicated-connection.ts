@@ -31,7 +31,12 @@ export interface DedicatedConnectionOptions {
   setUp(client: pg.Client, query: SetupQuery, reconnect: Reconnect | undefined): Promise<void>;
 }
 
-export const DEFAULT_RECONNECT_DELAYS_MS: readonly number[] = [100, 200, 500, 1_000, 2_000, 5_000];
+/**
+ * Waits between attempts to open a dedicated connection again. Capped at a second: the change
+ * feed is how other processes' deletes and edits arrive, and once the server is back a longer
+ * wait would hold them back that long; one attempt a second costs a server that is down nothing.
+ */
+export const DEFAULT_RECONNECT_DELAYS_MS: readonly number[] = [100, 200, 500, 1_000];
 
 /** How long `close` lets the server acknowledge the end of the connection before dropping the socket. */
 const CLOSE_DEADLINE_MS = 500;
