@@ -181,7 +181,7 @@ test('a busy channel, the bot asked every third message and each reply streaming
   const reply = 'Noted, thanks. I will keep track of that and come back to it when it matters.';
   fake.setDefault((request) =>
     isAgentRequest(request.body)
-      ? { text: reply, chunks: reply.match(/.{1,10}/g)!, chunkDelayMs: 60 }
+      ? { text: reply, chunks: reply.match(/.{1,10}/g)!, chunkDelayMs: 30 }
       : { text: 'Summary: the team went over the plan, the tests and the schedule.' },
   );
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'magpie-busy-'));
@@ -196,14 +196,14 @@ test('a busy channel, the bot asked every third message and each reply streaming
     for (let index = 0; index < 240; index += 1) {
       await app.runtime.ingest({ ...userMessage(channelId, index, { words: 30, author: `p${index % 4}` }) });
       if (index % 3 === 2) {
-        // The turn answers this message; its reply streams for about half a second while the channel goes on.
+        // The turn answers this message; its reply streams for about a quarter of a second while the channel goes on.
         turns.push(
           app.runtime.runSerial(channelId, () =>
             runAgentTurn({ runtime: app.runtime, channelId, model: app.model!, tools: app.tools, settings: app.config.settingsFor(channelId), context: { channelId, guildId: 'g1' }, stream: { update() {} } }),
           ),
         );
       }
-      await new Promise((resolve) => setTimeout(resolve, 25));
+      await new Promise((resolve) => setTimeout(resolve, 12));
     }
     await Promise.all(turns);
     await app.runtime.flushCompactions();
