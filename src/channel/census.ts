@@ -45,11 +45,12 @@ export async function contextCensus(db: SqlClient, channelId: string): Promise<C
   const counts = (await db
     .prepare(
       `SELECT SUM(CASE WHEN kind = 'message' THEN 1 ELSE 0 END) AS messages,
-              SUM(CASE WHEN kind = 'message' AND (seq >= @liveFrom OR turn_id IN (${LIVE_TURNS})) THEN 1 ELSE 0 END) AS live_messages,
-              SUM(CASE WHEN seq >= @liveFrom OR turn_id IN (${LIVE_TURNS}) THEN 1 ELSE 0 END) AS live_entries,
-              SUM(CASE WHEN seq >= @liveFrom OR turn_id IN (${LIVE_TURNS}) THEN tokens ELSE 0 END) AS live_tokens,
+              SUM(CASE WHEN kind = 'message' AND live THEN 1 ELSE 0 END) AS live_messages,
+              SUM(CASE WHEN live THEN 1 ELSE 0 END) AS live_entries,
+              SUM(CASE WHEN live THEN tokens ELSE 0 END) AS live_tokens,
               MAX(created_at) AS last_at
-         FROM history_entries WHERE channel_id = @channelId`,
+         FROM (SELECT kind, tokens, created_at, (seq >= @liveFrom OR turn_id IN (${LIVE_TURNS})) AS live
+                 FROM history_entries WHERE channel_id = @channelId) AS e`,
     )
     .get({ channelId, liveFrom })) as {
     messages: number | null;
