@@ -117,8 +117,8 @@ export function truncationCut(entries: readonly HistoryEntry[], fraction: number
   // A turn boundary far past the fraction (where a chain of overlapping turns first ends) would
   // drop much more than asked, as the whole history would: a cut through the turns nearer the
   // fraction is tried first, as a worker's is.
-  const near = aligned <= target * (1 + CLEAN_CUT_SLACK);
-  if (aligned > 0 && (near || target >= entries.length) && (aligned < entries.length || target >= entries.length)) return { count: aligned, held: NO_HELD };
+  const near = aligned < entries.length && aligned <= target * (1 + CLEAN_CUT_SLACK);
+  if (aligned > 0 && (near || target >= entries.length)) return { count: aligned, held: NO_HELD };
   const through = throughCut(entries, target, limit, options);
   // It takes over only if it frees what must be freed, in fewer entries (emergency frees room
   // whatever the shape of the history).
