@@ -9,7 +9,9 @@ import { after, before, describe, test } from 'node:test';
 import { DELETED_NOTE, EDITED_NOTE } from '../src/privacy/redact.js';
 import { chunkMessage } from '../src/discord/chunk-message.js';
 import type { FakeReply } from './fakes/fake-anthropic.js';
-import { ALICE, BOB, BURST, GENERAL, LONG, QUIET, isAgentRequest, startTestBot, waitUntil, type TestBot } from './discord-helpers.js';
+import { ALICE, BOB, BURST, GENERAL, LONG, QUIET, THREAD, isAgentRequest, startTestBot, waitUntil, type TestBot } from './discord-helpers.js';
+import { systemText } from './fakes/fake-prompt-cache.js';
+import { WITHHELD_SUMMARY } from '../src/channel/turn-requests.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -287,5 +289,52 @@ describe('a message deleted or edited while the bot answers it leaves the answer
     assert.ok(followUp.includes('actually make it the BRASS-KETTLE at eight'), 'it reads the new text');
     assert.ok(followUp.includes(EDITED_NOTE), 'the quotes of the earlier text are marked');
     assertPaired(requests[1]!.body.messages);
+  });
+  test('a delete of a message a summary in the system prompt covers: the next request of the same turn shows the summary without it', async () => {
+    const secret = 'the vault word is QUARTZ-OTTER, keep it to yourself';
+    // The summarizer (and the rewrite after the delete) writes from what it is sent, quoting the secret if it reads it.
+    let releaseSearch!: () => void;
+    const searchHeld = new Promise<void>((resolve) => {
+      releaseSearch = resolve;
+    });
+    bot.model.setDefault(async (request) => {
+      if (!isAgentRequest(request.body)) {
+        return { text: JSON.stringify(request.body).includes('QUARTZ') ? 'Summary: Alice said the vault word is QUARTZ-OTTER.' : 'Summary: Alice and Bob talked about the weekend.' };
+      }
+      const lastUser = (request.body.messages as Array<{ role: string; content: unknown }>).filter((message) => message.role === 'user').at(-1);
+      if (JSON.stringify(lastUser?.content ?? '').includes('tool_result')) return { text: 'Done looking.' };
+      await searchHeld;
+      return { text: 'Let me check the archive.', toolUse: [{ name: 'memory_search', input: { query: 'vault word' } }] };
+    });
+    try {
+      const id = bot.discord.sendMessage({ channelId: THREAD, authorId: ALICE, content: secret });
+      for (let index = 0; index < 5; index += 1) bot.discord.sendMessage({ channelId: THREAD, authorId: BOB, content: `weekend plan ${index}: a walk by the river` });
+      await waitUntil(async () => (await bot.app.runtime.liveContext(THREAD)).entries.length === 6, 'the messages stored');
+      const outcome = await bot.app.runtime.compactNow(THREAD);
+      assert.equal(outcome.status, 'completed', JSON.stringify(outcome));
+      assert.ok((await bot.app.runtime.liveContext(THREAD)).summaries.some((summary) => summary.content.includes('QUARTZ')), 'precondition: a summary quotes the message');
+
+      const since = bot.model.requests.length;
+      const done = turnDone(THREAD);
+      bot.discord.sendMessage({ channelId: THREAD, authorId: BOB, content: 'what did we plan?', mentionsBot: true });
+      await waitUntil(() => agentRequests(since).length >= 1, 'the model to be asked');
+      assert.ok(systemText(agentRequests(since)[0]!.body).includes('QUARTZ'), 'precondition: the first request carries the summary');
+      const deletes = eventCount(THREAD, 'deletion_propagated');
+      bot.discord.deleteMessage({ channelId: THREAD, messageId: id });
+      await eventsSeen(THREAD, 'deletion_propagated', deletes);
+      releaseSearch();
+      await done;
+
+      const requests = agentRequests(since);
+      assert.equal(requests.length, 2, 'the turn asked the model twice');
+      const system = systemText(requests[1]!.body);
+      assert.ok(!JSON.stringify(requests[1]!.body).includes('QUARTZ'), 'the follow-up request holds no copy of the deleted message, in its system prompt too');
+      assert.ok(!system.includes(WITHHELD_SUMMARY), 'the propagation had run: the summary is shown as it left it');
+      assert.match(system, /marker of messages|Alice and Bob talked about the weekend/, 'the summary stands as a marker or its rewrite');
+      await nextRequestLacks(THREAD, 'QUARTZ');
+    } finally {
+      releaseSearch();
+      bot.model.setDefault({ text: 'Noted.' });
+    }
   });
 });

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { systemText } from './fakes/fake-prompt-cache.js';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import type { LlmSettings } from '../src/config/types.js';
 import { ANSWER_NOW, createAnthropicModel, DROPPED_RESULT, ModelError, runToolLoop, type ChatModel } from '../src/llm/index.js';
@@ -457,6 +458,42 @@ describe('runToolLoop with the real SDK against the fake', () => {
       estimatedTokens: budget.startTokens + estimateMessageTokens(base) - estimateMessageTokens(original) + sum(estimateMessageTokens),
       toolTokens: sum(estimateToolBlockTokens),
     });
+  });
+
+  it('sends the system prompt beforeSystem gives, from the request after the change on, and its estimate follows it', async () => {
+    let changed = false;
+    const note: ToolHandler = {
+      definition: { name: 'note', description: 'Writes a note.', input_schema: { type: 'object' } },
+      run: () => {
+        changed = true;
+        return { content: 'ok', isError: false };
+      },
+    };
+    fake.enqueue({ toolUse: [{ name: 'note', input: {}, id: 'tu_1' }] }, { text: 'Done.' });
+    const quoting = 'sys\n\nsummary: the code is 1234-SECRET';
+    const withheld = 'sys\n\nsummary withheld';
+    const estimates: number[] = [];
+    const budget = { startTokens: 500, maxTokens: 100_000, estimate: estimateMessageTokens };
+    await runToolLoop({
+      model,
+      system: quoting,
+      systemBreaks: [3],
+      messages: [{ role: 'user', content: 'hi' }],
+      tools: [note],
+      context: CONTEXT,
+      maxSteps: 3,
+      maxTokens: 100,
+      budget,
+      beforeSystem: () => (changed ? { system: withheld, systemBreaks: [3] } : undefined),
+      onRequest: ({ estimatedTokens }) => estimates.push(estimatedTokens),
+    });
+    assert.ok(systemText(fake.requests[0]!.body).includes('1234-SECRET'), 'the first request was sent before the change');
+    assert.equal(systemText(fake.requests[1]!.body), withheld);
+    const appended = estimates[1]! - estimates[0]!;
+    const shrunk = estimateMessageTokens({ role: 'user', content: quoting }) - estimateMessageTokens({ role: 'user', content: withheld });
+    assert.ok(shrunk > 0);
+    const added = estimateMessageTokens(fake.requests[1]!.body.messages[1]) + estimateMessageTokens(fake.requests[1]!.body.messages[2]);
+    assert.ok(Math.abs(appended - (added - shrunk)) <= 2, `estimate moved by ${appended}, expected about ${added - shrunk}`);
   });
 
   it('ends tool use when beforeRequest grows a request past its budget', async () => {

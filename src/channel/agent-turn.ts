@@ -9,9 +9,9 @@ import { isCapped, shownLength } from './oversized-message.js';
 import { estimateMessageTokens, estimateTokens, estimateToolBlockTokens } from '../context/token-estimate.js';
 import type { RequestEstimate, TurnEntryInput } from './runtime.js';
 import type { HistoryEntry } from '../context/types.js';
-import type { BlockSources } from './model-request.js';
+import type { BlockSources, SystemSource } from './model-request.js';
 import type { TurnWatch } from './turn-watches.js';
-import { followChanges } from './turn-requests.js';
+import { followChanges, followSummaries } from './turn-requests.js';
 
 /** One entry the agent adds to the turn it answers. */
 export type AgentEntry = TurnEntryInput;
@@ -19,7 +19,7 @@ export type AgentEntry = TurnEntryInput;
 /** The part of the channel runtime a turn needs (`ChannelRuntime` satisfies it). */
 export interface AgentRuntime {
   /** With `sources`, which entry each block of the request's messages stands for. */
-  buildModelRequest(channelId: string, options: { tools: ToolDefinition[]; maxTokens: number; sources?: BlockSources }): Promise<ModelRequest>;
+  buildModelRequest(channelId: string, options: { tools: ToolDefinition[]; maxTokens: number; sources?: BlockSources; systemSource?: SystemSource }): Promise<ModelRequest>;
   appendToTurn(channelId: string, entries: AgentEntry[], turnId: number): Promise<HistoryEntry[]>;
   liveContext(channelId: string): Promise<{ entries: HistoryEntry[] }>;
   /** The estimate of the request `buildModelRequest` builds, its calibration and window (keeps tool loops inside it). */
@@ -125,10 +125,11 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
   const written = new Map<ModelMessage, ModelMessage>();
   const attempt = async (): Promise<{ request: ModelRequest; result: ToolLoopResult }> => {
     const sources: BlockSources = new Map();
+    const systemSource: SystemSource = { systemPrompt: '', summaries: [] };
     const request = await runtime.buildModelRequest(channelId, {
       tools: definitions,
       maxTokens: settings.maxResponseTokens,
-      ...(options.watch ? { sources } : {}),
+      ...(options.watch ? { sources, systemSource } : {}),
     });
     const estimate = await runtime.requestEstimate?.(channelId);
     // The calibration as it is now: responses earlier in the loop may have moved it.
@@ -156,7 +157,9 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
       purpose: 'channel',
       ...(options.signal ? { signal: options.signal } : {}),
       ...(options.stream ? streamHooks(options.stream) : {}),
-      ...(options.watch ? { beforeRequest: remembering(followChanges(options.watch, sources), written) } : {}),
+      ...(options.watch
+        ? { beforeRequest: remembering(followChanges(options.watch, sources), written), beforeSystem: followSummaries(options.watch, systemSource) }
+        : {}),
       ...(estimate
         ? {
             // The Compactor's own line: an estimate is an estimate, the window's edge is not where to aim.

@@ -4,7 +4,7 @@ import { resolveReplyReferences } from '../privacy/reply-reference.js';
 import type { ChannelState } from '../context/channel-state.js';
 import type { EntryExtras } from './entry-extras.js';
 import type { HistoryStore } from './history-store.js';
-import { buildRequest, type BlockSources } from './model-request.js';
+import { buildRequest, type BlockSources, type SystemSource } from './model-request.js';
 import type { HistoryEntry } from '../context/types.js';
 
 /**
@@ -21,6 +21,8 @@ export async function channelRequest(input: {
   maxTokens: number;
   /** Filled with the entry each block stands for (see `buildMessages`). */
   sources?: BlockSources;
+  /** Filled with what the system prompt was built from (see `buildRequest`). */
+  systemSource?: SystemSource;
 }): Promise<ModelRequest> {
   const { state, settings } = input;
   const channelId = state.channelId;
@@ -39,6 +41,7 @@ export async function channelRequest(input: {
     maxTokens: input.maxTokens,
     ...(decorate ? { decorate } : {}),
     ...(input.sources ? { sources: input.sources } : {}),
+    ...(input.systemSource ? { systemSource: input.systemSource } : {}),
   });
 }
 

@@ -206,6 +206,8 @@ export class MessageChanges {
       const changes = await this.privacy.propagate(channelId, removed, mode);
       // A turn's late redaction queued behind this takes out what this did (memories' words too).
       if (late && changes.target) late.target = changes.target;
+      // And its requests' system prompt shows the summaries as this left them.
+      if (late) late.summaries = changes.summaries;
       await this.apply(changes);
       await this.redactReplies(channelId, changes.replies);
       return changes;

@@ -46,6 +46,12 @@ export interface BlockSource {
 /** Filled by `buildMessages`: each block of the messages it built, by identity, with its entry. */
 export type BlockSources = Map<ContentBlock, BlockSource>;
 
+/** What a built request's system prompt was made of (filled by `buildRequest` when asked). */
+export interface SystemSource {
+  systemPrompt: string;
+  summaries: SummaryEntry[];
+}
+
 /**
  * Turns live history into alternating user/assistant messages. Consecutive entries of one role
  * merge into one message; people's messages carry their speaker, tool calls and results go
@@ -149,7 +155,13 @@ export function buildRequest(options: {
   decorate?: EntryDecorator;
   /** See `buildMessages`. */
   sources?: BlockSources;
+  /** Filled with the prompt and summaries the system text was built from. */
+  systemSource?: SystemSource;
 }): ModelRequest {
+  if (options.systemSource) {
+    options.systemSource.systemPrompt = options.systemPrompt;
+    options.systemSource.summaries = [...options.summaries];
+  }
   const request: ModelRequest = {
     system: buildSystemPrompt(options.systemPrompt, options.summaries),
     messages: buildMessages(options.entries, options.decorate, options.sources),

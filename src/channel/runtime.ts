@@ -23,7 +23,7 @@ import { cacheColdAt } from './cold-cache.js';
 import { messageFactorOf, requestFactorsOf, UNCORRECTED, usableWindow, type RequestFactors } from '../context/calibration.js';
 import { CalibrationKeeper } from './calibration-keeper.js';
 import { channelRequest } from './channel-request.js';
-import type { BlockSources } from './model-request.js';
+import type { BlockSources, SystemSource } from './model-request.js';
 import { ChannelState } from '../context/channel-state.js';
 import { messageCap } from './oversized-message.js';
 import { ContextEstimator } from './context-estimate.js';
@@ -295,7 +295,7 @@ export class ChannelRuntime {
    * Exactly what the model is sent for this channel now, and what the estimate counts. With
    * `sources`, which entry each block of its messages stands for.
    */
-  buildModelRequest(channelId: string, options: { tools: ToolDefinition[]; maxTokens: number; sources?: BlockSources }): Promise<ModelRequest> {
+  buildModelRequest(channelId: string, options: { tools: ToolDefinition[]; maxTokens: number; sources?: BlockSources; systemSource?: SystemSource }): Promise<ModelRequest> {
     // A loaded channel is read as it is at the call (what it held when asked, not after later
     // changes); only the archive lookups for reply quotes and files are awaited.
     // A change another process made here is read back first.

@@ -3,7 +3,8 @@ import { estimateEntryTokens } from '../context/token-estimate.js';
 import type { HistoryEntry } from '../context/types.js';
 import { redactToolBlock, replaceTexts, type RedactionTarget } from '../privacy/redact.js';
 import { leadingReference, resolvedReference } from '../privacy/reply-reference.js';
-import { textBlock, type BlockSource } from './model-request.js';
+import { buildSystemPrompt, systemBreaksOf, textBlock, type BlockSource, type SystemSource } from './model-request.js';
+import type { SummaryEntry } from '../context/types.js';
 import type { RemovedMessage } from './privacy-propagator.js';
 import type { LateChange, TurnWatch } from './turn-watches.js';
 
@@ -48,6 +49,56 @@ export function followChanges(
     });
     return changed ? updated : undefined;
   };
+}
+
+/**
+ * Shown, until the change's propagation has run, in place of a summary of the turn's system
+ * prompt that covered a message deleted or edited meanwhile: the summary may quote it.
+ */
+export const WITHHELD_SUMMARY = 'Not shown: this part held a message that was deleted or edited since; memory_search finds what remains.';
+
+/**
+ * The system prompt's summaries follow the same changes (see `followChanges`): one covering a
+ * deleted or edited message is withheld at once, then shown as the change's propagation left
+ * it (a marker, a rewrite, or nothing once retired), as the channel's next request will show
+ * it. Summaries the turn did not start with (a compaction landed meanwhile) are not added: the
+ * messages they stand for are still in the turn's requests. Returns the hook the tool loop
+ * calls before each request (`ToolLoopOptions.beforeSystem`).
+ */
+export function followSummaries(
+  watch: Pick<TurnWatch, 'changes'>,
+  source: SystemSource,
+): () => { system: string; systemBreaks: readonly number[] } | undefined {
+  let shown: readonly SummaryEntry[] | undefined;
+  return () => {
+    const changes = watch.changes();
+    if (changes.length === 0 || source.summaries.length === 0) return undefined;
+    const now = source.summaries.flatMap((summary) => {
+      let current: SummaryEntry | undefined = summary;
+      for (const change of changes) {
+        if (!current) break;
+        const covers = change.removed.some((message) => message.seq >= current!.fromSeq && message.seq <= current!.toSeq);
+        if (!covers) continue;
+        if (change.summaries === undefined) {
+          current = { ...current, kind: 'marker', content: WITHHELD_SUMMARY };
+          continue;
+        }
+        const after = change.summaries.find((changed) => changed.id === summary.id);
+        if (!after) continue; // The propagation found nothing in it to take out.
+        const { live, ...entry } = after;
+        current = live ? entry : undefined;
+      }
+      return current ? [current] : [];
+    });
+    const previous = shown ?? source.summaries;
+    if (now.length === previous.length && now.every((summary, index) => sameSummary(summary, previous[index]!))) return undefined;
+    shown = now;
+    return { system: buildSystemPrompt(source.systemPrompt, now), systemBreaks: systemBreaksOf(source.systemPrompt, now) };
+  };
+}
+
+function sameSummary(a: SummaryEntry, b: SummaryEntry): boolean {
+  return a.id === b.id && a.kind === b.kind && a.content === b.content && a.fromSeq === b.fromSeq && a.toSeq === b.toSeq;
 }
 
 function followMessage(

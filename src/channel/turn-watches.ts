@@ -1,6 +1,6 @@
 import { redactQuotes, type QuoteIndex } from '../privacy/quoted-spans.js';
 import type { RedactionTarget } from '../privacy/redact.js';
-import type { HistoryEntry } from '../context/types.js';
+import type { HistoryEntry, SummaryEntry } from '../context/types.js';
 import { ownReplyQuotes, removalTarget, type RemovedMessage } from './privacy-propagator.js';
 
 /** One of the bot's own replies lost the quote of a deleted or edited message. */
@@ -25,6 +25,11 @@ export interface LateChange {
    * (which also holds the words of memories drawn from the message).
    */
   target: RedactionTarget;
+  /**
+   * Once the change's own propagation has run: the summaries it changed (a marker, a rewrite,
+   * or retired, `live: false`). Until then a summary covering the message is withheld.
+   */
+  summaries?: ReadonlyArray<SummaryEntry & { live: boolean }>;
 }
 
 /**

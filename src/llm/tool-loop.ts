@@ -78,6 +78,11 @@ export interface ToolLoopOptions {
    * `progress` too, and the budget's estimate follows it (see `ToolLoopBudget.estimate`).
    */
   beforeRequest?: (messages: readonly ModelMessage[]) => readonly ModelMessage[] | undefined;
+  /**
+   * Called before every model call, after `beforeRequest`: the system prompt as it must be sent
+   * now (with its cache breaks), or undefined when it has not changed. The budget's estimate follows.
+   */
+  beforeSystem?: () => { system: string; systemBreaks?: readonly number[] } | undefined;
 }
 
 /** A request of the loop, as its budget estimated it. */
@@ -112,7 +117,9 @@ export interface ToolLoopResult {
  * because of a tool. Model errors and aborts propagate.
  */
 export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopResult> {
-  const { model, system, tools, signal } = options;
+  const { model, tools, signal } = options;
+  let system = options.system;
+  let systemBreaks = options.systemBreaks;
   const maxSteps = Math.max(1, Math.floor(options.maxSteps));
   const handlers = new Map(tools.map((tool) => [tool.definition.name, tool]));
   const definitions = definitionsOf(tools);
@@ -154,10 +161,19 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
       if (kept >= 0) options.progress![kept] = message;
     });
   };
+  const updateSystem = (): void => {
+    const updated = options.beforeSystem?.();
+    if (!updated) return;
+    // Counted as a message of its text would be: the overhead cancels out.
+    if (budget) estimatedTokens += budget.estimate({ role: 'user', content: updated.system }) - budget.estimate({ role: 'user', content: system });
+    system = updated.system;
+    systemBreaks = updated.systemBreaks;
+  };
 
   for (let step = 1; ; step += 1) {
     if (signal?.aborted) throw abortedModelError(signal);
     update();
+    updateSystem();
     if (budget && step > 1 && estimatedTokens > ceiling()) {
       answerNow = true;
       // Told before the results are fitted, so that the request fits with it.
@@ -178,7 +194,7 @@ export async function runToolLoop(options: ToolLoopOptions): Promise<ToolLoopRes
     options.onRequest?.({ estimatedTokens, toolTokens, step });
     const request = {
       system,
-      ...(options.systemBreaks ? { systemBreaks: options.systemBreaks } : {}),
+      ...(systemBreaks && systemBreaks.length > 0 ? { systemBreaks } : {}),
       messages: conversation,
       maxTokens: options.maxTokens,
       ...(definitions.length > 0 ? { tools: definitions } : {}),
