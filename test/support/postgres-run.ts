@@ -36,9 +36,13 @@ export async function startPostgresRun(): Promise<PostgresRun | { skipped: strin
     await client.query(`DROP SCHEMA IF EXISTS "${nspname}" CASCADE`);
     await client.query('SELECT pg_advisory_unlock(hashtext($1))', [`magpie-test-run:${owner}`]);
   }
-  // Schemas of tests that used PostgreSQL outside a suite run (`t_…`) are over by now.
+  // Schemas of tests that used PostgreSQL outside a suite run (`t_…`) hold no run's lock: those
+  // migrated long ago are over, those migrated lately may belong to a test file run by hand now.
   const loose = await client.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE 't\\_%'`);
-  for (const { nspname } of loose.rows as Array<{ nspname: string }>) await client.query(`DROP SCHEMA IF EXISTS "${nspname}" CASCADE`);
+  for (const { nspname } of loose.rows as Array<{ nspname: string }>) {
+    if (!(await looseSchemaIsOld(client, nspname))) continue;
+    await client.query(`DROP SCHEMA IF EXISTS "${nspname}" CASCADE`);
+  }
   return {
     runId,
     async finish() {
@@ -47,4 +51,18 @@ export async function startPostgresRun(): Promise<PostgresRun | { skipped: strin
       await client.end();
     },
   };
+}
+
+/** A test file run by hand takes minutes: a loose schema migrated longer ago than this is left over. */
+const LOOSE_SCHEMA_AGE_MS = 30 * 60_000;
+
+/** Whether a loose schema's newest migration (its creation, as a rule) is older than `LOOSE_SCHEMA_AGE_MS`. */
+async function looseSchemaIsOld(client: pg.Client, schema: string): Promise<boolean> {
+  try {
+    const newest = await client.query(`SELECT max(applied_at)::float8 AS at FROM "${schema}".schema_migrations`);
+    const at = (newest.rows[0] as { at: number | null }).at;
+    return at === null || Date.now() - at > LOOSE_SCHEMA_AGE_MS;
+  } catch {
+    return true; // No migrations table: never used, or broken.
+  }
 }
