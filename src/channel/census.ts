@@ -64,12 +64,15 @@ export async function contextCensus(db: SqlClient, channelId: string): Promise<C
     .all(channelId)) as Array<{ kind: string; total: number; tokens: number }>;
   // Each message once: the ranges of live summaries can overlap (a summary that took a message
   // held back before starts at it, inside the range of the one that held it), and one under a
-  // summary and a marker both counts under the summary.
+  // summary and a marker both counts under the summary. Under a summary means read by one: a
+  // roll-up that folded a truncation marker spans messages no summarizer read, and those count
+  // as cut, behind a marker (a summary kept no first message read before that was recorded).
   const within = (kind: string) =>
     `EXISTS (SELECT 1 FROM history_summaries s WHERE s.channel_id = e.channel_id AND s.live = 1 AND s.kind = '${kind}' AND e.seq BETWEEN s.from_seq AND s.to_seq)`;
+  const read = `EXISTS (SELECT 1 FROM history_summaries r WHERE r.channel_id = e.channel_id AND r.kind = 'summary' AND e.seq BETWEEN COALESCE(r.read_from_seq, r.from_seq) AND r.to_seq)`;
   const covered = (await db
     .prepare(
-      `SELECT CASE WHEN ${within('summary')} THEN 'summary' WHEN ${within('marker')} THEN 'marker' ELSE 'none' END AS kind, COUNT(*) AS total
+      `SELECT CASE WHEN ${within('summary')} AND ${read} THEN 'summary' WHEN ${within('marker')} OR ${within('summary')} THEN 'marker' ELSE 'none' END AS kind, COUNT(*) AS total
          FROM history_entries e
         WHERE e.channel_id = @channelId AND e.kind = 'message' AND e.seq < @liveFrom
           AND e.turn_id NOT IN (${LIVE_TURNS})

@@ -138,8 +138,8 @@ export class HistoryStore implements SummaryWrites {
       shrinkMarker: db.prepare('UPDATE history_summaries SET from_seq = ?, content = ?, tokens = ? WHERE id = ?'),
       extendMarker: db.prepare('UPDATE history_summaries SET to_seq = ?, content = ?, tokens = ? WHERE id = ?'),
       insertSummary: db.prepare(
-        `INSERT INTO history_summaries (channel_id, kind, from_seq, to_seq, content, tokens, created_at, summarizer)
-         VALUES (@channelId, @kind, @fromSeq, @toSeq, @content, @tokens, @createdAt, @summarizer)`,
+        `INSERT INTO history_summaries (channel_id, kind, from_seq, to_seq, content, tokens, created_at, summarizer, read_from_seq)
+         VALUES (@channelId, @kind, @fromSeq, @toSeq, @content, @tokens, @createdAt, @summarizer, @readFromSeq)`,
       ),
       allEntries: db.prepare('SELECT * FROM history_entries WHERE channel_id = ? ORDER BY seq'),
       allSummaries: db.prepare('SELECT * FROM history_summaries WHERE channel_id = ? ORDER BY id'),
@@ -310,7 +310,7 @@ export class HistoryStore implements SummaryWrites {
   truncate(channelId: string, range: { toSeq: number }, marker: NewSummary): Promise<number> {
     return this.db.transaction(async () => {
       await this.statements.moveLiveStart.run(channelId, range.toSeq + 1);
-      return Number((await this.statements.insertSummary.run({ summarizer: null, ...marker })).lastInsertRowid);
+      return Number((await this.statements.insertSummary.run({ summarizer: null, readFromSeq: null, ...marker })).lastInsertRowid);
     });
   }
 
@@ -334,7 +334,7 @@ export class HistoryStore implements SummaryWrites {
         const marker = change.shrunkMarker;
         await this.statements.shrinkMarker.run(marker.fromSeq, marker.content, marker.tokens, marker.id);
       }
-      return Number((await this.statements.insertSummary.run({ summarizer: null, ...change.summary })).lastInsertRowid);
+      return Number((await this.statements.insertSummary.run({ summarizer: null, readFromSeq: null, ...change.summary })).lastInsertRowid);
     });
   }
 

@@ -125,4 +125,13 @@ export const HISTORY_MIGRATIONS: readonly Migration[] = [
     },
     postgres: MESSAGE_ID_FIRST,
   },
+  {
+    // A roll-up's range also spans the truncation markers it folds, whose messages no summarizer
+    // read: the first message it did read tells them apart (`magpie status` counts them as cut).
+    name: 'history-004-summary-read-from',
+    async up(db) {
+      await db.exec('ALTER TABLE history_summaries ADD COLUMN read_from_seq INTEGER;');
+    },
+    postgres: 'ALTER TABLE history_summaries ADD COLUMN read_from_seq BIGINT;',
+  },
 ];

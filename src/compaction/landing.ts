@@ -99,9 +99,10 @@ export async function landWorkerOutcome(context: LandingContext, state: ChannelS
   const tokensAfter = context.estimate(state, settings);
   // In place of the oldest live messages the summary frees what they cost less what it costs,
   // whatever arrived meanwhile (both figures are taken now; a first summary also brings the
-  // summaries' header, which can leave nothing freed, never less). In place of a truncation marker the
-  // room was freed by the truncation already: the summary brings back some of it.
-  const tokensFreed = match.place === 'head' ? Math.max(0, tokensBefore - tokensAfter) : 0;
+  // summaries' header, which can leave nothing freed, never less). In place of a truncation
+  // marker the room was freed by the truncation already: the summary brings back some of it
+  // (`tokens_added`), unless its roll-up folded earlier summaries into less than they cost.
+  const tokensFreed = Math.max(0, tokensBefore - tokensAfter);
   state.lastCompaction = {
     tier,
     at: context.clock.now(),

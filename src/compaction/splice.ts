@@ -97,7 +97,8 @@ export async function applySplice(options: {
   const change: SpliceChange = {
     channelId: state.channelId,
     retiredSummaryIds: plan.priorSummaries.map((summary) => summary.id),
-    summary: { ...summaryDraft, summarizer: options.summarizer },
+    // What its summarizer read starts at its first entry; a roll-up of summaries alone read none.
+    summary: { ...summaryDraft, summarizer: options.summarizer, readFromSeq: plan.entries[0]?.seq ?? plan.toSeq + 1 },
   };
   let shrunk: { marker: SummaryEntry; entries: HistoryEntry[] } | undefined;
   if (match.place === 'head') {

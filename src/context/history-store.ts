@@ -30,7 +30,15 @@ export function isPlatformIdAfter(id: string, newest: string | undefined): boole
 }
 
 /** A summary row as it goes into the database (the id comes back). */
-export type NewSummary = Omit<SummaryEntry, 'id'> & { summarizer?: string };
+export type NewSummary = Omit<SummaryEntry, 'id'> & {
+  summarizer?: string;
+  /**
+   * The first message its summarizer read: a roll-up's range also spans what it folded, and the
+   * messages behind a folded truncation marker were never read (the census counts them apart).
+   * Absent for a marker.
+   */
+  readFromSeq?: number;
+};
 
 /** How a compaction changes the database, applied in one transaction. */
 export interface SpliceChange {
