@@ -174,6 +174,28 @@ test('a memory that paraphrases a deleted message shows a marker, then the model
   }
 });
 
+test("a memory resting on the bot's reply that quoted the deleted message: the model gets the reply without the quote", async () => {
+  const harness = await setup();
+  try {
+    // The bot answered Alice by quoting her, and a worker drew a memory from both lines.
+    await harness.runtime.ingest({ messageId: 'r0', channelId: CHANNEL, authorId: 'bot', authorName: 'Magpie', role: 'assistant', content: `You said: ${SECRET}. Noted!`, createdAt: Date.UTC(2026, 0, 1) + 5 * 60_000 });
+    await harness.memory.save({ location: { channelId: CHANNEL }, content: PARAPHRASE, memoryType: 'fact', sourceIds: ['m0', 'r0', 'm1'] });
+    fake.setDefault((request): FakeReply => (isRestate(request) ? { text: RESTATED } : { status: 500 }));
+
+    await harness.runtime.deleteMessages(CHANNEL, ['m0']);
+    await harness.runtime.privacySettled();
+    const requests = fake.requests.filter(isRestate);
+    assert.equal(requests.length, 1);
+    const sent = JSON.stringify(requests[0]!.body);
+    assert.ok(sent.includes('Noted!'), 'the reply it still rests on is sent');
+    assert.ok(!sent.includes('wellington'), "never the deleted message, not even as the reply's quote of it");
+    assert.deepEqual(await memories(harness), [{ content: RESTATED, sourceIds: ['r0', 'm1'] }]);
+    assert.deepEqual(await rowsHolding(harness.db, 'wellington'), [], 'no row holds the deleted words');
+  } finally {
+    await harness.close();
+  }
+});
+
 test('a memory with no other source goes without asking the model; the model answering NONE deletes it too', async () => {
   const harness = await setup();
   try {

@@ -84,6 +84,45 @@ test('a new delete while a rewrite runs wins: the older rewrite does not land', 
   }
 });
 
+test('a rewrite costs no more than the summary it stands in for, whoever writes it', async () => {
+  // A short model summary of eight long messages: its rewrite after a delete must stay as short,
+  // whether the model writes it (at length, here), it falls back to the extractive summarizer,
+  // or the summary was extractive and is rewritten at once.
+  const long = `A very long rewrite. ${'It goes on and on about every message in turn. '.repeat(60)}`;
+  const summarizer = new ScriptedSummarizer().enqueue(replyWith('Eight messages, in short.'), replyWith(long), replyWith('Eight more, in short.'), failWith('model down'));
+  const harness = await openHarness({ summarizer });
+  try {
+    const summaryOf = async (channelId: string) => (await harness.runtime.liveContext(channelId)).summaries[0]!;
+    for (let index = 0; index < 8; index += 1) await harness.runtime.ingest(userMessage('c5', index, { words: 60 }));
+    assert.equal((await harness.runtime.compactNow('c5')).status, 'completed');
+    const before = await summaryOf('c5');
+    await harness.runtime.deleteMessages('c5', ['m0']);
+    await harness.runtime.privacySettled();
+    const rewritten = await summaryOf('c5');
+    assert.equal(rewritten.kind, 'summary');
+    assert.ok(rewritten.content !== long, 'the long rewrite does not land');
+    assert.ok(rewritten.tokens <= before.tokens, `the model's rewrite costs ${rewritten.tokens} tokens, the summary cost ${before.tokens}`);
+
+    for (let index = 0; index < 8; index += 1) await harness.runtime.ingest(userMessage('c6', index, { words: 60 }));
+    assert.equal((await harness.runtime.compactNow('c6')).status, 'completed');
+    const second = await summaryOf('c6');
+    await harness.runtime.deleteMessages('c6', ['m1']);
+    await harness.runtime.privacySettled();
+    assert.equal(harness.ofType('summary_rewritten').at(-1)!.summarizer, 'extractive', 'the model failed: the extractive summarizer wrote it');
+    const fallback = await summaryOf('c6');
+    assert.ok(fallback.tokens <= second.tokens, `the fallback costs ${fallback.tokens} tokens, the summary cost ${second.tokens}`);
+
+    // An extractive summary is rewritten in the delete itself, within the same bound.
+    await harness.db.prepare(`UPDATE history_summaries SET summarizer = 'extractive' WHERE id = ?`).run(fallback.id);
+    await harness.runtime.deleteMessages('c6', ['m2']);
+    const third = await summaryOf('c6');
+    assert.equal(third.kind, 'summary');
+    assert.ok(third.tokens <= fallback.tokens, `the extractive rewrite costs ${third.tokens} tokens, the summary cost ${fallback.tokens}`);
+  } finally {
+    await harness.close();
+  }
+});
+
 test('redaction keeps the block shape; short texts go only where they stand alone', () => {
   const target = redactionTarget({ messageIds: ['42'], texts: ['ok', 'Alice: the code is 1234-abcd'], note: DELETED_NOTE });
   const result = JSON.stringify({

@@ -21,6 +21,8 @@ interface HeldRewrite {
   job: PendingRewrite;
   /** The memory's text before the removal, its quotes of the removed messages taken out. */
   text: string;
+  /** Takes the removed messages' quotes out of a text (the messages it still rests on, too). */
+  redact: (text: string) => string;
   /** Bumped by every removal that reaches the memory, so a rewrite started before starts over. */
   generation: number;
 }
@@ -69,7 +71,8 @@ export class MemoryRewrites {
 
   /**
    * Starts the rewrite of memories that `dropSources` left waiting. `redact` takes the removed
-   * messages' quotes out of their text before any of it is sent.
+   * messages' quotes out of their text, and out of the messages they still rest on, before any
+   * of it is sent.
    */
   start(pending: readonly PendingRewrite[], redact: (text: string) => string): void {
     for (const job of pending) {
@@ -79,7 +82,9 @@ export class MemoryRewrites {
         void this.drop(job, 'interrupted');
         continue;
       }
-      this.held.set(job.id, { job, text: redact(text), generation: (known?.generation ?? 0) + 1 });
+      // A memory that lost several sources one after another loses the quotes of each.
+      const redactAll = known ? (value: string) => redact(known.redact(value)) : redact;
+      this.held.set(job.id, { job, text: redact(text), redact: redactAll, generation: (known?.generation ?? 0) + 1 });
       this.run(job.id);
     }
   }
@@ -126,9 +131,9 @@ export class MemoryRewrites {
   private async rewrite(id: string): Promise<boolean> {
     const held = this.held.get(id);
     if (!held) return false;
-    const { job, text, generation } = held;
+    const { job, text, generation, redact } = held;
     const restate = this.options.summarizer.restateMemory;
-    const sources = await this.sourcesOf(job);
+    const sources = (await this.sourcesOf(job)).map((source) => ({ ...source, content: redact(source.content) }));
     let outcome: RewriteOutcome = 'delete';
     let reason: DropReason | undefined;
     let failure: string | undefined;

@@ -10,7 +10,7 @@ import { MIN_QUOTE_LENGTH, quoteIndex, redactQuotes, type QuoteIndex } from '../
 import { DELETED_NOTE, EDITED_NOTE, redactionTarget, redactToolBlock, replaceTexts, type RedactionTarget } from '../privacy/redact.js';
 import { KeyedRead } from '../storage/keyed-read.js';
 import { MemoryRewrites } from './memory-rewrites.js';
-import { RETIRED_PLACEHOLDER, SUMMARIZED_MESSAGES, SummaryRewrites, type SummaryRewriteOptions, type SummaryRow } from './summary-rewrites.js';
+import { RETIRED_PLACEHOLDER, rewriteRoom, rewriteTextRoom, SUMMARIZED_MESSAGES, SummaryRewrites, type SummaryRewriteOptions, type SummaryRow } from './summary-rewrites.js';
 
 /** A message whose words must leave every copy: deleted, edited (its old text), erased. */
 export interface RemovedMessage {
@@ -68,6 +68,8 @@ export class PrivacyPropagator {
       updateSummary: db.prepare(
         'UPDATE history_summaries SET kind = ?, content = ?, tokens = ?, needs_rewrite = ?, live = ? WHERE id = ?',
       ),
+      rewriteTokens: db.prepare('UPDATE history_summaries SET rewrite_tokens = ? WHERE id = ?'),
+      readAll: db.prepare('UPDATE history_summaries SET read_from_seq = from_seq WHERE id = ?'),
       pending: new KeyedRead(db, 'SELECT id FROM history_summaries WHERE channel_id = @key AND live = 1 AND needs_rewrite = 1'),
       tombstone: db.prepare('INSERT OR REPLACE INTO deleted_messages (channel_id, message_id, deleted_at) VALUES (?, ?, ?)'),
       pruneTombstones: db.prepare('DELETE FROM deleted_messages WHERE deleted_at < ?'),
@@ -96,15 +98,32 @@ export class PrivacyPropagator {
       });
     }
     const quotes = quoteIndex(removed.map((message) => message.content).filter((content) => content !== ''));
+    const redact = (text: string): string => redactQuotes(text, quotes, DELETED_NOTE);
     const rewrite = this.memoryRewrites.available;
-    const dropped = await this.memoryRewrites.during(channelId, async () => {
+    const { dropped, toRewrite } = await this.memoryRewrites.during(channelId, async () => {
       const result = (await this.options.memory.dropSources?.(channelId, removed.map((message) => message.messageId), { rewrite })) ?? {
         deleted: [],
         rewriting: [],
       };
-      // What a memory quoted of the removed messages never reaches the model that restates it.
-      this.memoryRewrites.start(result.rewriting, (text) => redactQuotes(text, quotes, DELETED_NOTE));
-      return result;
+      const target = removalTarget(removed, mode, [
+        // A memory drawn from the message, deleted or waiting for its rewrite: its old words go too.
+        ...result.deleted.map((memory) => memory.content),
+        ...result.rewriting.flatMap((memory) => (memory.content === undefined ? [] : [memory.content])),
+      ]);
+      changes.target = target;
+      const summariesToRewrite = await this.options.db.transaction(async () => {
+        changes.entries = await this.redactToolRows(target, channelId);
+        changes.replies = await this.redactOwnReplies(channelId, removed, target.note);
+        changes.counts.workerTasks = await this.redactWorkerTasks(target);
+        const retired = await this.retireCoveringSummaries(channelId, removed);
+        changes.summaries = retired.changed;
+        return retired.toRewrite;
+      });
+      // Only now: a restatement reads the messages the memory still rests on, the bot's replies
+      // among them, which quoted the removed message until the transaction above. What the
+      // memory itself quoted never reaches the model either.
+      this.memoryRewrites.start(result.rewriting, redact);
+      return { dropped: result, toRewrite: summariesToRewrite };
     });
     changes.counts.memoriesDeleted = dropped.deleted.length;
     changes.counts.memoriesUpdated = dropped.rewriting.length;
@@ -113,20 +132,6 @@ export class PrivacyPropagator {
       // No model to restate them: deleted rather than kept with what they drew from the message.
       this.options.events.emit({ type: 'memory_rewrite_dropped', channel_id: channelId, reason: 'no_model', memories: unrestated });
     }
-    const target = removalTarget(removed, mode, [
-      // A memory drawn from the message, deleted or waiting for its rewrite: its old words go too.
-      ...dropped.deleted.map((memory) => memory.content),
-      ...dropped.rewriting.flatMap((memory) => (memory.content === undefined ? [] : [memory.content])),
-    ]);
-    changes.target = target;
-    const toRewrite = await this.options.db.transaction(async () => {
-      changes.entries = await this.redactToolRows(target, channelId);
-      changes.replies = await this.redactOwnReplies(channelId, removed, target.note);
-      changes.counts.workerTasks = await this.redactWorkerTasks(target);
-      const retired = await this.retireCoveringSummaries(channelId, removed);
-      changes.summaries = retired.changed;
-      return retired.toRewrite;
-    });
     // After the transaction that made them markers: a rewrite reads the committed rows.
     for (const id of toRewrite) this.rewrites.start(id);
     changes.counts.toolEntries = changes.entries.length;
@@ -307,6 +312,8 @@ export class PrivacyPropagator {
         const draft = { kind: 'marker' as const, fromSeq: row.from_seq, toSeq: row.to_seq, content: markerText(messages.length) };
         const tokens = estimateSummaryTokens(draft);
         await this.statements.updateSummary.run('marker', draft.content, tokens, 1, 1, row.id);
+        // What the summary cost, for its rewrite (a second delete in its range keeps the first figure).
+        if (row.kind === 'summary') await this.statements.rewriteTokens.run(row.tokens, row.id);
         changed.push({ ...toSummary(row), ...draft, tokens, live: true });
         toRewrite.push(row.id);
       }
@@ -317,7 +324,9 @@ export class PrivacyPropagator {
   /** Extractive rewrite from the archive; a range with nothing left is retired. */
   private async rewriteExtractive(row: SummaryRow, entries: HistoryEntry[]): Promise<SummaryEntry & { live: boolean }> {
     const settings = this.options.fallbackSettings(row.channel_id);
-    const content = entries.length === 0 ? '' : extractiveSummary({ entries, priorSummaries: [], settings });
+    // No longer than the summary it replaces: the channel's context never grows by a delete.
+    const room = rewriteRoom(row);
+    const content = entries.length === 0 ? '' : extractiveSummary({ entries, priorSummaries: [], settings, ...(room !== undefined ? { maxSummaryTokens: rewriteTextRoom(row, room) } : {}) });
     if (content === '') {
       await this.statements.updateSummary.run(row.kind, RETIRED_PLACEHOLDER, row.tokens, 0, 0, row.id);
       return { ...toSummary(row), content: RETIRED_PLACEHOLDER, live: false };
@@ -325,6 +334,8 @@ export class PrivacyPropagator {
     const draft = { kind: 'summary' as const, fromSeq: row.from_seq, toSeq: row.to_seq, content };
     const tokens = estimateSummaryTokens(draft);
     await this.statements.updateSummary.run('summary', content, tokens, 0, 1, row.id);
+    // Written from every message of its range: a roll-up's folded markers too.
+    await this.statements.readAll.run(row.id);
     return { ...toSummary(row), ...draft, tokens, live: true };
   }
 

@@ -39,6 +39,22 @@ export interface SummaryRow extends BaseSummaryRow {
   live: number;
   summarizer: string | null;
   needs_rewrite: number;
+  /** What the summary cost before it became a marker waiting for its rewrite (null: an older row). */
+  rewrite_tokens: number | null;
+}
+
+/**
+ * The most a rewrite of `row` may cost, as a summary entry (its heading included): what the
+ * summary cost before. Undefined for a marker made before that was recorded.
+ */
+export function rewriteRoom(row: SummaryRow): number | undefined {
+  return (row.kind === 'summary' ? row.tokens : row.rewrite_tokens) ?? undefined;
+}
+
+/** `rewriteRoom` as the bound of the text alone (`maxSummaryTokens`), with a token of slack for rounding. */
+export function rewriteTextRoom(row: SummaryRow, room: number): number {
+  const heading = estimateSummaryTokens({ kind: 'summary', fromSeq: row.from_seq, toSeq: row.to_seq, content: '' });
+  return Math.max(1, room - heading - 1);
 }
 
 /** What a retired summary that covered a removed message keeps: nothing of its words. */
@@ -110,6 +126,7 @@ export class SummaryRewrites {
     if (!row || row.live === 0 || row.needs_rewrite === 0) return false;
     const entries = ((await this.rangeMessages.all(row.channel_id, row.from_seq, row.to_seq, row.to_seq)) as EntryRow[]).map(toEntry);
     const settings = this.options.fallbackSettings(row.channel_id);
+    const room = rewriteRoom(row);
     let content = '';
     let summarizer = this.options.summarizer.name;
     let rangeTokens = 0;
@@ -126,6 +143,7 @@ export class SummaryRewrites {
             priorSummaries: [],
             entries,
             settings,
+            ...(room !== undefined ? { maxSummaryTokens: rewriteTextRoom(row, room) } : {}),
             signal,
           }),
           new Promise<never>((_, reject) => {
@@ -134,13 +152,16 @@ export class SummaryRewrites {
           }),
         ]);
         content = typeof result.summary === 'string' ? result.summary.trim() : '';
+        // Longer than the summary it stands in for: written extractively within that instead.
+        const draft = { kind: 'summary' as const, fromSeq: row.from_seq, toSeq: row.to_seq, content };
+        if (room !== undefined && estimateSummaryTokens(draft) > room) content = '';
       }
     } catch (error) {
       if (this.abort.signal.aborted) return false;
       this.options.events.emit({ type: 'summary_rewrite_failed', channel_id: row.channel_id, summary_id: id, error: errorMessage(error) });
     }
     if (content === '' && entries.length > 0) {
-      content = extractiveSummary({ entries, priorSummaries: [], settings });
+      content = extractiveSummary({ entries, priorSummaries: [], settings, ...(room !== undefined ? { maxSummaryTokens: rewriteTextRoom(row, room) } : {}) });
       summarizer = 'extractive';
     }
     // Only onto the summary as it was: another delete or a roll-up meanwhile starts over or wins.
@@ -156,7 +177,8 @@ export class SummaryRewrites {
       const draft = { kind: 'summary' as const, fromSeq: now.from_seq, toSeq: now.to_seq, content };
       const tokens = estimateSummaryTokens(draft);
       await this.options.db
-        .prepare('UPDATE history_summaries SET kind = ?, content = ?, tokens = ?, needs_rewrite = 0, summarizer = ? WHERE id = ?')
+        // Written from every message of its range: a roll-up's folded markers too.
+        .prepare('UPDATE history_summaries SET kind = ?, content = ?, tokens = ?, needs_rewrite = 0, summarizer = ?, read_from_seq = from_seq WHERE id = ?')
         .run('summary', content, tokens, summarizer, id);
       return { ...toSummary(now), ...draft, tokens, live: true };
     });

@@ -6,6 +6,8 @@ import type { Migration } from '../storage/database.js';
  * - `history_summaries.needs_rewrite` flags a summary that covered a deleted or edited message.
  *   Its text has already been replaced by a truncation marker (so the old words are gone from
  *   the file); a rewrite from the archive, without that message, turns it back into a summary.
+ *   `rewrite_tokens` is what the summary cost before it became a marker: its rewrite may cost no
+ *   more, so the channel's context never grows past what compaction left it.
  * - `channel_views` records, per guild channel, a key of who can view it (derived from its
  *   permission overwrites). Under guild scope a memory crosses only between channels of one key.
  * - `token_budget` is the daily token spending per parent channel (threads count with it).
@@ -136,5 +138,14 @@ export const PRIVACY_MIGRATIONS: readonly Migration[] = [
         END $$;
         CREATE TRIGGER erasure_requests_wake AFTER INSERT ON erasure_requests FOR EACH ROW EXECUTE FUNCTION erasure_requests_wake();
       `,
+  },
+  {
+    // A summary rewritten after a delete may cost what the summary cost before, never more:
+    // unbounded, a rewrite of a roll-up spanning a channel's past took a window's worth.
+    name: 'privacy-004-summary-rewrite-tokens',
+    async up(db) {
+      await db.exec('ALTER TABLE history_summaries ADD COLUMN rewrite_tokens INTEGER;');
+    },
+    postgres: 'ALTER TABLE history_summaries ADD COLUMN rewrite_tokens BIGINT;',
   },
 ];
