@@ -23,7 +23,7 @@ export async function run(): Promise<BenchReport> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-bench-index-'));
   try {
     const file = path.join(dir, 'bench.hnsw');
-    index.save(`${file}.tmp`);
+    await index.save(`${file}.tmp`);
     const sidecar = writeSidecar(file, `${file}.tmp`, {
       index_key: 'bench',
       identity: 'bench',
@@ -42,7 +42,7 @@ export async function run(): Promise<BenchReport> {
       checkTimes.push(performance.now() - started);
       if (!check.ok) throw new Error(`the benchmark index failed its own check: ${check.reason}`);
       started = performance.now();
-      HnswVectorIndex.load({ dimension: embedder.dimension, params, file });
+      await HnswVectorIndex.load({ dimension: embedder.dimension, params, file });
       loadTimes.push(performance.now() - started);
     }
     const checkMs = median(checkTimes);

@@ -9,6 +9,7 @@ import type { SqlClient } from '../src/storage/sql-client.js';
 import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { median, p99, type BenchMetric, type BenchReport } from './harness.js';
 import { chatLines, type ChatLine } from './memory-corpus.js';
+import { deleteStalls, firstSearchStall } from './index-file-stalls.js';
 
 export const CHANNEL = 'bench-channel';
 const BATCH = 500;
@@ -17,8 +18,8 @@ const QUERY_COUNT = 300;
 /**
  * The whole `memory_search` (FTS5 + HNSW + tail scan + fusion + loading rows) on chat-like text
  * at 10,000 and 100,000 entries in one channel (with another channel's 10,000 entries beside it),
- * durable insert throughput with the default embedder, and the time to rebuild a 100,000-entry
- * index from SQLite.
+ * durable insert throughput with the default embedder, the time to rebuild a 100,000-entry
+ * index from SQLite, and how long the event loop stalls while its index file is written or read.
  */
 export async function run(): Promise<BenchReport> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'magpie-bench-'));
@@ -68,6 +69,14 @@ export async function run(): Promise<BenchReport> {
       ...mainCpuMetric(rebuilding, 'while the index rebuilds'),
       { name: 'p99 while rebuilding / p99 when indexed (same run)', value: p99(rebuilding.wall) / indexed[1]!.value, unit: 'x' },
     );
+    // Index files written and read off the event loop: a delete rewrites the channel's file, and
+    // the first search after a restart loads it.
+    metrics.push(...(await deleteStalls(store, CHANNEL, [3, 17, 4_242, 55_555, 99_001].map((index) => `${CHANNEL}-${index}`))));
+    await store.close();
+    await db.close();
+    db = await openDatabase(dir, ALL_MIGRATIONS);
+    store = await openMemoryStore({ db, dataDir: dir, settings: DEFAULTS.memory });
+    metrics.push(...(await firstSearchStall(store, CHANNEL)));
     metrics.push({ name: 'peak RSS', value: process.resourceUsage().maxRSS / 1024, unit: 'MiB' });
   } finally {
     await store.close();

@@ -1,11 +1,12 @@
 /** The embedding thread's side (see embedding-thread.ts): hashing embeddings, nothing else. */
 import { parentPort } from 'node:worker_threads';
-import type { EmbeddingReply, EmbeddingRequest } from './embedding-thread.js';
+import type { WorkerReply } from '../common/worker-client.js';
+import type { EmbeddingRequest } from './embedding-thread.js';
 import { HashingEmbedder } from './hashing-embedder.js';
 
 const embedders = new Map<string, HashingEmbedder>();
 
-parentPort!.on('message', (request: EmbeddingRequest) => {
+parentPort!.on('message', (request: EmbeddingRequest & { id: number }) => {
   try {
     const key = JSON.stringify(request.options);
     let embedder = embedders.get(key);
@@ -16,8 +17,8 @@ parentPort!.on('message', (request: EmbeddingRequest) => {
     }
     const out = new Float32Array(request.texts.length * embedder.dimension);
     request.texts.forEach((text, index) => out.set(embedder!.embedOne(text), index * embedder!.dimension));
-    parentPort!.postMessage({ id: request.id, vectors: out.buffer } satisfies EmbeddingReply, [out.buffer]);
+    parentPort!.postMessage({ id: request.id, result: out.buffer } satisfies WorkerReply<ArrayBuffer>, [out.buffer]);
   } catch (error) {
-    parentPort!.postMessage({ id: request.id, error: error instanceof Error ? error.message : String(error) } satisfies EmbeddingReply);
+    parentPort!.postMessage({ id: request.id, error: error instanceof Error ? error.message : String(error) } satisfies WorkerReply<ArrayBuffer>);
   }
 });

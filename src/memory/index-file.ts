@@ -111,15 +111,21 @@ export function prepareIndexDirectory(directory: string, options: { readOnly: bo
 
 /**
  * Writes an index file and its sidecar under temporary names, then renames both into place
- * (the index first: a crash between leaves a checksum mismatch, which is detected). Throws when
- * anything fails (a full disk), leaving no temporary file behind.
+ * (the index first: a crash between leaves a checksum mismatch, which is detected). `write` and
+ * `digest` do the heavy part (a large index is a hundred megabytes) away from the event loop.
+ * Throws when anything fails (a full disk), leaving no temporary file behind.
  */
-export function saveIndexFile(file: string, write: (path: string) => void, info: Omit<IndexSidecar, 'format' | 'bytes' | 'sha256' | 'saved_at'>): void {
+export async function saveIndexFile(
+  file: string,
+  write: (path: string) => Promise<void>,
+  digest: (path: string) => Promise<FileDigest>,
+  info: Omit<IndexSidecar, 'format' | 'bytes' | 'sha256' | 'saved_at'>,
+): Promise<void> {
   const temporary = `${file}.tmp`;
   const sidecarTemporary = `${sidecarPath(file)}.tmp`;
   try {
-    write(temporary);
-    writeSidecar(file, temporary, info);
+    await write(temporary);
+    writeSidecarOf(file, info, await digest(temporary));
     if (existsSync(file) && !lstatSync(file).isFile()) moveAside(file);
     renameSync(temporary, file);
     renameSync(sidecarTemporary, sidecarPath(file));
@@ -132,14 +138,23 @@ export function saveIndexFile(file: string, write: (path: string) => void, info:
 
 /** Records what a freshly written index file holds; written to a temporary name first. */
 export function writeSidecar(file: string, written: string, info: Omit<IndexSidecar, 'format' | 'bytes' | 'sha256' | 'saved_at'>): string {
-  const bytes = readFileSync(written);
-  const sidecar: IndexSidecar = {
-    format: 1,
-    ...info,
-    bytes: bytes.length,
-    sha256: sha256(bytes),
-    saved_at: new Date().toISOString(),
-  };
+  return writeSidecarOf(file, info, describeFile(written));
+}
+
+/** A written file's size and SHA-256, what its sidecar records. */
+export interface FileDigest {
+  bytes: number;
+  sha256: string;
+}
+
+export function describeFile(path: string): FileDigest {
+  const bytes = readFileSync(path);
+  return { bytes: bytes.length, sha256: sha256(bytes) };
+}
+
+/** Writes the sidecar of `file` under a temporary name (see `writeSidecar`) from a digest made already. */
+export function writeSidecarOf(file: string, info: Omit<IndexSidecar, 'format' | 'bytes' | 'sha256' | 'saved_at'>, digest: FileDigest): string {
+  const sidecar: IndexSidecar = { format: 1, ...info, ...digest, saved_at: new Date().toISOString() };
   const temporary = `${sidecarPath(file)}.tmp`;
   writeFileSync(temporary, `${JSON.stringify(sidecar)}\n`);
   return temporary;

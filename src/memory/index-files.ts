@@ -3,7 +3,8 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { EventStream } from '../common/events.js';
 import type { SqlClient } from '../storage/sql-client.js';
-import { checkIndexFile, moveAside, prepareIndexDirectory, removeIndexFile, saveIndexFile } from './index-file.js';
+import { moveAside, prepareIndexDirectory, removeIndexFile, saveIndexFile } from './index-file.js';
+import { indexFileThread } from './index-file-thread.js';
 import { fnv1a } from './text.js';
 import { HnswVectorIndex, type HnswParams } from './vector-index.js';
 
@@ -23,6 +24,9 @@ export interface LoadedIndex {
   unsavedPoints: number;
   evicted: boolean;
   lastUsed: number;
+  /** The save running now, then the one asked for meanwhile (see `IndexFiles.save`). */
+  saving?: Promise<void>;
+  queuedSave?: Promise<void>;
 }
 
 interface StateRow {
@@ -100,7 +104,7 @@ export class IndexFiles {
     else if (state) {
       // Validated in full before hnswlib reads a byte of it: hnswlib trusts the sizes and links
       // it reads, so a garbled file would crash the process instead of failing to load.
-      const check = checkIndexFile(file, {
+      const check = await indexFileThread().check(file, {
         indexKey: key,
         identity: this.identity,
         dimension,
@@ -115,7 +119,7 @@ export class IndexFiles {
         }
       } else {
         try {
-          const index = HnswVectorIndex.load({ dimension, params, file });
+          const index = await HnswVectorIndex.load({ dimension, params, file });
           // A file that does not hold exactly what SQLite says it holds is not trusted.
           if (index.pointCount === state.point_count) {
             entry = { key, index, highWater: state.high_water, dirty: false, unsavedPoints: 0, evicted: false, lastUsed: 0 };
@@ -162,6 +166,28 @@ export class IndexFiles {
    * reported and otherwise ignored: the index is derived, and SQLite still has every vector.
    */
   async save(entry: LoadedIndex): Promise<void> {
+    // One save of an index at a time. Asked while one runs, one more follows it (shared by every
+    // caller asking meanwhile), so each caller's changes are in a file when its call resolves.
+    if (entry.queuedSave) return entry.queuedSave;
+    const next = (entry.saving ?? Promise.resolve()).then(() => {
+      entry.queuedSave = undefined;
+      return this.saveNow(entry);
+    });
+    entry.saving = next;
+    entry.queuedSave = next;
+    try {
+      await next;
+    } finally {
+      if (entry.saving === next) entry.saving = undefined;
+    }
+  }
+
+  /** Resolves once no save of `entry` is running or asked for. */
+  async saved(entry: LoadedIndex): Promise<void> {
+    while (entry.saving) await entry.saving;
+  }
+
+  private async saveNow(entry: LoadedIndex): Promise<void> {
     if (!entry.dirty || this.readOnly || !this.directoryUsable) return;
     let applied: number[];
     try {
@@ -172,28 +198,28 @@ export class IndexFiles {
       return;
     }
     const file = this.fileFor(entry.key);
-    const saved = { points: entry.index.pointCount, highWater: entry.highWater };
+    // What the file will hold: nothing changes the index while hnswlib writes it.
+    const saved = { version: entry.index.version, points: entry.index.pointCount, highWater: entry.highWater };
     try {
-      saveIndexFile(file, (path) => entry.index.save(path), {
-        index_key: entry.key,
-        identity: this.identity,
-        dimension: this.options.dimension,
-        point_count: entry.index.pointCount,
-        high_water: entry.highWater,
-      });
+      await saveIndexFile(
+        file,
+        (path) => entry.index.save(path),
+        (path) => indexFileThread().digest(path),
+        { index_key: entry.key, identity: this.identity, dimension: this.options.dimension, point_count: saved.points, high_water: saved.highWater },
+      );
     } catch (error) {
       this.reportSaveFailure(entry, error);
       return;
     }
     try {
-      await this.recordState(entry, applied);
+      await this.recordState(entry, saved, applied);
     } catch (error) {
       // The file is newer than the state row: the next load sees the mismatch and rebuilds.
       this.reportSaveFailure(entry, error);
       return;
     }
-    // Points added while the state was being recorded stay unsaved.
-    if (entry.index.pointCount === saved.points && entry.highWater === saved.highWater) {
+    // Points added or removed since the file was written stay unsaved.
+    if (entry.index.version === saved.version && entry.highWater === saved.highWater) {
       entry.dirty = false;
       entry.unsavedPoints = 0;
     }
@@ -228,15 +254,16 @@ export class IndexFiles {
     }
     const rows = (await db.prepare('SELECT label FROM memory_index_tombstones WHERE index_key = ?').all(this.stateKey(entry.key))) as { label: number }[];
     const labels = rows.map((row) => Number(row.label));
+    while (entry.index.busy) await entry.index.idle();
     for (const label of labels) entry.index.remove(label);
     return labels;
   }
 
-  private async recordState(entry: LoadedIndex, applied: readonly number[]): Promise<void> {
+  private async recordState(entry: LoadedIndex, saved: { points: number; highWater: number }, applied: readonly number[]): Promise<void> {
     const db = this.options.db;
     const key = this.stateKey(entry.key);
-    // What the file holds, read before the first await: the index may grow while this commits.
-    const state = [key, entry.highWater, entry.index.pointCount, this.identity, Date.now()];
+    // What the file holds: the index may have grown since it was written.
+    const state = [key, saved.highWater, saved.points, this.identity, Date.now()];
     // Needs no lock across processes: these rows are this directory's alone (keyed by its owner),
     // the state is one upsert, and the tombstones cleared are exactly the ones this file applied.
     await db.transaction(async () => {

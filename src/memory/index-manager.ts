@@ -73,6 +73,8 @@ export class VectorIndexManager {
   private readonly loaded = new Map<string, LoadedIndex>();
   /** Indexes being read from disk or the database: a second caller waits for the same load. */
   private readonly loading = new Map<string, Promise<LoadedIndex>>();
+  /** Saves of indexes evicted from memory, by key, until they are written. */
+  private readonly leaving = new Map<string, Promise<void>>();
   private readonly maxLoaded: number;
   private readonly idleMs: number;
   private readonly sliceMs: number;
@@ -198,6 +200,7 @@ export class VectorIndexManager {
     // is loaded (its tombstones scrub the points), and written back at once.
     const entry = this.loaded.get(key) ?? (this.files.hasFile(key) ? await this.acquire(key) : undefined);
     if (!entry) return;
+    while (entry.index.busy) await entry.index.idle();
     for (const label of labels) entry.index.remove(label);
     entry.dirty = true;
     await this.files.save(entry);
@@ -210,7 +213,8 @@ export class VectorIndexManager {
     this.loaded.delete(key);
     this.tails.delete(key);
     entry.evicted = true;
-    await this.files.save(entry);
+    this.saveLeaving(entry);
+    await this.leaving.get(key);
   }
 
   /** Indexes loaded in memory now. */
@@ -269,6 +273,7 @@ export class VectorIndexManager {
     this.tails.clear();
     await this.whenIdle();
     await Promise.allSettled([...this.loading.values()]);
+    await Promise.allSettled([...this.leaving.values()]);
     if (this.readOnly) {
       this.loaded.clear();
       return;
@@ -289,8 +294,10 @@ export class VectorIndexManager {
     } else {
       let loading = this.loading.get(key);
       if (!loading) {
-        loading = this.files
-          .load(key)
+        // An evicted copy still being written is waited for: its file is what gets loaded.
+        const leaving = this.leaving.get(key) ?? Promise.resolve();
+        loading = leaving
+          .then(() => this.files.load(key))
           .then((loaded) => {
             this.scheduleCatchUp(loaded);
             return loaded;
@@ -315,8 +322,20 @@ export class VectorIndexManager {
       oldest.evicted = true;
       evicted.push(oldest);
     }
-    for (const oldest of evicted) await this.files.save(oldest);
+    // Written in the background: a search does not wait for another channel's file.
+    for (const oldest of evicted) this.saveLeaving(oldest);
     return entry;
+  }
+
+  /** Saves an index that left memory; a load of its key waits for it, and so does `close`. */
+  private saveLeaving(entry: LoadedIndex): void {
+    const previous = this.leaving.get(entry.key) ?? Promise.resolve();
+    // A save reports its own failures (`memory_index_save_failed`); the file is only derived.
+    const saving = previous.then(() => this.files.save(entry)).catch(() => {});
+    this.leaving.set(entry.key, saving);
+    void saving.finally(() => {
+      if (this.leaving.get(entry.key) === saving) this.leaving.delete(entry.key);
+    });
   }
 
   /** Adds tail vectors to the index for at most `budgetMs`; returns true when it is up to date. */
@@ -332,6 +351,8 @@ export class VectorIndexManager {
     for (;;) {
       const after = entry.highWater;
       const rows = (await select.all(entry.key, after, CATCH_UP_READ)) as Array<{ seq: number; label: number; vector: Buffer }>;
+      // The index is being written to its file: the points go in once it is written.
+      while (entry.index.busy) await entry.index.idle();
       // Another catch-up of the same index (a close beside a scheduled slice) moved it meanwhile.
       if (entry.highWater !== after) continue;
       if (rows.length === 0) return true;

@@ -36,6 +36,10 @@ const nativeWeights = new WeakMap<hnswlib.HierarchicalNSW, ArrayBuffer>();
 export class HnswVectorIndex {
   private readonly index: hnswlib.HierarchicalNSW;
   private deleted = 0;
+  /** Counts every add and remove, so a save knows whether what it wrote is still all there is. */
+  private changes = 0;
+  /** Set while hnswlib writes the index to a file on its own thread: nothing may change it then. */
+  private writing: Promise<void> | undefined;
 
   private constructor(
     readonly dimension: number,
@@ -66,10 +70,13 @@ export class HnswVectorIndex {
     return new HnswVectorIndex(options.dimension, options.params, index);
   }
 
-  /** Reads an index file; throws when it is unreadable or of another dimension. */
-  static load(options: { dimension: number; params: HnswParams; file: string }): HnswVectorIndex {
+  /**
+   * Reads an index file on hnswlib's thread pool (a large one takes a few hundred ms); throws
+   * when it is unreadable or of another dimension.
+   */
+  static async load(options: { dimension: number; params: HnswParams; file: string }): Promise<HnswVectorIndex> {
     const index = new hnswlib.HierarchicalNSW('cosine', options.dimension);
-    index.readIndexSync(options.file);
+    await index.readIndex(options.file);
     if (index.getNumDimensions() !== options.dimension) {
       throw new Error(`index file has dimension ${index.getNumDimensions()}, expected ${options.dimension}`);
     }
@@ -85,8 +92,35 @@ export class HnswVectorIndex {
     return this.index.getCurrentCount() - this.deleted;
   }
 
+  /** Adds and removes so far: equal before and after a save when nothing changed meanwhile. */
+  get version(): number {
+    return this.changes;
+  }
+
+  /**
+   * Whether hnswlib is writing the index to a file now. A caller about to change the index waits
+   * with `while (index.busy) await index.idle();` and then changes it without awaiting anything
+   * in between: a write may start in any await (`add` and `remove` refuse during one).
+   */
+  get busy(): boolean {
+    return this.writing !== undefined;
+  }
+
+  /** Resolves when the write in flight (if any) has ended; see `busy`. */
+  async idle(): Promise<void> {
+    await this.writing;
+  }
+
+  private assertNotWriting(): void {
+    // hnswlib's writer thread reads the graph and vectors as they are: growing or changing them
+    // under it would write a torn file, or read freed memory.
+    if (this.writing) throw new Error('the index is being written to its file: await idle() before changing it');
+  }
+
   /** Adds a point, or replaces the vector of an existing label. */
   add(label: number, vector: Float32Array): void {
+    this.assertNotWriting();
+    this.changes += 1;
     const count = this.index.getCurrentCount();
     const capacity = this.index.getMaxElements();
     // Grow geometrically so that inserts stay amortized O(1) in resizes.
@@ -103,6 +137,8 @@ export class HnswVectorIndex {
    * flag that anyone can clear again). Unknown labels are ignored (the file may predate them).
    */
   remove(label: number): void {
+    this.assertNotWriting();
+    this.changes += 1;
     let wasDeleted = false;
     try {
       // A point flagged by an older file still carries its vector: it is scrubbed as well.
@@ -148,7 +184,15 @@ export class HnswVectorIndex {
     return result.neighbors.map((label, position) => ({ label, similarity: 1 - result.distances[position]! }));
   }
 
-  save(file: string): void {
-    this.index.writeIndexSync(file);
+  /** Writes the index to `file` on hnswlib's thread pool; `add` and `remove` wait for it (see `idle`). */
+  async save(file: string): Promise<void> {
+    while (this.writing) await this.idle();
+    const writing = this.index.writeIndex(file).then(() => undefined);
+    this.writing = writing;
+    try {
+      await writing;
+    } finally {
+      if (this.writing === writing) this.writing = undefined;
+    }
   }
 }

@@ -42,6 +42,8 @@ export const POSTGRES_SUITE = [
   'channel-unload',
   'memory-edges',
   'privacy-rewrite',
+  'census',
+  'index-file-writes',
   'privacy-memory-rewrite',
   'archive-outage',
   'ingest-durability',
