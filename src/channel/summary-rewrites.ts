@@ -60,6 +60,12 @@ export function rewriteTextRoom(row: SummaryRow, room: number): number {
 /** What a retired summary that covered a removed message keeps: nothing of its words. */
 export const RETIRED_PLACEHOLDER = '(removed: this summary covered a deleted message)';
 
+/**
+ * A model cannot write to a token count: its rewrite may cost a quarter more than the summary
+ * did (what compaction then handles as any growth). The extractive summarizer is held to it.
+ */
+const MODEL_REWRITE_SLACK = 1.25;
+
 /** Ranges larger than this (estimated tokens) are rewritten by the extractive summarizer. */
 const MAX_MODEL_REWRITE_TOKENS = 60_000;
 
@@ -152,9 +158,9 @@ export class SummaryRewrites {
           }),
         ]);
         content = typeof result.summary === 'string' ? result.summary.trim() : '';
-        // Longer than the summary it stands in for: written extractively within that instead.
+        // Much longer than the summary it stands in for: written extractively within that instead.
         const draft = { kind: 'summary' as const, fromSeq: row.from_seq, toSeq: row.to_seq, content };
-        if (room !== undefined && estimateSummaryTokens(draft) > room) content = '';
+        if (room !== undefined && estimateSummaryTokens(draft) > room * MODEL_REWRITE_SLACK) content = '';
       }
     } catch (error) {
       if (this.abort.signal.aborted) return false;

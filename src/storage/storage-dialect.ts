@@ -12,13 +12,23 @@ export interface StorageDialect {
   clearErasedTraces(db: SqlClient, tables: readonly string[]): Promise<{ type: 'erasure_vacuumed' } | { type: 'erasure_checkpointed'; busy: number; pages: number }>;
 }
 
+/** Waits (ms) before each new try of a checkpoint that met a reader: about 3 s in all. */
+const CHECKPOINT_RETRIES = [10, 25, 50, 100, 250, 500, 1000, 1000];
+
 const SQLITE_STORAGE_DIALECT: StorageDialect = Object.freeze({
   tableExists: "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
   async clearErasedTraces(db: SqlClient) {
     // The WAL holds every page written since the last checkpoint, the deleted text included: it
     // is copied into the main file (where secure_delete zeroed the freed space) and truncated.
-    const [result] = (await db.pragma('wal_checkpoint(TRUNCATE)')) as Array<{ busy: number; log: number; checkpointed: number }>;
-    // busy = 1: a reader held an older snapshot, so part of the WAL could not be cleared yet.
+    let result: { busy: number; log: number; checkpointed: number } | undefined;
+    for (let attempt = 0; ; attempt += 1) {
+      [result] = (await db.pragma('wal_checkpoint(TRUNCATE)')) as Array<{ busy: number; log: number; checkpointed: number }>;
+      // busy = 1: a reader held an older snapshot, or the checkpoint thread was copying at that
+      // moment. Its copy may even have put a page as it was before the delete into the main file;
+      // only a whole checkpoint after the delete replaces it, so it is tried again shortly.
+      if ((result?.busy ?? 0) === 0 || attempt >= CHECKPOINT_RETRIES.length) break;
+      await new Promise((resolve) => setTimeout(resolve, CHECKPOINT_RETRIES[attempt]));
+    }
     return { type: 'erasure_checkpointed' as const, busy: result?.busy ?? 0, pages: result?.checkpointed ?? 0 };
   },
 });
