@@ -137,3 +137,30 @@ describe('loadConfig', () => {
     }
   });
 });
+
+describe('[storage] schema is held to the rule a PostgreSQL connection holds it to', () => {
+  it('plain identifiers of at most 63 characters pass; anything else is refused', () => {
+    for (const name of ['public', '_x', 'Magpie_1', 'a$b', 's'.repeat(63)]) {
+      assert.equal(checkConfigText(`[storage]\nschema = "${name}"\n`).ok, true, name);
+    }
+    for (const name of ['qa1-bad', 's'.repeat(64), '', ' public', 'public ', '1abc', 'a"b', 'a.b', 'café']) {
+      const problem = findProblem(problemsOf(`[storage]\nschema = ${JSON.stringify(name)}\n`), 'storage.schema');
+      assert.match(problem.message, /letters, digits and underscores \(at most 63\)/, name);
+      assert.equal(problem.line, 2, name);
+    }
+    assert.match(findProblem(problemsOf('[storage]\nschema = 5\n'), 'storage.schema').message, /must be a PostgreSQL schema name, got an integer/);
+  });
+
+  it('MAGPIE_STORAGE_SCHEMA is refused as invalid configuration naming the variable', async () => {
+    const { ConfigError, defaultConfig } = await import('../src/config/index.js');
+    assert.equal(defaultConfig({ env: { MAGPIE_STORAGE_SCHEMA: ' tenant_1 ' } }).storage.schema, 'tenant_1');
+    for (const name of ['qa1-bad', 'x'.repeat(64)]) {
+      assert.throws(() => defaultConfig({ env: { MAGPIE_STORAGE_SCHEMA: name } }), (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.equal(error.source, 'MAGPIE_STORAGE_SCHEMA');
+        assert.match(error.render(), /MAGPIE_STORAGE_SCHEMA: .*letters, digits and underscores/);
+        return true;
+      });
+    }
+  });
+});

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse, TomlError } from 'smol-toml';
+import { schemaNameProblem } from '../common/schema-name.js';
 import { buildConfig, deepFreeze } from './build-config.js';
 import { decodeConfigBytes } from './config-bytes.js';
 import { DEFAULTS } from './defaults.js';
@@ -164,6 +165,12 @@ function applyEnvironment(config: MagpieConfig, env: NodeJS.ProcessEnv | undefin
     applied = { ...applied, storage: { ...applied.storage, backend } };
   }
   const schema = env?.[STORAGE_SCHEMA_ENV]?.trim();
-  if (schema) applied = { ...applied, storage: { ...applied.storage, schema } };
+  if (schema) {
+    // Held to the file's rule, so a bad name stops every command here as invalid configuration
+    // rather than when the first connection is opened.
+    const problem = schemaNameProblem(schema);
+    if (problem !== undefined) throw new ConfigError(STORAGE_SCHEMA_ENV, [{ path: STORAGE_SCHEMA_ENV, message: problem }]);
+    applied = { ...applied, storage: { ...applied.storage, schema } };
+  }
   return applied;
 }

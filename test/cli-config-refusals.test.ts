@@ -1,0 +1,44 @@
+/**
+ * Settings the runtime would refuse are refused by `config check` and by every command that
+ * loads the config, as invalid configuration (exit 3) with the key and its line: a PostgreSQL
+ * schema name that is not a plain identifier (in the file or in MAGPIE_STORAGE_SCHEMA).
+ */
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { tempDir } from './compaction-support.js';
+import { runMagpie } from './support/magpie-process.js';
+
+/** SQLite pinned (a PostgreSQL test run must not lend the children its URL), no token, no data dir. */
+function env(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  return { PATH: process.env.PATH, HOME: process.env.HOME, MAGPIE_DATA_DIR: '', MAGPIE_STORAGE_BACKEND: 'sqlite', ...extra };
+}
+
+test('a schema name PostgreSQL would not be given is refused by config check and by the commands, from the file or the environment', async (t) => {
+  const dir = tempDir();
+  t.after(() => dir.remove());
+  writeFileSync(join(dir.path, 'pgbad.toml'), '[storage]\nbackend = "postgres"\nschema = "qa1-bad"\n');
+  writeFileSync(join(dir.path, 'pglong.toml'), `[storage]\nbackend = "postgres"\n\nschema = "${'s'.repeat(64)}"\n`);
+  const bad = await runMagpie(['config', 'check', 'pgbad.toml'], { cwd: dir.path, env: env() });
+  assert.equal(bad.code, 3, bad.stdout);
+  assert.equal(
+    bad.stderr,
+    'pgbad.toml: 1 problem\n  storage.schema: "qa1-bad" is not a plain identifier; use letters, digits and underscores (at most 63), starting with a letter or underscore (line 3)\n',
+  );
+  const long = await runMagpie(['config', 'check', 'pglong.toml'], { cwd: dir.path, env: env() });
+  assert.equal(long.code, 3, long.stdout);
+  assert.match(long.stderr, /storage\.schema: is 64 characters long; use letters, digits and underscores \(at most 63\).* \(line 4\)\n$/);
+
+  // The URL is set and points nowhere: the name is refused before any connection is tried.
+  const pgEnv = env({ MAGPIE_STORAGE_BACKEND: '', MAGPIE_DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' });
+  for (const args of [['status'], ['memory', 'stats']]) {
+    const run = await runMagpie([...args, '--config', 'pgbad.toml'], { cwd: dir.path, env: pgEnv });
+    assert.equal(run.code, 3, `${args.join(' ')}: ${run.stderr}`);
+    assert.match(run.stderr, /invalid config .*pgbad\.toml: 1 problem\n\s+- storage\.schema: "qa1-bad" is not a plain identifier.*\(line 3\)/, args.join(' '));
+  }
+
+  const fromEnv = await runMagpie(['status'], { cwd: dir.path, env: { ...pgEnv, MAGPIE_STORAGE_SCHEMA: 'qa1-bad' } });
+  assert.equal(fromEnv.code, 3, fromEnv.stderr);
+  assert.match(fromEnv.stderr, /^magpie status: invalid config MAGPIE_STORAGE_SCHEMA: 1 problem\n\s+- MAGPIE_STORAGE_SCHEMA: "qa1-bad" is not a plain identifier; use letters/);
+});
