@@ -1,10 +1,11 @@
 /**
  * Settings the runtime would refuse are refused by `config check` and by every command that
  * loads the config, as invalid configuration (exit 3) with the key and its line: a PostgreSQL
- * schema name that is not a plain identifier (in the file or in MAGPIE_STORAGE_SCHEMA).
+ * schema name that is not a plain identifier (in the file or in MAGPIE_STORAGE_SCHEMA), and a
+ * config.toml that is a broken symbolic link (not "no file, every default").
  */
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { tempDir } from './compaction-support.js';
@@ -41,4 +42,34 @@ test('a schema name PostgreSQL would not be given is refused by config check and
   const fromEnv = await runMagpie(['status'], { cwd: dir.path, env: { ...pgEnv, MAGPIE_STORAGE_SCHEMA: 'qa1-bad' } });
   assert.equal(fromEnv.code, 3, fromEnv.stderr);
   assert.match(fromEnv.stderr, /^magpie status: invalid config MAGPIE_STORAGE_SCHEMA: 1 problem\n\s+- MAGPIE_STORAGE_SCHEMA: "qa1-bad" is not a plain identifier; use letters/);
+});
+
+test('a config.toml that is a broken symbolic link is refused, not read as no file at all', async (t) => {
+  const dir = tempDir();
+  t.after(() => dir.remove());
+  const target = join(dir.path, 'magpie-missing', 'config.toml');
+  symlinkSync(target, join(dir.path, 'config.toml'));
+  const check = await runMagpie(['config', 'check'], { cwd: dir.path, env: env() });
+  assert.equal(check.code, 3, check.stdout);
+  assert.equal(check.stdout, '');
+  assert.equal(
+    check.stderr,
+    `magpie config: invalid config ./config.toml: 1 problem\n  - config file ${join(dir.path, 'config.toml')} is a broken symbolic link: its target ${target} does not exist; fix the link or remove it\n`,
+  );
+  for (const args of [['config', 'check', 'config.toml'], ['status'], ['memory', 'stats'], ['status', '--config', 'config.toml']]) {
+    const run = await runMagpie(args, { cwd: dir.path, env: env() });
+    assert.equal(run.code, 3, `${args.join(' ')}: ${run.stdout}${run.stderr}`);
+    assert.match(run.stderr, /is a broken symbolic link: its target .*magpie-missing\/config\.toml does not exist/, args.join(' '));
+  }
+});
+
+test('config check names a missing file the way every other command does', async (t) => {
+  const dir = tempDir();
+  t.after(() => dir.remove());
+  const check = await runMagpie(['config', 'check', 'nope.toml'], { cwd: dir.path, env: env() });
+  assert.equal(check.code, 3);
+  assert.equal(check.stderr, `magpie config: invalid config nope.toml: 1 problem\n  - config file not found: ${join(dir.path, 'nope.toml')}\n`);
+  const status = await runMagpie(['status', '--config', 'nope.toml'], { cwd: dir.path, env: env() });
+  assert.equal(status.code, 3);
+  assert.match(status.stderr, /^magpie status: invalid config .*nope\.toml: 1 problem\n  - config file not found: /);
 });

@@ -136,6 +136,29 @@ describe('loadConfig', () => {
       rmSync(directory, { recursive: true, force: true });
     }
   });
+
+  it('a config.toml that is a broken symbolic link is an error, not all defaults', async () => {
+    const { loadConfig, loadConfigFile, ConfigError } = await import('../src/config/index.js');
+    const { mkdtempSync, rmSync, symlinkSync } = await import('node:fs');
+    const os = await import('node:os');
+    const path = await import('node:path');
+    const directory = mkdtempSync(path.join(os.tmpdir(), 'magpie-dangling-config-'));
+    try {
+      symlinkSync(path.join(directory, 'gone', 'config.toml'), path.join(directory, 'config.toml'));
+      const broken = (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.match(error.render(), /is a broken symbolic link: its target .*gone.config\.toml does not exist/);
+        return true;
+      };
+      assert.throws(() => loadConfig({ cwd: directory, env: {} }), broken);
+      assert.throws(() => loadConfigFile(path.join(directory, 'config.toml'), { env: {} }), broken);
+      // Nothing at all at the path is still all defaults.
+      rmSync(path.join(directory, 'config.toml'));
+      assert.equal(loadConfig({ cwd: directory, env: {} }).found, false);
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('[storage] schema is held to the rule a PostgreSQL connection holds it to', () => {
