@@ -2,7 +2,8 @@
  * Settings the runtime would refuse are refused by `config check` and by every command that
  * loads the config, as invalid configuration (exit 3) with the key and its line: a PostgreSQL
  * schema name that is not a plain identifier (in the file or in MAGPIE_STORAGE_SCHEMA), and a
- * config.toml that is a broken symbolic link (not "no file, every default").
+ * config.toml that is a broken symbolic link (not "no file, every default"), and a channel
+ * override whose key is not a Discord id.
  */
 import assert from 'node:assert/strict';
 import { symlinkSync, writeFileSync } from 'node:fs';
@@ -72,4 +73,19 @@ test('config check names a missing file the way every other command does', async
   const status = await runMagpie(['status', '--config', 'nope.toml'], { cwd: dir.path, env: env() });
   assert.equal(status.code, 3);
   assert.match(status.stderr, /^magpie status: invalid config .*nope\.toml: 1 problem\n  - config file not found: /);
+});
+
+test('a channel override whose key is not a Discord id is refused with its line', async (t) => {
+  const dir = tempDir();
+  t.after(() => dir.remove());
+  writeFileSync(join(dir.path, 'ch.toml'), '[channels."general"]\nreply_policy = "always"\n\n[channels."123\\n"]\nvision = false\n[channels."123456789012345678"]\nvision = false\n');
+  const check = await runMagpie(['config', 'check', 'ch.toml'], { cwd: dir.path, env: env() });
+  assert.equal(check.code, 3, check.stdout);
+  const lines = check.stderr.split('\n');
+  assert.equal(lines[0], 'ch.toml: 2 problems');
+  assert.match(lines[1]!, /^ {2}channels\.general: is not a channel id: an id is a snowflake: 1 to 20 digits, below 2\^64 .* \(line 1\)$/);
+  assert.match(lines[2]!, /^ {2}channels\."123\\n": is not a channel id: .* \(line 4\)$/);
+  const status = await runMagpie(['status', '--config', 'ch.toml'], { cwd: dir.path, env: env() });
+  assert.equal(status.code, 3, status.stderr);
+  assert.match(status.stderr, /- channels\.general: is not a channel id/);
 });

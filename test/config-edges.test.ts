@@ -187,3 +187,26 @@ describe('[storage] schema is held to the rule a PostgreSQL connection holds it 
     }
   });
 });
+
+describe('a [channels."<id>"] key is a Discord id, as the id lists hold them', () => {
+  it('names, blanks, stray spaces and numbers past 2^64 are refused with the key path and line', () => {
+    const keys = ['"general"', '""', '"123\\n"', '" 123 "', '"99999999999999999999999"', '"18446744073709551616"', 'constructor', '"１２３"', '"-1"', '"1e5"'];
+    for (const key of keys) {
+      const text = `[defaults]\nvision = true\n\n[channels.${key}]\nreply_policy = "always"\n`;
+      const problems = problemsOf(text);
+      const id = JSON.parse(key.startsWith('"') ? key : JSON.stringify(key)) as string;
+      assert.deepEqual(problems.map((problem) => [problem.path, problem.line]), [[`channels.${/^[A-Za-z0-9_-]+$/.test(id) ? id : JSON.stringify(id)}`, 4]], key);
+      assert.match(problems[0]!.message, /^is not a channel id: an id is a snowflake: 1 to 20 digits, below 2\^64/, key);
+    }
+    for (const id of ['1', '123456789012345678', '18446744073709551615']) {
+      const result = checkConfigText(`[channels."${id}"]\nreply_policy = "always"\n`);
+      assert.ok(result.ok, id);
+      assert.equal(result.config.channels[id]?.replyPolicy, 'always');
+    }
+  });
+
+  it('the keys inside a refused channel are still checked, in the same pass', () => {
+    const problems = problemsOf('[channels.general]\nreply_policy = "sometimes"\n');
+    assert.deepEqual(problems.map((problem) => problem.path), ['channels.general', 'channels.general.reply_policy']);
+  });
+});

@@ -1,3 +1,4 @@
+import { snowflakeProblem, SNOWFLAKE_RULE } from '../common/snowflake.js';
 import { DEFAULTS } from './defaults.js';
 import { checkAnswerRoom, checkDiscordTiming, checkSummaryRoom, checkThresholdOrder } from './cross-checks.js';
 import { CHANNEL_SPEC, CONFIG_SPEC, snakeToCamel, type TableSpec } from './schema.js';
@@ -45,10 +46,17 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
     } else {
       for (const [channelId, rawOverride] of Object.entries(rawChannels)) {
         const filePath = ['channels', channelId];
-        if (channelId === '__proto__') {
-          // Assigning it would replace the prototype of the channel map instead of adding a channel.
-          report(sink, filePath, 'is not a channel id; write the Discord id of the channel, e.g. [channels."123456789012345678"]');
-          continue;
+        // Discord sends ids as it writes them, so a name, a stray space or a number past 2^64
+        // would be an override that never applies, silently. Checked before anything is stored:
+        // `__proto__` would replace the prototype of the channel map instead of adding a channel.
+        const isChannelId = snowflakeProblem(channelId) === undefined;
+        if (!isChannelId) {
+          report(
+            sink,
+            filePath,
+            `is not a channel id: an id is ${SNOWFLAKE_RULE}; copy the channel's id in Discord ` +
+              '(turn on Developer Mode, right-click the channel, Copy ID) and write it quoted: [channels."123456789012345678"]',
+          );
         }
         if (!isTable(rawOverride)) {
           report(sink, filePath, `must be a table ([channels."${channelId}"]) of [defaults] keys`);
@@ -67,7 +75,8 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
           refused: new Set([...refusedKeys(rawOverride, override), ...refusedKeys(rawSection(rawOverride, 'compaction'), ownCompaction)]),
         });
         checkSummaryRoom(merged, ownKeys, filePath, sink, { refused: refusedKeys(rawSection(rawOverride, 'compaction'), ownCompaction) });
-        channels[channelId] = merged;
+        // Its keys were still checked, so one pass over the file finds every problem.
+        if (isChannelId) channels[channelId] = merged;
       }
     }
   }
