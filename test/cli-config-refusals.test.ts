@@ -3,7 +3,8 @@
  * loads the config, as invalid configuration (exit 3) with the key and its line: a PostgreSQL
  * schema name that is not a plain identifier (in the file or in MAGPIE_STORAGE_SCHEMA), and a
  * config.toml that is a broken symbolic link (not "no file, every default"), and a channel
- * override whose key is not a Discord id.
+ * override whose key is not a Discord id. A refused [defaults] value is reported once, not
+ * again through a channel that inherits the default standing in for it.
  */
 import assert from 'node:assert/strict';
 import { symlinkSync, writeFileSync } from 'node:fs';
@@ -88,4 +89,13 @@ test('a channel override whose key is not a Discord id is refused with its line'
   const status = await runMagpie(['status', '--config', 'ch.toml'], { cwd: dir.path, env: env() });
   assert.equal(status.code, 3, status.stderr);
   assert.match(status.stderr, /- channels\.general: is not a channel id/);
+});
+
+test('a refused [defaults] value gives one error, not a second one on a channel against the built-in default', async (t) => {
+  const dir = tempDir();
+  t.after(() => dir.remove());
+  writeFileSync(join(dir.path, 'c.toml'), '[defaults.compaction]\naggressive_threshold = "high"\n\n[channels."111".compaction]\nbackground_threshold = 0.9\n');
+  const check = await runMagpie(['config', 'check', 'c.toml'], { cwd: dir.path, env: env() });
+  assert.equal(check.code, 3, check.stdout);
+  assert.equal(check.stderr, 'c.toml: 1 problem\n  defaults.compaction.aggressive_threshold: must be a number in (0, 1] (above 0, at most 1), got a string (line 2)\n');
 });

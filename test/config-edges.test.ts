@@ -108,6 +108,28 @@ describe('a refused value is reported once, not again by a cross-check against t
     assert.ok(findProblem(problemsOf('[defaults.compaction]\nbackground_threshold = 0.9\naggressive_threshold = 0.5\n'), 'defaults.compaction.background_threshold'));
   });
 
+  it('a refused [defaults] value is not held against a channel that inherits the default standing in for it', () => {
+    const only = (text: string, path: string) => {
+      const problems = problemsOf(text);
+      assert.deepEqual(problems.map((problem) => problem.path), [path], JSON.stringify(problems));
+    };
+    only('[defaults.compaction]\naggressive_threshold = "high"\n[channels."111".compaction]\nbackground_threshold = 0.9\n', 'defaults.compaction.aggressive_threshold');
+    only('[defaults.compaction]\nbackground_threshold = 2\n[channels."111".compaction]\naggressive_threshold = 0.5\n', 'defaults.compaction.background_threshold');
+    only('[defaults]\ncompaction = 5\n[channels."111".compaction]\nbackground_threshold = 0.9\n', 'defaults.compaction');
+    only('[defaults]\nmax_response_tokens = "x"\n[channels."111"]\ncontext_window = 1500\n', 'defaults.max_response_tokens');
+    only('[defaults]\ncontext_window = "x"\n[channels."111".compaction]\nsummary_max_tokens = 150000\n', 'defaults.context_window');
+    only('[defaults]\ncontext_window = "x"\n[defaults.compaction]\nsummary_max_tokens = 150000\n', 'defaults.context_window');
+    // A channel that sets the key itself is checked against its own value.
+    const own = problemsOf('[defaults.compaction]\naggressive_threshold = "high"\n[channels."111".compaction]\nbackground_threshold = 0.9\naggressive_threshold = 0.5\n');
+    assert.deepEqual(own.map((problem) => problem.path), ['defaults.compaction.aggressive_threshold', 'channels.111.compaction.background_threshold']);
+    assert.match(own[1]!.message, /^0\.9 must be below aggressive_threshold \(0\.5\)/);
+    // Both valid: the channel is still held to what it inherits.
+    assert.match(
+      findProblem(problemsOf('[defaults.compaction]\naggressive_threshold = 0.85\n[channels."111".compaction]\nbackground_threshold = 0.9\n'), 'channels.111.compaction.background_threshold').message,
+      /below aggressive_threshold \(0\.85, from \[defaults\.compaction\]\)/,
+    );
+  });
+
   it('Discord debounce timing', () => {
     const problems = problemsOf('[discord]\ndebounce_ms = -1\ndebounce_max_ms = 500\n');
     assert.deepEqual(problems.map((problem) => problem.path), ['discord.debounce_ms']);
