@@ -39,7 +39,7 @@ test('a config that is not UTF-8 is refused with its line, by config check and b
 
   const empty = await runMagpie(['config', 'check', ''], { cwd: dir.path, env: env() });
   assert.equal(empty.code, 3);
-  assert.equal(empty.stderr, 'config check: the config file path is empty\n');
+  assert.equal(empty.stderr, 'magpie config: invalid config FILE: 1 problem\n  - the config file path is empty\n');
 });
 
 test('checkConfigText on bytes decodes strictly; the hot reload refuses an edit that is not UTF-8', async (t) => {

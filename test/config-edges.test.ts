@@ -108,6 +108,28 @@ describe('a refused value is reported once, not again by a cross-check against t
     assert.ok(findProblem(problemsOf('[defaults.compaction]\nbackground_threshold = 0.9\naggressive_threshold = 0.5\n'), 'defaults.compaction.background_threshold'));
   });
 
+  it('a refused [defaults] value is not held against a channel that inherits the default standing in for it', () => {
+    const only = (text: string, path: string) => {
+      const problems = problemsOf(text);
+      assert.deepEqual(problems.map((problem) => problem.path), [path], JSON.stringify(problems));
+    };
+    only('[defaults.compaction]\naggressive_threshold = "high"\n[channels."111".compaction]\nbackground_threshold = 0.9\n', 'defaults.compaction.aggressive_threshold');
+    only('[defaults.compaction]\nbackground_threshold = 2\n[channels."111".compaction]\naggressive_threshold = 0.5\n', 'defaults.compaction.background_threshold');
+    only('[defaults]\ncompaction = 5\n[channels."111".compaction]\nbackground_threshold = 0.9\n', 'defaults.compaction');
+    only('[defaults]\nmax_response_tokens = "x"\n[channels."111"]\ncontext_window = 1500\n', 'defaults.max_response_tokens');
+    only('[defaults]\ncontext_window = "x"\n[channels."111".compaction]\nsummary_max_tokens = 150000\n', 'defaults.context_window');
+    only('[defaults]\ncontext_window = "x"\n[defaults.compaction]\nsummary_max_tokens = 150000\n', 'defaults.context_window');
+    // A channel that sets the key itself is checked against its own value.
+    const own = problemsOf('[defaults.compaction]\naggressive_threshold = "high"\n[channels."111".compaction]\nbackground_threshold = 0.9\naggressive_threshold = 0.5\n');
+    assert.deepEqual(own.map((problem) => problem.path), ['defaults.compaction.aggressive_threshold', 'channels.111.compaction.background_threshold']);
+    assert.match(own[1]!.message, /^0\.9 must be below aggressive_threshold \(0\.5\)/);
+    // Both valid: the channel is still held to what it inherits.
+    assert.match(
+      findProblem(problemsOf('[defaults.compaction]\naggressive_threshold = 0.85\n[channels."111".compaction]\nbackground_threshold = 0.9\n'), 'channels.111.compaction.background_threshold').message,
+      /below aggressive_threshold \(0\.85, from \[defaults\.compaction\]\)/,
+    );
+  });
+
   it('Discord debounce timing', () => {
     const problems = problemsOf('[discord]\ndebounce_ms = -1\ndebounce_max_ms = 500\n');
     assert.deepEqual(problems.map((problem) => problem.path), ['discord.debounce_ms']);
@@ -135,5 +157,78 @@ describe('loadConfig', () => {
     } finally {
       rmSync(directory, { recursive: true, force: true });
     }
+  });
+
+  it('a config.toml that is a broken symbolic link is an error, not all defaults', async () => {
+    const { loadConfig, loadConfigFile, ConfigError } = await import('../src/config/index.js');
+    const { mkdtempSync, rmSync, symlinkSync } = await import('node:fs');
+    const os = await import('node:os');
+    const path = await import('node:path');
+    const directory = mkdtempSync(path.join(os.tmpdir(), 'magpie-dangling-config-'));
+    try {
+      symlinkSync(path.join(directory, 'gone', 'config.toml'), path.join(directory, 'config.toml'));
+      const broken = (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.match(error.render(), /is a broken symbolic link: its target .*gone.config\.toml does not exist/);
+        return true;
+      };
+      assert.throws(() => loadConfig({ cwd: directory, env: {} }), broken);
+      assert.throws(() => loadConfigFile(path.join(directory, 'config.toml'), { env: {} }), broken);
+      // Nothing at all at the path is still all defaults.
+      rmSync(path.join(directory, 'config.toml'));
+      assert.equal(loadConfig({ cwd: directory, env: {} }).found, false);
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('[storage] schema is held to the rule a PostgreSQL connection holds it to', () => {
+  it('plain identifiers of at most 63 characters pass; anything else is refused', () => {
+    for (const name of ['public', '_x', 'Magpie_1', 'a$b', 's'.repeat(63)]) {
+      assert.equal(checkConfigText(`[storage]\nschema = "${name}"\n`).ok, true, name);
+    }
+    for (const name of ['qa1-bad', 's'.repeat(64), '', ' public', 'public ', '1abc', 'a"b', 'a.b', 'café']) {
+      const problem = findProblem(problemsOf(`[storage]\nschema = ${JSON.stringify(name)}\n`), 'storage.schema');
+      assert.match(problem.message, /letters, digits and underscores \(at most 63\)/, name);
+      assert.equal(problem.line, 2, name);
+    }
+    assert.match(findProblem(problemsOf('[storage]\nschema = 5\n'), 'storage.schema').message, /must be a PostgreSQL schema name, got an integer/);
+  });
+
+  it('MAGPIE_STORAGE_SCHEMA is refused as invalid configuration naming the variable', async () => {
+    const { ConfigError, defaultConfig } = await import('../src/config/index.js');
+    assert.equal(defaultConfig({ env: { MAGPIE_STORAGE_SCHEMA: ' tenant_1 ' } }).storage.schema, 'tenant_1');
+    for (const name of ['qa1-bad', 'x'.repeat(64)]) {
+      assert.throws(() => defaultConfig({ env: { MAGPIE_STORAGE_SCHEMA: name } }), (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.equal(error.source, 'MAGPIE_STORAGE_SCHEMA');
+        assert.match(error.render(), /MAGPIE_STORAGE_SCHEMA: .*letters, digits and underscores/);
+        return true;
+      });
+    }
+  });
+});
+
+describe('a [channels."<id>"] key is a Discord id, as the id lists hold them', () => {
+  it('names, blanks, stray spaces and numbers past 2^64 are refused with the key path and line', () => {
+    const keys = ['"general"', '""', '"123\\n"', '" 123 "', '"99999999999999999999999"', '"18446744073709551616"', 'constructor', '"１２３"', '"-1"', '"1e5"'];
+    for (const key of keys) {
+      const text = `[defaults]\nvision = true\n\n[channels.${key}]\nreply_policy = "always"\n`;
+      const problems = problemsOf(text);
+      const id = JSON.parse(key.startsWith('"') ? key : JSON.stringify(key)) as string;
+      assert.deepEqual(problems.map((problem) => [problem.path, problem.line]), [[`channels.${/^[A-Za-z0-9_-]+$/.test(id) ? id : JSON.stringify(id)}`, 4]], key);
+      assert.match(problems[0]!.message, /^is not a channel id: an id is a snowflake: 1 to 20 digits, below 2\^64/, key);
+    }
+    for (const id of ['1', '123456789012345678', '18446744073709551615']) {
+      const result = checkConfigText(`[channels."${id}"]\nreply_policy = "always"\n`);
+      assert.ok(result.ok, id);
+      assert.equal(result.config.channels[id]?.replyPolicy, 'always');
+    }
+  });
+
+  it('the keys inside a refused channel are still checked, in the same pass', () => {
+    const problems = problemsOf('[channels.general]\nreply_policy = "sometimes"\n');
+    assert.deepEqual(problems.map((problem) => problem.path), ['channels.general', 'channels.general.reply_policy']);
   });
 });

@@ -283,7 +283,10 @@ test('bad flags and unusable targets are refused with what to do', { timeout: 12
     { args: ['--to', 'mysql', '--data-dir', dir], code: 2, stderr: /--to must be 'postgres', got 'mysql'/ },
     { args: ['--to', 'postgresql', '--data-dir', dir], code: 2, stderr: /did you mean 'postgres'\?/ },
     { args: ['--too', 'postgres', '--data-dir', dir], code: 2, stderr: /unknown option '--too'; did you mean '--to'\?/ },
-    { args: ['--to', 'postgres', '--data-dir', dir, '--schema', ''], code: 2, stderr: /--schema needs a name of 1 to 63 bytes/ },
+    { args: ['--to', 'postgres', '--data-dir', dir, '--schema', ''], code: 2, stderr: /--schema needs a plain identifier \(letters, digits and underscores/ },
+    // The rule a connection holds the name to, before any connection is tried.
+    { args: ['--to', 'postgres', '--data-dir', dir, '--schema', 'qa1-bad'], code: 2, stderr: /--schema needs a plain identifier .*got 'qa1-bad'/ },
+    { args: ['--to', 'postgres', '--data-dir', dir, '--schema', 'x'.repeat(64)], code: 2, stderr: /--schema needs a plain identifier/ },
     { args: ['--to', 'postgres', '--data-dir', dir, 'extra'], code: 2, stderr: /unexpected argument: 'extra'/ },
     // The config says sqlite: the URL is wanted for --to postgres, and a missing one is a configuration problem (3).
     { args: ['--to', 'postgres', '--data-dir', dir], extra: { MAGPIE_DATABASE_URL: '' }, code: 3, stderr: /^magpie migrate: --to postgres needs the target database's connection URL in MAGPIE_DATABASE_URL, which is not set\n\s+hint: export MAGPIE_DATABASE_URL=/ },

@@ -1,6 +1,7 @@
+import { snowflakeProblem, SNOWFLAKE_RULE } from '../common/snowflake.js';
 import { DEFAULTS } from './defaults.js';
 import { checkAnswerRoom, checkDiscordTiming, checkSummaryRoom, checkThresholdOrder } from './cross-checks.js';
-import { CHANNEL_SPEC, CONFIG_SPEC, snakeToCamel, type TableSpec } from './schema.js';
+import { CHANNEL_SPEC, COMPACTION_SPEC, CONFIG_SPEC, snakeToCamel, type TableSpec } from './schema.js';
 import type { ChannelSettings, CompactionSettings, MagpieConfig } from './types.js';
 import { isTable, report, validateTable, type PartialSettings, type ValidationSink } from './validate-table.js';
 
@@ -18,25 +19,23 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
   const { channels: rawChannels, ...rest } = document;
   const partial = validateTable(rest, TOP_LEVEL_SPEC, [], '', sink);
 
-  const defaults = mergeChannel(base.defaults, sectionOf(partial, 'defaults'));
-  const defaultsCompaction = sectionOf(sectionOf(partial, 'defaults'), 'compaction');
+  const defaultsSection = sectionOf(partial, 'defaults');
+  const defaults = mergeChannel(base.defaults, defaultsSection);
+  const defaultsCompaction = sectionOf(defaultsSection, 'compaction');
   const compactionKeys = new Set(Object.keys(defaultsCompaction));
+  const rawDefaults = rawSection(document, 'defaults');
+  const defaultsRefused = refusedKeys(rawDefaults, defaultsSection);
+  const defaultsCompactionRefused = refusedCompactionKeys(rawDefaults, defaultsSection);
+  const defaultsAllRefused = new Set([...defaultsRefused, ...defaultsCompactionRefused]);
   checkThresholdOrder(defaults.compaction, compactionKeys, ['defaults', 'compaction'], sink, {
     isOverride: false,
-    refused: refusedKeys(rawSection(rawSection(document, 'defaults'), 'compaction'), defaultsCompaction),
+    refused: defaultsCompactionRefused,
   });
-  const defaultsSection = sectionOf(partial, 'defaults');
   checkAnswerRoom(defaults, new Set([...Object.keys(defaultsSection), ...compactionKeys]), ['defaults'], sink, {
     isOverride: false,
-    refused: new Set([
-      ...refusedKeys(rawSection(document, 'defaults'), defaultsSection),
-      ...refusedKeys(rawSection(rawSection(document, 'defaults'), 'compaction'), defaultsCompaction),
-    ]),
+    refused: defaultsAllRefused,
   });
-
-  checkSummaryRoom(defaults, compactionKeys, ['defaults'], sink, {
-    refused: refusedKeys(rawSection(rawSection(document, 'defaults'), 'compaction'), defaultsCompaction),
-  });
+  checkSummaryRoom(defaults, compactionKeys, ['defaults'], sink, { refused: defaultsAllRefused });
 
   const channels: Record<string, ChannelSettings> = {};
   if (rawChannels !== undefined) {
@@ -45,10 +44,17 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
     } else {
       for (const [channelId, rawOverride] of Object.entries(rawChannels)) {
         const filePath = ['channels', channelId];
-        if (channelId === '__proto__') {
-          // Assigning it would replace the prototype of the channel map instead of adding a channel.
-          report(sink, filePath, 'is not a channel id; write the Discord id of the channel, e.g. [channels."123456789012345678"]');
-          continue;
+        // Discord sends ids as it writes them, so a name, a stray space or a number past 2^64
+        // would be an override that never applies, silently. Checked before anything is stored:
+        // `__proto__` would replace the prototype of the channel map instead of adding a channel.
+        const isChannelId = snowflakeProblem(channelId) === undefined;
+        if (!isChannelId) {
+          report(
+            sink,
+            filePath,
+            `is not a channel id: an id is ${SNOWFLAKE_RULE}; copy the channel's id in Discord ` +
+              '(turn on Developer Mode, right-click the channel, Copy ID) and write it quoted: [channels."123456789012345678"]',
+          );
         }
         if (!isTable(rawOverride)) {
           report(sink, filePath, `must be a table ([channels."${channelId}"]) of [defaults] keys`);
@@ -58,16 +64,19 @@ export function buildConfig(document: Record<string, unknown>, sink: ValidationS
         const merged = mergeChannel(defaults, override);
         const ownCompaction = sectionOf(override, 'compaction');
         const ownKeys = new Set(Object.keys(ownCompaction));
-        checkThresholdOrder(merged.compaction, ownKeys, [...filePath, 'compaction'], sink, {
-          isOverride: true,
-          refused: refusedKeys(rawSection(rawOverride, 'compaction'), ownCompaction),
-        });
-        checkAnswerRoom(merged, new Set([...Object.keys(override), ...ownKeys]), filePath, sink, {
-          isOverride: true,
-          refused: new Set([...refusedKeys(rawOverride, override), ...refusedKeys(rawSection(rawOverride, 'compaction'), ownCompaction)]),
-        });
-        checkSummaryRoom(merged, ownKeys, filePath, sink, { refused: refusedKeys(rawSection(rawOverride, 'compaction'), ownCompaction) });
-        channels[channelId] = merged;
+        // A key of [defaults] whose value was refused reaches the channel as the built-in default
+        // standing in for it, unless the channel sets it itself: no cross-check may hold that
+        // stand-in against the channel (its error is reported once, at [defaults]).
+        const compactionRefused = new Set([
+          ...refusedCompactionKeys(rawOverride, override),
+          ...notSetIn(defaultsCompactionRefused, ownCompaction),
+        ]);
+        const allRefused = new Set([...refusedKeys(rawOverride, override), ...notSetIn(defaultsRefused, override), ...compactionRefused]);
+        checkThresholdOrder(merged.compaction, ownKeys, [...filePath, 'compaction'], sink, { isOverride: true, refused: compactionRefused });
+        checkAnswerRoom(merged, new Set([...Object.keys(override), ...ownKeys]), filePath, sink, { isOverride: true, refused: allRefused });
+        checkSummaryRoom(merged, ownKeys, filePath, sink, { refused: allRefused });
+        // Its keys were still checked, so one pass over the file finds every problem.
+        if (isChannelId) channels[channelId] = merged;
       }
     }
   }
@@ -116,6 +125,20 @@ function refusedKeys(raw: Record<string, unknown>, validated: PartialSettings): 
       .map(snakeToCamel)
       .filter((key) => !Object.hasOwn(validated, key)),
   );
+}
+
+/**
+ * The refused keys of a table's `compaction` (camelCase). A `compaction` that is not a table at
+ * all stands in for every key of it: none of the values the file meant is known.
+ */
+function refusedCompactionKeys(raw: Record<string, unknown>, validated: PartialSettings): ReadonlySet<string> {
+  if (Object.hasOwn(raw, 'compaction') && !isTable(raw.compaction)) return new Set(Object.keys(COMPACTION_SPEC).map(snakeToCamel));
+  return refusedKeys(rawSection(raw, 'compaction'), sectionOf(validated, 'compaction'));
+}
+
+/** The keys of `keys` that `table` does not hold. */
+function notSetIn(keys: ReadonlySet<string>, table: PartialSettings): string[] {
+  return [...keys].filter((key) => !Object.hasOwn(table, key));
 }
 
 function sectionOf(partial: PartialSettings, key: string): PartialSettings {

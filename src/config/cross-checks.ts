@@ -151,6 +151,8 @@ export function checkSummaryRoom(
   sink: ValidationSink,
   options: { refused?: ReadonlySet<string> },
 ): void {
+  // What the room is worked out from must be what the file says, not a default standing in for a refused value.
+  if (['contextWindow', 'maxResponseTokens', 'aggressiveThreshold', 'aggressiveFraction'].some((key) => options.refused?.has(key))) return;
   const compaction = merged.compaction;
   const usable = Math.max(0, merged.contextWindow - merged.maxResponseTokens);
   const range = Math.ceil(usable * compaction.aggressiveThreshold * compaction.aggressiveFraction);

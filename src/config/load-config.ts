@@ -1,6 +1,7 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { lstatSync, readFileSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
 import { parse, TomlError } from 'smol-toml';
+import { schemaNameProblem } from '../common/schema-name.js';
 import { buildConfig, deepFreeze } from './build-config.js';
 import { decodeConfigBytes } from './config-bytes.js';
 import { DEFAULTS } from './defaults.js';
@@ -100,21 +101,50 @@ export interface LoadConfigFileOptions {
  */
 export function loadConfigFile(file: string, options: LoadConfigFileOptions = {}): MagpieConfig {
   const env = options.env ?? process.env;
-  if (!existsSync(file)) {
-    if (options.mustExist) {
-      throw new ConfigError(file, [{ path: '', message: `config file not found: ${path.resolve(file)}` }]);
-    }
-    return defaultConfig({ env });
+  const bytes = readConfigBytes(file, { mustExist: options.mustExist ?? false });
+  if (bytes === undefined) return defaultConfig({ env });
+  return parseConfigText(bytes, { source: file, env });
+}
+
+/**
+ * A config file's bytes, or undefined when nothing is at the path and `mustExist` is false.
+ * Whether something is there is judged without following a symbolic link: a link whose target is
+ * gone stands for a config somebody meant to use, and reading it as "no file" would run with
+ * every default, every channel allowed. Throws `ConfigError` (labelled `source`, default the
+ * path) for a missing required file, a broken link or a file that cannot be read.
+ */
+export function readConfigBytes(file: string, options: { mustExist: boolean; source?: string }): Buffer | undefined {
+  const source = options.source ?? file;
+  if (!pathTaken(file)) {
+    if (!options.mustExist) return undefined;
+    throw new ConfigError(source, [{ path: '', message: `config file not found: ${path.resolve(file)}` }]);
   }
-  let text: Buffer;
   try {
-    text = readFileSync(file);
+    return readFileSync(file);
   } catch (error) {
-    throw new ConfigError(file, [{ path: '', message: `cannot read config file: ${(error as Error).message}` }], {
-      cause: error,
-    });
+    throw new ConfigError(source, [{ path: '', message: unreadableMessage(file, error) }], { cause: error });
   }
-  return parseConfigText(text, { source: file, env });
+}
+
+/** True when the path names an entry, a symbolic link included whether or not its target exists. */
+function pathTaken(file: string): boolean {
+  return lstatSync(file, { throwIfNoEntry: false }) !== undefined;
+}
+
+function unreadableMessage(file: string, error: unknown): string {
+  if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
+    // The entry is there (lstat saw it) but opening it finds nothing: a link to a missing target.
+    let target: string | undefined;
+    try {
+      target = readlinkSync(file);
+    } catch {
+      target = undefined;
+    }
+    if (target !== undefined) {
+      return `config file ${path.resolve(file)} is a broken symbolic link: its target ${target} does not exist; fix the link or remove it`;
+    }
+  }
+  return `cannot read config file: ${(error as Error).message}`;
 }
 
 export interface LoadConfigOptions {
@@ -142,8 +172,8 @@ export function loadConfig(options: LoadConfigOptions = {}): LoadedConfig {
     throw new ConfigError('--config', [{ path: '', message: 'the config file path is empty' }]);
   }
   const file = path.resolve(options.cwd ?? process.cwd(), explicit ? options.path! : DEFAULT_CONFIG_FILE);
-  const found = existsSync(file);
   const config = loadConfigFile(file, { mustExist: explicit, env: options.env ?? process.env });
+  const found = pathTaken(file);
   return { config, path: file, found };
 }
 
@@ -164,6 +194,12 @@ function applyEnvironment(config: MagpieConfig, env: NodeJS.ProcessEnv | undefin
     applied = { ...applied, storage: { ...applied.storage, backend } };
   }
   const schema = env?.[STORAGE_SCHEMA_ENV]?.trim();
-  if (schema) applied = { ...applied, storage: { ...applied.storage, schema } };
+  if (schema) {
+    // Held to the file's rule, so a bad name stops every command here as invalid configuration
+    // rather than when the first connection is opened.
+    const problem = schemaNameProblem(schema);
+    if (problem !== undefined) throw new ConfigError(STORAGE_SCHEMA_ENV, [{ path: STORAGE_SCHEMA_ENV, message: problem }]);
+    applied = { ...applied, storage: { ...applied.storage, schema } };
+  }
   return applied;
 }

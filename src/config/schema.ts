@@ -16,6 +16,7 @@ export type FieldSpec =
   | { kind: 'enum'; values: readonly string[] }
   | { kind: 'idList' }
   | { kind: 'listen' } // "host:port" of a local listener, or "" for none
+  | { kind: 'schemaName' } // a PostgreSQL schema: a plain identifier of at most 63 characters
   | { kind: 'table'; fields: TableSpec };
 
 export type TableSpec = Readonly<Record<string, FieldSpec>>;
@@ -154,7 +155,7 @@ export const CONFIG_SPEC: TableSpec = {
     fields: {
       backend: { kind: 'enum', values: ['sqlite', 'postgres'] },
       url_env: { kind: 'envName', allowEmpty: false },
-      schema: { kind: 'string', nonEmpty: true },
+      schema: { kind: 'schemaName' },
       statement_timeout_ms: { kind: 'integer', min: 100, max: 60_000, meaning: 'milliseconds' },
       connect_timeout_ms: { kind: 'integer', min: 100, max: 60_000, meaning: 'milliseconds' },
       pool_size: { kind: 'integer', min: 2, max: 100, meaning: 'connections' },

@@ -1,3 +1,4 @@
+import { schemaNameProblem } from '../common/schema-name.js';
 import { snowflakeProblem, SNOWFLAKE_RULE } from '../common/snowflake.js';
 import type { FieldSpec } from './schema.js';
 
@@ -115,6 +116,12 @@ export function checkValue(value: unknown, spec: Exclude<FieldSpec, { kind: 'tab
       if (value.trim() === '') return pass('');
       const problem = listenProblem(value.trim());
       return problem === undefined ? pass(value.trim()) : fail(problem);
+    }
+    case 'schemaName': {
+      if (typeof value !== 'string') return fail(`must be a PostgreSQL schema name, got ${describeType(value)}`);
+      // Not trimmed: the connection takes the name as written, so a stray space is refused here.
+      const problem = schemaNameProblem(value);
+      return problem === undefined ? pass(value) : fail(problem);
     }
   }
 }

@@ -1,11 +1,9 @@
 import path from 'node:path';
-import { existsSync } from 'node:fs';
 import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { COMMAND_SUMMARIES } from '../command-summaries.js';
-import { checkConfigText, DEFAULT_CONFIG_FILE } from '../../config/load-config.js';
-import { formatProblem } from '../../config/problems.js';
+import { checkConfigText, DEFAULT_CONFIG_FILE, readConfigBytes } from '../../config/load-config.js';
+import { ConfigError, formatProblem } from '../../config/problems.js';
 import { parseFlags, unknownSubcommand, UsageError } from '../parse-flags.js';
-import { readFileSync } from 'node:fs';
 
 const USAGE = `Usage: magpie config check [FILE]
 
@@ -50,27 +48,18 @@ function checkCommand(argv: string[], io: CliIo): number {
   const named = parsed.positionals[0];
   if (named !== undefined && named.trim() === '') {
     // `config check "$UNSET"`: resolved, '' is the working directory, and EISDIR says nothing useful.
-    io.stderr.write('config check: the config file path is empty\n');
-    return EXIT.config;
+    throw new ConfigError('FILE', [{ path: '', message: 'the config file path is empty' }]);
   }
   const file = path.resolve(io.cwd, named ?? DEFAULT_CONFIG_FILE);
   const shown = named ?? `./${DEFAULT_CONFIG_FILE}`;
-  if (!existsSync(file)) {
-    if (named === undefined) {
-      // Same rule as start: no config file at all means every default applies.
-      io.stdout.write(`config OK: no ${shown}; every built-in default applies\n`);
-      return EXIT.ok;
-    }
-    io.stderr.write(`config check: file not found: ${file}\n`);
-    return EXIT.config;
-  }
+  // The loader's own reading, so a file start would refuse (a named file that is missing, a
+  // broken link, no permission) is refused here in the same words, through the CLI's boundary.
   // Bytes, not text: checkConfigText refuses a file that is not UTF-8 instead of replacing its bytes.
-  let text: Buffer;
-  try {
-    text = readFileSync(file);
-  } catch (error) {
-    io.stderr.write(`config check: cannot read ${file}: ${(error as Error).message}\n`);
-    return EXIT.config;
+  const text = readConfigBytes(file, { mustExist: named !== undefined, source: shown });
+  if (text === undefined) {
+    // Same rule as start: no config file at all means every default applies.
+    io.stdout.write(`config OK: no ${shown}; every built-in default applies\n`);
+    return EXIT.ok;
   }
   // The check is about the file, so environment overrides are left out on purpose.
   const result = checkConfigText(text, { source: shown });

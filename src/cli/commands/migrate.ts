@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { isSchemaName, SCHEMA_NAME_RULE } from '../../common/schema-name.js';
 import { closestMatch } from '../../config/edit-distance.js';
 import { loadConfig } from '../../config/load-config.js';
 import { migrateToPostgres, type MigratePhase, type MigrateResult } from '../../migrate/index.js';
@@ -77,8 +78,8 @@ export const migrateCommand: CliCommand = {
       throw new UsageError(`--to must be 'postgres', got '${to}'${guess === undefined ? '' : `; did you mean '${guess}'?`}`, USAGE);
     }
     const schemaFlag = parsed.values.schema;
-    if (schemaFlag !== undefined && (schemaFlag.trim() === '' || Buffer.byteLength(schemaFlag) > 63)) {
-      throw new UsageError(`--schema needs a name of 1 to 63 bytes, got '${schemaFlag}'`, USAGE);
+    if (schemaFlag !== undefined && !isSchemaName(schemaFlag)) {
+      throw new UsageError(`--schema needs a plain identifier (${SCHEMA_NAME_RULE}), got '${schemaFlag}'`, USAGE);
     }
     const { config } = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env });
     const dataDir = path.resolve(io.cwd, parsed.values['data-dir'] ?? config.memory.dataDir);

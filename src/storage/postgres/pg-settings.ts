@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { InputError } from '../../common/errors.js';
+import { isSchemaName, SCHEMA_NAME_RULE } from '../../common/schema-name.js';
 
 /**
  * How Magpie connects to PostgreSQL and how long it waits. Every deadline is well under ten
@@ -57,14 +58,12 @@ export const PG_DEFAULTS = Object.freeze({
 /** Margin of the client's reply deadline over the server's statement deadline. */
 const QUERY_TIMEOUT_MARGIN_MS = 1_000;
 
-const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;
-
 /** Fills in the defaults and refuses values that cannot work, naming the setting. */
 export function resolvePgSettings(settings: PgConnectionSettings): ResolvedPgSettings {
   if (typeof settings.url !== 'string' || settings.url.length === 0) throw new InputError('PostgreSQL settings: url is empty');
-  if (!SCHEMA_NAME.test(settings.schema)) {
+  if (!isSchemaName(settings.schema)) {
     throw new InputError(`PostgreSQL settings: schema "${settings.schema}" is not a plain identifier`, {
-      hint: 'use letters, digits and underscores (at most 63), starting with a letter or underscore',
+      hint: `use ${SCHEMA_NAME_RULE}`,
     });
   }
   const merged = { ...PG_DEFAULTS, ...withoutUndefined(settings) };
