@@ -10,6 +10,12 @@ import { checkedUtf8Lines, tooLongProblem } from '../utf8-lines.js';
 
 const LINE_SHAPE = '{ "id", "channel", "query", "limit"? }';
 
+/** What a line without its own `channel` or `limit` gets (`--channel`, `--limit`). */
+export interface LineDefaults {
+  channel: string | undefined;
+  limit: number | undefined;
+}
+
 /**
  * `memory search --queries`: one answer line per query line, in order. A line that cannot be
  * answered (not UTF-8, not JSON, no id, a bad field) gets `{ line, id?, error }` naming the line
@@ -19,6 +25,7 @@ export async function runBatch(
   storeFor: (channelId: string) => Promise<SqlMemoryStore>,
   input: AsyncIterable<Buffer | string> | Iterable<Buffer | string>,
   filters: { kind: MemoryKind | undefined; memoryType: MemoryType | undefined },
+  defaults: LineDefaults,
   io: CliIo,
 ): Promise<number> {
   let failed = 0;
@@ -35,7 +42,7 @@ export async function runBatch(
       const fields = parseLine(text);
       // A number JSON rounded is not echoed: it could be another line's id.
       if (!(typeof fields.id === 'number' && !Number.isSafeInteger(fields.id))) id = fields.id;
-      const results = await answer(fields, storeFor, filters);
+      const results = await answer(fields, storeFor, filters, defaults);
       io.stdout.write(jsonLine({ id: fields.id, results }));
     } catch (error) {
       if (!(error instanceof InputError)) throw error;
@@ -70,6 +77,7 @@ async function answer(
   fields: Record<string, unknown>,
   storeFor: (channelId: string) => Promise<SqlMemoryStore>,
   filters: { kind: MemoryKind | undefined; memoryType: MemoryType | undefined },
+  defaults: LineDefaults,
 ): Promise<unknown[]> {
   // The id is what matches an answer to its question: without one the answer could only be
   // matched by position, which a skipped blank line already shifts.
@@ -82,12 +90,16 @@ async function answer(
   if (!(typeof fields.id === 'string' && fields.id !== '') && typeof fields.id !== 'number') {
     throw new InputError(`"id" must be a non-empty string or a number; got ${JSON.stringify(fields.id)}`);
   }
-  if (typeof fields.channel !== 'string' || fields.channel.length === 0) {
+  if (fields.channel === undefined && defaults.channel === undefined) {
+    throw new InputError('"channel" is missing; give it on the line, or --channel for every line without one');
+  }
+  const channel = fields.channel ?? defaults.channel;
+  if (typeof channel !== 'string' || channel.length === 0) {
     throw new InputError('"channel" must be a non-empty string');
   }
-  const channelId = checkId(fields.channel, '"channel"');
+  const channelId = checkId(channel, '"channel"');
   const query = checkQuery(fields.query, '"query"');
-  const limit = fields.limit === undefined ? undefined : checkLimit(fields.limit, '"limit"');
+  const limit = fields.limit === undefined ? defaults.limit : checkLimit(fields.limit, '"limit"');
   const store = await storeFor(channelId);
   return store.search({
     location: { channelId },
