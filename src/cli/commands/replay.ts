@@ -153,6 +153,11 @@ export async function replay(options: {
   clock?: TranscriptClock;
 }): Promise<number> {
   const { io, config } = options;
+  const costs = new CostTally();
+  // The model is checked before the data dir is written: a replay refused for want of one
+  // leaves no database, index or lock behind (nor a schema on PostgreSQL).
+  const model =
+    options.summarizerKind === 'llm' || options.costReplies ? observeModel(modelOf(config, io.env, options.costReplies ? '--cost-replies' : '--summarizer llm'), 'compaction', costs) : undefined;
   let writable;
   try {
     writable = await openStorageForWriting(storageTarget(config, options.dataDir, options.io.env), ALL_MIGRATIONS, {
@@ -192,8 +197,6 @@ export async function replay(options: {
       // The vector index is built at the end (and saved on close): a long wait worth showing.
       onIndexProgress: (progress) => indexMeter.update(progress.indexed, { fraction: progress.total > 0 ? progress.indexed / progress.total : 1 }),
     });
-    const costs = new CostTally();
-    const model = options.summarizerKind === 'llm' || options.costReplies ? observeModel(modelOf(config, io.env, options.costReplies ? '--cost-replies' : '--summarizer llm'), 'compaction', costs) : undefined;
     const memoryTools = createMemoryTools(memory);
     const summarizer = options.summarizerKind === 'llm' ? createLlmSummarizer({ model: model!, memoryTools }) : createExtractiveSummarizer();
     const events = new EventStream();
