@@ -103,6 +103,37 @@ test('--summarizer llm and --cost-replies without a model are refused before the
   dir.remove();
 });
 
+test('--json prints compaction_skipped: an emergency with only the current turn live', () => {
+  const dir = tempDir();
+  const transcript = join(dir.path, 't.jsonl');
+  // A reply, then a long question and a long answer: the emergency comes with the answer, when
+  // nothing before the turn being answered is left to drop.
+  const lines = [
+    { id: 'a0', author: 'bot', role: 'assistant', content: 'hello there' },
+    { id: 'a1', author: 'ann', role: 'user', content: randomWords(300, 1) },
+    { id: 'a2', author: 'bot', role: 'assistant', content: randomWords(300, 2) },
+  ].map((line, index) => JSON.stringify({ ...line, channel: 'c1', ts: `2024-01-01T00:00:0${index}Z` }));
+  writeFileSync(transcript, `${lines.join('\n')}\n`);
+  const run = replay([transcript, '--data-dir', join(dir.path, 'data'), '--context-window', '2000', '--json']);
+  assert.equal(run.code, 0, run.stderr);
+  const events = jsonLines(run.stdout);
+  assert.deepEqual(
+    events.find((event) => event.type === 'compaction_skipped'),
+    { type: 'compaction_skipped', channel_id: 'c1', tier: 'emergency', reason: 'only_current_turn_live' },
+  );
+  dir.remove();
+});
+
+/** `count` six-letter words that compress badly (a token each or more), the same for a seed. */
+function randomWords(count: number, seed: number): string {
+  let state = seed;
+  const letter = (): string => {
+    state = (state * 1_103_515_245 + 12_345) % 2_147_483_648;
+    return 'abcdefghijklmnop'[state % 16]!;
+  };
+  return Array.from({ length: count }, () => Array.from({ length: 6 }, letter).join('')).join(' ');
+}
+
 /** The tables of a data dir's PostgreSQL schema on a PostgreSQL run (none on SQLite). */
 async function schemaTables(dataDir: string): Promise<string[]> {
   const env = storageEnv(dataDir);

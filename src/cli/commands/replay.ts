@@ -74,8 +74,12 @@ Comparing two settings on the same transcript:
     --report compare.html --compare runs/default
 `;
 
-/** The events printed with --json: every compaction event the runtime emits, and archive failures. */
-const PRINTED_EVENTS: ReadonlySet<string> = new Set([...LOGGED_EVENTS, 'archive_failed']);
+/**
+ * The events printed with --json: every compaction event the runtime emits, and archive failures.
+ * `compaction_skipped` is not kept in the compaction log (the report has no use for it), but a
+ * replay that hit an emergency with nothing to drop should say so.
+ */
+const PRINTED_EVENTS: ReadonlySet<string> = new Set([...LOGGED_EVENTS, 'compaction_skipped', 'archive_failed']);
 
 export const replayCommand: CliCommand = {
   name: 'replay',
