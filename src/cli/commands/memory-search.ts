@@ -27,7 +27,8 @@ Options:
                      lines without their own)
   --kind KIND        only memory or only transcript results (every line of --queries)
   --type TYPE        only memories of this type (every line of --queries; not with
-                     --kind transcript): ${MEMORY_TYPES.join(', ')}
+                     --kind transcript):
+                     ${MEMORY_TYPES.join(', ')}
   --queries FILE     JSON lines { "id", "channel"?, "query", "limit"? } in UTF-8 ("-" reads
                      stdin); prints one line { "id", "results": [...] } per query, or { "line",
                      "id"?, "error" } for a bad line (no id, not UTF-8, not JSON...: the others
