@@ -96,6 +96,25 @@ test('PostgreSQL without its URL is a configuration problem (exit 3) for every c
   assert.doesNotMatch(migrate.stderr, /backend = "postgres"/);
 });
 
+test('a PostgreSQL URL that is no postgres:// URL is a configuration problem (exit 3) named as such, before any connection; its password is not shown', async (t) => {
+  const dir = tempDir();
+  t.after(() => dir.remove());
+  writeFileSync(join(dir.path, 'pg.toml'), '[storage]\nbackend = "postgres"\n');
+  const cases: Array<[string, RegExp]> = [
+    ['not-a-url', /got text that is not a URL\n/],
+    ['mysql://magpie:s3cret@db.internal/magpie', /got 'mysql:\/\/magpie:\*\*\*@db\.internal\/magpie'\n/],
+  ];
+  for (const [url, shown] of cases) {
+    for (const args of [['status'], ['chat'], ['migrate', '--to', 'postgres', '--data-dir', 'dpg']]) {
+      const run = await runMagpie([...args, '--config', 'pg.toml'], { cwd: dir.path, env: env({ MAGPIE_STORAGE_BACKEND: '', MAGPIE_DATABASE_URL: url }), input: '' });
+      assert.equal(run.code, 3, `${url} ${args.join(' ')}: ${run.stderr}`);
+      assert.match(run.stderr, /MAGPIE_DATABASE_URL must hold a postgres:\/\/ or postgresql:\/\/ URL for \[storage\] backend = "postgres", /);
+      assert.match(run.stderr, shown);
+      assert.doesNotMatch(run.stderr, /s3cret|ENOTFOUND|connection lost/);
+    }
+  }
+});
+
 test('memory --hepl and config --hepl suggest --help; another option before the subcommand says to give one', async (t) => {
   const dir = tempDir();
   t.after(() => dir.remove());

@@ -28,11 +28,24 @@ describe('parseFlags edge cases', () => {
     assert.doesNotMatch(messageOf(() => parseFlags(['--nope'], { usage: USAGE, options: OPTIONS })), /after '--'/);
   });
 
-  it('--flag=value, repeated flags (last wins), negative values only in the = form', () => {
+  it('--flag=value, repeated flags (last wins), a negative number as a value in either form', () => {
     const parsed = parseFlags(['--limit=2', '--limit=-4'], { usage: USAGE, options: OPTIONS });
     assert.equal(parsed.values.limit, '-4');
-    assert.match(messageOf(() => parseFlags(['--limit', '-4'], { usage: USAGE, options: OPTIONS })), /--limit=-XYZ/);
+    assert.equal(parseFlags(['--limit', '-4'], { usage: USAGE, options: OPTIONS }).values.limit, '-4');
+    // Anything else starting with a dash is still an option, as node reads it.
+    assert.match(messageOf(() => parseFlags(['--limit', '-x'], { usage: USAGE, options: OPTIONS })), /--limit=-XYZ/);
     assert.match(messageOf(() => parseFlags(['--json=yes'], { usage: USAGE, options: OPTIONS })), /does not take an argument/);
+  });
+
+  it('magpie replay --worker-lag -1 and memory search --limit -3 name the range, as a real process', async () => {
+    const { runMagpie, projectRoot } = await import('./support/magpie-process.js');
+    const env = { PATH: process.env.PATH ?? '', MAGPIE_DATA_DIR: '' };
+    const lag = await runMagpie(['replay', 'missing.jsonl', '--data-dir', 'never-made', '--worker-lag', '-1'], { cwd: projectRoot(), env });
+    assert.equal(lag.code, 2, lag.stderr);
+    assert.match(lag.stderr, /^magpie replay: --worker-lag needs a whole number of at least 0, got '-1'\n/);
+    const limit = await runMagpie(['memory', 'search', 'x', '--channel', 'c1', '--limit', '-3', '--data-dir', 'never-made'], { cwd: projectRoot(), env });
+    assert.equal(limit.code, 2, limit.stderr);
+    assert.match(limit.stderr, /--limit needs a whole number between 1 and 20, got '-3'/);
   });
 });
 

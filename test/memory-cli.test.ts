@@ -95,6 +95,56 @@ describe('magpie memory (real process)', () => {
     assert.deepEqual((lines[3]!.results as Array<{ source_ids: string[] }>)[0]!.source_ids, ['e1']);
   });
 
+  test('search --queries: --channel and --limit are the defaults of lines without their own; an id JSON rounds is refused', async () => {
+    const queries = path.join(work, 'defaults.jsonl');
+    writeFileSync(
+      queries,
+      [
+        JSON.stringify({ id: 'own', channel: 'c2', query: 'Osaka', limit: 2 }),
+        JSON.stringify({ id: 'default', query: 'Osaka' }),
+        '{"id":12345678901234567891,"channel":"c1","query":"Osaka"}',
+        '{"id":9007199254740991,"channel":"c1","query":"Osaka"}',
+      ].join('\n'),
+    );
+    const run = await magpie(['memory', 'search', '--data-dir', dataDir, '--queries', queries, '--channel', 'c1', '--limit', '1', '--json'], { cwd: work });
+    assert.equal(run.code, 1, run.stderr);
+    const lines = run.stdout.trim().split('\n').map((line) => JSON.parse(line) as { id?: unknown; line?: number; error?: string; results?: Array<{ channel_id?: string; source_ids: string[] }> });
+    assert.deepEqual(lines[0]!.results!.map((result) => result.source_ids), [['e1']], 'its own channel, c2');
+    assert.equal(lines[1]!.id, 'default');
+    assert.equal(lines[1]!.results!.length, 1, '--limit 1, not the default 5');
+    assert.ok(lines[1]!.results![0]!.source_ids.includes('d1') && !lines[1]!.results![0]!.source_ids.includes('e1'), '--channel c1');
+    assert.deepEqual(lines[2], {
+      line: 3,
+      error: 'line 3: "id" is a number past 2^53 or not whole (read as 12345678901234567000), which JSON readers round; write the id as a string, in quotes',
+    });
+    assert.equal(lines[3]!.id, 9_007_199_254_740_991, 'the largest safe integer is still an id');
+
+    // Without --channel, a line without one is an error line naming the flag.
+    const bare = await magpie(['memory', 'search', '--data-dir', dataDir, '--queries', '-', '--json'], { cwd: work, stdin: `${JSON.stringify({ id: 'x', query: 'Osaka' })}\n` });
+    assert.equal(bare.code, 1);
+    assert.match(bare.stdout, /"line 1: \\"channel\\" is missing; give it on the line, or --channel for every line without one"/);
+  });
+
+  test('a query is counted in characters, not UTF-16 units; --kind transcript --type is refused', async () => {
+    const emoji = '\u{1F600}';
+    const fits = await magpie(['memory', 'search', emoji.repeat(2000), '--data-dir', dataDir, '--channel', 'c1', '--json'], { cwd: work });
+    assert.equal(fits.code, 0, fits.stderr);
+    const over = await magpie(['memory', 'search', emoji.repeat(2001), '--data-dir', dataDir, '--channel', 'c1'], { cwd: work });
+    assert.equal(over.code, 2);
+    assert.match(over.stderr, /QUERY is 2001 characters long; the limit is 2000/);
+    const batch = await magpie(['memory', 'search', '--data-dir', dataDir, '--queries', '-', '--json'], {
+      cwd: work,
+      stdin: `${JSON.stringify({ id: 'e', channel: 'c1', query: emoji.repeat(1001) })}\n`,
+    });
+    assert.equal(batch.code, 0, batch.stdout);
+
+    for (const mode of [['Osaka', '--channel', 'c1'], ['--queries', '-', '--json']]) {
+      const both = await magpie(['memory', 'search', ...mode, '--data-dir', dataDir, '--kind', 'transcript', '--type', 'fact'], { cwd: work, stdin: '' });
+      assert.equal(both.code, 2, both.stderr);
+      assert.match(both.stderr, /--type fact selects memories, and --kind transcript leaves them out/);
+    }
+  });
+
   test('a queries file may start with a byte-order mark', async () => {
     const queries = path.join(work, 'bom.jsonl');
     writeFileSync(queries, '\uFEFF' + JSON.stringify({ id: 'q1', channel: 'c1', query: 'rail passes' }) + '\n');

@@ -6,7 +6,7 @@
  * instead of obeying them.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -143,5 +143,19 @@ describe('text from outside through the CLI', () => {
     const search = await magpie(['memory', 'search', 'kettle', '--channel', 'console:demo', '--data-dir', chatDir, '--json']);
     assert.equal(search.code, 0, search.stderr);
     assert.match((JSON.parse(search.stdout) as Array<{ content: string }>)[0]!.content, /\u001b\[31mred\u001b\[0m kettle\uFFFD whistles$/);
+  });
+
+  test('chat refuses a --channel with a control character up front; status shows a typed one instead of sending it', async () => {
+    const chatDir = path.join(work, 'chat-bad-channel');
+    const chat = await magpie(['chat', '--channel', 'bad\u001b[31mname', '--data-dir', chatDir], 'hello\n');
+    assert.equal(chat.code, 2, chat.stderr);
+    assert.match(chat.stderr, /^magpie chat: --channel holds a control character \(U\+001B at character 4\); ids cannot contain control characters\n\nUsage: magpie chat/);
+    assert.doesNotMatch(chat.stdout + chat.stderr, /\u001b/);
+    assert.equal(existsSync(chatDir), false, 'refused before the data dir is written');
+
+    const status = await magpie(['status', '--channel', 'bad\u001b[31mname', '--data-dir', dataDir]);
+    assert.equal(status.code, 1, status.stderr);
+    assert.match(status.stderr, /no history for channel 'bad␛\[31mname'/);
+    assert.doesNotMatch(status.stderr, /\u001b/);
   });
 });

@@ -6,12 +6,13 @@
  * `--user` prints the `user_erased` audit line either way.
  */
 import assert from 'node:assert/strict';
-import type { ChildProcessWithoutNullStreams } from 'node:child_process';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { ended, runMagpie, startChat } from './support/magpie-process.js';
+import { ended, MAGPIE_MAIN, magpieEnv, runMagpie, startChat } from './support/magpie-process.js';
+import { openTestDatabase } from './support/storage.js';
 
 const root = mkdtempSync(path.join(os.tmpdir(), 'magpie-forget-writer-'));
 const dataDir = path.join(root, 'data');
@@ -199,5 +200,80 @@ describe('memory forget beside a running magpie chat', { timeout: 240_000 }, () 
     assert.equal(auditLine(user.stderr, 'ana').messages, erased.messages);
 
     await assertGarbageRefused();
+  });
+});
+
+describe('memory forget beside a writer that takes no erasure requests, or one that exits', { timeout: 120_000 }, () => {
+  const work = mkdtempSync(path.join(os.tmpdir(), 'magpie-forget-holder-'));
+  const holderDir = path.join(work, 'data');
+  const workEnv = { ...env, HOME: work };
+  const run = (args: string[]) => runMagpie(args, { cwd: work, env: workEnv });
+  const forgetHere = (...args: string[]) => run(['memory', 'forget', ...args, '--data-dir', holderDir]);
+
+  /** Requests left in the data dir's table (none may be left behind for a later bot). */
+  async function pendingRequests(): Promise<number> {
+    const db = await openTestDatabase(holderDir);
+    try {
+      return Number(((await db.prepare('SELECT COUNT(*) AS total FROM erasure_requests').get()) as { total: number | string }).total);
+    } finally {
+      await db.close();
+    }
+  }
+
+  before(async () => {
+    writeFileSync(path.join(work, 't.jsonl'), transcript());
+    writeFileSync(path.join(work, 'writer.toml'), '[metrics]\nlisten = ""\n');
+    const replay = await run(['replay', 't.jsonl', '--data-dir', holderDir]);
+    assert.equal(replay.code, 0, replay.stderr);
+  });
+  after(() => rmSync(work, { recursive: true, force: true }));
+
+  test('beside magpie replay: refused at once naming it, nothing queued; once it is done the command erases', async (t) => {
+    // `replay -` holds the data dir for as long as its stdin stays open.
+    const args = ['replay', '-', '--data-dir', holderDir];
+    const replay = spawn(process.execPath, [MAGPIE_MAIN, ...args], { cwd: work, env: { ...magpieEnv(args, { cwd: work, env: workEnv }), MAGPIE_PROGRESS: '1' } });
+    let progress = '';
+    replay.stderr.on('data', (chunk: Buffer) => (progress += chunk.toString()));
+    const replayEnded = new Promise<number | null>((resolve) => replay.on('close', resolve));
+    t.after(() => {
+      if (replay.exitCode === null) replay.kill('SIGKILL');
+    });
+    replay.stdin.write(`${JSON.stringify({ id: 'extra', channel: 'c1', author: 'ann', content: 'one more line' })}\n`);
+    const deadline = Date.now() + 20_000;
+    while (!progress.includes('replay:') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.ok(progress.includes('replay:'), `replay is under way: ${progress}`);
+
+    const started = performance.now();
+    const refused = await forgetHere('p1');
+    assert.ok(performance.now() - started < 15_000, 'refused at once, not after the bot wait');
+    assert.equal(refused.code, 1, refused.stderr);
+    assert.equal(refused.stdout, '');
+    assert.match(refused.stderr, new RegExp(`in use by magpie replay \\(pid ${replay.pid}[^)]*\\), which does not apply erasure requests; nothing was erased or queued`));
+    assert.match(refused.stderr, /hint: run the command again once magpie replay has finished/);
+
+    replay.stdin.end();
+    assert.equal(await replayEnded, 0);
+    assert.equal(await pendingRequests(), 0, 'no request left for a later bot');
+    const done = await forgetHere('p1', '--json');
+    assert.equal(done.code, 0, done.stderr);
+    assert.equal(oneObject(done.stdout).applied_by, 'command');
+  });
+
+  test('a chat that exits before applying the request: the command withdraws it and erases by itself', async (t) => {
+    const chat = await startChat(['--config', 'writer.toml', '--data-dir', holderDir], { cwd: work, env: workEnv });
+    t.after(() => {
+      if (chat.exitCode === null && chat.signalCode === null) chat.kill('SIGKILL');
+    });
+    const chatEnded = ended(chat);
+    // Stopped, the chat cannot apply the request; killed, it leaves the data dir to the command.
+    chat.kill('SIGSTOP');
+    const forgot = forgetHere('p2', '--json');
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    chat.kill('SIGKILL');
+    await chatEnded;
+    const outcome = await forgot;
+    assert.equal(outcome.code, 0, outcome.stderr);
+    assert.deepEqual(oneObject(outcome.stdout), { forgotten: true, id: oneObject(outcome.stdout).id, kind: 'transcript', channel_id: 'c1', message_id: 'p2', matched: 'message_id', applied_by: 'command' });
+    assert.equal(await pendingRequests(), 0, 'the withdrawn request is not left for a later bot');
   });
 });

@@ -194,7 +194,7 @@ test('forget-me through process A (and an erasure request from the CLI) reaches 
   const cli = await openStorageBesideWriter(a.app.target, 'magpie memory forget');
   try {
     const request = await requestErasure(cli.db, 'user', 'u-quinn', { timeoutMs: 10_000 });
-    assert.equal(request.status, 'done', request.result ?? '');
+    assert.equal(request?.status, 'done', request?.result ?? '');
   } finally {
     await cli.close();
   }

@@ -1,14 +1,15 @@
 /** `magpie replay` as a real process: tiers, determinism, bad lines, kill -9 and re-run. */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { HistoryStore } from '../src/channel/history-store.js';
 import { assertConsistentHistory, generateTranscript, tempDir } from './compaction-support.js';
 import { magpieEnv } from './support/magpie-process.js';
-import { openTestDatabase } from './support/storage.js';
+import pg from 'pg';
+import { openTestDatabase, storageEnv } from './support/storage.js';
 
 const MAIN = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
 
@@ -86,6 +87,66 @@ test('flags: --help, unknown flags, --summarizer llm without a model', () => {
   assert.match(llm.stderr, /needs a model/);
   dir.remove();
 });
+
+test('--summarizer llm and --cost-replies without a model are refused before the data dir is written', async () => {
+  const dir = tempDir();
+  const transcript = join(dir.path, 't.jsonl');
+  writeFileSync(transcript, generateTranscript(2));
+  for (const flag of [['--summarizer', 'llm'], ['--cost-replies']]) {
+    const dataDir = join(dir.path, `data${flag[0]}`);
+    const run = replay([transcript, '--data-dir', dataDir, ...flag]);
+    assert.equal(run.code, 2, run.stderr);
+    assert.match(run.stderr, new RegExp(`${flag.join(' ')} needs a model: \\[llm\\] model is empty`));
+    assert.equal(existsSync(dataDir), false, `${flag.join(' ')}: no data dir, database, index or lock left behind`);
+    assert.deepEqual(await schemaTables(dataDir), [], `${flag.join(' ')}: no schema written`);
+  }
+  dir.remove();
+});
+
+test('--json prints compaction_skipped: an emergency with only the current turn live', () => {
+  const dir = tempDir();
+  const transcript = join(dir.path, 't.jsonl');
+  // A reply, then a long question and a long answer: the emergency comes with the answer, when
+  // nothing before the turn being answered is left to drop.
+  const lines = [
+    { id: 'a0', author: 'bot', role: 'assistant', content: 'hello there' },
+    { id: 'a1', author: 'ann', role: 'user', content: randomWords(300, 1) },
+    { id: 'a2', author: 'bot', role: 'assistant', content: randomWords(300, 2) },
+  ].map((line, index) => JSON.stringify({ ...line, channel: 'c1', ts: `2024-01-01T00:00:0${index}Z` }));
+  writeFileSync(transcript, `${lines.join('\n')}\n`);
+  const run = replay([transcript, '--data-dir', join(dir.path, 'data'), '--context-window', '2000', '--json']);
+  assert.equal(run.code, 0, run.stderr);
+  const events = jsonLines(run.stdout);
+  assert.deepEqual(
+    events.find((event) => event.type === 'compaction_skipped'),
+    { type: 'compaction_skipped', channel_id: 'c1', tier: 'emergency', reason: 'only_current_turn_live' },
+  );
+  dir.remove();
+});
+
+/** `count` six-letter words that compress badly (a token each or more), the same for a seed. */
+function randomWords(count: number, seed: number): string {
+  let state = seed;
+  const letter = (): string => {
+    state = (state * 1_103_515_245 + 12_345) % 2_147_483_648;
+    return 'abcdefghijklmnop'[state % 16]!;
+  };
+  return Array.from({ length: count }, () => Array.from({ length: 6 }, letter).join('')).join(' ');
+}
+
+/** The tables of a data dir's PostgreSQL schema on a PostgreSQL run (none on SQLite). */
+async function schemaTables(dataDir: string): Promise<string[]> {
+  const env = storageEnv(dataDir);
+  if (env.MAGPIE_STORAGE_SCHEMA === undefined) return [];
+  const client = new pg.Client({ connectionString: env.MAGPIE_DATABASE_URL });
+  await client.connect();
+  try {
+    const rows = await client.query('SELECT table_name FROM information_schema.tables WHERE table_schema = $1', [env.MAGPIE_STORAGE_SCHEMA]);
+    return rows.rows.map((row: { table_name: string }) => row.table_name);
+  } finally {
+    await client.end();
+  }
+}
 
 test('8. kill -9 mid-replay, then a re-run on the same data dir: consistent, nothing lost, nothing doubled', async () => {
   const dir = tempDir();

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { firstInvalidByte, utf8Lines } from '../src/cli/utf8-lines.js';
+import { firstInvalidByte, MAX_LINE_BYTES, utf8Lines } from '../src/cli/utf8-lines.js';
 import { projectRoot, runMagpie } from './support/magpie-process.js';
 import { openTestDatabase } from './support/storage.js';
 
@@ -84,6 +84,81 @@ describe('replay input checks', { timeout: 120_000 }, () => {
     ]);
     const readable = await runMagpie(['replay', transcript, '--data-dir', path.join(root, 'conflicts-text')], { cwd: projectRoot(), env });
     assert.match(readable.stdout, /1 reused an id with other text: conflicts, see stderr/);
+  });
+
+  test('a numeric id past 2^53 is a bad line saying to quote it, not a silent merge with its neighbour', async () => {
+    const dataDir = path.join(root, 'big-ids');
+    const transcript = file(
+      [
+        '{"id":42,"channel":"c1","author":"ann","content":"a small number is an id as it reads"}',
+        '{"id":1234567890123456789,"channel":"c1","author":"ann","content":"first message"}',
+        '{"id":1234567890123456790,"channel":"c1","author":"ann","content":"second, different message"}',
+      ].join('\n'),
+    );
+    const run = await runMagpie(['replay', transcript, '--data-dir', dataDir, '--json'], { cwd: projectRoot(), env });
+    assert.equal(run.code, 1, run.stderr);
+    assert.match(run.stderr, /transcript line 2: field "id" is a number past 2\^53 or not whole \(read as 1234567890123456800\), which JSON readers round; write the id as a string, in quotes/);
+    assert.deepEqual(await stored(dataDir), [{ message_id: '42', content: 'a small number is an id as it reads' }]);
+  });
+
+  test('ts is ISO 8601 with a zone, a date, or epoch milliseconds: the same times whatever the machine\'s zone', async () => {
+    const accepted: Array<[unknown, number]> = [
+      ['2024-03-25T14:02:11Z', Date.UTC(2024, 2, 25, 14, 2, 11)],
+      ['2024-03-25T14:02:11.337000+00:00', Date.UTC(2024, 2, 25, 14, 2, 11, 337)],
+      ['2024-03-25T23:02:11+09:00', Date.UTC(2024, 2, 25, 14, 2, 11)],
+      ['2024-03-25T14:02-01:30', Date.UTC(2024, 2, 25, 15, 32)],
+      ['2024-03-25', Date.UTC(2024, 2, 25)],
+      [1_711_375_331_000, 1_711_375_331_000],
+    ];
+    const transcript = file(accepted.map(([ts], index) => JSON.stringify({ id: `t${index}`, channel: 'c1', author: 'ann', content: `at ${index}`, ts })).join('\n'));
+    const times: number[][] = [];
+    for (const zone of ['UTC', 'Asia/Tokyo', 'America/St_Johns']) {
+      const dataDir = path.join(root, `zone-${zone.replace('/', '-')}`);
+      const run = await runMagpie(['replay', transcript, '--data-dir', dataDir, '--json'], { cwd: projectRoot(), env: { ...env, TZ: zone } });
+      assert.equal(run.code, 0, run.stderr);
+      const db = await openTestDatabase(dataDir);
+      try {
+        const rows = (await db.prepare("SELECT created_at FROM history_entries WHERE channel_id = 'c1' ORDER BY seq").all()) as Array<{ created_at: number }>;
+        times.push(rows.map((row) => Number(row.created_at)));
+      } finally {
+        await db.close();
+      }
+    }
+    for (const zoneTimes of times) assert.deepEqual(zoneTimes, accepted.map(([, time]) => time));
+
+    for (const ts of ['2024-03-25T14:02:11', 'March 7, 2024', '12', '1711375331000', '2023-02-29', '2024-03-25T24:00:00Z', '2024-03-25 14:02:11Z']) {
+      const dataDir = path.join(root, `bad-ts-${count}`);
+      const run = await runMagpie(['replay', file(JSON.stringify({ id: 'm1', channel: 'c1', author: 'ann', content: 'x', ts })), '--data-dir', dataDir], {
+        cwd: projectRoot(),
+        env: { ...env, TZ: 'Asia/Tokyo' },
+      });
+      assert.equal(run.code, 1, `${ts}: ${run.stderr}`);
+      assert.match(run.stderr, /transcript line 1: field "ts" must be an ISO 8601 time with its zone /, ts);
+      assert.ok(run.stderr.includes(`, got ${JSON.stringify(ts)}`), run.stderr);
+    }
+  });
+
+  test('a line over the length limit is refused by its number and length, with or without --accept-invalid-utf8', async () => {
+    const head = '{"id":"m2","channel":"c1","author":"ann","content":"';
+    const tail = '"}';
+    const long = `${head}${'x'.repeat(MAX_LINE_BYTES + 1 - head.length - tail.length)}${tail}`;
+    const transcript = file(`${line('m1', 'fine')}\n${long}\n${line('m3', 'after')}\n`);
+    for (const lenient of [false, true]) {
+      const dataDir = path.join(root, `long-line-${lenient}`);
+      const run = await runMagpie(['replay', transcript, '--data-dir', dataDir, ...(lenient ? ['--accept-invalid-utf8'] : [])], { cwd: projectRoot(), env });
+      assert.equal(run.code, 1, run.stderr);
+      assert.match(run.stderr, new RegExp(`transcript line 2: is ${MAX_LINE_BYTES + 1} bytes long; the limit is ${MAX_LINE_BYTES} bytes \\(16 MiB\\)`));
+      assert.doesNotMatch(run.stderr, /UTF-8|    at /, 'neither called invalid UTF-8 nor a stack trace');
+      assert.deepEqual((await stored(dataDir)).map((row) => row.message_id), ['m1']);
+    }
+    // A queries file: that line gets its error object, the others their answers.
+    const query = (id: string) => JSON.stringify({ id, channel: 'c1', query: 'fine' });
+    const queries = file(`${query('q1')}\n${JSON.stringify({ id: 'q2', channel: 'c1', query: 'x'.repeat(MAX_LINE_BYTES) })}\n${query('q3')}\n`);
+    const search = await runMagpie(['memory', 'search', '--queries', queries, '--data-dir', path.join(root, 'long-line-false'), '--json'], { cwd: projectRoot(), env });
+    assert.equal(search.code, 1, search.stderr);
+    const answers = search.stdout.trim().split('\n').map((text) => JSON.parse(text) as { id?: string; line?: number; error?: string });
+    assert.deepEqual(answers.map((answer) => answer.id ?? answer.line), ['q1', 2, 'q3']);
+    assert.match(answers[1]!.error!, new RegExp(`^line 2: is ${MAX_LINE_BYTES + 37} bytes long; the limit is ${MAX_LINE_BYTES} bytes`));
   });
 
   test('the UTF-8 line splitter agrees with a strict decoder on any bytes, whatever the chunking', async () => {

@@ -98,7 +98,7 @@ export function parseFlags<const Options extends FlagOptions>(
   spec: FlagSpec<Options>,
 ): ParsedFlags<Options> {
   const config = {
-    args: [...argv],
+    args: withNegativeValues(argv, spec.options),
     options: { ...spec.options, help: { type: 'boolean', short: 'h' } },
     allowPositionals: true,
     strict: true,
@@ -128,6 +128,25 @@ export function parseFlags<const Options extends FlagOptions>(
     if (count < min) throw new UsageError(`missing argument${min - count === 1 ? '' : 's'}`, spec.usage);
   }
   return { help, values: parsed.values, positionals: parsed.positionals };
+}
+
+/**
+ * `--worker-lag -1` as `--worker-lag=-1`: node takes a value starting with a dash for an option
+ * and reports the flag's value as "ambiguous"; a negative number is plainly the value, and the
+ * flag's own check then says what range it needs.
+ */
+function withNegativeValues(argv: readonly string[], options: FlagOptions): string[] {
+  const args: string[] = [];
+  for (let index = 0; index < argv.length; index += 1) {
+    const arg = argv[index]!;
+    const next = argv[index + 1];
+    if (arg === '--') return [...args, ...argv.slice(index)];
+    if (arg.startsWith('--') && options[arg.slice(2)]?.type === 'string' && next !== undefined && /^-\d+(\.\d+)?$/.test(next)) {
+      args.push(`${arg}=${next}`);
+      index += 1;
+    } else args.push(arg);
+  }
+  return args;
 }
 
 /** A flag the command cannot do without: returns it or throws a `UsageError`. */

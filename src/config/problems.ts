@@ -56,8 +56,8 @@ export class ConfigError extends InputError {
 }
 
 /**
- * An environment variable the config relies on is not set (the PostgreSQL URL that
- * `[storage] url_env` names). A configuration problem like an invalid file, so the CLI exits 3
+ * An environment variable the config relies on is not set, or holds nothing usable (the
+ * PostgreSQL URL that `[storage] url_env` names). A configuration problem like an invalid file, so the CLI exits 3
  * (`EXIT.config`), as for a missing Discord token; shown as its message and what to set.
  */
 export class UnsetVariableError extends InputError {

@@ -30,8 +30,9 @@ export function checkContent(content: unknown, field = 'content'): string {
   if (typeof content !== 'string') throw new InputError(`${field} must be a string`);
   const trimmed = withoutNul(content).trim();
   if (trimmed.length === 0) throw new InputError(`${field} must not be empty`);
-  if (trimmed.length > MAX_MEMORY_LENGTH) {
-    throw new InputError(`${field} is ${trimmed.length} characters long; the limit is ${MAX_MEMORY_LENGTH}`);
+  const length = characterCount(trimmed, MAX_MEMORY_LENGTH);
+  if (length > MAX_MEMORY_LENGTH) {
+    throw new InputError(`${field} is ${length} characters long; the limit is ${MAX_MEMORY_LENGTH}`);
   }
   return trimmed;
 }
@@ -62,8 +63,30 @@ export function checkQuery(value: unknown, field = 'query'): string {
   if (typeof value !== 'string') throw new InputError(`${field} must be a string`);
   const trimmed = withoutNul(value).trim();
   if (trimmed.length === 0) throw new InputError(`${field} must not be empty`);
-  if (trimmed.length > MAX_QUERY_LENGTH) {
-    throw new InputError(`${field} is ${trimmed.length} characters long; the limit is ${MAX_QUERY_LENGTH}`);
+  const length = characterCount(trimmed, MAX_QUERY_LENGTH);
+  if (length > MAX_QUERY_LENGTH) {
+    throw new InputError(`${field} is ${length} characters long; the limit is ${MAX_QUERY_LENGTH}`);
   }
   return trimmed;
+}
+
+/**
+ * Characters as a person counts them (code points), as the docs and the tools' JSON Schema
+ * `maxLength` count them: `text.length` counts UTF-16 units, two for an emoji, so 1,001 emoji
+ * would read as 2,002 characters. Text of at most `limit` units has at most `limit` code points
+ * and is not counted: its unit count is returned, which is all a comparison with `limit` needs.
+ */
+function characterCount(text: string, limit: number): number {
+  if (text.length <= limit) return text.length;
+  let count = 0;
+  for (let index = 0; index < text.length; index += 1) {
+    const unit = text.charCodeAt(index);
+    // A high surrogate followed by a low one is one character; a lone surrogate counts as one.
+    if (unit >= 0xd800 && unit <= 0xdbff && index + 1 < text.length) {
+      const next = text.charCodeAt(index + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) index += 1;
+    }
+    count += 1;
+  }
+  return count;
 }

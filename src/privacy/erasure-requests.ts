@@ -55,6 +55,8 @@ export class ErasureRequests {
          WHERE erasure_claims.claimed_by = excluded.claimed_by OR erasure_claims.claimed_at < ?`,
       ),
       finish: db.prepare('UPDATE erasure_requests SET status = ?, result = ?, finished_at = ? WHERE id = ?'),
+      withdraw: db.prepare("DELETE FROM erasure_requests WHERE id = ? AND status = 'pending'"),
+      unclaim: db.prepare('DELETE FROM erasure_claims WHERE request_id = ?'),
     };
   }
 
@@ -78,6 +80,13 @@ export class ErasureRequests {
 
   async finish(id: number, status: 'done' | 'failed', result: unknown): Promise<void> {
     await this.statements.finish.run(status, JSON.stringify(result), Date.now(), id);
+  }
+
+  /** Takes back a request no one has finished: true when it is gone, false when it was done meanwhile. */
+  async withdraw(id: number): Promise<boolean> {
+    const withdrawn = (await this.statements.withdraw.run(id)).changes > 0;
+    if (withdrawn) await this.statements.unclaim.run(id);
+    return withdrawn;
   }
 }
 
@@ -190,8 +199,16 @@ export class ErasurePoller {
 /**
  * The command's side: leaves the request and waits for the bot's outcome. Refuses with a clear
  * error when the running writer is too old to take requests, or does not answer in time.
+ * `writerGone` is asked while it waits: once the writer has exited, nobody is left to apply the
+ * request, so it is withdrawn (undefined is returned) for the caller to apply itself, rather
+ * than left for whichever writer opens the data dir next.
  */
-export async function requestErasure(db: SqlClient, kind: ErasureKind, target: string, options: { timeoutMs: number }): Promise<ErasureRequest> {
+export async function requestErasure(
+  db: SqlClient,
+  kind: ErasureKind,
+  target: string,
+  options: { timeoutMs: number; writerGone?: () => boolean },
+): Promise<ErasureRequest | undefined> {
   const requests = new ErasureRequests(db);
   let id: number;
   try {
@@ -206,6 +223,7 @@ export async function requestErasure(db: SqlClient, kind: ErasureKind, target: s
   for (;;) {
     const request = await requests.read(id);
     if (request && request.status !== 'pending') return request;
+    if (options.writerGone?.() && (await requests.withdraw(id))) return undefined;
     if (Date.now() > deadline) {
       throw new MagpieError('erasure_timeout', `the running bot did not apply erasure request ${id} within ${Math.round(options.timeoutMs / 1000)} s`, {
         hint: 'it stays queued and is applied when the bot next polls; check the bot is healthy (its log, /readyz)',

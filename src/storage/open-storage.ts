@@ -1,6 +1,7 @@
 import { UnsetVariableError } from '../config/problems.js';
 import type { MagpieConfig, StorageSettings } from '../config/types.js';
 import { openDataDirForWriting, type BackgroundCheckpoints } from './data-dir.js';
+import { redactUrl } from './postgres/pg-error.js';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { closeDatabase, DATABASE_FILE, ensureDataDir, openDatabase, type Migration } from './database.js';
@@ -31,6 +32,14 @@ export function storageTarget(config: Pick<MagpieConfig, 'storage'>, dataDir: st
       hint: `export ${storage.urlEnv}=postgres://user@host:5432/database (or name another variable in [storage] url_env)`,
     });
   }
+  // Anything else would be tried as PostgreSQL anyway and fail as a lost connection
+  // ("ENOTFOUND base" for "not-a-url"), far from the variable that is wrong.
+  if (!isPostgresUrl(url)) {
+    throw new UnsetVariableError(storage.urlEnv, `${storage.urlEnv} must hold a postgres:// or postgresql:// URL for [storage] backend = "postgres", got ${shownUrl(url)}`, {
+      context: { key: 'storage.url_env' },
+      hint: `export ${storage.urlEnv}=postgres://user@host:5432/database`,
+    });
+  }
   return {
     backend: 'postgres',
     dataDir,
@@ -38,6 +47,20 @@ export function storageTarget(config: Pick<MagpieConfig, 'storage'>, dataDir: st
     schema: storage.schema,
     limits: { statementTimeoutMs: storage.statementTimeoutMs, connectTimeoutMs: storage.connectTimeoutMs, poolSize: storage.poolSize },
   };
+}
+
+function isPostgresUrl(url: string): boolean {
+  try {
+    const parsed = new URL(url);
+    return parsed.protocol === 'postgres:' || parsed.protocol === 'postgresql:';
+  } catch {
+    return false;
+  }
+}
+
+/** The URL as it can be shown: its password hidden (it may be a mysql:// URL with one). */
+function shownUrl(url: string): string {
+  return URL.canParse(url) ? `'${redactUrl(url)}'` : 'text that is not a URL';
 }
 
 /**

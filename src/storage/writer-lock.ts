@@ -96,7 +96,8 @@ export function readOwner(dataDir: string): WriterOwner | undefined {
   }
 }
 
-function processAlive(pid: number): boolean {
+/** Whether a process of this host still runs (EPERM: it does, under another user). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -8,7 +8,8 @@ import { EXIT, type CliCommand, type CliIo } from '../command.js';
 import { COMMAND_SUMMARIES } from '../command-summaries.js';
 import { ConsoleAdapter } from '../console-adapter.js';
 import { noticeLogger } from '../notice-logger.js';
-import { parseFlags } from '../parse-flags.js';
+import { parseFlags, UsageError } from '../parse-flags.js';
+import { idProblem } from '../../common/outside-text.js';
 
 const USAGE = `Usage: magpie chat [--channel NAME] [--config FILE] [--data-dir DIR]
 
@@ -54,6 +55,10 @@ export const chatCommand: CliCommand = {
       return EXIT.ok;
     }
     const channelName = (parsed.values.channel ?? 'local').trim() || 'local';
+    // The name is a channel id (console:NAME): one holding a control character could not be
+    // stored, and would reach the terminal raw in every notice that names the channel.
+    const problem = idProblem(channelName);
+    if (problem) throw new UsageError(`--channel ${problem}`, USAGE);
     const loaded = loadConfig({ path: parsed.values.config, cwd: io.cwd, env: io.env });
     const config = loaded.config;
     // PostgreSQL without its URL: refused before the metrics endpoint opens.

@@ -11,7 +11,7 @@ import { parseFlags, UsageError } from '../parse-flags.js';
 import { auditLogger } from '../audit-log.js';
 import { reportForgotten, reportUserErasure } from '../forget-output.js';
 import { resolveItemRef } from '../../memory/item-ref.js';
-import { forgetThroughRunningBot } from './forget-running-bot.js';
+import { forgetThroughRunningBot, refuseWriterWithoutRequests, writerOf } from './forget-running-bot.js';
 
 export const FORGET_USAGE = `Usage: magpie memory forget ID [--data-dir DIR] [--json]
        magpie memory forget --user USER_ID [--data-dir DIR] [--json]
@@ -22,8 +22,9 @@ that quoted it, and the memories drawn only from it. A memory (mem-12) is delete
 leaves the tool results that quoted it. --user erases everything one user wrote, in every
 channel of the data dir. ID is the store's own id (msg-40, mem-12) or the platform id of an
 archived message (message_id in search results); the output says which one matched. While
-the bot runs, the bot applies it (within a second) and this command reports the outcome,
-saying that the running bot applied it.
+the bot (or magpie chat) runs, the bot applies it (within a second) and this command reports
+the outcome, saying that the running bot applied it. Beside a writer that takes no requests
+(magpie replay, magpie migrate) it is refused at once, naming that writer.
 
 Options:
   --user USER_ID   erase every message of this author (Discord user id; author in a transcript)
@@ -33,6 +34,9 @@ Options:
   --config FILE    config file (default ./config.toml if present)
   -h, --help       show this help
 `;
+
+/** How many writers in a row may exit under a waiting request before the command just waits. */
+const MAX_WRITER_CHANGES = 3;
 
 /** `magpie memory forget ID | --user ID`. */
 export async function forgetCommand(argv: string[], io: CliIo): Promise<number> {
@@ -77,13 +81,20 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
   events.subscribe(auditLogger(io, config.logging.level));
   // No model here: summaries that covered a forgotten message are rewritten at once by the
   // extractive summarizer, so nothing is left waiting when the command exits.
-  let app: Awaited<ReturnType<typeof openApp>>;
-  try {
-    app = await openApp({ config: { ...config, llm: { ...config.llm, model: '' } }, dataDir, env: io.env, cwd: io.cwd, events, command: 'memory forget', compactionLog: false });
-  } catch (error) {
-    // The bot runs and holds the writer lock: it applies the erasure itself, at once.
-    if (error instanceof MagpieError && error.code === 'data_dir_locked') return forgetThroughRunningBot(target, { id, user: values.user, json }, io, events);
-    throw error;
+  let app: Awaited<ReturnType<typeof openApp>> | undefined;
+  for (let attempt = 1; app === undefined; attempt += 1) {
+    try {
+      app = await openApp({ config: { ...config, llm: { ...config.llm, model: '' } }, dataDir, env: io.env, cwd: io.cwd, events, command: 'memory forget', compactionLog: false });
+    } catch (error) {
+      if (!(error instanceof MagpieError && error.code === 'data_dir_locked')) throw error;
+      const writer = writerOf(error);
+      refuseWriterWithoutRequests(dataDir, writer);
+      // The bot runs and holds the writer lock: it applies the erasure itself, at once. Should
+      // it exit first, the command takes the data dir and applies it here (a few times at most:
+      // a writer that keeps coming back is waited for like any bot).
+      const outcome = await forgetThroughRunningBot(target, { id, user: values.user, json }, io, events, { writer, watchWriter: attempt < MAX_WRITER_CHANGES });
+      if (outcome !== 'writer_gone') return outcome;
+    }
   }
   try {
     if (values.user !== undefined) {

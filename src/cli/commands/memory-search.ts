@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { checkId } from '../../common/outside-text.js';
 import { closestMatch } from '../../config/edit-distance.js';
 import type { SqlMemoryStore } from '../../memory/sql-memory-store.js';
 import { MEMORY_TYPES } from '../../memory/types.js';
@@ -13,22 +14,25 @@ import { withStores } from './memory-stores.js';
 import { jsonLine } from '../json-output.js';
 
 const SEARCH_USAGE = `Usage: magpie memory search QUERY --channel ID [--data-dir DIR] [--limit K] [--kind memory|transcript] [--type TYPE] [--json]
-       magpie memory search --queries FILE [--data-dir DIR] --json
+       magpie memory search --queries FILE [--data-dir DIR] [--channel ID] [--limit K] [--kind KIND] [--type TYPE] --json
 
 Hybrid search (vectors + full text) over what the channel may see. A query is at most
 ${MAX_QUERY_LENGTH} characters (a longer one is refused, not cut).
 
 Options:
   --data-dir DIR     data directory (default: $MAGPIE_DATA_DIR, else [memory] data_dir)
-  --channel ID       channel whose memory is searched (required for a single query)
-  --limit K          results, 1 to ${MAX_SEARCH_LIMIT} (default 5)
-  --kind KIND        only memory or only transcript results
-  --type TYPE        only memories of this type:
+  --channel ID       channel whose memory is searched (required for a single query; with
+                     --queries, the channel of lines without their own)
+  --limit K          results, 1 to ${MAX_SEARCH_LIMIT} (default 5; with --queries, the limit of
+                     lines without their own)
+  --kind KIND        only memory or only transcript results (every line of --queries)
+  --type TYPE        only memories of this type (every line of --queries; not with
+                     --kind transcript):
                      ${MEMORY_TYPES.join(', ')}
-  --queries FILE     JSON lines { "id", "channel", "query", "limit"? } in UTF-8 ("-" reads stdin);
-                     prints one line { "id", "results": [...] } per query, or { "line", "id"?,
-                     "error" } for a bad line (no id, not UTF-8, not JSON...: the others still
-                     run; the exit code is then 1)
+  --queries FILE     JSON lines { "id", "channel"?, "query", "limit"? } in UTF-8 ("-" reads
+                     stdin); prints one line { "id", "results": [...] } per query, or { "line",
+                     "id"?, "error" } for a bad line (no id, not UTF-8, not JSON...: the others
+                     still run; the exit code is then 1)
   --json             JSON output
   --config FILE      config file for the embedder settings (default ./config.toml if present)
   -h, --help         show this help
@@ -57,11 +61,17 @@ export async function searchCommand(argv: string[], io: CliIo): Promise<number> 
   const limit = integerFlag(values.limit, '--limit', SEARCH_USAGE, { min: 1, max: MAX_SEARCH_LIMIT });
   const kind = kindFlag(values.kind, SEARCH_USAGE);
   const memoryType = typeFlag(values.type, SEARCH_USAGE);
+  // A type is a memory's: with transcript only, nothing could ever match.
+  if (kind === 'transcript' && memoryType !== undefined) {
+    throw new UsageError(`--type ${memoryType} selects memories, and --kind transcript leaves them out: give one of them`, SEARCH_USAGE);
+  }
   if (values.queries !== undefined) {
     if (parsed.positionals.length > 0) throw new UsageError('give either QUERY or --queries FILE, not both', SEARCH_USAGE);
     if (!values.json) throw new UsageError('--queries needs --json (its output is JSON lines)', SEARCH_USAGE);
+    // --channel and --limit are what a line without its own "channel" or "limit" gets.
+    const defaults = { channel: values.channel === undefined ? undefined : channelFlag(values.channel), limit };
     const input = values.queries === '-' ? io.stdin : [readQueriesFile(path.resolve(io.cwd, values.queries))];
-    return withStores(values, io, async (stores) => runBatch((channelId) => stores.forChannel(channelId), input, { kind, memoryType }, io));
+    return withStores(values, io, async (stores) => runBatch((channelId) => stores.forChannel(channelId), input, { kind, memoryType }, defaults, io));
   }
   const query = parsed.positionals[0];
   if (query === undefined) throw new UsageError('missing QUERY (or --queries FILE)', SEARCH_USAGE);
@@ -71,7 +81,7 @@ export async function searchCommand(argv: string[], io: CliIo): Promise<number> 
   } catch (error) {
     throw new UsageError((error as Error).message, SEARCH_USAGE);
   }
-  const channelId = requireFlag(values.channel, '--channel', SEARCH_USAGE);
+  const channelId = channelFlag(requireFlag(values.channel, '--channel', SEARCH_USAGE));
   return withStores(values, io, async (stores) => {
     const store = await stores.forChannel(channelId);
     const results = await store.search({
@@ -86,6 +96,15 @@ export async function searchCommand(argv: string[], io: CliIo): Promise<number> 
     if (results.length === 0) await warnIfUnknownChannel(store, channelId, io);
     return EXIT.ok;
   });
+}
+
+/** `--channel`: an id, so one holding a control character is refused as a query line's is. */
+function channelFlag(value: string): string {
+  try {
+    return checkId(value, '--channel');
+  } catch (error) {
+    throw new UsageError((error as Error).message, SEARCH_USAGE);
+  }
 }
 
 /** "No results" for a channel that has nothing stored is usually a mistyped channel id. */

@@ -74,8 +74,12 @@ Comparing two settings on the same transcript:
     --report compare.html --compare runs/default
 `;
 
-/** The events printed with --json: every compaction event the runtime emits, and archive failures. */
-const PRINTED_EVENTS: ReadonlySet<string> = new Set([...LOGGED_EVENTS, 'archive_failed']);
+/**
+ * The events printed with --json: every compaction event the runtime emits, and archive failures.
+ * `compaction_skipped` is not kept in the compaction log (the report has no use for it), but a
+ * replay that hit an emergency with nothing to drop should say so.
+ */
+const PRINTED_EVENTS: ReadonlySet<string> = new Set([...LOGGED_EVENTS, 'compaction_skipped', 'archive_failed']);
 
 export const replayCommand: CliCommand = {
   name: 'replay',
@@ -153,6 +157,11 @@ export async function replay(options: {
   clock?: TranscriptClock;
 }): Promise<number> {
   const { io, config } = options;
+  const costs = new CostTally();
+  // The model is checked before the data dir is written: a replay refused for want of one
+  // leaves no database, index or lock behind (nor a schema on PostgreSQL).
+  const model =
+    options.summarizerKind === 'llm' || options.costReplies ? observeModel(modelOf(config, io.env, options.costReplies ? '--cost-replies' : '--summarizer llm'), 'compaction', costs) : undefined;
   let writable;
   try {
     writable = await openStorageForWriting(storageTarget(config, options.dataDir, options.io.env), ALL_MIGRATIONS, {
@@ -192,8 +201,6 @@ export async function replay(options: {
       // The vector index is built at the end (and saved on close): a long wait worth showing.
       onIndexProgress: (progress) => indexMeter.update(progress.indexed, { fraction: progress.total > 0 ? progress.indexed / progress.total : 1 }),
     });
-    const costs = new CostTally();
-    const model = options.summarizerKind === 'llm' || options.costReplies ? observeModel(modelOf(config, io.env, options.costReplies ? '--cost-replies' : '--summarizer llm'), 'compaction', costs) : undefined;
     const memoryTools = createMemoryTools(memory);
     const summarizer = options.summarizerKind === 'llm' ? createLlmSummarizer({ model: model!, memoryTools }) : createExtractiveSummarizer();
     const events = new EventStream();

@@ -93,7 +93,7 @@ export const statusCommand: CliCommand = {
       for (const storage of opened) for (const id of await channelIdsWithHistory(storage.db)) known.push({ id, db: storage.db });
       if (channel !== undefined && !known.some((entry) => entry.id === channel)) {
         io.stderr.write(
-          `magpie status: no history for channel '${channel}' in ${dataDir}` +
+          `magpie status: no history for channel '${terminalSafe(channel)}' in ${dataDir}` +
             (known.length > 0 ? `; channels with data: ${known.slice(0, 20).map((entry) => terminalSafe(entry.id)).join(', ')}\n` : ' (the data directory has no channels yet)\n'),
         );
         return EXIT.failure;

@@ -28,7 +28,8 @@ export async function takeWriterLock(session: PgSession, sql: SqlClient, key: st
     if (gone && (await retryLock(session, lockKey, DEAD_HOLDER_WAIT_MS))) return recordWriter(session, sql, key, lockKey, command);
     const who = holder ? `${holder.command} (pid ${holder.pid} on ${holder.host}, since ${holder.started_at})` : 'another process';
     throw new MagpieError('data_dir_locked', `${who} already writes ${key} in this PostgreSQL schema`, {
-      context: { key },
+      // The holder's command tells `memory forget` whether it takes erasure requests.
+      context: { key, ...(holder ? { pid: Number(holder.pid), host: holder.host, command: holder.command } : {}) },
       hint: 'stop that process first, or give this one other shards (--shard-ids); readers (status, memory search) need no lock',
     });
   }
