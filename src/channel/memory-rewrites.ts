@@ -3,7 +3,7 @@ import type { EventStream } from '../common/events.js';
 import type { Summarizer } from '../compaction/summarizer.js';
 import type { CompactionSettings } from '../config/types.js';
 import type { MemoryStore, PendingRewrite, RewriteOutcome } from '../memory/types.js';
-import { MAX_MEMORY_LENGTH } from '../memory/validation.js';
+import { firstCharacters, MAX_MEMORY_LENGTH } from '../memory/validation.js';
 import type { SqlClient } from '../storage/sql-client.js';
 
 export interface MemoryRewriteOptions {
@@ -152,7 +152,7 @@ export class MemoryRewrites {
           }),
         ]);
         if (restated === undefined) reason = 'unsupported';
-        else outcome = { content: restated.slice(0, MAX_MEMORY_LENGTH), sourceIds: job.sourceIds };
+        else outcome = { content: firstCharacters(restated, MAX_MEMORY_LENGTH), sourceIds: job.sourceIds };
       } catch (error) {
         // Shutting down: `close` deletes it.
         if (this.abort.signal.aborted) return false;

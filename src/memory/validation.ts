@@ -90,3 +90,19 @@ function characterCount(text: string, limit: number): number {
   }
   return count;
 }
+
+/** The first `limit` characters of `text` (code points, as the limits count): a pair is never split. */
+export function firstCharacters(text: string, limit: number): string {
+  if (text.length <= limit) return text;
+  let count = 0;
+  for (let index = 0; index < text.length; index += 1) {
+    if (count === limit) return text.slice(0, index);
+    const unit = text.charCodeAt(index);
+    if (unit >= 0xd800 && unit <= 0xdbff && index + 1 < text.length) {
+      const next = text.charCodeAt(index + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) index += 1;
+    }
+    count += 1;
+  }
+  return text;
+}
