@@ -259,6 +259,21 @@ describe('memory forget beside a writer that takes no erasure requests, or one t
     assert.equal(oneObject(done.stdout).applied_by, 'command');
   });
 
+  test('several forgets started at once take turns: every one erases, none is refused or left queued', async () => {
+    const ids = ['p11', 'p12', 'p13', 'p14'];
+    const runs = await Promise.all(ids.map((id) => forgetHere(id, '--json')));
+    for (const [index, result] of runs.entries()) {
+      assert.equal(result.code, 0, `${ids[index]}: ${result.stderr}`);
+      assert.equal(oneObject(result.stdout).applied_by, 'command');
+    }
+    assert.equal(await pendingRequests(), 0, 'no request left for a later bot');
+    for (const id of ids) {
+      const word = `heron${id.slice(1)}x`;
+      const search = await run(['memory', 'search', word, '--channel', 'c1', '--data-dir', holderDir, '--json']);
+      assert.ok(!search.stdout.includes(word), `${id} is gone`);
+    }
+  });
+
   test('a chat that exits before applying the request: the command withdraws it and erases by itself', async (t) => {
     const chat = await startChat(['--config', 'writer.toml', '--data-dir', holderDir], { cwd: work, env: workEnv });
     t.after(() => {

@@ -24,7 +24,8 @@ channel of the data dir. ID is the store's own id (msg-40, mem-12) or the platfo
 archived message (message_id in search results); the output says which one matched. While
 the bot (or magpie chat) runs, the bot applies it (within a second) and this command reports
 the outcome, saying that the running bot applied it. Beside a writer that takes no requests
-(magpie replay, magpie migrate) it is refused at once, naming that writer.
+(magpie replay, magpie migrate) it is refused at once, naming that writer; another forget
+holding the data dir is waited for (up to a minute).
 
 Options:
   --user USER_ID   erase every message of this author (Discord user id; author in a transcript)
@@ -37,6 +38,11 @@ Options:
 
 /** How many writers in a row may exit under a waiting request before the command just waits. */
 const MAX_WRITER_CHANGES = 3;
+/** The writer name this command holds the data dir under. */
+const FORGET_COMMAND = 'memory forget';
+/** How long a forget waits for other forgets holding the data dir, and how often it looks again. */
+const FORGET_WAIT_MS = 60_000;
+const FORGET_RETRY_MS = 200;
 
 /** `magpie memory forget ID | --user ID`. */
 export async function forgetCommand(argv: string[], io: CliIo): Promise<number> {
@@ -82,12 +88,20 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
   // No model here: summaries that covered a forgotten message are rewritten at once by the
   // extractive summarizer, so nothing is left waiting when the command exits.
   let app: Awaited<ReturnType<typeof openApp>> | undefined;
+  const waitForForgetsUntil = performance.now() + FORGET_WAIT_MS;
   for (let attempt = 1; app === undefined; attempt += 1) {
     try {
-      app = await openApp({ config: { ...config, llm: { ...config.llm, model: '' } }, dataDir, env: io.env, cwd: io.cwd, events, command: 'memory forget', compactionLog: false });
+      app = await openApp({ config: { ...config, llm: { ...config.llm, model: '' } }, dataDir, env: io.env, cwd: io.cwd, events, command: FORGET_COMMAND, compactionLog: false });
     } catch (error) {
       if (!(error instanceof MagpieError && error.code === 'data_dir_locked')) throw error;
       const writer = writerOf(error);
+      // Another forget holds the data dir for a second or so: wait for it (several forgets
+      // started at once by a script all get their turn) instead of refusing.
+      if (writer.command === FORGET_COMMAND && performance.now() < waitForForgetsUntil) {
+        await new Promise((resolve) => setTimeout(resolve, FORGET_RETRY_MS));
+        attempt -= 1;
+        continue;
+      }
       refuseWriterWithoutRequests(dataDir, writer);
       // The bot runs and holds the writer lock: it applies the erasure itself, at once. Should
       // it exit first, the command takes the data dir and applies it here (a few times at most:
