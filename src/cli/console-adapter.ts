@@ -249,6 +249,8 @@ export class ConsoleAdapter {
       content,
       createdAt: Date.now(),
     });
+    // Stored: a failure before this one is over (/readyz says ready again).
+    app.storage.reportSuccess();
     await beforeTurn?.(entry.messageId);
     if (!app.responder.hasModel) return;
     let replyCount = 0;

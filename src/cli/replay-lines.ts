@@ -101,20 +101,24 @@ export async function replayLines(options: {
         progress.error = error as InputError;
         break;
       }
-      if (Number.isNaN(message.createdAt)) message.createdAt = await times.next(message.channelId);
-      else times.seen(message.createdAt);
-      options.clock.current = message.createdAt;
-      progress.channels.add(message.channelId);
-      const before = (await options.runtime.status(message.channelId)).archivedMessages;
       let stored;
+      let added: boolean;
+      // Every read and write of the store here: a failure of any (a read that timed out as much
+      // as a write) ends the replay with its summary and how to go on.
       try {
+        if (Number.isNaN(message.createdAt)) message.createdAt = await times.next(message.channelId);
+        else times.seen(message.createdAt);
+        options.clock.current = message.createdAt;
+        progress.channels.add(message.channelId);
+        const before = (await options.runtime.status(message.channelId)).archivedMessages;
         await options.beforeIngest?.(message);
         stored = await options.runtime.ingest(message);
+        added = (await options.runtime.status(message.channelId)).archivedMessages > before;
       } catch (error) {
         progress.failure = error;
         break;
       }
-      if ((await options.runtime.status(message.channelId)).archivedMessages > before) progress.messages += 1;
+      if (added) progress.messages += 1;
       else if (stored.content !== message.content || stored.authorId !== message.authorId) {
         progress.conflicts += 1;
         options.onConflict?.({ line: lineNumber, channelId: message.channelId, messageId: message.messageId });

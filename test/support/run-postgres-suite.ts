@@ -43,6 +43,8 @@ export const POSTGRES_SUITE = [
   'memory-edges',
   'privacy-rewrite',
   'census',
+  'chat-storage-health',
+  'replay-lines',
   'index-file-writes',
   'privacy-memory-rewrite',
   'archive-outage',

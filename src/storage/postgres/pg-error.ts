@@ -82,7 +82,7 @@ export function pgFailure(error: unknown, context: FailureContext): Error {
       cause: error,
       retryable: true,
       context: { schema: context.schema, during: context.during, deadline_ms: context.deadlineMs },
-      hint: 'check the server and the network; the connection was replaced and the write is retried with backoff',
+      hint: 'check the server and the network; the connection that did not answer was replaced, so the next statement starts afresh',
     });
   }
   if (kind === 'connection') {
