@@ -27,7 +27,7 @@ test('a schema name PostgreSQL would not be given is refused by config check and
   assert.equal(bad.code, 3, bad.stdout);
   assert.equal(
     bad.stderr,
-    'pgbad.toml: 1 problem\n  storage.schema: "qa1-bad" is not a plain identifier; use letters, digits and underscores (at most 63), starting with a letter or underscore (line 3)\n',
+    'pgbad.toml: 1 problem\n  storage.schema: "qa1-bad" is not a plain identifier; use letters, digits and underscores (at most 63), starting with a letter or underscore, not with pg_ (line 3)\n',
   );
   const long = await runMagpie(['config', 'check', 'pglong.toml'], { cwd: dir.path, env: env() });
   assert.equal(long.code, 3, long.stdout);

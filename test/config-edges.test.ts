@@ -194,6 +194,9 @@ describe('[storage] schema is held to the rule a PostgreSQL connection holds it 
       assert.equal(problem.line, 2, name);
     }
     assert.match(findProblem(problemsOf('[storage]\nschema = 5\n'), 'storage.schema').message, /must be a PostgreSQL schema name, got an integer/);
+    // PostgreSQL refuses to create a schema named pg_… (its own); one named PG_… is allowed.
+    assert.match(findProblem(problemsOf('[storage]\nschema = "pg_magpie"\n'), 'storage.schema').message, /starts with pg_, which PostgreSQL keeps for its own schemas/);
+    assert.equal(checkConfigText('[storage]\nschema = "PG_magpie"\n').ok, true);
   });
 
   it('MAGPIE_STORAGE_SCHEMA is refused as invalid configuration naming the variable', async () => {

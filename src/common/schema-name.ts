@@ -8,10 +8,11 @@
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;
 
 /** What a schema name may be, for messages that refuse one. */
-export const SCHEMA_NAME_RULE = 'letters, digits and underscores (at most 63), starting with a letter or underscore';
+export const SCHEMA_NAME_RULE = 'letters, digits and underscores (at most 63), starting with a letter or underscore, not with pg_';
 
 export function isSchemaName(text: string): boolean {
-  return SCHEMA_NAME.test(text);
+  // PostgreSQL keeps names starting with pg_ for its own schemas and refuses to create one.
+  return SCHEMA_NAME.test(text) && !text.startsWith('pg_');
 }
 
 /**
@@ -21,5 +22,6 @@ export function isSchemaName(text: string): boolean {
 export function schemaNameProblem(text: string): string | undefined {
   if (isSchemaName(text)) return undefined;
   if (text.length > 63) return `is ${text.length} characters long; use ${SCHEMA_NAME_RULE}`;
+  if (text.startsWith('pg_')) return `${JSON.stringify(text)} starts with pg_, which PostgreSQL keeps for its own schemas; choose another name`;
   return `${JSON.stringify(text)} is not a plain identifier; use ${SCHEMA_NAME_RULE}`;
 }

@@ -148,6 +148,20 @@ function unusableDataDir(dataDir: string, cause: unknown, mode: 'read' | 'write'
 }
 
 /**
+ * Refuses a store a newer Magpie has migrated: steps recorded that this build does not know mean
+ * tables or columns it would write without knowing what they hold, so it writes nothing.
+ */
+export function refuseNewerSteps(applied: ReadonlySet<string>, migrations: readonly Migration[], where: string): void {
+  const known = new Set(migrations.map((migration) => migration.name));
+  const unknown = [...applied].filter((name) => !known.has(name)).sort();
+  if (unknown.length === 0) return;
+  throw new MagpieError('store_from_newer_version', `${where} was migrated by a newer Magpie: it records schema steps this build does not know (${unknown.join(', ')})`, {
+    context: { steps: unknown },
+    hint: 'run the Magpie version that wrote it (or a newer one), or restore a backup made with this version',
+  });
+}
+
+/**
  * Applies the migrations not yet applied. Each runs in a BEGIN IMMEDIATE transaction that first
  * re-checks whether another process applied it meanwhile, so two processes migrating a fresh
  * data dir at once take turns (busy_timeout) instead of failing on "table already exists".
@@ -159,6 +173,7 @@ export async function applyMigrations(db: SqlClient, migrations: readonly Migrat
   const applied = new Set(
     ((await db.prepare('SELECT name FROM schema_migrations').all()) as { name: string }[]).map((row) => row.name),
   );
+  refuseNewerSteps(applied, migrations, 'this data dir');
   const isApplied = db.prepare('SELECT 1 FROM schema_migrations WHERE name = ?');
   const record = db.prepare('INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)');
   for (const migration of migrations) {

@@ -43,6 +43,7 @@ export const POSTGRES_SUITE = [
   'memory-edges',
   'privacy-rewrite',
   'census',
+  'store-version',
   'chat-storage-health',
   'replay-lines',
   'index-file-writes',

@@ -1,5 +1,5 @@
 import { MagpieError } from '../../common/errors.js';
-import type { Migration } from '../database.js';
+import { refuseNewerSteps, type Migration } from '../database.js';
 import type { SqlClient } from '../sql-client.js';
 
 /**
@@ -16,6 +16,7 @@ export async function applyPgMigrations(db: SqlClient, migrations: readonly Migr
   }
   await db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)');
   const applied = new Set(((await db.prepare('SELECT name FROM schema_migrations').all()) as { name: string }[]).map((row) => row.name));
+  refuseNewerSteps(applied, migrations, 'this PostgreSQL schema');
   const isApplied = db.prepare('SELECT 1 AS applied FROM schema_migrations WHERE name = ?');
   const record = db.prepare('INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)');
   const lock = db.prepare(`SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':magpie-migrations', 0)) AS locked`);
