@@ -158,4 +158,35 @@ describe('index files written off the event loop', () => {
     );
     assert.ok(events.some((event) => event.type === 'memory_index_loaded'));
   });
+  test('a delete while its channel index is on its way to its first file: the point leaves that file too', async () => {
+    const dir = freshDir();
+    const db = await openTestDatabase(dir);
+    const store = await openMemoryStore({ db, dataDir: dir, settings: { ...DEFAULTS.memory }, maxLoadedIndexes: 1 });
+    const rounds = 6;
+    try {
+      await store.archiveTranscript(lines('other', 0, 30));
+      for (let round = 0; round < rounds; round += 1) {
+        const channelId = `room${round}`;
+        await store.archiveTranscript(lines(channelId, 0, 40));
+        // Built in memory only (far fewer points than a save needs): no file of it yet.
+        await store.search({ location: { channelId }, query: 'note 1' });
+        await store.whenIndexed();
+        // The search loads another index and evicts this one, whose first save then runs in the
+        // background, while the delete commits.
+        await Promise.all([store.search({ location: { channelId: 'other' }, query: 'note 2' }), store.deleteTranscript(channelId, [`${channelId}-3`])]);
+      }
+      await store.whenIndexed();
+    } finally {
+      await store.close();
+      await db.close();
+    }
+    const indexDir = path.join(dir, 'index');
+    for (let round = 0; round < rounds; round += 1) {
+      const line = lines(`room${round}`, 3, 1)[0]!;
+      const vector = embedder.embedOne(`${line.authorName}: ${line.content}`);
+      const name = readdirSync(indexDir).find((file) => file.startsWith(`channel_room${round}-`) && file.endsWith('.hnsw'));
+      assert.ok(name, `room${round} has an index file`);
+      assert.ok(closestWindow(readFileSync(path.join(indexDir, name)), vector) < 0.9, `room${round}: no copy of the deleted message's vector`);
+    }
+  });
 });

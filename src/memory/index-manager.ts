@@ -198,7 +198,9 @@ export class VectorIndexManager {
     if (this.readOnly) return;
     // Deleted means gone from the index file too, not only flagged in memory: a file on disk
     // is loaded (its tombstones scrub the points), and written back at once.
-    const entry = this.loaded.get(key) ?? (this.files.hasFile(key) ? await this.acquire(key) : undefined);
+    // An index evicted a moment ago may still be on its way to its first file, with the deleted
+    // points in it: loading it waits for that save, and the points are taken out after.
+    const entry = this.loaded.get(key) ?? (this.files.hasFile(key) || this.leaving.has(key) ? await this.acquire(key) : undefined);
     if (!entry) return;
     while (entry.index.busy) await entry.index.idle();
     for (const label of labels) entry.index.remove(label);

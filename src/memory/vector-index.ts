@@ -38,6 +38,8 @@ export class HnswVectorIndex {
   private deleted = 0;
   /** Counts every add and remove, so a save knows whether what it wrote is still all there is. */
   private changes = 0;
+  /** Labels whose point this process has scrubbed and flagged (see `remove`). */
+  private readonly scrubbed = new Set<number>();
   /** Set while hnswlib writes the index to a file on its own thread: nothing may change it then. */
   private writing: Promise<void> | undefined;
 
@@ -121,6 +123,7 @@ export class HnswVectorIndex {
   add(label: number, vector: Float32Array): void {
     this.assertNotWriting();
     this.changes += 1;
+    this.scrubbed.delete(label);
     const count = this.index.getCurrentCount();
     const capacity = this.index.getMaxElements();
     // Grow geometrically so that inserts stay amortized O(1) in resizes.
@@ -138,6 +141,9 @@ export class HnswVectorIndex {
    */
   remove(label: number): void {
     this.assertNotWriting();
+    // Scrubbed here already (a delete, then its own tombstone at the next save): once is enough,
+    // and each scrub re-links the point's neighbours, tens of ms in a large index.
+    if (this.scrubbed.has(label)) return;
     this.changes += 1;
     let wasDeleted = false;
     try {
@@ -154,6 +160,7 @@ export class HnswVectorIndex {
     }
     this.index.addPoint(this.scrubVector(), label);
     this.index.markDelete(label);
+    this.scrubbed.add(label);
     if (!wasDeleted) this.deleted += 1;
   }
 
