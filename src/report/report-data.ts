@@ -88,6 +88,9 @@ export function channelReport(log: ChannelLog): ChannelReport {
     points: [{ position: sample.position, usage: sample.usage }],
   }));
   const markers: ChartMarker[] = [];
+  // Markers drawn on the usage line where they happened, once the line is in order: failures,
+  // and landings whose usage the log could not work out (no usage sample of the channel yet).
+  const onTheLine = new Set<ChartMarker>();
   let lastPosition = 0;
   for (const sample of log.samples) lastPosition = Math.max(lastPosition, sample.position);
   for (const event of log.events) {
@@ -95,30 +98,31 @@ export function channelReport(log: ChannelLog): ChannelReport {
     const before = usageBefore(event);
     const after = event.usage;
     if (event.kind === 'compaction_completed' || event.kind === 'emergency_truncation') {
-      if (after === null) continue;
-      rows.push({ id: event.id, points: [...(before === undefined ? [] : [{ position: event.position, usage: before }]), { position: event.position, usage: after }] });
-      markers.push({
+      if (after !== null) {
+        rows.push({ id: event.id, points: [...(before === undefined ? [] : [{ position: event.position, usage: before }]), { position: event.position, usage: after }] });
+      }
+      const marker: ChartMarker = {
         position: event.position,
-        usage: after,
-        usageBefore: before ?? after,
+        usage: after ?? 0,
+        usageBefore: before ?? after ?? 0,
         tier: event.tier ?? 'unknown',
         outcome: event.kind === 'emergency_truncation' ? 'emergency' : 'completed',
         tokensFreed: Math.max(0, numberField(event, 'tokens_freed')),
         messages: numberField(event, event.kind === 'emergency_truncation' ? 'messages_dropped' : 'messages_compacted'),
-      });
+      };
+      markers.push(marker);
+      if (after === null) onTheLine.add(marker);
     } else if (event.kind === 'compaction_failed') {
-      // Drawn on the line where it happened (set below, once the line is in order).
-      markers.push({ position: event.position, usage: 0, usageBefore: 0, tier: event.tier ?? 'unknown', outcome: 'failed', tokensFreed: 0, messages: 0 });
+      const marker: ChartMarker = { position: event.position, usage: 0, usageBefore: 0, tier: event.tier ?? 'unknown', outcome: 'failed', tokensFreed: 0, messages: 0 };
+      markers.push(marker);
+      onTheLine.add(marker);
     } else if (event.kind === 'compaction_triggered' && after !== null) {
       rows.push({ id: event.id, points: [{ position: event.position, usage: after }] });
     }
   }
   rows.sort((a, b) => a.id - b.id);
   const points = rows.flatMap((row) => row.points);
-  for (const marker of markers) {
-    if (marker.outcome !== 'failed') continue;
-    marker.usage = marker.usageBefore = usageAt(points, marker.position);
-  }
+  for (const marker of onTheLine) marker.usage = marker.usageBefore = usageAt(points, marker.position);
   const peakUsage = points.reduce((peak, point) => Math.max(peak, point.usage), 0);
   return { channelId: log.channelId, points, markers, settings: log.settings, tally: tallyLog(log), lastPosition, peakUsage };
 }
