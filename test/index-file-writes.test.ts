@@ -14,6 +14,7 @@ import { DEFAULTS } from '../src/config/defaults.js';
 import { HashingEmbedder, openMemoryStore, type TranscriptEntryInput } from '../src/memory/index.js';
 import { DEFAULT_HNSW_PARAMS, HnswVectorIndex } from '../src/memory/vector-index.js';
 import { openTestDatabase } from './support/storage.js';
+import { closestWindow } from './support/vector-bytes.js';
 
 const directories: string[] = [];
 after(() => {
@@ -44,27 +45,6 @@ function lines(channelId: string, from: number, count: number): TranscriptEntryI
       createdAt: 1_700_000_000_000 + index * 1000,
     };
   });
-}
-
-/** The best cosine between `vector` and any float32 window of the file (4-byte aligned). */
-function closestWindow(bytes: Buffer, vector: Float32Array): number {
-  const floats = new Float32Array(bytes.buffer, bytes.byteOffset, Math.floor(bytes.length / 4));
-  let best = 0;
-  for (let start = 0; start + vector.length <= floats.length; start += 1) {
-    let dotProduct = 0;
-    let norm = 0;
-    for (let index = 0; index < vector.length; index += 1) {
-      const value = floats[start + index]!;
-      if (!Number.isFinite(value)) {
-        norm = 0;
-        break;
-      }
-      dotProduct += value * vector[index]!;
-      norm += value * value;
-    }
-    if (norm > 0) best = Math.max(best, dotProduct / Math.sqrt(norm));
-  }
-  return best;
 }
 
 describe('index files written off the event loop', () => {

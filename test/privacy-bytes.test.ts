@@ -12,6 +12,7 @@ import { after, before, test } from 'node:test';
 import type { RecordedRequest } from './fakes/fake-anthropic.js';
 import { ALICE, BOB, GENERAL, isAgentRequest, isMemoryRestateRequest, startTestBot, waitUntil, type TestBot } from './discord-helpers.js';
 import { TEST_STORAGE } from './support/storage.js';
+import { closestWindow } from './support/vector-bytes.js';
 
 const SECRET = 'the boathouse key hides under the loose blue brick near gate nine';
 const OTHER = 'the boathouse opens at seven on weekdays and closes at dusk';
@@ -35,31 +36,6 @@ function filesUnder(dir: string): string[] {
     const file = path.join(dir, name);
     return statSync(file).isDirectory() ? filesUnder(file) : [file];
   });
-}
-
-/** The best cosine between `vector` and any float32 window of the file at 4-byte alignment. */
-function closestWindow(bytes: Buffer, vector: Float32Array): number {
-  const dimension = vector.length;
-  const floats = new Float32Array(bytes.buffer, bytes.byteOffset, Math.floor(bytes.length / 4));
-  let norm = 0;
-  for (const value of vector) norm += value * value;
-  let best = 0;
-  for (let start = 0; start + dimension <= floats.length; start += 1) {
-    let dotProduct = 0;
-    let windowNorm = 0;
-    for (let index = 0; index < dimension; index += 1) {
-      const value = floats[start + index]!;
-      if (!Number.isFinite(value)) {
-        windowNorm = 0;
-        break;
-      }
-      dotProduct += value * vector[index]!;
-      windowNorm += value * value;
-    }
-    if (windowNorm === 0) continue;
-    best = Math.max(best, dotProduct / Math.sqrt(norm * windowNorm));
-  }
-  return best;
 }
 
 test('with [privacy] edit_own_replies = false, the stored reply loses the quote and the Discord copy is left alone', async () => {

@@ -79,15 +79,7 @@ export function checkQuery(value: unknown, field = 'query'): string {
 function characterCount(text: string, limit: number): number {
   if (text.length <= limit) return text.length;
   let count = 0;
-  for (let index = 0; index < text.length; index += 1) {
-    const unit = text.charCodeAt(index);
-    // A high surrogate followed by a low one is one character; a lone surrogate counts as one.
-    if (unit >= 0xd800 && unit <= 0xdbff && index + 1 < text.length) {
-      const next = text.charCodeAt(index + 1);
-      if (next >= 0xdc00 && next <= 0xdfff) index += 1;
-    }
-    count += 1;
-  }
+  for (let index = 0; index < text.length; index = characterEnd(text, index)) count += 1;
   return count;
 }
 
@@ -95,14 +87,19 @@ function characterCount(text: string, limit: number): number {
 export function firstCharacters(text: string, limit: number): string {
   if (text.length <= limit) return text;
   let count = 0;
-  for (let index = 0; index < text.length; index += 1) {
+  for (let index = 0; index < text.length; index = characterEnd(text, index)) {
     if (count === limit) return text.slice(0, index);
-    const unit = text.charCodeAt(index);
-    if (unit >= 0xd800 && unit <= 0xdbff && index + 1 < text.length) {
-      const next = text.charCodeAt(index + 1);
-      if (next >= 0xdc00 && next <= 0xdfff) index += 1;
-    }
     count += 1;
   }
   return text;
+}
+
+/** Where the character starting at `index` ends: a high surrogate and the low one after it are one; a lone surrogate is one. */
+function characterEnd(text: string, index: number): number {
+  const unit = text.charCodeAt(index);
+  if (unit >= 0xd800 && unit <= 0xdbff && index + 1 < text.length) {
+    const next = text.charCodeAt(index + 1);
+    if (next >= 0xdc00 && next <= 0xdfff) return index + 2;
+  }
+  return index + 1;
 }
