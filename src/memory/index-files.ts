@@ -182,11 +182,6 @@ export class IndexFiles {
     }
   }
 
-  /** Resolves once no save of `entry` is running or asked for. */
-  async saved(entry: LoadedIndex): Promise<void> {
-    while (entry.saving) await entry.saving;
-  }
-
   private async saveNow(entry: LoadedIndex): Promise<void> {
     if (!entry.dirty || this.readOnly || !this.directoryUsable) return;
     let applied: number[];

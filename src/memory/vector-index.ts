@@ -191,7 +191,7 @@ export class HnswVectorIndex {
     return result.neighbors.map((label, position) => ({ label, similarity: 1 - result.distances[position]! }));
   }
 
-  /** Writes the index to `file` on hnswlib's thread pool; `add` and `remove` wait for it (see `idle`). */
+  /** Writes the index to `file` on hnswlib's thread pool; meanwhile `add` and `remove` refuse (see `busy`). */
   async save(file: string): Promise<void> {
     while (this.writing) await this.idle();
     const writing = this.index.writeIndex(file).then(() => undefined);
