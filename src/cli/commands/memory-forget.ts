@@ -89,7 +89,8 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
   // extractive summarizer, so nothing is left waiting when the command exits.
   let app: Awaited<ReturnType<typeof openApp>> | undefined;
   const waitForForgetsUntil = performance.now() + FORGET_WAIT_MS;
-  for (let attempt = 1; app === undefined; attempt += 1) {
+  let writersGone = 0;
+  while (app === undefined) {
     try {
       app = await openApp({ config: { ...config, llm: { ...config.llm, model: '' } }, dataDir, env: io.env, cwd: io.cwd, events, command: FORGET_COMMAND, compactionLog: false });
     } catch (error) {
@@ -99,15 +100,15 @@ export async function forgetCommand(argv: string[], io: CliIo): Promise<number> 
       // started at once by a script all get their turn) instead of refusing.
       if (writer.command === FORGET_COMMAND && performance.now() < waitForForgetsUntil) {
         await new Promise((resolve) => setTimeout(resolve, FORGET_RETRY_MS));
-        attempt -= 1;
         continue;
       }
       refuseWriterWithoutRequests(dataDir, writer);
       // The bot runs and holds the writer lock: it applies the erasure itself, at once. Should
       // it exit first, the command takes the data dir and applies it here (a few times at most:
       // a writer that keeps coming back is waited for like any bot).
-      const outcome = await forgetThroughRunningBot(target, { id, user: values.user, json }, io, events, { writer, watchWriter: attempt < MAX_WRITER_CHANGES });
+      const outcome = await forgetThroughRunningBot(target, { id, user: values.user, json }, io, events, { writer, watchWriter: writersGone + 1 < MAX_WRITER_CHANGES });
       if (outcome !== 'writer_gone') return outcome;
+      writersGone += 1;
     }
   }
   try {
