@@ -56,6 +56,15 @@ export interface ScriptStep {
  */
 export type TransactionMode = 'deferred' | 'immediate' | 'exclusive';
 
+export interface TransactionOptions {
+  /**
+   * PostgreSQL: each statement in the transaction (and each wait for a lock) may take up to this
+   * long instead of the pool's statement deadline. For schema steps at start-up, which may
+   * rewrite or index a whole table. SQLite has no statement deadline and ignores it.
+   */
+  deadlineMs?: number;
+}
+
 export interface SqlClient {
   readonly dialect: SqlDialect;
   readonly open: boolean;
@@ -73,7 +82,7 @@ export interface SqlClient {
    * Runs `fn` in one transaction and resolves with its result once committed; a throw rolls it
    * back and rejects with the same error. Nested calls become savepoints.
    */
-  transaction<T>(fn: () => Promise<T> | T, mode?: TransactionMode): Promise<T>;
+  transaction<T>(fn: () => Promise<T> | T, mode?: TransactionMode, options?: TransactionOptions): Promise<T>;
   /**
    * SQLite with a writer thread only: the steps `build` makes (called only when the thread
    * takes them) as one transaction on that thread (see `SerialClient`), resolving true once

@@ -3,6 +3,15 @@ import { refuseNewerSteps, type Migration } from '../database.js';
 import type { SqlClient } from '../sql-client.js';
 
 /**
+ * How long one schema step may take. A step may rewrite or index a whole table (a generated
+ * column, a GIN index over every memory): on a large store that takes minutes, far past the
+ * few seconds a statement is given while serving. It is also how long a process waits for
+ * another that is applying the same step. A server that stops answering still ends the start
+ * (which `magpie start` retries), only later.
+ */
+export const SCHEMA_STEP_DEADLINE_MS = 30 * 60_000;
+
+/**
  * Applies the PostgreSQL form of every migration not yet applied, each in its own transaction
  * under a transaction-level advisory lock: processes starting together against a fresh schema
  * take turns instead of racing on "relation already exists".
@@ -22,13 +31,20 @@ export async function applyPgMigrations(db: SqlClient, migrations: readonly Migr
   const lock = db.prepare(`SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':magpie-migrations', 0)) AS locked`);
   for (const migration of migrations) {
     if (applied.has(migration.name)) continue;
-    await db.transaction(async () => {
-      await lock.get();
-      if (await isApplied.get(migration.name)) return;
-      await db.exec(migration.postgres!);
-      await migration.postgresData?.(db);
-      await record.run(migration.name, Date.now());
-    });
+    await db.transaction(
+      async () => {
+        await lock.get();
+        if (await isApplied.get(migration.name)) return;
+        // The step's own locks wait no longer than a served statement's would: an ALTER queued
+        // behind a running bot's transaction would hold up every statement queued behind it.
+        await db.exec('SET LOCAL lock_timeout TO DEFAULT');
+        await db.exec(migration.postgres!);
+        await migration.postgresData?.(db);
+        await record.run(migration.name, Date.now());
+      },
+      'deferred',
+      { deadlineMs: SCHEMA_STEP_DEADLINE_MS },
+    );
   }
 }
 

@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import pg from 'pg';
 import { MagpieError } from '../../common/errors.js';
-import { runCommitted, type SqlClient, type SqlQuery, type TransactionMode } from '../sql-client.js';
+import { runCommitted, type SqlClient, type SqlQuery, type TransactionMode, type TransactionOptions } from '../sql-client.js';
 import { PgCatalog } from './pg-catalog.js';
 import { failureKind, neverRan, pgFailure, redactUrl } from './pg-error.js';
 import { PgConnections } from './pg-connections.js';
@@ -157,7 +157,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
     const frame = this.frame();
     if (!frame && this.fenced) await this.passFence();
     if (frame) {
-      await frame.transaction.run((client, prefix) => client.query([...prefix, sql].join(';\n')), { merged: true });
+      await frame.transaction.run((prefix) => ({ text: [...prefix, sql].join(';\n') }), { merged: true });
       return;
     }
     await this.outside(() => (client) => client.query(sql), { write: true });
@@ -167,15 +167,16 @@ export class PgPoolClient implements SqlClient, PgRunner {
     throw new Error('PRAGMA is SQLite only');
   }
 
-  async transaction<T>(fn: () => Promise<T> | T, _mode: TransactionMode = 'deferred'): Promise<T> {
+  async transaction<T>(fn: () => Promise<T> | T, _mode: TransactionMode = 'deferred', options: TransactionOptions = {}): Promise<T> {
     this.assertOpen();
     this.assertWritable();
     const outer = this.frame();
+    // A savepoint keeps the deadline of the transaction it is in.
     if (outer) return this.savepoint(outer, fn);
     if (this.fenced) await this.passFence();
     // Writes issued before the transaction are visible inside it.
     await this.lane.settled();
-    const transaction = new PgTransaction(this.connections, this.settings);
+    const transaction = new PgTransaction(this.connections, this.settings, options.deadlineMs);
     const frame: Frame = { transaction, depth: 0, open: true, committed: [] };
     try {
       let result: T;
@@ -224,7 +225,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
     if (prepared.write && !frame && this.fenced) await this.passFence();
     if (frame) {
       const text = await this.completedText(prepared, frame.transaction);
-      return shape(await frame.transaction.run((client) => client.query(statementQuery(prepared, text, values)), { merged: false }));
+      return shape(await frame.transaction.run(() => statementQuery(prepared, text, values), { merged: false }));
     }
     const send = (text: string): LaneSend => (client) => client.query(statementQuery(prepared, text, values));
     const prepare = () => (prepared.text !== undefined ? send(prepared.text) : this.completedText(prepared, undefined).then(send));
@@ -260,18 +261,18 @@ export class PgPoolClient implements SqlClient, PgRunner {
   private async *scan(transaction: PgTransaction, prepared: PgPrepared, values: unknown[]): AsyncGenerator<PgResult> {
     const name = `magpie_cursor_${(this.cursors += 1)}`;
     const text = await this.completedText(prepared, transaction);
-    await transaction.run((client) => client.query({ text: `DECLARE ${name} NO SCROLL CURSOR FOR ${text}`, values }), { merged: false });
+    await transaction.run(() => ({ text: `DECLARE ${name} NO SCROLL CURSOR FOR ${text}`, values }), { merged: false });
     const fetch = `FETCH ${this.settings.iterateBatch} FROM ${name}`;
     try {
       for (let done = false; !done; ) {
-        const batch = shape(await transaction.run((client) => client.query(fetch), { merged: false }));
+        const batch = shape(await transaction.run(() => ({ text: fetch }), { merged: false }));
         done = batch.rows.length < this.settings.iterateBatch;
         if (batch.rows.length > 0) yield batch;
       }
     } finally {
       // Left early (or done): the cursor goes, the transaction it lived in goes on.
       if (transaction.open && !transaction.broken) {
-        await transaction.run((client) => client.query(`CLOSE ${name}`), { merged: false }).catch(() => undefined);
+        await transaction.run(() => ({ text: `CLOSE ${name}` }), { merged: false }).catch(() => undefined);
       }
     }
   }
@@ -310,7 +311,7 @@ export class PgPoolClient implements SqlClient, PgRunner {
     }
     const query = async (text: string, values: unknown[]) =>
       transaction
-        ? (await transaction.run((client) => client.query({ text, values }), { merged: false })).rows
+        ? (await transaction.run(() => ({ text, values }), { merged: false })).rows
         : // On the pool, never the lane: the statement asking may hold the lane's head, waiting for this answer.
           (await this.outside(() => (client) => client.query({ text, values }), { write: false, pool: true })).rows;
     const completed = await this.catalog.complete(prepared.statement, query);

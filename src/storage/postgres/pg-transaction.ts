@@ -16,23 +16,36 @@ export class PgTransaction {
   open = true;
   private client: pg.PoolClient | undefined;
   private acquiring: Promise<pg.PoolClient> | undefined;
-  private pending: string[] = ['BEGIN'];
+  private pending: string[];
   /** Queries sent on `client` so far. */
   private sent = 0;
+  /** The client's reply deadline for each statement: the pool's, or the one the transaction was opened with. */
+  private readonly replyDeadlineMs: number;
 
+  /**
+   * `deadlineMs`, when given, replaces the statement and lock deadlines for this transaction
+   * alone (`SET LOCAL`, sent with BEGIN) and the client's reply deadline follows it.
+   */
   constructor(
     private readonly connections: PgConnections,
     private readonly settings: ResolvedPgSettings,
-  ) {}
+    deadlineMs?: number,
+  ) {
+    this.pending = ['BEGIN'];
+    this.replyDeadlineMs = settings.queryTimeoutMs;
+    if (deadlineMs !== undefined) {
+      if (!Number.isInteger(deadlineMs) || deadlineMs <= 0) throw new RangeError(`a transaction deadline must be a positive integer, got ${deadlineMs}`);
+      this.pending.push(`SET LOCAL statement_timeout = ${deadlineMs}`, `SET LOCAL lock_timeout = ${deadlineMs}`);
+      this.replyDeadlineMs = deadlineMs + (settings.queryTimeoutMs - settings.statementTimeoutMs);
+    }
+  }
 
   /**
    * Sends one statement on the transaction's connection, with the control statements waiting to
-   * go before it: pipelined as their own query, or `merged` into the statement's simple query.
+   * go before it: pipelined as their own query, or `merged` into the statement's simple query
+   * (`prefix` holds them then).
    */
-  async run(
-    statement: (client: pg.PoolClient, prefix: string[]) => Promise<pg.QueryResult | pg.QueryResult[]>,
-    options: { merged: boolean },
-  ): Promise<pg.QueryResult> {
+  async run(statement: (prefix: string[]) => pg.QueryConfig, options: { merged: boolean }): Promise<pg.QueryResult> {
     if (!this.open) throw new Error('the transaction has already ended');
     for (let attempt = 0; ; attempt += 1) {
       const client = this.client ?? (await this.checkout());
@@ -41,13 +54,13 @@ export class PgTransaction {
       const opening = this.sent === 0;
       let sentPrefix: Promise<unknown> | undefined;
       if (prefix.length > 0 && !options.merged) {
-        sentPrefix = client.query(prefix.join(';\n'));
+        sentPrefix = client.query(this.withDeadline({ text: prefix.join(';\n') }));
         sentPrefix.catch(() => undefined);
         this.sent += 1;
       }
       this.sent += 1;
       try {
-        const result = await statement(client, options.merged ? prefix : []);
+        const result: pg.QueryResult | pg.QueryResult[] = await client.query(this.withDeadline(statement(options.merged ? prefix : [])));
         await sentPrefix;
         this.connections.succeeded();
         return last(result);
@@ -96,7 +109,7 @@ export class PgTransaction {
     this.pending = [];
     let result: pg.QueryResult;
     try {
-      result = last(await this.client.query(statements.join(';\n')));
+      result = last(await this.client.query(this.withDeadline({ text: statements.join(';\n') })));
     } catch (error) {
       if (failureKind(error) !== 'statement') {
         this.broken = true;
@@ -146,8 +159,12 @@ export class PgTransaction {
     return this.acquiring;
   }
 
+  private withDeadline(config: pg.QueryConfig): pg.QueryConfig {
+    return this.replyDeadlineMs === this.settings.queryTimeoutMs ? config : { ...config, query_timeout: this.replyDeadlineMs } as pg.QueryConfig;
+  }
+
   private context(during: 'statement' | 'commit') {
-    return { during, deadlineMs: this.settings.queryTimeoutMs, schema: this.settings.schema };
+    return { during, deadlineMs: this.replyDeadlineMs, schema: this.settings.schema };
   }
 }
 
