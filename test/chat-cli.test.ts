@@ -108,38 +108,51 @@ test('magpie chat tells the terminal user why the model did not answer (a reject
   }
 });
 
-test('Ctrl-C in magpie chat cancels a slow reply and leaves cleanly (exit 0), like /quit', async () => {
-  const model = await startFakeAnthropic();
-  const dir = tempDir();
-  try {
-    model.setDefault({ delayMs: 60_000, then: { text: 'too late' } });
-    const configFile = path.join(dir, 'config.toml');
-    writeFileSync(configFile, `[llm]\nmodel = "claude-test"\nbase_url = "${model.baseUrl}"\nmax_retries = 0\n`);
-    const args = ['chat', '--config', configFile, '--data-dir', path.join(dir, 'data')];
-    const child = spawn(process.execPath, [MAGPIE_MAIN, ...args], {
-      cwd: dir,
-      env: magpieEnv(args, { cwd: dir, env: { PATH: process.env.PATH, HOME: dir, USER: 'tester' } }),
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
-    child.stdin.write('think about this for a long time\n');
-    const deadline = Date.now() + 15_000;
-    while (model.requests.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
-    assert.equal(model.requests.length, 1, 'the reply is with the model');
-    child.kill('SIGINT');
-    assert.equal(await exited, 0, stderr);
-    assert.match(stderr, /leaving/);
-    assert.doesNotMatch(stdout, /too late/);
-    assert.doesNotMatch(stderr, /\n\s+at /);
-  } finally {
-    await model.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  test(`${signal === 'SIGINT' ? 'Ctrl-C' : 'SIGTERM'} in magpie chat cancels a slow reply, says which typed lines were not sent, and leaves cleanly (exit 0)`, async () => {
+    const model = await startFakeAnthropic();
+    const dir = tempDir();
+    try {
+      model.setDefault({ delayMs: 60_000, then: { text: 'too late' } });
+      const configFile = path.join(dir, 'config.toml');
+      writeFileSync(configFile, `[llm]\nmodel = "claude-test"\nbase_url = "${model.baseUrl}"\nmax_retries = 0\n`);
+      const args = ['chat', '--config', configFile, '--data-dir', path.join(dir, 'data')];
+      const child = spawn(process.execPath, [MAGPIE_MAIN, ...args], {
+        cwd: dir,
+        env: magpieEnv(args, { cwd: dir, env: { PATH: process.env.PATH, HOME: dir, USER: 'tester' } }),
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (chunk) => (stdout += chunk));
+      child.stderr.on('data', (chunk) => (stderr += chunk));
+      const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+      child.stdin.write('think about this for a long time\n');
+      const deadline = Date.now() + 15_000;
+      while (model.requests.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.equal(model.requests.length, 1, 'the reply is with the model');
+      // Typed while the reply is being thought about: read, waiting their turn.
+      child.stdin.write('and this too\nand one more thing\n');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      child.kill(signal);
+      assert.equal(await exited, 0, stderr);
+      assert.match(stderr, /leaving/);
+      assert.match(stderr, /2 lines typed after the last one handled were not sent/);
+      assert.equal(model.requests.length, 1, 'the waiting lines were not answered');
+      assert.doesNotMatch(stdout, /too late/);
+      assert.doesNotMatch(stderr, /\n\s+at /);
+      // The data dir was closed cleanly: the line that was handled is stored and searchable, the others are not.
+      const search = await runCli(['memory', 'search', 'long time', '--channel', 'console:local', '--data-dir', path.join(dir, 'data'), '--config', configFile], { cwd: dir });
+      assert.equal(search.code, 0, search.stderr);
+      assert.match(search.stdout, /think about this for a long time/);
+      const unsent = await runCli(['memory', 'search', 'one more thing', '--channel', 'console:local', '--data-dir', path.join(dir, 'data'), '--config', configFile], { cwd: dir });
+      assert.doesNotMatch(unsent.stdout, /and one more thing/);
+    } finally {
+      await model.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
 
 test('magpie chat with a model named but no key says the key is missing, not that no model is configured', async () => {
   const dir = tempDir();

@@ -90,17 +90,23 @@ export class ConsoleAdapter {
     }
     const lines = createInterface({ input: this.options.input, terminal: false, crlfDelay: Infinity });
     this.lines = lines;
+    const waiting = new LineQueue(lines);
     let quit = false;
     try {
       this.showPrompt();
-      for await (const line of lines) {
-        if (this.stopping) break;
-        const keepGoing = await this.handleLine(line.trim());
+      while ((await waiting.ready()) && !this.stopping) {
+        const keepGoing = await this.handleLine(waiting.take().trim());
         if (!keepGoing || this.stopping) {
           quit = true;
           break;
         }
         this.showPrompt();
+      }
+      // Lines typed while a reply (or a slow write) was in progress, then Ctrl-C or SIGTERM:
+      // they were never stored or answered, and the user should not think they were.
+      const unsent = waiting.drop();
+      if (this.stopping && unsent > 0) {
+        notices.write(`(${unsent === 1 ? '1 line typed after the last one handled was' : `${unsent} lines typed after the last one handled were`} not sent)\n`);
       }
       // Piped input has ended: a script that started a worker wants its report, so wait for it.
       if (!quit && !this.stopping && !this.options.prompt) await app.workers.idle(this.channelId);
@@ -110,7 +116,7 @@ export class ConsoleAdapter {
     }
   }
 
-  /** Stops reading input (Ctrl-C): the loop ends once the line being handled is done. */
+  /** Stops reading input (Ctrl-C, SIGTERM): the loop ends once the line being handled is done. */
   stop(): void {
     this.stopping = true;
     this.lines?.close();
@@ -276,6 +282,59 @@ export class ConsoleAdapter {
 }
 
 const CONSOLE_USER = 'console-user';
+
+/** Lines read ahead past this many pause the input (a large piped script is not read whole into memory). */
+const READ_AHEAD_LINES = 1_000;
+
+/**
+ * The lines read from input and not yet handled, in order. Unlike readline's async iterator it
+ * can say how many were left behind when the chat stops early.
+ */
+class LineQueue {
+  private readonly lines: string[] = [];
+  private ended = false;
+  private paused = false;
+  private wake: (() => void) | undefined;
+
+  constructor(private readonly source: ReturnType<typeof createInterface>) {
+    source.on('line', (line) => {
+      this.lines.push(line);
+      if (this.lines.length >= READ_AHEAD_LINES && !this.paused) {
+        this.paused = true;
+        source.pause();
+      }
+      this.wake?.();
+    });
+    source.on('close', () => {
+      this.ended = true;
+      this.wake?.();
+    });
+  }
+
+  /** Waits for a line; false once the input has ended (or was closed) and none is left. */
+  async ready(): Promise<boolean> {
+    while (this.lines.length === 0 && !this.ended) await new Promise<void>((resolve) => (this.wake = resolve));
+    this.wake = undefined;
+    return this.lines.length > 0;
+  }
+
+  /** The next line (after `ready` said there is one). */
+  take(): string {
+    const line = this.lines.shift() ?? '';
+    if (this.paused && this.lines.length < READ_AHEAD_LINES / 2 && !this.ended) {
+      this.paused = false;
+      this.source.resume();
+    }
+    return line;
+  }
+
+  /** Forgets the lines not yet handled and says how many there were. */
+  drop(): number {
+    const count = this.lines.length;
+    this.lines.length = 0;
+    return count;
+  }
+}
 /** Files larger than this are refused before reading (the model takes far less anyway). */
 const MAX_ATTACH_BYTES = 20 * 1024 * 1024;
 

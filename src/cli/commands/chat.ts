@@ -90,20 +90,27 @@ export const chatCommand: CliCommand = {
         notices: io.stderr,
         prompt: (io.stdin as { isTTY?: boolean }).isTTY === true,
       });
-      // Ctrl-C leaves like /quit, cancelling a reply still being thought about, so the data dir
-      // is closed cleanly; a second Ctrl-C quits at once.
-      const interrupted = () => {
-        io.stderr.write('\n(leaving; press Ctrl-C again to quit at once)\n');
+      // Ctrl-C (or SIGTERM from a supervisor) leaves like /quit, cancelling a reply still being
+      // thought about, so the data dir is closed cleanly; a second one quits at once.
+      const leave = (signal: NodeJS.Signals) => {
+        io.stderr.write(`\n(leaving${signal === 'SIGTERM' ? ' on SIGTERM' : ''}; press Ctrl-C again to quit at once)\n`);
+        process.off('SIGINT', onInt);
+        process.off('SIGTERM', onTerm);
         process.once('SIGINT', () => process.exit(130));
+        process.once('SIGTERM', () => process.exit(143));
         adapter.stop();
         void app.responder.drain(0);
       };
-      process.once('SIGINT', interrupted);
+      const onInt = () => leave('SIGINT');
+      const onTerm = () => leave('SIGTERM');
+      process.once('SIGINT', onInt);
+      process.once('SIGTERM', onTerm);
       try {
         await adapter.run();
         await app.responder.drain(app.config.current().discord.shutdownGraceMs);
       } finally {
-        process.off('SIGINT', interrupted);
+        process.off('SIGINT', onInt);
+        process.off('SIGTERM', onTerm);
       }
     } finally {
       watcher?.close();
