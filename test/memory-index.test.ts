@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -7,7 +7,9 @@ import { EventStream, type MagpieEvent } from '../src/common/events.js';
 import { DEFAULTS } from '../src/config/defaults.js';
 import type { MemorySettings } from '../src/config/types.js';
 import { HashingEmbedder, openMemoryStore, type Embedder, type TranscriptEntryInput } from '../src/memory/index.js';
+import type { SqlClient } from '../src/storage/sql-client.js';
 import { openTestDatabase } from './support/storage.js';
+import { closestWindow } from './support/vector-bytes.js';
 
 const directories: string[] = [];
 after(() => {
@@ -36,7 +38,7 @@ function conversation(channelId: string, count: number): TranscriptEntryInput[] 
 /** Opens the store of `dir`, runs `work`, closes everything; returns the events seen. */
 async function withStore(
   dir: string,
-  work: (store: Awaited<ReturnType<typeof openMemoryStore>>) => Promise<void>,
+  work: (store: Awaited<ReturnType<typeof openMemoryStore>>, db: SqlClient) => Promise<void>,
   options: { settings?: Partial<MemorySettings>; embedder?: Embedder; maxLoadedIndexes?: number; idleIndexMs?: number } = {},
 ): Promise<MagpieEvent[]> {
   const events = new EventStream();
@@ -53,7 +55,7 @@ async function withStore(
     ...(options.idleIndexMs !== undefined ? { idleIndexMs: options.idleIndexMs } : {}),
   });
   try {
-    await work(store);
+    await work(store, db);
   } finally {
     await store.close();
     await db.close();
@@ -134,6 +136,60 @@ describe('vector index lifecycle', () => {
       assert.equal((await store.stats(location)).indexedVectors, 50);
     });
     assert.ok(events.some((event) => event.type === 'memory_index_loaded'), 'the saved file was used, not rebuilt');
+  });
+
+  test("an edited message's old vector leaves the index file at once; the new one is indexed, and another process's tombstone for the edit keeps it", async () => {
+    const dir = freshDir();
+    const indexFile = () => {
+      const names = readdirSync(path.join(dir, 'index')).filter((name) => name.endsWith('.hnsw'));
+      assert.equal(names.length, 1);
+      return readFileSync(path.join(dir, 'index', names[0]!));
+    };
+    const vectorOf = async (db: SqlClient, messageId: string): Promise<Float32Array> => {
+      const row = (await db
+        .prepare(`SELECT v.vector AS vector FROM memory_vectors v JOIN memory_items i ON i.rowid = v.item_rowid WHERE i.message_id = ?`)
+        .get(messageId)) as { vector: Buffer };
+      const blob = Buffer.from(row.vector);
+      return new Float32Array(blob.buffer.slice(blob.byteOffset, blob.byteOffset + blob.length));
+    };
+    // The old text's vector: the same conversation, embedded in a store of its own.
+    const other = freshDir();
+    let oldVector: Float32Array | undefined;
+    await withStore(other, async (store, db) => {
+      await store.archiveTranscript(conversation('persist', 30));
+      oldVector = await vectorOf(db, 'persist-5');
+    });
+    let after: Float32Array | undefined;
+    await withStore(dir, async (store) => {
+      await store.archiveTranscript(conversation('persist', 30));
+      await store.search({ location, query: 'anything' });
+      await store.whenIndexed();
+    });
+    assert.ok(closestWindow(indexFile(), oldVector!) > 0.999, 'precondition: the saved file holds the vector');
+    await withStore(dir, async (store, db) => {
+      await store.search({ location, query: 'anything' });
+      await store.updateTranscript('persist', 'persist-5', 'nothing left of what I said');
+      assert.ok(closestWindow(indexFile(), oldVector!) < 0.99, 'the old vector left the file at once');
+      await store.whenIndexed();
+      after = await vectorOf(db, 'persist-5');
+      const found = await store.search({ location, query: 'nothing left of what I said', limit: 3 });
+      assert.ok(found[0]!.source_ids.includes('persist-5'));
+    });
+    assert.ok(closestWindow(indexFile(), oldVector!) < 0.99, 'the old vector is not in the file');
+    assert.ok(closestWindow(indexFile(), after!) > 0.999, 'the new vector is');
+    // Another process sharing the database edited it too: its tombstone for this directory's
+    // file comes after the file already holds the new vector, which must stay.
+    const events = await withStore(dir, async (store, db) => {
+      const key = (await db.prepare('SELECT index_key FROM memory_index_state').pluck().get()) as string;
+      const label = (await db.prepare(`SELECT rowid FROM memory_items WHERE message_id = 'persist-5'`).pluck().get()) as number;
+      await db.prepare('INSERT INTO memory_index_tombstones (index_key, label) VALUES (?, ?)').run(key, label);
+      await store.search({ location, query: 'anything' });
+      await store.whenIndexed();
+      const stats = await store.stats(location);
+      assert.deepEqual([stats.indexedVectors, stats.pendingVectors], [30, 0]);
+    });
+    assert.ok(!events.some((event) => event.type === 'memory_index_rebuild'), 'the file was used');
+    assert.ok(closestWindow(indexFile(), after!) > 0.999, 'the new vector stays in the file');
   });
 
   test('a change of embedder rebuilds every vector from SQLite text', async () => {

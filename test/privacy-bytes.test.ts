@@ -116,6 +116,11 @@ test('a deleted message leaves no byte of its text or vector on disk, in the dat
   assert.ok(stored, 'precondition: the message has a vector');
   const blob = Buffer.from(stored.vector);
   const vector = new Float32Array(blob.buffer.slice(blob.byteOffset, blob.byteOffset + blob.length));
+  // The bot's reply quoted it: the reply's archived vector encodes the quote too.
+  const replyVectorRow = bot.app.db.prepare(`SELECT v.vector AS vector FROM memory_vectors v JOIN memory_items i ON i.rowid = v.item_rowid WHERE i.message_id = ?`);
+  await waitUntil(async () => (await replyVectorRow.get(reply.id)) !== undefined, 'the reply archived with its vector');
+  const replyBlob = Buffer.from(((await replyVectorRow.get(reply.id)) as { vector: Buffer }).vector);
+  const replyVector = new Float32Array(replyBlob.buffer.slice(replyBlob.byteOffset, replyBlob.byteOffset + replyBlob.length));
 
   const since = bot.events.length;
   bot.discord.deleteMessage({ channelId: GENERAL, messageId: secret });
@@ -168,6 +173,8 @@ test('a deleted message leaves no byte of its text or vector on disk, in the dat
       if (file.endsWith('.hnsw')) {
         const closest = closestWindow(bytes, vector);
         assert.ok(closest < 0.99, `${when}: ${path.basename(file)} holds a vector at cosine ${closest.toFixed(3)}`);
+        const quoting = closestWindow(bytes, replyVector);
+        assert.ok(quoting < 0.99, `${when}: ${path.basename(file)} holds the quoting reply's old vector at cosine ${quoting.toFixed(3)}`);
       }
     }
     if (TEST_STORAGE === 'sqlite') {

@@ -3,6 +3,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { EventStream } from '../common/events.js';
 import type { SqlClient } from '../storage/sql-client.js';
+import { blobToVector } from './embedder.js';
 import { moveAside, prepareIndexDirectory, removeIndexFile, saveIndexFile } from './index-file.js';
 import { indexFileThread } from './index-file-thread.js';
 import { fnv1a } from './text.js';
@@ -132,10 +133,9 @@ export class IndexFiles {
       }
     }
     if (entry) {
-      const tombstones = (await db
-        .prepare('SELECT label FROM memory_index_tombstones WHERE index_key = ?')
-        .all(this.stateKey(key))) as { label: number }[];
-      for (const { label } of tombstones) entry.index.remove(label);
+      const loaded = entry;
+      const tombstones = await this.tombstones(key);
+      for (const tombstone of tombstones) if (stale(tombstone, loaded)) loaded.index.remove(tombstone.label);
       if (tombstones.length > 0) entry.dirty = true;
       this.options.events?.emit({ type: 'memory_index_loaded', index_key: key, points: entry.index.pointCount });
     } else {
@@ -247,11 +247,49 @@ export class IndexFiles {
         );
       await this.registered;
     }
-    const rows = (await db.prepare('SELECT label FROM memory_index_tombstones WHERE index_key = ?').all(this.stateKey(entry.key))) as { label: number }[];
-    const labels = rows.map((row) => Number(row.label));
+    const tombstones = await this.tombstones(entry.key);
     while (entry.index.busy) await entry.index.idle();
-    for (const label of labels) entry.index.remove(label);
-    return labels;
+    const removed = tombstones.filter((tombstone) => stale(tombstone, entry));
+    for (const tombstone of removed) entry.index.remove(tombstone.label);
+    await this.restoreCaughtUp(
+      entry,
+      removed.map((tombstone) => tombstone.label),
+    );
+    return tombstones.map((tombstone) => tombstone.label);
+  }
+
+  /**
+   * After `labels` were taken out of `entry`: an item among them that has a vector again (an
+   * edit, a restated memory) which the index had already caught up with while the removal
+   * waited gets that vector back. A catch-up adds a point and moves the high-water mark in one
+   * step, so a vector past the mark is still to come, and one at or below it was added before.
+   */
+  async restoreCaughtUp(entry: LoadedIndex, labels: readonly number[]): Promise<void> {
+    const db = this.options.db;
+    for (let start = 0; start < labels.length; start += RESTORE_BATCH) {
+      const batch = labels.slice(start, start + RESTORE_BATCH);
+      // Padded (with its last label again) to one of a few lengths: a statement is prepared once per text.
+      const size = RESTORE_SIZES.find((length) => length >= batch.length)!;
+      const padded = [...batch, ...Array.from({ length: size - batch.length }, () => batch.at(-1)!)];
+      const rows = (await db
+        .prepare(`SELECT seq, item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND item_rowid IN (${padded.map(() => '?').join(', ')})`)
+        .all(entry.key, ...padded)) as Array<{ seq: number; label: number; vector: Buffer }>;
+      if (rows.length === 0) continue;
+      while (entry.index.busy) await entry.index.idle();
+      for (const row of rows) if (Number(row.seq) <= entry.highWater) entry.index.add(Number(row.label), blobToVector(row.vector));
+    }
+  }
+
+  /** The tombstones left for this directory's file of `key`, each with the seq of its item's vector now (if any). */
+  private async tombstones(key: string): Promise<Tombstone[]> {
+    const rows = (await this.options.db
+      .prepare(
+        `SELECT t.label AS label, v.seq AS seq FROM memory_index_tombstones t
+          LEFT JOIN memory_vectors v ON v.item_rowid = t.label AND v.index_key = ?
+          WHERE t.index_key = ?`,
+      )
+      .all(key, this.stateKey(key))) as Array<{ label: number; seq: number | null }>;
+    return rows.map((row) => ({ label: Number(row.label), seq: row.seq === null ? undefined : Number(row.seq) }));
   }
 
   private async recordState(entry: LoadedIndex, saved: { points: number; highWater: number }, applied: readonly number[]): Promise<void> {
@@ -308,4 +346,24 @@ function readOwner(directory: string, readOnly: boolean): string {
   } catch {
     return '';
   }
+}
+
+/** Labels looked up per statement by `restoreCaughtUp` (well under either backend's parameter limit). */
+const RESTORE_BATCH = 512;
+const RESTORE_SIZES = [1, 8, 64, RESTORE_BATCH];
+
+/** A tombstone: an item whose vector left this index (deleted, or replaced by an edit or a restatement). */
+interface Tombstone {
+  label: number;
+  /** The seq of the item's vector now, when it has one again. */
+  seq: number | undefined;
+}
+
+/**
+ * Whether the point a tombstone names is still the old one. An edited or restated item gets its
+ * new vector under the same label: once the index has caught up past that vector's seq, the
+ * point is the new text's, and must stay.
+ */
+function stale(tombstone: Tombstone, entry: LoadedIndex): boolean {
+  return tombstone.seq === undefined || tombstone.seq > entry.highWater;
 }

@@ -205,6 +205,8 @@ export class VectorIndexManager {
     while (entry.index.busy) await entry.index.idle();
     for (const label of labels) entry.index.remove(label);
     entry.dirty = true;
+    // An edited item's new vector may have been indexed while this waited: it goes back in.
+    await this.files.restoreCaughtUp(entry, labels);
     await this.files.save(entry);
   }
 

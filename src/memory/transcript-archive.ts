@@ -91,22 +91,27 @@ export class TranscriptArchive {
    * nothing; nor does an edit wait for the embedder, so words taken out leave at once.
    */
   async update(channelId: string, messageId: string, content: string): Promise<void> {
-    const { db, clock, backlog } = this.context;
+    const { db, clock, backlog, indexes } = this.context;
     this.context.assertOpen();
     const changed = await db.transaction(async () => {
       const row = (await db
         .prepare(`SELECT rowid, author_name, index_key FROM memory_items WHERE channel_id = ? AND message_id = ? AND kind = 'transcript'`)
         .get(channelId, messageId)) as { rowid: number; author_name: string | null; index_key: string } | undefined;
-      if (!row) return false;
+      if (!row) return undefined;
       const text = transcriptText(row.author_name ?? '', content);
       const info = await db
         .prepare(`UPDATE memory_items SET content = ?, content_hash = ?, fts_text = ?, updated_at = ? WHERE rowid = ?`)
         .run(text, hashContent(text), transcriptSearchText(row.author_name ?? '', content), clock.now(), row.rowid);
-      if (info.changes === 0) return false;
+      if (info.changes === 0) return undefined;
       await oweNewVector(db, row.rowid, row.index_key);
-      return true;
+      // The old vector encodes the words taken out (an edit, or a reply's quote of a deleted
+      // message): it leaves the index files as a deleted item's does, not at their next save.
+      await indexes.recordDeleted(row.index_key, [row.rowid]);
+      return { key: row.index_key, label: row.rowid };
     });
-    if (changed) db.afterCommit(() => backlog.schedule());
+    if (!changed) return;
+    db.afterCommit(() => backlog.schedule());
+    await indexes.applyDeleted(changed.key, [changed.label]);
   }
 
   /** Messages deleted in Discord leave the archive and every index. */

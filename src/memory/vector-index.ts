@@ -123,7 +123,8 @@ export class HnswVectorIndex {
   add(label: number, vector: Float32Array): void {
     this.assertNotWriting();
     this.changes += 1;
-    this.scrubbed.delete(label);
+    // A label scrubbed before (an edited item) comes back live under its new vector.
+    if (this.scrubbed.delete(label)) this.deleted -= 1;
     const count = this.index.getCurrentCount();
     const capacity = this.index.getMaxElements();
     // Grow geometrically so that inserts stay amortized O(1) in resizes.
