@@ -9,7 +9,12 @@ import { LaggedScheduler } from '../src/compaction/scheduler.js';
 import { checkConfigText } from '../src/config/index.js';
 import { LiveConfig } from '../src/config/live-config.js';
 import { openHarness, settle, tempDir, testConfig, TickingClock, userMessage } from './compaction-support.js';
-import { appEnv, openTestDatabase, withTestStorage } from './support/storage.js';
+import { ALL_MIGRATIONS } from '../src/app/migrations.js';
+import { applyPgMigrations } from '../src/storage/postgres/pg-migrations.js';
+import { PgPoolClient } from '../src/storage/postgres/pg-pool-client.js';
+import { freshSchema, requirePostgres } from './support/postgres-available.js';
+import { appEnv, openTestDatabase, TEST_DATABASE_URL, TEST_STORAGE, withTestStorage } from './support/storage.js';
+import { startDelayedPostgres } from './support/tcp-delay-proxy.js';
 
 const DAY = 86_400_000;
 
@@ -178,5 +183,38 @@ test('[metrics] compaction_log_days: bad values are refused with the key named',
     const problems = checkConfigText(text).problems;
     assert.ok(problems.length > 0, text);
     assert.ok(problems.some((problem) => `${problem.path} ${problem.message}`.includes(needle)), JSON.stringify(problems));
+  }
+});
+
+test('a log write that meets a passing PostgreSQL fault is tried again, not dropped', async (t) => {
+  if (TEST_STORAGE === 'postgres') {
+    t.skip('run once, from the SQLite run: the fault is PostgreSQL\'s whatever the suite\'s backend');
+    return;
+  }
+  if (!(await requirePostgres(t))) return;
+  const proxy = await startDelayedPostgres(TEST_DATABASE_URL, 0);
+  const schema = freshSchema(`t${process.env.MAGPIE_TEST_RUN ?? ''}`);
+  // Short deadlines: a hung server costs a write well under a second here.
+  const db = await PgPoolClient.connect({ url: proxy.url, schema, applicationName: 'compaction-log fault', statementTimeoutMs: 300, queryTimeoutMs: 500, connectTimeoutMs: 500 });
+  const stream = new EventStream();
+  const seen: MagpieEvent[] = [];
+  stream.subscribe((event) => seen.push(event));
+  try {
+    await applyPgMigrations(db, ALL_MIGRATIONS);
+    const log = new CompactionLog({ db, clock: new TickingClock(), events: stream, retryDelaysMs: [200, 400, 800, 1_600, 3_200] });
+    proxy.proxy.pause();
+    log.record({ type: 'compaction_completed', channel_id: 'c', tier: 'background', usage_before: 0.82, usage_after: 0.5 });
+    const written = log.flush();
+    // The server answers again after the first attempt (and maybe the second) ran out of time.
+    setTimeout(() => proxy.proxy.resume(), 900);
+    await written;
+    assert.deepEqual(seen.filter((event) => event.type === 'compaction_log_failed'), []);
+    assert.deepEqual(await db.prepare('SELECT kind FROM compaction_log').pluck().all(), ['compaction_completed']);
+    await log.close();
+  } finally {
+    proxy.proxy.resume();
+    await db.exec(`DROP SCHEMA "${schema}" CASCADE`).catch(() => undefined);
+    await db.close();
+    await proxy.close();
   }
 });

@@ -3,6 +3,7 @@ import { errorMessage } from '../common/errors.js';
 import type { EventStream, MagpieEvent } from '../common/events.js';
 import type { ChannelSettings } from '../config/types.js';
 import { KeyedRead } from '../storage/keyed-read.js';
+import { storageError } from '../storage/storage-error.js';
 import { isPostgres, type SqlClient } from '../storage/sql-client.js';
 import { MODEL_USAGE_KIND, type LogRow } from './log-row.js';
 
@@ -50,7 +51,12 @@ export interface CompactionLogOptions {
   batchSize?: number;
   /** Also flush buffered samples this often (an unref'd timer); default: never. */
   flushEveryMs?: number;
+  /** Waits before each new attempt at a write that failed with a passing fault (default `LOG_WRITE_RETRY_DELAYS_MS`). */
+  retryDelaysMs?: readonly number[];
 }
+
+/** About 5 s of attempts in all: past that the rows are given up and `compaction_log_failed` says so. */
+const LOG_WRITE_RETRY_DELAYS_MS: readonly number[] = [250, 1_000, 4_000];
 
 interface ChannelMemo {
   position: number;
@@ -186,6 +192,27 @@ export class CompactionLog {
   }
 
   private async write(rows: readonly QueuedRow[], pruneAfter: boolean): Promise<void> {
+    for (let attempt = 0; ; attempt += 1) {
+      const outcome = await this.writeOnce(rows);
+      if (outcome === undefined) break;
+      // A passing fault (a PostgreSQL reply late past its deadline, a connection that dropped, a
+      // busy database) is tried again a few times before the rows are given up. Later rows wait
+      // behind, so the log keeps its order.
+      const delay = this.options.retryDelaysMs?.[attempt] ?? LOG_WRITE_RETRY_DELAYS_MS[attempt];
+      if (!outcome.retryable || delay === undefined) {
+        // The log is for looking back; a full disk must not stop the channel.
+        if (!this.failing) this.options.events?.emit({ type: 'compaction_log_failed', rows: rows.length, reason: errorMessage(outcome.error) });
+        this.failing = true;
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+    this.failing = false;
+    if (pruneAfter) await this.pruneNow();
+  }
+
+  /** One attempt at writing `rows`; undefined once written, or what failed and whether trying again may help. */
+  private async writeOnce(rows: readonly QueuedRow[]): Promise<{ error: unknown; retryable: boolean } | undefined> {
     try {
       await this.options.db.transaction(async () => {
         // One lookup for the batch (one statement on PostgreSQL), then every insert issued at
@@ -200,14 +227,11 @@ export class CompactionLog {
         if (this.insertMany && inserts.length > 1) await this.insertMany.run(columnsOf(inserts));
         else await Promise.all(inserts.map((row) => this.insert.run(row)));
       });
-      this.failing = false;
+      return undefined;
     } catch (error) {
-      // The log is for looking back; a full disk must not stop the channel.
-      if (!this.failing) this.options.events?.emit({ type: 'compaction_log_failed', rows: rows.length, reason: errorMessage(error) });
-      this.failing = true;
-      return;
+      // A COMMIT whose answer never came is not retried: the rows may be stored already.
+      return { error, retryable: storageError('', error)?.retryable === true };
     }
-    if (pruneAfter) await this.pruneNow();
   }
 
   /**
