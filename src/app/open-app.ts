@@ -125,6 +125,13 @@ export async function openApp(options: OpenAppOptions): Promise<MagpieApp> {
     onCheckpointFailure: (error) => events.emit({ type: 'wal_checkpoint_failed', error }),
     commitInBackground: wantsWriterThread(current.storage.writerThread),
     onWriterThreadFailure: (error) => events.emit({ type: 'writer_thread_failed', error }),
+    // A large store's upgrade may take minutes: the log says what the start is waiting for.
+    onSchemaStep: (report) =>
+      events.emit(
+        report.phase === 'started'
+          ? { type: 'schema_migration_started', backend: target.backend, steps: report.steps.length, first_step: report.steps[0], last_step: report.steps.at(-1) }
+          : { type: 'schema_migration_finished', backend: target.backend, steps: report.steps.length, duration_ms: report.durationMs },
+      ),
   });
   const db = writable.db;
   let memory: MemoryStore;

@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { closeDatabase, DATABASE_FILE, openDatabase, type Migration } from './database.js';
+import { closeDatabase, DATABASE_FILE, openDatabase, type Migration, type SchemaStepListener } from './database.js';
 import type { SqlClient } from './sql-client.js';
 import { startWalCheckpointer, type WalCheckpointer } from './wal-checkpointer.js';
 import { WriterLock } from './writer-lock.js';
@@ -40,7 +40,7 @@ export interface BackgroundCheckpoints {
 export async function openDataDirForWriting(
   dataDir: string,
   migrations: readonly Migration[],
-  options: { command: string } & BackgroundCheckpoints,
+  options: { command: string; onSchemaStep?: SchemaStepListener } & BackgroundCheckpoints,
 ): Promise<WritableDataDir> {
   try {
     mkdirSync(dataDir, { recursive: true });
@@ -58,7 +58,7 @@ export async function openDataDirForWriting(
   }
   let db: SqlClient;
   try {
-    db = await openDatabase(dataDir, migrations);
+    db = await openDatabase(dataDir, migrations, options.onSchemaStep ? { onSchemaStep: options.onSchemaStep } : {});
   } catch (error) {
     lock.release();
     throw error;

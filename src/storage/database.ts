@@ -29,6 +29,27 @@ export interface Migration {
 export const DATABASE_FILE = 'magpie.sqlite';
 
 /**
+ * Told when a store's schema steps begin (with the steps about to run) and when they have all
+ * run: a large store's upgrade may take minutes, and an operator should see why a start waits.
+ * Never called when nothing is pending.
+ */
+export type SchemaStepListener = (report: { phase: 'started'; steps: string[] } | { phase: 'finished'; steps: string[]; durationMs: number }) => void;
+
+/** Runs `apply` for each pending migration, telling `listener` before the first and after the last. */
+export async function runPendingSteps(
+  pending: readonly Migration[],
+  apply: (migration: Migration) => Promise<void>,
+  listener: SchemaStepListener | undefined,
+): Promise<void> {
+  if (pending.length === 0) return;
+  const steps = pending.map((migration) => migration.name);
+  const started = performance.now();
+  listener?.({ phase: 'started', steps });
+  for (const migration of pending) await apply(migration);
+  listener?.({ phase: 'finished', steps, durationMs: Math.round(performance.now() - started) });
+}
+
+/**
  * Opens (creating if needed) the one SQLite database of a data directory, in WAL mode, and
  * applies every migration not yet applied, each in its own transaction. With `readOnly`, the
  * database must exist and is opened read-only (beside a running writer, or on a read-only disk):
@@ -37,7 +58,7 @@ export const DATABASE_FILE = 'magpie.sqlite';
 export async function openDatabase(
   dataDir: string,
   migrations: readonly Migration[],
-  options: { readOnly?: boolean } = {},
+  options: { readOnly?: boolean; onSchemaStep?: SchemaStepListener } = {},
 ): Promise<SqlClient> {
   if (options.readOnly) return new SerialClient(openReadOnly(dataDir, migrations));
   let db: SqlDatabase;
@@ -59,7 +80,7 @@ export async function openDatabase(
   applyWriterPragmas(db);
   const client = new SerialClient(db);
   try {
-    await applyMigrations(client, migrations);
+    await applyMigrations(client, migrations, options.onSchemaStep);
   } catch (error) {
     await client.close();
     throw error;
@@ -166,7 +187,7 @@ export function refuseNewerSteps(applied: ReadonlySet<string>, migrations: reado
  * re-checks whether another process applied it meanwhile, so two processes migrating a fresh
  * data dir at once take turns (busy_timeout) instead of failing on "table already exists".
  */
-export async function applyMigrations(db: SqlClient, migrations: readonly Migration[]): Promise<void> {
+export async function applyMigrations(db: SqlClient, migrations: readonly Migration[], onSchemaStep?: SchemaStepListener): Promise<void> {
   await db.exec(
     'CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)',
   );
@@ -176,14 +197,17 @@ export async function applyMigrations(db: SqlClient, migrations: readonly Migrat
   refuseNewerSteps(applied, migrations, 'this data dir');
   const isApplied = db.prepare('SELECT 1 FROM schema_migrations WHERE name = ?');
   const record = db.prepare('INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)');
-  for (const migration of migrations) {
-    if (applied.has(migration.name)) continue;
-    await db.transaction(async () => {
-      if (await isApplied.get(migration.name)) return;
-      await migration.up(db);
-      await record.run(migration.name, Date.now());
-    }, 'immediate');
-  }
+  const pending = migrations.filter((migration) => !applied.has(migration.name));
+  await runPendingSteps(
+    pending,
+    (migration) =>
+      db.transaction(async () => {
+        if (await isApplied.get(migration.name)) return;
+        await migration.up(db);
+        await record.run(migration.name, Date.now());
+      }, 'immediate'),
+    onSchemaStep,
+  );
 }
 
 /**

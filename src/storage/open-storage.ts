@@ -4,7 +4,7 @@ import { openDataDirForWriting, type BackgroundCheckpoints } from './data-dir.js
 import { redactUrl } from './postgres/pg-error.js';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { closeDatabase, DATABASE_FILE, ensureDataDir, openDatabase, type Migration } from './database.js';
+import { closeDatabase, DATABASE_FILE, ensureDataDir, openDatabase, type Migration, type SchemaStepListener } from './database.js';
 import { openDatabaseReadOnly } from './read-only.js';
 import { SerialClient } from './serial-client.js';
 import { listDataDirs } from './shard-dirs.js';
@@ -80,7 +80,7 @@ export function checkStorageEnvironment(config: Pick<MagpieConfig, 'storage'>, e
 export async function openStorageForWriting(
   target: StorageTarget,
   migrations: readonly Migration[],
-  options: { command: string; writerKey?: string } & BackgroundCheckpoints,
+  options: { command: string; writerKey?: string; onSchemaStep?: SchemaStepListener } & BackgroundCheckpoints,
 ): Promise<OpenedStorage> {
   if (target.backend === 'sqlite') {
     const writable = await openDataDirForWriting(target.dataDir, migrations, options);

@@ -1,5 +1,5 @@
 import { MagpieError } from '../../common/errors.js';
-import type { Migration } from '../database.js';
+import type { Migration, SchemaStepListener } from '../database.js';
 import { describeTarget, type OpenedStorage, type StorageTarget } from '../storage-target.js';
 import { applyPgMigrations, missingPgMigrations } from './pg-migrations.js';
 import { PgPoolClient } from './pg-pool-client.js';
@@ -17,7 +17,7 @@ type PostgresTarget = Extract<StorageTarget, { backend: 'postgres' }>;
 export async function openPostgresForWriting(
   target: PostgresTarget,
   migrations: readonly Migration[],
-  options: { command: string; writerKey?: string },
+  options: { command: string; writerKey?: string; onSchemaStep?: SchemaStepListener },
 ): Promise<OpenedStorage> {
   const key = options.writerKey ?? 'all';
   const db = await connectPostgres(target, options.command);
@@ -26,7 +26,7 @@ export async function openPostgresForWriting(
   let session: PgSession | undefined;
   try {
     await db.exec(STORAGE_WRITERS_TABLE);
-    await applyPgMigrations(db, migrations);
+    await applyPgMigrations(db, migrations, options.onSchemaStep);
     // Locks live on a connection of their own that reconnects and takes them back.
     session = await PgSession.open({ settings: pgSettings(target, `${options.command.slice(0, 50)} locks`) });
     const opened = session;

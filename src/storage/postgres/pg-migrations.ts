@@ -1,5 +1,5 @@
 import { MagpieError } from '../../common/errors.js';
-import { refuseNewerSteps, type Migration } from '../database.js';
+import { refuseNewerSteps, runPendingSteps, type Migration, type SchemaStepListener } from '../database.js';
 import type { SqlClient } from '../sql-client.js';
 
 /**
@@ -16,7 +16,7 @@ export const SCHEMA_STEP_DEADLINE_MS = 30 * 60_000;
  * under a transaction-level advisory lock: processes starting together against a fresh schema
  * take turns instead of racing on "relation already exists".
  */
-export async function applyPgMigrations(db: SqlClient, migrations: readonly Migration[]): Promise<void> {
+export async function applyPgMigrations(db: SqlClient, migrations: readonly Migration[], onSchemaStep?: SchemaStepListener): Promise<void> {
   const missingForm = migrations.filter((migration) => migration.postgres === undefined);
   if (missingForm.length > 0) {
     throw new MagpieError('postgres_migration_missing', `no PostgreSQL form for schema steps ${missingForm.map((step) => step.name).join(', ')}`, {
@@ -29,9 +29,9 @@ export async function applyPgMigrations(db: SqlClient, migrations: readonly Migr
   const isApplied = db.prepare('SELECT 1 AS applied FROM schema_migrations WHERE name = ?');
   const record = db.prepare('INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)');
   const lock = db.prepare(`SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':magpie-migrations', 0)) AS locked`);
-  for (const migration of migrations) {
-    if (applied.has(migration.name)) continue;
-    await db.transaction(
+  const pending = migrations.filter((migration) => !applied.has(migration.name));
+  const applyStep = (migration: Migration) =>
+    db.transaction(
       async () => {
         await lock.get();
         if (await isApplied.get(migration.name)) return;
@@ -45,7 +45,7 @@ export async function applyPgMigrations(db: SqlClient, migrations: readonly Migr
       'deferred',
       { deadlineMs: SCHEMA_STEP_DEADLINE_MS },
     );
-  }
+  await runPendingSteps(pending, applyStep, onSchemaStep);
 }
 
 /** Whether every migration is applied (readers refuse a schema an older Magpie wrote). */
