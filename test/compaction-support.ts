@@ -68,9 +68,11 @@ export class FakeMemoryStore implements MemoryStore {
     this.holdArchives = false;
     for (const resolve of this.held.splice(0)) resolve();
   }
-  async updateTranscript(channelId: string, messageId: string, content: string): Promise<void> {
-    const entry = this.transcript.get(`${channelId}|${messageId}`);
-    if (entry) entry.content = content;
+  async updateTranscript(channelId: string, changes: ReadonlyArray<{ messageId: string; content: string }>): Promise<void> {
+    for (const { messageId, content } of changes) {
+      const entry = this.transcript.get(`${channelId}|${messageId}`);
+      if (entry) entry.content = content;
+    }
   }
   async deleteTranscript(channelId: string, messageIds: string[]): Promise<void> {
     for (const id of messageIds) this.transcript.delete(`${channelId}|${id}`);

@@ -138,7 +138,7 @@ test('a row edited while its vector was being made gets the vector of its new te
     await Promise.all([writer.write(message(0, 0), {}), writer.write(message(0, 1), {})]);
     // The backlog has read both rows and waits for their vectors: one is edited now.
     await embedder.waiting;
-    await memory.updateTranscript('gc-0', 'gc-0-1', 'the ferry now leaves at ten');
+    await memory.updateTranscript('gc-0', [{ messageId: 'gc-0-1', content: 'the ferry now leaves at ten' }]);
     embedder.open();
     await memory.whenIndexed();
 

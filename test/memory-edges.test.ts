@@ -198,7 +198,7 @@ describe('calls after close', () => {
     const before = await rows();
     const late = [
       store.archiveTranscript([{ channelId: 'c1', messageId: 'm2', authorId: 'a', authorName: 'Ann', content: 'after close', createdAt: 2 }]),
-      store.updateTranscript('c1', 'm1', 'edited after close'),
+      store.updateTranscript('c1', [{ messageId: 'm1', content: 'edited after close' }]),
       store.save({ location: { channelId: 'c1' }, content: 'saved after close', memoryType: 'fact' }),
       store.search({ location: { channelId: 'c1' }, query: 'close' }),
     ];

@@ -155,9 +155,11 @@ describe('vector index lifecycle', () => {
     // The old text's vector: the same conversation, embedded in a store of its own.
     const other = freshDir();
     let oldVector: Float32Array | undefined;
+    let otherOld: Float32Array | undefined;
     await withStore(other, async (store, db) => {
       await store.archiveTranscript(conversation('persist', 30));
       oldVector = await vectorOf(db, 'persist-5');
+      otherOld = await vectorOf(db, 'persist-9');
     });
     let after: Float32Array | undefined;
     await withStore(dir, async (store) => {
@@ -168,8 +170,14 @@ describe('vector index lifecycle', () => {
     assert.ok(closestWindow(indexFile(), oldVector!) > 0.999, 'precondition: the saved file holds the vector');
     await withStore(dir, async (store, db) => {
       await store.search({ location, query: 'anything' });
-      await store.updateTranscript('persist', 'persist-5', 'nothing left of what I said');
+      // Two edits in one call (a delete's redacted replies come together), and an id never stored.
+      await store.updateTranscript('persist', [
+        { messageId: 'persist-5', content: 'nothing left of what I said' },
+        { messageId: 'never-stored', content: 'ignored' },
+        { messageId: 'persist-9', content: 'this one changed its mind as well' },
+      ]);
       assert.ok(closestWindow(indexFile(), oldVector!) < 0.99, 'the old vector left the file at once');
+      assert.ok(closestWindow(indexFile(), otherOld!) < 0.99, 'and the other edited one\'s');
       await store.whenIndexed();
       after = await vectorOf(db, 'persist-5');
       const found = await store.search({ location, query: 'nothing left of what I said', limit: 3 });

@@ -223,7 +223,7 @@ describe('transcript archive and hybrid search', () => {
   });
 
   test('an edited message is found by its new text only; a deleted one is gone', async () => {
-    await opened.store.updateTranscript('room', '104', 'Can someone feed my goldfish while I am away?');
+    await opened.store.updateTranscript('room', [{ messageId: '104', content: 'Can someone feed my goldfish while I am away?' }]);
     const goldfish = await opened.store.search({ location, query: 'goldfish' });
     assert.match(goldfish[0]!.content, /^Alice: Can someone feed my goldfish while I am away\?$/m);
     const tomato = await opened.store.search({ location, query: 'tomato plants', limit: 20 });
@@ -297,7 +297,7 @@ describe('edits and deletes reach the vectors at once', () => {
         channels.map(async (channelId, index) => {
           await db.transaction(() => stage([message(channelId, 'm1', 'Ana', `${said} ${index}`)]));
           await sleep(index % 12);
-          await store.updateTranscript(channelId, 'm1', `${edited} ${index}`);
+          await store.updateTranscript(channelId, [{ messageId: 'm1', content: `${edited} ${index}` }]);
         }),
       );
       for (const channelId of channels) {
@@ -332,7 +332,7 @@ describe('edits and deletes reach the vectors at once', () => {
       assert.ok(found(await store.search({ location, query: 'lighthouse' }), 'm1'));
       await store.whenIndexed();
 
-      await store.updateTranscript('room', 'm1', edited);
+      await store.updateTranscript('room', [{ messageId: 'm1', content: edited }]);
       const [memory] = (await store.dropSources('room', ['m1'], { rewrite: true })).rewriting;
       assert.equal(await store.finishRewrite(memory!.id, { content: 'Ana keeps the harbour keys', sourceIds: ['m0'] }), 'rewritten');
       assert.deepEqual(await store.search({ location, query: 'lighthouse' }), []);

@@ -103,7 +103,7 @@ export class MessageChanges {
     if (row.kind === 'message') {
       // A transcript write still in flight carries the old text: let it land, then correct it.
       await parts.archiver.settled(state);
-      await parts.options.memory.updateTranscript(channelId, messageId, content);
+      await parts.options.memory.updateTranscript(channelId, [{ messageId, content }]);
       // The earlier text leaves tool results, summaries and memories like a deleted message.
       await this.propagate(channelId, [removedOf(row)], 'edit', late);
       // The earlier text also leaves what the database keeps beside its rows, as after a delete.
@@ -237,12 +237,16 @@ export class MessageChanges {
     if (replies.length === 0) return;
     await this.apply({ entries: replies.map((reply) => reply.entry), summaries: [] });
     const { memory, events } = this.parts.options;
+    try {
+      // One transaction, and one index-file write, for every reply of the change.
+      await memory.updateTranscript(
+        channelId,
+        replies.map(({ entry }) => ({ messageId: entry.messageId, content: entry.content })),
+      );
+    } catch (error) {
+      events.emit({ type: 'reply_redaction_failed', channel_id: channelId, step: 'archive', replies: replies.length, error: errorMessage(error) });
+    }
     for (const { entry, before } of replies) {
-      try {
-        await memory.updateTranscript(channelId, entry.messageId, entry.content);
-      } catch (error) {
-        events.emit({ type: 'reply_redaction_failed', channel_id: channelId, step: 'archive', error: errorMessage(error) });
-      }
       if (options.tell === false || this.turns.claims(channelId, entry.messageId)) continue;
       this.tellReplyRedacted({ channelId, messageId: entry.messageId, before, after: entry.content });
     }

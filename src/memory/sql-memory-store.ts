@@ -132,8 +132,8 @@ export class SqlMemoryStore implements MemoryStore {
     return this.archive.archive(entries);
   }
 
-  updateTranscript(channelId: string, messageId: string, content: string): Promise<void> {
-    return this.archive.update(channelId, messageId, content);
+  updateTranscript(channelId: string, changes: ReadonlyArray<{ messageId: string; content: string }>): Promise<void> {
+    return this.archive.update(channelId, changes);
   }
 
   deleteTranscript(channelId: string, messageIds: string[]): Promise<void> {

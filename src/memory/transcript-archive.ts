@@ -85,33 +85,37 @@ export class TranscriptArchive {
   }
 
   /**
-   * A message edited in Discord: its archived text changes and, in the same transaction, the
-   * vector of the old text goes and a new one is owed. From the commit on, a search meets only
-   * the new text (scanned exactly until the backlog has made its vector), and the old words find
-   * nothing; nor does an edit wait for the embedder, so words taken out leave at once.
+   * Messages edited in Discord (or the bot's replies that lost a quote): their archived text
+   * changes and, in the same transaction, the vector of the old text goes and a new one is owed.
+   * From the commit on, a search meets only the new text (scanned exactly until the backlog has
+   * made its vector), and the old words find nothing; nor does an edit wait for the embedder, so
+   * words taken out leave at once.
    */
-  async update(channelId: string, messageId: string, content: string): Promise<void> {
+  async update(channelId: string, changes: ReadonlyArray<{ messageId: string; content: string }>): Promise<void> {
     const { db, clock, backlog, indexes } = this.context;
     this.context.assertOpen();
+    if (changes.length === 0) return;
+    const find = db.prepare(`SELECT rowid, author_name, index_key FROM memory_items WHERE channel_id = ? AND message_id = ? AND kind = 'transcript'`);
+    const change = db.prepare(`UPDATE memory_items SET content = ?, content_hash = ?, fts_text = ?, updated_at = ? WHERE rowid = ?`);
     const changed = await db.transaction(async () => {
-      const row = (await db
-        .prepare(`SELECT rowid, author_name, index_key FROM memory_items WHERE channel_id = ? AND message_id = ? AND kind = 'transcript'`)
-        .get(channelId, messageId)) as { rowid: number; author_name: string | null; index_key: string } | undefined;
-      if (!row) return undefined;
-      const text = transcriptText(row.author_name ?? '', content);
-      const info = await db
-        .prepare(`UPDATE memory_items SET content = ?, content_hash = ?, fts_text = ?, updated_at = ? WHERE rowid = ?`)
-        .run(text, hashContent(text), transcriptSearchText(row.author_name ?? '', content), clock.now(), row.rowid);
-      if (info.changes === 0) return undefined;
-      await oweNewVector(db, row.rowid, row.index_key);
-      // The old vector encodes the words taken out (an edit, or a reply's quote of a deleted
-      // message): it leaves the index files as a deleted item's does, not at their next save.
-      await indexes.recordDeleted(row.index_key, [row.rowid]);
-      return { key: row.index_key, label: row.rowid };
+      const leaving = new Map<string, number[]>();
+      for (const { messageId, content } of changes) {
+        const row = (await find.get(channelId, messageId)) as { rowid: number; author_name: string | null; index_key: string } | undefined;
+        if (!row) continue;
+        const text = transcriptText(row.author_name ?? '', content);
+        const info = await change.run(text, hashContent(text), transcriptSearchText(row.author_name ?? '', content), clock.now(), row.rowid);
+        if (info.changes === 0) continue;
+        await oweNewVector(db, row.rowid, row.index_key);
+        // The old vector encodes the words taken out (an edit, or a reply's quote of a deleted
+        // message): it leaves the index files as a deleted item's does, not at their next save.
+        await indexes.recordDeleted(row.index_key, [row.rowid]);
+        leaving.set(row.index_key, [...(leaving.get(row.index_key) ?? []), row.rowid]);
+      }
+      return leaving;
     });
-    if (!changed) return;
+    if (changed.size === 0) return;
     db.afterCommit(() => backlog.schedule());
-    await indexes.applyDeleted(changed.key, [changed.label]);
+    for (const [key, labels] of changed) await indexes.applyDeleted(key, labels);
   }
 
   /** Messages deleted in Discord leave the archive and every index. */

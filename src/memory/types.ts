@@ -132,8 +132,8 @@ export interface MemoryStore {
   save(input: SaveMemoryInput): Promise<SaveMemoryResult>;
   /** Adds archived messages to the searchable transcript; idempotent per message id. */
   archiveTranscript(entries: TranscriptEntryInput[]): Promise<void>;
-  /** A message edited in Discord: its archived text changes too. */
-  updateTranscript(channelId: string, messageId: string, content: string): Promise<void>;
+  /** Messages edited in Discord (or replies that lost a quote): their archived text changes too, in one transaction. */
+  updateTranscript(channelId: string, changes: ReadonlyArray<{ messageId: string; content: string }>): Promise<void>;
   /** Messages deleted in Discord leave the archive and every index. */
   deleteTranscript(channelId: string, messageIds: string[]): Promise<void>;
   search(query: SearchQuery): Promise<SearchResult[]>;
