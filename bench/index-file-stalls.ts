@@ -46,6 +46,23 @@ export async function deleteStalls(store: SqlMemoryStore, channelId: string, mes
   ];
 }
 
+/** Edits one message at a time: each takes the old vector out of the index file at once, as a delete does. */
+export async function editStalls(store: SqlMemoryStore, channelId: string, messageIds: readonly string[]): Promise<BenchMetric[]> {
+  const stalls: number[] = [];
+  const walls: number[] = [];
+  for (const messageId of messageIds) {
+    const content = `edited: the meeting about ${messageId} moved to thursday`;
+    const { stallMs, wallMs } = await stallDuring(() => store.updateTranscript(channelId, [{ messageId, content }]));
+    stalls.push(stallMs);
+    walls.push(wallMs);
+  }
+  return [
+    { name: `edit of one message at 100,000 entries, median of ${messageIds.length} (old vector out of the index file)`, value: median(walls), unit: 'ms' },
+    { name: 'longest event-loop stall during that edit, median', value: median(stalls), unit: 'ms' },
+    { name: 'stall / edit time', value: median(stalls) / median(walls), unit: 'x' },
+  ];
+}
+
 /** The first search after a start, which loads the channel's index file and checks it. */
 export async function firstSearchStall(store: SqlMemoryStore, channelId: string): Promise<BenchMetric[]> {
   const { stallMs, wallMs } = await stallDuring(() => store.search({ location: { channelId }, query: 'server budget meeting' }));

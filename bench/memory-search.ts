@@ -9,7 +9,7 @@ import type { SqlClient } from '../src/storage/sql-client.js';
 import { ALL_MIGRATIONS } from '../src/app/migrations.js';
 import { median, p99, type BenchMetric, type BenchReport } from './harness.js';
 import { chatLines, type ChatLine } from './memory-corpus.js';
-import { deleteStalls, firstSearchStall } from './index-file-stalls.js';
+import { deleteStalls, editStalls, firstSearchStall } from './index-file-stalls.js';
 
 export const CHANNEL = 'bench-channel';
 const BATCH = 500;
@@ -72,6 +72,7 @@ export async function run(): Promise<BenchReport> {
     // Index files written and read off the event loop: a delete rewrites the channel's file, and
     // the first search after a restart loads it.
     metrics.push(...(await deleteStalls(store, CHANNEL, [3, 17, 4_242, 55_555, 99_001].map((index) => `${CHANNEL}-${index}`))));
+    metrics.push(...(await editStalls(store, CHANNEL, [5, 19, 4_244, 55_557, 99_003].map((index) => `${CHANNEL}-${index}`))));
     await store.close();
     await db.close();
     db = await openDatabase(dir, ALL_MIGRATIONS);
