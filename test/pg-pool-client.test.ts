@@ -253,6 +253,12 @@ test('the session settings arrive with the connection: schema, deadlines, applic
     .prepare(`SELECT current_schema() AS schema, current_setting('statement_timeout') AS statement, current_setting('lock_timeout') AS lock, current_setting('application_name') AS app`)
     .get()) as Record<string, string>;
   assert.deepEqual(settings, { schema: sql.settings.schema, statement: '5s', lock: '2s', app: 'pg-pool-client test' });
+  // The server probes an idle peer too: a session whose host died ends (and frees its locks) in
+  // about 25 s, not the operating system's two hours.
+  const keepalives = await sql
+    .prepare(`SELECT current_setting('tcp_keepalives_idle') AS idle, current_setting('tcp_keepalives_interval') AS every, current_setting('tcp_keepalives_count') AS probes`)
+    .get();
+  assert.deepEqual(keepalives, { idle: '10', every: '5', probes: '3' });
 });
 
 test('a pool with no free connection in time is busy (a retryable timeout), not down', async (t) => {

@@ -28,7 +28,7 @@ export interface PgConnectionSettings {
   connectTimeoutMs?: number;
   /** `idle_in_transaction_session_timeout` (default 0: off; a transaction may await other work). */
   idleInTransactionTimeoutMs?: number;
-  /** Idle time before TCP keepalive probes start (default 10000 ms). */
+  /** Idle time before TCP keepalive probes start, on both ends of the connection (default 10000 ms). */
   keepAliveInitialDelayMs?: number;
   /** Pool size (default 10, at least 2: the statements outside transactions hold one). */
   maxConnections?: number;
@@ -97,6 +97,22 @@ const TYPES = {
   },
 } as pg.CustomTypesConfig;
 
+/**
+ * The server's side of TCP keepalive, sent with every connection: a session whose process died
+ * with its host, or was cut off by the network, is ended by the server within about
+ * idle + 3 × interval (25 s by default) instead of the operating system's two hours. Until then
+ * it keeps its advisory locks (the writer lock: no replacement bot could start) and whatever a
+ * transaction of it held. Ignored over a Unix socket.
+ */
+function serverKeepalives(settings: ResolvedPgSettings): string {
+  const idle = Math.max(1, Math.ceil(settings.keepAliveInitialDelayMs / 1000));
+  const interval = Math.max(1, Math.ceil(idle / 2));
+  return `-c tcp_keepalives_idle=${idle} -c tcp_keepalives_interval=${interval} -c tcp_keepalives_count=${SERVER_KEEPALIVE_PROBES}`;
+}
+
+/** Unanswered probes before the server gives a session up. */
+const SERVER_KEEPALIVE_PROBES = 3;
+
 /** The `pg` client options for these settings (pool options included: `pg.Pool` passes them on). */
 export function pgClientConfig(settings: ResolvedPgSettings, options: { pipeline?: boolean } = {}): pg.PoolConfig {
   return {
@@ -110,7 +126,7 @@ export function pgClientConfig(settings: ResolvedPgSettings, options: { pipeline
     // The schema is a plain identifier (checked above); quoted so its case is kept. No JIT: every
     // statement here is short, and compiling one the planner overestimates (a search's
     // conditional subquery) took 390 ms for a statement that runs in 13.
-    options: `-c search_path="${settings.schema}" -c jit=off${settings.readOnly ? ' -c default_transaction_read_only=on' : ''}`,
+    options: `-c search_path="${settings.schema}" -c jit=off ${serverKeepalives(settings)}${settings.readOnly ? ' -c default_transaction_read_only=on' : ''}`,
     keepAlive: true,
     keepAliveInitialDelayMillis: settings.keepAliveInitialDelayMs,
     max: settings.maxConnections,
