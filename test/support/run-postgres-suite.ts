@@ -73,6 +73,7 @@ export const POSTGRES_SUITE = [
   'outside-text-cli',
   'discord-privacy-turn',
   'model-request-order',
+  'erasure-request-wait',
 ];
 
 /**
