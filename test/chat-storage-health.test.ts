@@ -36,3 +36,24 @@ test('after a failed write, the next message stored makes chat healthy again', a
     dir.remove();
   }
 });
+
+test('a command that meets a storage failure says the command did not complete, not that a message was lost', async () => {
+  const dir = tempDir();
+  const config = withTestStorage({ ...DEFAULTS, memory: { ...DEFAULTS.memory, dataDir: dir.path }, metrics: { ...DEFAULTS.metrics, listen: '' } });
+  const app = await openApp({ config, env: appEnv(), events: new EventStream() });
+  try {
+    // The channel's first load met a hung server (what /context runs into then).
+    app.runtime.status = () => Promise.reject(new MagpieError('storage_timeout', 'PostgreSQL did not answer within 3000 ms', { retryable: true }));
+    const notices = new PassThrough();
+    let said = '';
+    notices.on('data', (chunk: Buffer) => (said += chunk.toString()));
+    const adapter = new ConsoleAdapter({ app, channelName: 'health', userName: 'tester', input: Readable.from(['/context\n']), output: new PassThrough(), notices });
+    await adapter.run();
+    assert.match(said, /PostgreSQL did not answer within 3000 ms/);
+    assert.match(said, /\(\/context did not complete; try it again\)/);
+    assert.doesNotMatch(said, /message was not stored/);
+  } finally {
+    await app.close();
+    dir.remove();
+  }
+});

@@ -76,6 +76,36 @@ test('a bad line stops the replay with exit 1, names line and field, and keeps w
   dir.remove();
 });
 
+test('a second --data-dir on PostgreSQL shares the schema of [storage]: the replay says so, naming it', () => {
+  const dir = tempDir();
+  const transcript = join(dir.path, 'transcript.jsonl');
+  writeFileSync(transcript, generateTranscript(40));
+  // One [storage] for both runs, as one config.toml gives them (nothing on SQLite).
+  const shared = storageEnv(join(dir.path, 'run-a'));
+  const run = (data: string) => {
+    const args = [transcript, '--data-dir', join(dir.path, data), '--json'];
+    const result = spawnSync(process.execPath, [MAIN, 'replay', ...args], {
+      encoding: 'utf8',
+      env: magpieEnv(['replay', ...args], { cwd: process.cwd(), env: { ...process.env, MAGPIE_DATA_DIR: '', ...shared } }),
+    });
+    assert.equal(result.status, 0, result.stderr);
+    return { summary: jsonLines(result.stdout).at(-1)!, stderr: result.stderr };
+  };
+  const first = run('run-a');
+  assert.equal(first.summary.messages, 40);
+  assert.doesNotMatch(first.stderr, /already stored/);
+  const second = run('run-b');
+  if (shared.MAGPIE_STORAGE_SCHEMA === undefined) {
+    assert.equal(second.summary.messages, 40, 'a data dir of its own on SQLite');
+    assert.doesNotMatch(second.stderr, /already stored/);
+  } else {
+    assert.equal(second.summary.duplicates, 40);
+    assert.match(second.stderr, new RegExp(`note: 40 lines were already stored in PostgreSQL schema ${shared.MAGPIE_STORAGE_SCHEMA}: on PostgreSQL every --data-dir shares`));
+    assert.match(second.stderr, /give each replay a schema of its own/);
+  }
+  dir.remove();
+});
+
 test('flags: --help, unknown flags, --summarizer llm without a model', () => {
   assert.equal(replay(['--help']).code, 0);
   assert.equal(replay(['x.jsonl', '--data-dir', '/tmp/x', '--bogus']).code, 2);

@@ -144,7 +144,10 @@ export class ConsoleAdapter {
       // A message that could not be stored is not answered; say what is wrong with the data dir.
       const problem = storageError(this.options.app.dataDir, error);
       if (problem) this.options.app.storage.reportFailure(problem);
-      this.options.notices.write(`error: ${problem ? `${problem.render()}\n  (this message was not stored; send it again)` : errorMessage(error)}\n`);
+      // A command (/context, /memory search...) sent no message: only /attach does.
+      const command = line.startsWith('/') ? line.split(/\s+/)[0]! : undefined;
+      const lost = command === undefined || command === '/attach' ? 'this message was not stored; send it again' : `${command} did not complete; try it again`;
+      this.options.notices.write(`error: ${problem ? `${problem.render()}\n  (${lost})` : errorMessage(error)}\n`);
     }
     return true;
   }

@@ -2,6 +2,7 @@ import { errorMessage, MagpieError } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 import { NO_CHANGE_FEED, type ChangeFeed } from '../common/change-feed.js';
 import type { SqlClient } from '../storage/sql-client.js';
+import { storageProblemKind } from '../storage/storage-error.js';
 
 /**
  * Erasures asked for while the bot runs. `magpie memory forget` cannot take the writer lock the
@@ -215,20 +216,47 @@ export async function requestErasure(
     id = await requests.submit(kind, target);
   } catch (error) {
     // A writer older than erasure requests has no table for them.
-    throw new MagpieError('erasure_unsupported', `the running Magpie does not take erasure requests (${errorMessage(error)})`, {
-      hint: 'stop the bot and run the command again, or upgrade the running bot first',
+    if (missingTable(error)) {
+      throw new MagpieError('erasure_unsupported', `the running Magpie does not take erasure requests (${errorMessage(error)})`, {
+        hint: 'stop the bot and run the command again, or upgrade the running bot first',
+      });
+    }
+    throw new MagpieError('erasure_request_failed', `could not leave the erasure request for the running bot (${errorMessage(error)})`, {
+      cause: error,
+      hint: 'check that the database is reachable and run the command again; if the request did reach the bot, the id then matches nothing',
     });
   }
   const deadline = Date.now() + options.timeoutMs;
+  let lastFailure: unknown;
   for (;;) {
-    const request = await requests.read(id);
-    if (request && request.status !== 'pending') return request;
-    if (options.writerGone?.() && (await requests.withdraw(id))) return undefined;
+    try {
+      const request = await requests.read(id);
+      if (request && request.status !== 'pending') return request;
+      if (options.writerGone?.() && (await requests.withdraw(id))) return undefined;
+    } catch (error) {
+      // The request is committed and the bot applies it whatever happens here: a blip of the
+      // database must not end the wait with an error that reads as if nothing was asked.
+      if (!transientStorageFailure(error)) throw error;
+      lastFailure = error;
+    }
     if (Date.now() > deadline) {
-      throw new MagpieError('erasure_timeout', `the running bot did not apply erasure request ${id} within ${Math.round(options.timeoutMs / 1000)} s`, {
+      const why = lastFailure === undefined ? '' : ` (its outcome could not be read: ${errorMessage(lastFailure)})`;
+      throw new MagpieError('erasure_timeout', `the running bot did not apply erasure request ${id} within ${Math.round(options.timeoutMs / 1000)} s${why}`, {
         hint: 'it stays queued and is applied when the bot next polls; check the bot is healthy (its log, /readyz)',
       });
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/** The table is not there: SQLite's "no such table", PostgreSQL's undefined_table. */
+function missingTable(error: unknown): boolean {
+  return (error as { code?: unknown } | undefined)?.code === '42P01' || /no such table/i.test(errorMessage(error));
+}
+
+/** A failure that passes by itself: a lost connection, a passed deadline, a busy database. */
+function transientStorageFailure(error: unknown): boolean {
+  if (error instanceof MagpieError) return error.retryable;
+  const kind = storageProblemKind(error);
+  return kind === 'connection' || kind === 'busy';
 }

@@ -73,6 +73,7 @@ export const POSTGRES_SUITE = [
   'outside-text-cli',
   'discord-privacy-turn',
   'model-request-order',
+  'erasure-request-wait',
 ];
 
 /**
@@ -82,7 +83,7 @@ export const POSTGRES_SUITE = [
  * about flags, signals, progress lines and Discord, which do not depend on the backend. `npm run test:postgres` still runs them whole.
  */
 export const POSTGRES_TEST_NAMES: Readonly<Record<string, string>> = {
-  'replay-cli': '^(8\\. kill -9 mid-replay|a bad line stops the replay|--summarizer llm and --cost-replies without a model)',
+  'replay-cli': '^(8\\. kill -9 mid-replay|a bad line stops the replay|--summarizer llm and --cost-replies without a model|a second --data-dir on PostgreSQL shares the schema)',
   'status-report-cli': '^(replay --report, then status and report read the same compaction log|status counts what the runtime that wrote the data counted)',
   // Waiting out Discord is the same on both backends; reopening the store while the embedder is down is not.
   'discord-start-retry': '^an embedder that is not up yet',

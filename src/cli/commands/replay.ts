@@ -162,9 +162,12 @@ export async function replay(options: {
   // leaves no database, index or lock behind (nor a schema on PostgreSQL).
   const model =
     options.summarizerKind === 'llm' || options.costReplies ? observeModel(modelOf(config, io.env, options.costReplies ? '--cost-replies' : '--summarizer llm'), 'compaction', costs) : undefined;
+  const target = storageTarget(config, options.dataDir, options.io.env);
+  // On PostgreSQL the rows go to the schema of [storage], whatever --data-dir says.
+  const storedIn = target.backend === 'postgres' ? `PostgreSQL schema ${target.schema}` : options.dataDir;
   let writable;
   try {
-    writable = await openStorageForWriting(storageTarget(config, options.dataDir, options.io.env), ALL_MIGRATIONS, {
+    writable = await openStorageForWriting(target, ALL_MIGRATIONS, {
       command: 'magpie replay',
       // A replay writes as fast as it can: its checkpoints run beside it, not inside its commits.
       checkpointInBackground: true,
@@ -309,9 +312,17 @@ export async function replay(options: {
     };
     if (stopSignal !== undefined) {
       io.stderr.write(
-        `magpie replay: stopped by ${stopSignal} after line ${progress.lines}: ${progress.messages} new messages stored in ${options.dataDir}` +
+        `magpie replay: stopped by ${stopSignal} after line ${progress.lines}: ${progress.messages} new messages stored in ${storedIn}` +
           (progress.duplicates > 0 ? ` (${progress.duplicates} were already there)` : '') +
           '.\n  Run the same command again to continue where it stopped: messages already stored are skipped by id.\n',
+      );
+    }
+    if (target.backend === 'postgres' && progress.duplicates > 0) {
+      // Two runs meant to compare settings in two data dirs would otherwise meet in one schema,
+      // the second finding every line stored and compacting nothing.
+      io.stderr.write(
+        `note: ${progress.duplicates} lines were already stored in ${storedIn}: on PostgreSQL every --data-dir shares the schema of [storage] (the data dir keeps only index files)\n` +
+          '  to compare settings, give each replay a schema of its own ([storage] schema, or MAGPIE_STORAGE_SCHEMA)\n',
       );
     }
     if (options.json) io.stdout.write(jsonLine(summary));
@@ -324,12 +335,12 @@ export async function replay(options: {
       const problem = storageError(options.dataDir, failure);
       if (!problem) throw failure;
       const kept = progress.messages + progress.duplicates + progress.conflicts;
-      io.stderr.write(`magpie replay: ${problem.render()}\n  (the ${kept} lines before it are stored in ${options.dataDir}; run the same replay again to go on)\n`);
+      io.stderr.write(`magpie replay: ${problem.render()}\n  (the ${kept} lines before it are stored in ${storedIn}; run the same replay again to go on)\n`);
       return EXIT.failure;
     }
     if (progress.error) {
       const kept = progress.messages + progress.duplicates + progress.conflicts;
-      io.stderr.write(`magpie replay: ${progress.error.render()}\n  (the ${kept} messages before it are in ${options.dataDir})\n`);
+      io.stderr.write(`magpie replay: ${progress.error.render()}\n  (the ${kept} messages before it are in ${storedIn})\n`);
       return EXIT.failure;
     }
     return stopSignal === undefined ? EXIT.ok : exitCodeFor(stopSignal);
