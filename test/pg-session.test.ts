@@ -238,6 +238,21 @@ test('the writer lock on the session refuses a second writer by name, and exclud
     await assert.rejects(takeWriterLock(second, sql, 'shard-0', 'magpie start'), (error: { code?: string; message: string }) =>
       error.code === 'data_dir_locked' && error.message.includes(`magpie start (pid ${process.pid}`),
     );
+    // Said in the operator's words: which part of the schema, and advice that fits the command.
+    const whole = await takeWriterLock(first, sql, 'all', 'magpie chat');
+    await assert.rejects(takeWriterLock(second, sql, 'all', 'magpie replay'), (error: { code?: string; message: string; hint?: string }) => {
+      assert.match(error.message, /magpie chat \(pid \d+ on .*\) already writes this schema in PostgreSQL \(schema "/);
+      assert.doesNotMatch(`${error.message} ${error.hint}`, /writes all|--shard-ids/);
+      return true;
+    });
+    await whole.release();
+    const sharded = await takeWriterLock(first, sql, 'shard-1-of-4', 'magpie start');
+    await assert.rejects(takeWriterLock(second, sql, 'shard-1-of-4', 'magpie start'), (error: { message: string; hint?: string }) => {
+      assert.match(error.message, /already writes shard 1 of 4 in PostgreSQL/);
+      assert.match(String(error.hint), /--shard-ids/);
+      return true;
+    });
+    await sharded.release();
     // The id pg-session-locks.ts takes for the same key.
     const old = await other.query(`SELECT pg_try_advisory_lock(hashtextextended(current_schema() || ':writer:' || 'shard-0', 0)) AS locked`);
     assert.equal((old.rows[0] as { locked: boolean }).locked, false);

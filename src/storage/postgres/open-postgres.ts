@@ -112,7 +112,8 @@ export async function openPostgresForReading(
   if (missing.length === migrations.length || (missing.length > 0 && !options.anyVersion)) {
     await db.close();
     const empty = missing.length === migrations.length;
-    const what = `${empty ? `no Magpie data in ${target.dataDir}: ` : ''}no complete Magpie schema in ${describeTarget(target)}`;
+    // The data dir holds only index files on PostgreSQL: the schema is what is missing.
+    const what = `${empty ? 'no Magpie data: ' : ''}no complete Magpie schema in ${describeTarget(target)}`;
     throw new MagpieError(empty ? 'no_data' : 'data_dir_outdated', what, {
       context: { schema: target.schema, missing },
       hint: 'run a writing command (magpie start, chat or replay) against this database first',

@@ -27,10 +27,14 @@ export async function takeWriterLock(session: PgSession, sql: SqlClient, key: st
     const gone = holder !== undefined && holder.host === os.hostname() && Number(holder.pid) !== process.pid && !processAlive(Number(holder.pid));
     if (gone && (await retryLock(session, lockKey, DEAD_HOLDER_WAIT_MS))) return recordWriter(session, sql, key, lockKey, command);
     const who = holder ? `${holder.command} (pid ${holder.pid} on ${holder.host}, since ${holder.started_at})` : 'another process';
-    throw new MagpieError('data_dir_locked', `${who} already writes ${key} in this PostgreSQL schema`, {
+    const shard = /^shard-(\d+)-of-(\d+)$/.exec(key);
+    const what = shard ? `shard ${shard[1]} of ${shard[2]}` : 'this schema';
+    throw new MagpieError('data_dir_locked', `${who} already writes ${what} in PostgreSQL (schema "${session.schema}")`, {
       // The holder's command tells `memory forget` whether it takes erasure requests.
       context: { key, ...(holder ? { pid: Number(holder.pid), host: holder.host, command: holder.command } : {}) },
-      hint: 'stop that process first, or give this one other shards (--shard-ids); readers (status, memory search) need no lock',
+      hint:
+        (shard ? 'stop that process first, or give this one other shards (--shard-ids)' : 'stop that process first, or use a schema of its own ([storage] schema)') +
+        '; a holder whose host went away loses the lock within about 25 s; readers (status, memory search) need no lock',
     });
   }
   return recordWriter(session, sql, key, lockKey, command);

@@ -43,6 +43,11 @@ export class PgSession {
     });
   }
 
+  /** The schema whose locks these are. */
+  get schema(): string {
+    return this.connection.settings.schema;
+  }
+
   static async open(options: PgSessionOptions): Promise<PgSession> {
     const session = new PgSession(options);
     await session.connection.start();
