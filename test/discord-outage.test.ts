@@ -188,6 +188,31 @@ describe('nothing missed across an outage', { timeout: 120_000 }, () => {
     }
   });
 
+  test('a message arriving as the new session starts waits for the catch-up: what was written before it is fetched, in order', async () => {
+    const { discord, model } = await fakes();
+    const dataDir = path.join(root, 'live-at-ready');
+    const bot = await startBot({ discord, model, dataDir });
+    try {
+      const first = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'first' });
+      await waitUntil(async () => (await messageIds(bot.app, GENERAL)).length === 1, 'first stored');
+      discord.holdIdentify();
+      discord.dropSession();
+      const meanwhile = discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: 'written while the bot was away' });
+      await waitUntil(() => bot.events.some((event) => event.type === 'discord_reconnecting'), 'the bot reconnecting');
+      const ready = discord.waitForReady(20_000);
+      discord.releaseIdentify();
+      await ready;
+      // Delivered with the new session, while the catch-up is still reading where to start.
+      const live = discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: 'written right after the reconnect' });
+      await waitUntil(async () => (await messageIds(bot.app, GENERAL)).length === 3, 'all three stored', 30_000);
+      assert.deepEqual(await messageIds(bot.app, GENERAL), [first, meanwhile, live]);
+    } finally {
+      await bot.stop();
+      await model.close();
+      await discord.close();
+    }
+  });
+
   test('after a restart each active channel catches up (bounded per channel); a rerun stores nothing twice', async () => {
     const { discord, model } = await fakes();
     const dataDir = path.join(root, 'restart');
