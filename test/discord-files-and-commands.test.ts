@@ -5,6 +5,7 @@ import { FAKE_GUILD_ID } from './fakes/fake-discord.js';
 import { ALICE, BOB, BURST, GENERAL, isAgentRequest, LONG, MOD, QUIET, startTestBot, THREAD, waitUntil, type TestBot } from './discord-helpers.js';
 import { makePng } from './support/images.js';
 import { systemText } from './fakes/fake-prompt-cache.js';
+import { startFakeEmbeddingsServer } from './fakes/fake-embeddings-server.js';
 
 const MANAGE_MESSAGES = (1n << 13n).toString();
 const MANAGE_CHANNELS = (1n << 4n).toString();
@@ -173,4 +174,29 @@ describe('files, reply context and user commands through Discord', () => {
     assert.match(await command(GENERAL, MOD, 'persona', 'clear', {}, MANAGE_CHANNELS), /no persona of its own/);
     assert.deepEqual(await listPersonas(bot.app.db), []);
   });
+});
+
+test('a slash command whose work outlasts Discord’s 3 s is deferred in time and answered by editing the deferral', async () => {
+  const embeddings = await startFakeEmbeddingsServer();
+  embeddings.setDefault({ kind: 'vectors', dimension: 8 });
+  const http = { url: embeddings.url, model: 'fake-embed', apiKeyEnv: 'NO_SUCH_KEY', dimension: 8, batchSize: 16, timeoutMs: 10_000, maxRetries: 0 };
+  const bot = await startTestBot({ memory: { embedder: 'http', http } });
+  try {
+    // The query's embedding takes longer than Discord waits for an answer.
+    embeddings.setDefault({ kind: 'delay', ms: 3_200, dimension: 8 });
+    const asked = Date.now();
+    const sent = bot.discord.sendInteraction({ channelId: GENERAL, userId: ALICE, name: 'memory', subcommand: 'search', options: { query: 'launch date' } });
+    const deferral = await bot.discord.waitForInteractionReply((reply) => reply.token === sent.token, { timeoutMs: 10_000 });
+    const deferredAfter = Date.now() - asked;
+    assert.equal(deferral.kind, 'callback');
+    assert.equal(deferral.type, 5, 'a deferred answer ("thinking…")');
+    assert.equal(deferral.flags, 64, 'ephemeral');
+    assert.ok(deferredAfter < 3_000, `deferred within Discord's 3 s (after ${deferredAfter} ms)`);
+    const answer = await bot.discord.waitForInteractionReply((reply) => reply.token === sent.token && reply.kind === 'edit', { timeoutMs: 10_000 });
+    assert.match(answer.content ?? '', /\S/, 'the answer fills the deferral');
+    assert.equal(bot.discord.interactionReplies.filter((reply) => reply.token === sent.token && reply.kind === 'callback').length, 1, 'answered once');
+  } finally {
+    await bot.close();
+    await embeddings.close();
+  }
 });

@@ -161,6 +161,58 @@ describe('nothing missed across an outage', { timeout: 120_000 }, () => {
     }
   });
 
+  test('a reply the bot posts while the gateway is down does not hide the messages written before it', async () => {
+    const { discord, model } = await fakes();
+    const dataDir = path.join(root, 'reply-during-outage');
+    const bot = await startBot({ discord, model, dataDir });
+    try {
+      model.setDefault((request) => (isAgentRequest(request.body) ? { delayMs: 500, then: { text: 'a considered answer' } } : { text: 'A short summary.' }));
+      const asked = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'a question', mentionsBot: true });
+      await waitUntil(() => model.inFlight > 0, 'the answer on its way');
+      // The session is gone and stays gone until the reply has been posted through REST.
+      discord.holdIdentify();
+      discord.dropSession();
+      const meanwhile = discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: 'written while the bot was away' });
+      await discord.waitForPost((posted) => posted.messageReference?.message_id === asked, { timeoutMs: 20_000 });
+      discord.releaseIdentify();
+      await waitUntil(
+        () => bot.events.some((event) => event.type === 'catch_up_completed' && event.reason === 'new_session' && event.channel_id === GENERAL),
+        'catch-up after the new session',
+        60_000,
+      );
+      assert.ok((await messageIds(bot.app, GENERAL)).includes(meanwhile), 'the message written during the outage is stored');
+    } finally {
+      await bot.stop();
+      await model.close();
+      await discord.close();
+    }
+  });
+
+  test('a message arriving as the new session starts waits for the catch-up: what was written before it is fetched, in order', async () => {
+    const { discord, model } = await fakes();
+    const dataDir = path.join(root, 'live-at-ready');
+    const bot = await startBot({ discord, model, dataDir });
+    try {
+      const first = discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'first' });
+      await waitUntil(async () => (await messageIds(bot.app, GENERAL)).length === 1, 'first stored');
+      discord.holdIdentify();
+      discord.dropSession();
+      const meanwhile = discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: 'written while the bot was away' });
+      await waitUntil(() => bot.events.some((event) => event.type === 'discord_reconnecting'), 'the bot reconnecting');
+      const ready = discord.waitForReady(20_000);
+      discord.releaseIdentify();
+      await ready;
+      // Delivered with the new session, while the catch-up is still reading where to start.
+      const live = discord.sendMessage({ channelId: GENERAL, authorId: BOB, content: 'written right after the reconnect' });
+      await waitUntil(async () => (await messageIds(bot.app, GENERAL)).length === 3, 'all three stored', 30_000);
+      assert.deepEqual(await messageIds(bot.app, GENERAL), [first, meanwhile, live]);
+    } finally {
+      await bot.stop();
+      await model.close();
+      await discord.close();
+    }
+  });
+
   test('after a restart each active channel catches up (bounded per channel); a rerun stores nothing twice', async () => {
     const { discord, model } = await fakes();
     const dataDir = path.join(root, 'restart');

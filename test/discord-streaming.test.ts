@@ -4,6 +4,8 @@ import { APOLOGY_REPLY, STREAM_BROKEN_NOTE } from '../src/app/channel-responder.
 import { chunkMessage } from '../src/discord/chunk-message.js';
 import { DEFAULT_EDIT_INTERVAL_MS } from '../src/discord/streamed-reply.js';
 import { ALICE, BURST, GENERAL, LONG, QUIET, startTestBot, waitUntil, type TestBot } from './discord-helpers.js';
+import { ChannelResponder, type ResponderRuntime } from '../src/app/channel-responder.js';
+import { GatedModel, openHarness, userMessage } from './compaction-support.js';
 
 /** A long answer with a code block that straddles the 2,000-character limit. */
 function longAnswer(): string {
@@ -158,5 +160,78 @@ test('stream_replies = false posts the answer once, complete, without edits', as
     assert.equal(bot.discord.edits.length, 0);
   } finally {
     await bot.close();
+  }
+});
+
+test('a streamed reply a moderator deletes before it is finished leaves history like a finished one deleted in Discord', async () => {
+  const bot = await startTestBot();
+  try {
+    const words = Array.from({ length: 10 }, (_, index) => `retracted${index} `);
+    bot.model.enqueue({ text: words.join(''), chunks: words, chunkDelayMs: 150 });
+    const asked = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'tell me', mentionsBot: true });
+    const shown = await bot.discord.waitForPost((message) => message.messageReference?.message_id === asked);
+    bot.discord.deleteMessage({ channelId: GENERAL, messageId: shown.id });
+    await turnDone(bot, GENERAL);
+    await waitUntil(async () => !(await bot.app.runtime.liveContext(GENERAL)).entries.some((entry) => entry.messageId === shown.id), 'the reply gone from history');
+    bot.model.enqueue({ text: 'Next.' });
+    const next = bot.discord.sendMessage({ channelId: GENERAL, authorId: ALICE, content: 'and now?', mentionsBot: true });
+    await bot.discord.waitForPost((message) => message.messageReference?.message_id === next);
+    assert.ok(!JSON.stringify(bot.model.requests.at(-1)!.body).includes('retracted'), 'the model no longer sees the deleted reply');
+  } finally {
+    await bot.close();
+  }
+});
+
+test('a streamed reply whose last edit fails while its turn is still recording it leaves no rejection unhandled (that would end the process)', async () => {
+  const harness = await openHarness();
+  try {
+    // Recording takes a while (as on a network store); the failed edit comes back first.
+    const runtime = new Proxy(harness.runtime, {
+      get(target, key) {
+        if (key === 'appendToTurn') {
+          return async (...args: Parameters<typeof target.appendToTurn>) => {
+            await new Promise((resolve) => setTimeout(resolve, 200));
+            return target.appendToTurn(...args);
+          };
+        }
+        const value = Reflect.get(target, key, target) as unknown;
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    }) as ResponderRuntime;
+    const model = new GatedModel();
+    const responder = new ChannelResponder({ runtime, model, tools: [], config: harness.config, events: harness.stream });
+    const asked = await harness.runtime.ingest(userMessage('c-stream', 1));
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const outcome = responder.respond({
+        channelId: 'c-stream',
+        userId: asked.authorId,
+        turnId: asked.turnId,
+        rateLimit: false,
+        context: { channelId: 'c-stream', guildId: 'g1', sourceMessageIds: [asked.messageId] },
+        target: {
+          send: async () => 'sent-1',
+          stream: () => ({
+            firstMessageId: '1001',
+            update() {},
+            // The message was deleted by a moderator: its last edit is refused at once.
+            finish: () => Promise.reject(new Error('Unknown Message')),
+            fail: async () => true,
+          }),
+        },
+      });
+      await waitUntil(() => model.calls.length === 1, 'the model asked');
+      model.calls[0]!.answer('An answer.');
+      assert.equal(await outcome, 'replied');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+    assert.deepEqual(unhandled.map(String), []);
+    assert.ok(harness.events.some((event) => event.type === 'reply_failed'), 'the failed edit is logged');
+  } finally {
+    await harness.close();
   }
 });

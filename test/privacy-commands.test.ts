@@ -84,6 +84,33 @@ describe('forgetting from Discord', () => {
     assert.ok(!(await bot.app.runtime.liveContext(QUIET)).entries.some((entry) => entry.messageId === id), 'gone from the live context');
     assert.ok(!JSON.stringify(await bot.app.runtime.buildModelRequest(QUIET, { tools: [], maxTokens: 10 })).includes('tamarind'));
   });
+
+  test('/memory forget-me erases a user with hundreds of messages in one channel, and a search result that quoted one', async () => {
+    const count = 600;
+    for (let index = 0; index < count; index += 1) {
+      bot.discord.sendMessage({ channelId: QUIET, authorId: ALICE, content: index === 7 ? 'my locker code is quince 4242' : `alice note ${index}` });
+      if (index % 100 === 99) await new Promise((resolve) => setImmediate(resolve));
+    }
+    const archived = `SELECT COUNT(*) AS total FROM memory_items WHERE kind = 'transcript' AND content LIKE '%quince 4242%'`;
+    await waitUntil(async () => (await authored(ALICE)) === count, 'recorded', 30_000);
+    await waitUntil(async () => ((await bot.app.db.prepare(archived).get()) as { total: number }).total === 1, 'archived', 30_000);
+    // Bob's question is answered by a search whose result, kept in history, quotes Alice.
+    bot.model.setDefault((request) => {
+      const searched = JSON.stringify(request.body.messages.at(-1)).includes('tool_result');
+      if (!searched && JSON.stringify(request.body.messages).includes('locker code?')) return { toolUse: [{ name: 'memory_search', input: { query: 'locker code quince' } }] };
+      return { text: 'Hello.' };
+    });
+    const asked = bot.discord.sendMessage({ channelId: QUIET, authorId: BOB, content: 'what was the locker code?', mentionsBot: true });
+    await bot.discord.waitForPost((message) => message.messageReference?.message_id === asked);
+    const quoting = `SELECT COUNT(*) AS total FROM history_entries WHERE kind = 'tool_result' AND content LIKE '%quince 4242%'`;
+    await waitUntil(async () => ((await bot.app.db.prepare(quoting).get()) as { total: number }).total === 1, 'the search result quoting it');
+
+    const code = /code:([0-9A-F]{6})/.exec(await command(ALICE, 'forget-me', {}, QUIET))![1]!;
+    assert.match(await command(ALICE, 'forget-me', { code }, QUIET), new RegExp(`erased ${count} messages in 1 channel`));
+    assert.equal(await authored(ALICE), 0);
+    assert.equal(((await bot.app.db.prepare(quoting).get()) as { total: number }).total, 0, 'the quote left the search result');
+    assert.ok(!JSON.stringify(await bot.app.runtime.buildModelRequest(QUIET, { tools: [], maxTokens: 10 })).includes('quince 4242'));
+  });
 });
 
 describe('memory_save sources', () => {

@@ -59,6 +59,8 @@ export interface ResponderRuntime extends AgentRuntime {
   awaitAnswer(channelId: string, turnId: number): () => void;
   /** Follows the deletes and edits that reach the channel while a turn runs (see `TurnWatch`). */
   watchTurn?(channelId: string): TurnWatch;
+  /** Messages deleted in Discord leave history (see `ChannelRuntime.deleteMessages`). */
+  deleteMessages?(channelId: string, messageIds: string[]): unknown;
 }
 
 export interface TurnRequest {
@@ -298,6 +300,7 @@ export class ChannelResponder {
       });
     }
     let finishing: Promise<unknown> | undefined;
+    let deliveredId: string | undefined;
     const startedAt = Date.now();
     try {
       const result = await runAgentTurn({
@@ -324,15 +327,21 @@ export class ChannelResponder {
             const text = shownWatch ? shownWatch.redact(reply) : reply;
             const id = await target.send(text);
             if (id !== undefined) shownWatch?.posted(id, text);
+            deliveredId = id;
             return id;
           }
           const finished = stream.finish(reply);
           finishing = finished;
+          // Observed at once: its failure (the message deleted, an edit refused) may come while the
+          // turn still records the reply, and an unobserved rejection ends the process. The turn
+          // reports it when it awaits `finishing`.
+          void finished.catch(() => {});
           // The first part is on screen already: history records the reply now, under its id,
           // while the last edits (at most one a second) land; a message arriving meanwhile
           // then comes after the reply in history, as it did on screen.
           const id = stream.firstMessageId ?? (await finished);
           if (id !== undefined) shownWatch?.posted(id);
+          deliveredId = id;
           return id;
         },
         signal: this.abort.signal,
@@ -356,6 +365,17 @@ export class ChannelResponder {
           : {}),
       });
       if (finishing) await finishing.catch((error: unknown) => events.emit({ type: 'reply_failed', channel_id: channelId, error: errorMessage(error) }));
+      // Deleted in Discord before the turn recorded it (a moderator took it down while it was
+      // streaming): it leaves history now, as a finished reply deleted in Discord does.
+      const id = deliveredId;
+      if (id !== undefined && watch?.changes().some((change) => change.mode === 'delete' && change.removed.some((message) => message.messageId === id))) {
+        try {
+          await runtime.deleteMessages?.(channelId, [id]);
+        } catch (error) {
+          // Logged as a live delete that failed would be; the reply itself went out.
+          events.emit({ type: 'discord_event_failed', handler: 'message_delete', channel_id: channelId, error: errorMessage(error) });
+        }
+      }
       try {
         this.budget.record(budgetKey(request), result.spentTokens);
       } catch (error) {

@@ -20,6 +20,7 @@ export interface StoredMessage {
  */
 export class CatchUpPoints {
   private readonly channels;
+  private readonly lastOfPeople;
   private readonly last;
   private readonly recent;
 
@@ -28,8 +29,15 @@ export class CatchUpPoints {
       `SELECT channel_id, MAX(created_at) AS last_at FROM history_entries WHERE kind = 'message'
         GROUP BY channel_id ORDER BY last_at DESC LIMIT ?`,
     );
-    // Newest first by seq (the primary key): stops at the first platform id.
+    // Newest first by seq (the primary key): stops at the first platform id. People's messages
+    // first: the bot posts through REST while the gateway is down, so its reply can be newer
+    // than messages written before it that only the catch-up will bring.
     const digitsOnly = channelDialectFor(db).digitsOnlyMessageId;
+    this.lastOfPeople = db.prepare(
+      `SELECT message_id FROM history_entries
+        WHERE channel_id = ? AND kind = 'message' AND role = 'user' AND ${digitsOnly}
+        ORDER BY seq DESC LIMIT 1`,
+    );
     this.last = db.prepare(
       `SELECT message_id FROM history_entries
         WHERE channel_id = ? AND kind = 'message' AND ${digitsOnly}
@@ -63,6 +71,7 @@ export class CatchUpPoints {
   }
 
   async lastMessageId(channelId: string): Promise<string | undefined> {
-    return ((await this.last.get(channelId)) as { message_id: string } | undefined)?.message_id;
+    const row = ((await this.lastOfPeople.get(channelId)) ?? (await this.last.get(channelId))) as { message_id: string } | undefined;
+    return row?.message_id;
   }
 }

@@ -276,11 +276,16 @@ export class PrivacyPropagator {
       }
       fragments.push(fragment);
     }
-    if (fragments.length === 0) return;
-    const matches = fragments.map(() => 'instr(content, ?) > 0').join(' OR ');
-    yield* this.options.db
-      .prepare(`SELECT * FROM history_entries WHERE kind IN ('tool_call', 'tool_result') AND (${matches})`)
-      .iterate(...fragments) as AsyncIterable<EntryRow>;
+    // A few hundred terms a statement: SQLite refuses an expression deeper than 1,000, and
+    // erasing a user brings every message of theirs in a channel at once. A row that matches
+    // in two statements is read twice; the caller takes it once.
+    for (let start = 0; start < fragments.length; start += FRAGMENTS_PER_QUERY) {
+      const batch = fragments.slice(start, start + FRAGMENTS_PER_QUERY);
+      const matches = batch.map(() => 'instr(content, ?) > 0').join(' OR ');
+      yield* this.options.db
+        .prepare(`SELECT * FROM history_entries WHERE kind IN ('tool_call', 'tool_result') AND (${matches})`)
+        .iterate(...batch) as AsyncIterable<EntryRow>;
+    }
   }
 
   /**
@@ -373,6 +378,8 @@ const TOMBSTONE_MS = 86_400_000;
 
 /** Shorter stretches would match too many rows to be worth a prefilter. */
 const MIN_FRAGMENT = 4;
+/** Fragments matched by one statement, well below SQLite's expression depth of 1,000. */
+const FRAGMENTS_PER_QUERY = 200;
 
 /** The longest run of characters JSON.stringify writes as they are (no quote, backslash, control). */
 export function longestVerbatimRun(text: string): string {

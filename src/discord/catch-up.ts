@@ -51,22 +51,37 @@ const DISCORD_EPOCH = 1_420_070_400_000n;
  */
 export class ChannelCatchUp {
   private readonly running = new Map<string, Promise<void>>();
+  /** While the list of channels is read, which channels will catch up is not known yet. */
+  private listing: Promise<void> | undefined;
 
   constructor(private readonly options: CatchUpOptions) {}
 
-  /** Resolves when the channel's catch-up (if one is running) is done. */
+  /** Resolves when the channel's catch-up (if one is running, or may be about to) is done. */
   before(channelId: string): Promise<void> | undefined {
-    return this.running.get(channelId);
+    const running = this.running.get(channelId);
+    if (running || !this.listing) return running;
+    return this.listing.then(() => this.running.get(channelId));
   }
 
   /** Catches up every active channel, one at a time; `reason` goes into the events. */
   async run(reason: 'start' | 'new_session' | 'storage_recovered'): Promise<void> {
     const { channels, messagesPerChannel } = this.options.limits();
-    const points = (await this.options.source.active(channels)).filter((point) => !this.running.has(point.channelId));
-    // Registered as soon as the list is read, so that live messages of every channel in it wait from now on.
+    // A live message stored before the list is read would become its channel's catch-up point,
+    // and what was written before it during the outage would never be fetched: it waits too.
+    let listed!: () => void;
+    const listing = new Promise<void>((resolve) => (listed = resolve));
+    this.listing = listing;
+    let points: CatchUpPoint[];
     const gates = new Map<string, () => void>();
-    for (const point of points) {
-      this.running.set(point.channelId, new Promise<void>((resolve) => gates.set(point.channelId, resolve)));
+    try {
+      points = (await this.options.source.active(channels)).filter((point) => !this.running.has(point.channelId));
+      // Registered as soon as the list is read, so that live messages of every channel in it wait from now on.
+      for (const point of points) {
+        this.running.set(point.channelId, new Promise<void>((resolve) => gates.set(point.channelId, resolve)));
+      }
+    } finally {
+      if (this.listing === listing) this.listing = undefined;
+      listed();
     }
     return (async () => {
       for (const point of points) {

@@ -126,8 +126,24 @@ export async function handleSlashCommand(
   deps: CommandDeps,
   location: MemoryLocation,
 ): Promise<void> {
-  const reply = (content: string) =>
-    interaction.reply({ content, flags: MessageFlags.Ephemeral, allowedMentions: { parse: [] } });
+  // Discord drops an interaction not answered within 3 s ("The application did not respond"),
+  // even when the work (an erasure, a search on a slow store) then succeeds: past DEFER_AFTER_MS
+  // the answer is promised ("thinking…") and later written into that promise.
+  let deferral: Promise<boolean> | undefined;
+  const timer = setTimeout(() => {
+    deferral = interaction.deferReply({ flags: MessageFlags.Ephemeral }).then(
+      () => true,
+      (error: unknown) => {
+        deps.events.emit({ type: 'slash_command_failed', channel_id: location.channelId, command: interaction.commandName, error: errorMessage(error) });
+        return false;
+      },
+    );
+  }, DEFER_AFTER_MS);
+  const reply = async (content: string): Promise<unknown> => {
+    clearTimeout(timer);
+    if (deferral && (await deferral)) return interaction.editReply({ content, allowedMentions: { parse: [] } });
+    return interaction.reply({ content, flags: MessageFlags.Ephemeral, allowedMentions: { parse: [] } });
+  };
   try {
     await answerCommand(interaction, deps, location, reply);
   } catch (error) {
@@ -138,12 +154,17 @@ export async function handleSlashCommand(
       command: interaction.commandName,
       error: errorMessage(error),
     });
-    if (interaction.replied || interaction.deferred) return;
+    if (interaction.replied) return;
     const text =
       error instanceof InputError ? `That did not work: ${clip(error.message, 300)}` : 'That did not work just now; please try again in a moment.';
     await reply(text);
+  } finally {
+    clearTimeout(timer);
   }
 }
+
+/** Well inside Discord's 3 s, with room for the deferral's own round trip. */
+const DEFER_AFTER_MS = 2_000;
 
 async function answerCommand(
   interaction: ChatInputCommandInteraction,

@@ -157,7 +157,8 @@ export class FakeRest {
       }
       return reply(204);
     }
-    if ((match = path.match(/^\/webhooks\/(\d+)\/([^/]+)(\/messages\/@original)?$/))) {
+    // discord.js writes `@original` percent-encoded.
+    if ((match = path.match(/^\/webhooks\/(\d+)\/([^/]+)(\/messages\/(?:@|%40)original)?$/))) {
       const payload = (body ?? {}) as { content?: string; flags?: number };
       const kind = match[3] ? 'edit' : 'followup';
       if (method === 'DELETE') return reply(204);
