@@ -84,7 +84,7 @@ test('magpie chat /compact reports what happened: a compaction that cannot free 
     const enough = await runCli(['chat', '--data-dir', path.join(dir, 'long')], { cwd: dir, input: `${long}\n/compact\n/context\n` });
     assert.equal(enough.code, 0, enough.stderr);
     assert.doesNotMatch(enough.stdout, /did not apply/);
-    assert.match(enough.stdout, /Compacted the oldest \d+ messages into a summary\.|Compaction started on 12 live messages/);
+    assert.match(enough.stdout, /Compacted the oldest \d+ messages into a summary\.|Compaction started on the oldest (\d+ of the )?12 live messages/);
     assert.match(enough.stdout, /summaries: 1|a compaction is running now/);
   } finally {
     rmSync(dir, { recursive: true, force: true });

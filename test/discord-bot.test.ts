@@ -215,11 +215,17 @@ describe('the bot on a fake Discord', () => {
 
     const allowed = bot.discord.sendInteraction({ channelId: GENERAL, userId: MOD, name: 'compact', permissions: '8192' });
     const started = await bot.discord.waitForInteractionReply((candidate) => candidate.token === allowed.token);
-    assert.match(started.content ?? '', /Compaction started|Compacted the oldest \d+ messages?|did not apply|already running/);
+    assert.match(started.content ?? '', /Compaction started on the oldest (\d+ of the )?\d+ live messages?|Compacted the oldest \d+ messages?|did not apply|already running/);
     await waitUntil(
       () => bot.events.some((event) => event.channel_id === GENERAL && (event.type === 'compaction_completed' || event.type === 'compaction_failed')),
       'compaction finished',
     );
+    // The count it names is the part it compacts, not every live message.
+    const named = /Compaction started on the oldest (\d+) of the/.exec(started.content ?? '');
+    if (named) {
+      const event = bot.events.find((candidate) => candidate.type === 'compaction_started' && candidate.channel_id === GENERAL && candidate.tier === 'manual');
+      assert.equal(Number(named[1]), event?.messages);
+    }
 
     const search = bot.discord.sendInteraction({ channelId: GENERAL, userId: ALICE, name: 'memory', subcommand: 'search', options: { query: 'standup' } });
     const results = await bot.discord.waitForInteractionReply((candidate) => candidate.token === search.token);

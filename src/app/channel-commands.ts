@@ -108,6 +108,11 @@ export async function startCompaction(deps: CommandDeps, channelId: string): Pro
   const status = await deps.runtime.status(channelId);
   if (status.compactionRunning) return 'A compaction is already running in this channel.';
   if (status.liveMessages === 0) return 'Nothing to compact yet.';
+  // How many of the live messages the compaction takes (the oldest part of them), once it starts.
+  let taking: number | undefined;
+  const detach = deps.events.subscribe((event) => {
+    if (event.type === 'compaction_started' && event.channel_id === channelId && typeof event.messages === 'number') taking = event.messages;
+  });
   const running = deps.runtime.compactNow(channelId).then(
     (outcome) => outcome as CompactOutcome,
     (error: unknown) => {
@@ -117,6 +122,7 @@ export async function startCompaction(deps: CommandDeps, channelId: string): Pro
   );
   // One turn of the event loop: outcomes decided without waiting for I/O are in by then.
   const early = await Promise.race([running, new Promise<undefined>((resolve) => setImmediate(resolve, undefined))]);
+  detach();
   if (early?.status === 'nothing_to_compact') {
     return 'Nothing to compact yet: the live history is too short to set part of it aside.';
   }
@@ -130,7 +136,11 @@ export async function startCompaction(deps: CommandDeps, channelId: string): Pro
     return `Compaction did not apply (${reason}); the history is unchanged.`;
   }
   const plural = status.liveMessages === 1 ? '' : 's';
-  return `Compaction started on ${count(status.liveMessages)} live message${plural} (${percent(status.usage)} of the window). It runs in the background; the channel keeps going.`;
+  const what =
+    taking === undefined
+      ? `the oldest of the ${count(status.liveMessages)} live message${plural}`
+      : `the oldest ${count(taking)} of the ${count(status.liveMessages)} live message${plural}`;
+  return `Compaction started on ${what} (${percent(status.usage)} of the window). It runs in the background; the channel keeps going.`;
 }
 
 /** `/memory search`: the top results as short lines, with ids for `/memory forget`. */
