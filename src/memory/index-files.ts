@@ -6,6 +6,7 @@ import type { SqlClient } from '../storage/sql-client.js';
 import { blobToVector } from './embedder.js';
 import { moveAside, prepareIndexDirectory, removeIndexFile, saveIndexFile } from './index-file.js';
 import { indexFileThread } from './index-file-thread.js';
+import { padded } from './item-rows.js';
 import { fnv1a } from './text.js';
 import { HnswVectorIndex, type HnswParams } from './vector-index.js';
 
@@ -267,13 +268,10 @@ export class IndexFiles {
   async restoreCaughtUp(entry: LoadedIndex, labels: readonly number[]): Promise<void> {
     const db = this.options.db;
     for (let start = 0; start < labels.length; start += RESTORE_BATCH) {
-      const batch = labels.slice(start, start + RESTORE_BATCH);
-      // Padded (with its last label again) to one of a few lengths: a statement is prepared once per text.
-      const size = RESTORE_SIZES.find((length) => length >= batch.length)!;
-      const padded = [...batch, ...Array.from({ length: size - batch.length }, () => batch.at(-1)!)];
+      const list = padded(labels.slice(start, start + RESTORE_BATCH));
       const rows = (await db
-        .prepare(`SELECT seq, item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND item_rowid IN (${padded.map(() => '?').join(', ')})`)
-        .all(entry.key, ...padded)) as Array<{ seq: number; label: number; vector: Buffer }>;
+        .prepare(`SELECT seq, item_rowid AS label, vector FROM memory_vectors WHERE index_key = ? AND item_rowid IN (${list.map(() => '?').join(', ')})`)
+        .all(entry.key, ...list)) as Array<{ seq: number; label: number; vector: Buffer }>;
       if (rows.length === 0) continue;
       while (entry.index.busy) await entry.index.idle();
       for (const row of rows) if (Number(row.seq) <= entry.highWater) entry.index.add(Number(row.label), blobToVector(row.vector));
@@ -350,7 +348,6 @@ function readOwner(directory: string, readOnly: boolean): string {
 
 /** Labels looked up per statement by `restoreCaughtUp` (well under either backend's parameter limit). */
 const RESTORE_BATCH = 512;
-const RESTORE_SIZES = [1, 8, 64, RESTORE_BATCH];
 
 /** A tombstone: an item whose vector left this index (deleted, or replaced by an edit or a restatement). */
 interface Tombstone {

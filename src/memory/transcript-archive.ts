@@ -109,7 +109,9 @@ export class TranscriptArchive {
         // The old vector encodes the words taken out (an edit, or a reply's quote of a deleted
         // message): it leaves the index files as a deleted item's does, not at their next save.
         await indexes.recordDeleted(row.index_key, [row.rowid]);
-        leaving.set(row.index_key, [...(leaving.get(row.index_key) ?? []), row.rowid]);
+        const labels = leaving.get(row.index_key) ?? [];
+        labels.push(row.rowid);
+        leaving.set(row.index_key, labels);
       }
       return leaving;
     });
