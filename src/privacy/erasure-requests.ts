@@ -2,7 +2,7 @@ import { errorMessage, MagpieError } from '../common/errors.js';
 import type { EventStream } from '../common/events.js';
 import { NO_CHANGE_FEED, type ChangeFeed } from '../common/change-feed.js';
 import type { SqlClient } from '../storage/sql-client.js';
-import { storageProblemKind } from '../storage/storage-error.js';
+import { storageError } from '../storage/storage-error.js';
 
 /**
  * Erasures asked for while the bot runs. `magpie memory forget` cannot take the writer lock the
@@ -236,7 +236,7 @@ export async function requestErasure(
     } catch (error) {
       // The request is committed and the bot applies it whatever happens here: a blip of the
       // database must not end the wait with an error that reads as if nothing was asked.
-      if (!transientStorageFailure(error)) throw error;
+      if (storageError('', error)?.retryable !== true) throw error;
       lastFailure = error;
     }
     if (Date.now() > deadline) {
@@ -252,11 +252,4 @@ export async function requestErasure(
 /** The table is not there: SQLite's "no such table", PostgreSQL's undefined_table. */
 function missingTable(error: unknown): boolean {
   return (error as { code?: unknown } | undefined)?.code === '42P01' || /no such table/i.test(errorMessage(error));
-}
-
-/** A failure that passes by itself: a lost connection, a passed deadline, a busy database. */
-function transientStorageFailure(error: unknown): boolean {
-  if (error instanceof MagpieError) return error.retryable;
-  const kind = storageProblemKind(error);
-  return kind === 'connection' || kind === 'busy';
 }
